@@ -1,0 +1,280 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/creachadair/jrpc2"
+)
+
+// A Message is one JSON-RPC 2.0 request, notification or response. Its raw
+// fields alias the bytes it was parsed from and are forwarded as they are.
+type Message struct {
+	ID     json.RawMessage // absent (nil) for notifications
+	Method string          // empty for responses
+	Params json.RawMessage // absent (nil) if the message had none
+	Result json.RawMessage
+	Error  json.RawMessage
+}
+
+// IsRequest reports whether m is a request: a method and an id.
+func (m *Message) IsRequest() bool { return m.Method != "" && m.ID != nil }
+
+// IsNotification reports whether m is a notification: a method and no id.
+func (m *Message) IsNotification() bool { return m.Method != "" && m.ID == nil }
+
+// IsResponse reports whether m is a response: a result or error and no method.
+func (m *Message) IsResponse() bool { return m.Method == "" }
+
+// Errors returned by Parse. ErrNotJSON maps to JSON-RPC -32700 and
+// ErrNotJSONRPC to -32600.
+var (
+	ErrNotJSON    = errors.New("not valid JSON")
+	ErrNotJSONRPC = errors.New("not a JSON-RPC 2.0 message")
+)
+
+// Parse reads one message from data. It validates data as JSON, then scans only
+// its top level: nested values are kept as raw sub-slices of data, never
+// decoded. data must not be modified while the message is in use.
+func Parse(data []byte) (*Message, error) {
+	if !json.Valid(data) {
+		return nil, ErrNotJSON
+	}
+	s := scanner{data: data}
+	s.skipSpace()
+	if !s.consume('{') {
+		return nil, fmt.Errorf("%w: not an object", ErrNotJSONRPC)
+	}
+	m := new(Message)
+	var hasMethod, hasResult, hasError bool
+	for s.pos < len(s.data) {
+		s.skipSpace()
+		if s.consume('}') {
+			break
+		}
+		s.consume(',')
+		s.skipSpace()
+		key := s.value()
+		s.skipSpace()
+		s.consume(':')
+		s.skipSpace()
+		val := s.value()
+		switch string(key) { // compiler avoids allocating for this switch
+		case `"id"`:
+			m.ID = val
+		case `"method"`:
+			name, ok := unquote(val)
+			if !ok {
+				return nil, fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
+			}
+			m.Method, hasMethod = name, true
+		case `"params"`:
+			m.Params = val
+		case `"result"`:
+			m.Result, hasResult = val, true
+		case `"error"`:
+			m.Error, hasError = val, true
+		}
+	}
+	switch {
+	case hasMethod && (hasResult || hasError):
+		return nil, fmt.Errorf("%w: both method and result/error", ErrNotJSONRPC)
+	case hasMethod && m.Method == "":
+		return nil, fmt.Errorf("%w: empty method", ErrNotJSONRPC)
+	case !hasMethod && !hasResult && !hasError:
+		return nil, fmt.Errorf("%w: no method, result or error", ErrNotJSONRPC)
+	case !hasMethod && m.ID == nil:
+		return nil, fmt.Errorf("%w: response without id", ErrNotJSONRPC)
+	case m.ID != nil && !validID(m.ID):
+		return nil, fmt.Errorf("%w: id must be a string, number or null", ErrNotJSONRPC)
+	}
+	return m, nil
+}
+
+func validID(id json.RawMessage) bool {
+	switch id[0] {
+	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
+}
+
+// unquote decodes a JSON string, taking the allocation-free path when it
+// holds no escapes.
+func unquote(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// scanner walks already-validated JSON, so it need not report syntax errors.
+type scanner struct {
+	data []byte
+	pos  int
+}
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\r', '\n':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) consume(c byte) bool {
+	if s.pos < len(s.data) && s.data[s.pos] == c {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// value returns the raw bytes of the value starting at pos and moves past it.
+func (s *scanner) value() []byte {
+	start := s.pos
+	depth := 0
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '"':
+			s.skipString()
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+			if depth--; depth == 0 {
+				s.pos++
+				return s.data[start:s.pos]
+			}
+		case ',', ':', ' ', '\t', '\r', '\n':
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+		}
+		s.pos++
+	}
+	return s.data[start:s.pos]
+}
+
+func (s *scanner) skipString() {
+	for s.pos++; s.pos < len(s.data); {
+		switch s.data[s.pos] {
+		case '\\':
+			s.pos += 2
+		case '"':
+			s.pos++
+			return
+		default:
+			s.pos++
+		}
+	}
+}
+
+// Version is the JSON-RPC version every message carries.
+const Version = "2.0"
+
+// Append appends the encoding of m to buf, with ID and the raw fields as they
+// are.
+func (m *Message) Append(buf []byte) []byte {
+	buf = append(buf, `{"jsonrpc":"2.0"`...)
+	if m.ID != nil {
+		buf = append(buf, `,"id":`...)
+		buf = append(buf, m.ID...)
+	}
+	if m.Method != "" {
+		buf = append(buf, `,"method":`...)
+		buf = appendString(buf, m.Method)
+		if m.Params != nil {
+			buf = append(buf, `,"params":`...)
+			buf = append(buf, m.Params...)
+		}
+	} else if m.Error != nil {
+		buf = append(buf, `,"error":`...)
+		buf = append(buf, m.Error...)
+	} else {
+		buf = append(buf, `,"result":`...)
+		if m.Result == nil {
+			buf = append(buf, "null"...)
+		}
+		buf = append(buf, m.Result...)
+	}
+	return append(buf, '}')
+}
+
+// Bytes returns the encoding of m.
+func (m *Message) Bytes() []byte { return m.Append(nil) }
+
+func appendString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			b, _ := json.Marshal(s)
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
+}
+
+// IntID returns the encoding of n as an id.
+func IntID(n int64) json.RawMessage { return strconv.AppendInt(nil, n, 10) }
+
+// An Error is a JSON-RPC error object.
+type Error struct {
+	Code    jrpc2.Code      `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("[%d] %s", e.Code, e.Message) }
+
+// Encode returns e as a raw error object.
+func (e *Error) Encode() json.RawMessage {
+	b, err := json.Marshal(e)
+	if err != nil { // only Data can fail, and it is raw JSON we built
+		panic(err)
+	}
+	return b
+}
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code jrpc2.Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithData returns a copy of e carrying v, encoded as JSON, as its data.
+func (e *Error) WithData(v any) *Error {
+	c := *e
+	c.Data, _ = json.Marshal(v)
+	return &c
+}
+
+// ErrorResponse returns a response to id carrying e.
+func ErrorResponse(id json.RawMessage, e *Error) *Message {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	return &Message{ID: id, Error: e.Encode()}
+}
+
+// Request-cancelled code from ACP's request cancellation RFD.
+const CodeRequestCancelled jrpc2.Code = -32800
