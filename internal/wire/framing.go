@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 
 	"github.com/creachadair/jrpc2/channel"
@@ -137,15 +138,15 @@ func (c *LineChannel) Send(rec []byte) error {
 	return err
 }
 
-// SendLine writes rec, which must already end in a newline. It saves a copy
-// on the relay path, where records are built with room for the terminator.
-func (c *LineChannel) SendLine(rec []byte) error {
+// SendBuffers writes records that each already end in a newline, in order,
+// with as few system calls as the writer allows.
+func (c *LineChannel) SendBuffers(recs *net.Buffers) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.w == nil {
 		return channel.ErrClosed
 	}
-	_, err := c.w.Write(rec)
+	_, err := recs.WriteTo(c.w)
 	return err
 }
 

@@ -43,34 +43,14 @@ func Parse(data []byte) (*Message, error) {
 	if !json.Valid(data) {
 		return nil, ErrNotJSON
 	}
-	s := scanner{data: data}
-	s.skipSpace()
-	if !s.consume('{') {
-		return nil, fmt.Errorf("%w: not an object", ErrNotJSONRPC)
-	}
 	m := new(Message)
-	var hasMethod, hasResult, hasError bool
-	for s.pos < len(s.data) {
-		s.skipSpace()
-		if s.consume('}') {
-			break
-		}
-		s.consume(',')
-		s.skipSpace()
-		key := s.value()
-		s.skipSpace()
-		s.consume(':')
-		s.skipSpace()
-		val := s.value()
-		switch string(key) { // compiler avoids allocating for this switch
+	var hasMethod, hasResult, hasError, badMethod bool
+	ok := eachField(data, func(key, val []byte) {
+		switch string(key) { // the compiler avoids allocating for this switch
 		case `"id"`:
 			m.ID = val
 		case `"method"`:
-			name, ok := unquote(val)
-			if !ok {
-				return nil, fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
-			}
-			m.Method, hasMethod = name, true
+			m.Method, hasMethod = unquoteOr(val, &badMethod)
 		case `"params"`:
 			m.Params = val
 		case `"result"`:
@@ -78,6 +58,12 @@ func Parse(data []byte) (*Message, error) {
 		case `"error"`:
 			m.Error, hasError = val, true
 		}
+	})
+	if !ok {
+		return nil, fmt.Errorf("%w: not an object", ErrNotJSONRPC)
+	}
+	if badMethod {
+		return nil, fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
 	}
 	switch {
 	case hasMethod && (hasResult || hasError):
@@ -100,6 +86,39 @@ func validID(id json.RawMessage) bool {
 		return true
 	}
 	return false
+}
+
+func unquoteOr(v []byte, bad *bool) (string, bool) {
+	s, ok := unquote(v)
+	if !ok {
+		*bad = true
+	}
+	return s, true
+}
+
+// eachField calls fn with the raw key and value of each member of the JSON
+// object in data, which must already be valid JSON. It reports false if data
+// is not an object.
+func eachField(data []byte, fn func(key, val []byte)) bool {
+	s := scanner{data: data}
+	s.skipSpace()
+	if !s.consume('{') {
+		return false
+	}
+	for s.pos < len(s.data) {
+		s.skipSpace()
+		if s.consume('}') {
+			break
+		}
+		s.consume(',')
+		s.skipSpace()
+		key := s.value()
+		s.skipSpace()
+		s.consume(':')
+		s.skipSpace()
+		fn(key, s.value())
+	}
+	return true
 }
 
 // unquote decodes a JSON string, taking the allocation-free path when it

@@ -1,0 +1,14 @@
+package conductor
+
+import "github.com/creachadair/jrpc2"
+
+// JSON-RPC codes the conductor answers with. The standard ones come from
+// jrpc2; -32800 is ACP's request-cancelled code.
+const (
+	codeParseError     = jrpc2.ParseError
+	codeInvalidRequest = jrpc2.InvalidRequest
+	codeMethodNotFound = jrpc2.MethodNotFound
+	codeInvalidParams  = jrpc2.InvalidParams
+	codeInternalError  = jrpc2.InternalError
+	codeCancelled      = jrpc2.Code(-32800)
+)

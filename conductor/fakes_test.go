@@ -1,0 +1,150 @@
+package conductor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// The test binary doubles as the chain's components: TestMain runs one of
+// these when ACP_TEST_ROLE is set. Each records every line it receives,
+// byte for byte, to ACP_TEST_TRANSCRIPT if that is set.
+
+func runFake(role string) {
+	ch := wire.NewLineChannel(os.Stdin, os.Stdout, 0)
+	var record *os.File
+	if path := os.Getenv("ACP_TEST_TRANSCRIPT"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			panic(err)
+		}
+		record = f
+	}
+	send := func(m *wire.Message) {
+		if err := ch.Send(m.Bytes()); err != nil {
+			os.Exit(3)
+		}
+	}
+	var handle func(*wire.Message)
+	switch role {
+	case "proxy":
+		handle = fakeProxy(ch, send)
+	case "agent":
+		handle = fakeAgent(send)
+	case "crash":
+		fmt.Fprintln(os.Stderr, "fake component crashing on purpose")
+		os.Exit(7)
+	default:
+		panic("unknown role " + role)
+	}
+	if os.Getenv("ACP_TEST_STRAY") != "" {
+		os.Stdout.WriteString("a stray print on stdout\n")
+	}
+	for {
+		line, err := ch.Recv()
+		if err != nil {
+			return
+		}
+		if record != nil {
+			record.Write(append(line, '\n'))
+		}
+		m, err := wire.Parse(line)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake: bad input:", err)
+			continue
+		}
+		handle(m)
+	}
+}
+
+// fakeProxy forwards everything, assigning its own ids per direction the
+// way a careful proxy does.
+func fakeProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
+	next := int64(100)
+	pending := map[string]json.RawMessage{} // our id -> their id
+	successor := wire.MethodSuccessor
+	return func(m *wire.Message) {
+		if m.IsResponse() {
+			orig, ok := pending[string(m.ID)]
+			if !ok {
+				fmt.Fprintln(os.Stderr, "fake proxy: unknown response id", string(m.ID))
+				return
+			}
+			delete(pending, string(m.ID))
+			send(&wire.Message{ID: orig, Result: m.Result, Error: m.Error})
+			return
+		}
+		var id json.RawMessage
+		if m.IsRequest() {
+			next++
+			id = wire.IntID(next)
+			pending[string(id)] = m.ID
+		}
+		if wire.IsSuccessor(m.Method) { // from the successor: to the predecessor, plain
+			method, params, err := wire.Unwrap(m.Params)
+			if err != nil {
+				panic(err)
+			}
+			send(&wire.Message{ID: id, Method: method, Params: params})
+			return
+		}
+		method := m.Method
+		if method == wire.MethodProxyInitRust {
+			successor = wire.MethodSuccessorRust
+		}
+		if wire.IsInitialize(method) {
+			method = wire.MethodInitialize
+		}
+		if os.Getenv("ACP_TEST_RUST_ONLY") != "" && m.Method == wire.MethodProxyInitialize {
+			send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "method not found")))
+			delete(pending, string(id))
+			return
+		}
+		ch.Send(wire.AppendWrapped(nil, id, successor, method, m.Params))
+	}
+}
+
+// fakeAgent answers initialize, session/new and session/prompt. A prompt
+// streams an update, asks for permission, reads a file, streams another
+// update and ends the turn.
+func fakeAgent(send func(*wire.Message)) func(*wire.Message) {
+	var prompt *wire.Message
+	var session string
+	next := int64(0)
+	request := func(method, params string) {
+		next++
+		send(&wire.Message{ID: wire.IntID(next), Method: method, Params: json.RawMessage(params)})
+	}
+	update := func(text string) {
+		send(&wire.Message{Method: "session/update", Params: json.RawMessage(
+			`{"sessionId":` + strconv.Quote(session) + `,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` + strconv.Quote(text) + `}}}`)})
+	}
+	sessions := 0
+	return func(m *wire.Message) {
+		switch {
+		case m.Method == "initialize":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"loadSession":false,"_meta":{"x.test/agent":true}}}`)})
+		case m.Method == "session/new":
+			sessions++
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"sessionId":"sess-%d"}`, sessions))})
+		case m.Method == "session/prompt":
+			var p struct {
+				SessionID string `json:"sessionId"`
+			}
+			json.Unmarshal(m.Params, &p)
+			prompt, session = m, p.SessionID
+			update("thinking")
+			request("session/request_permission", `{"sessionId":`+strconv.Quote(session)+`,"toolCall":{"toolCallId":"t1","title":"read notes"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}`)
+		case m.IsResponse() && string(m.ID) == "1":
+			request("fs/read_text_file", `{"sessionId":`+strconv.Quote(session)+`,"path":"/notes.txt"}`)
+		case m.IsResponse() && string(m.ID) == "2":
+			update("read: " + string(m.Result))
+			send(&wire.Message{ID: prompt.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+		case m.IsRequest():
+			send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "%s", m.Method)))
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package conductor
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestGoldenTranscript drives editor -> 2 proxies -> agent through a whole
+// turn and compares the exact lines every component (and the editor) saw
+// with the committed transcripts in testdata/golden.
+func TestGoldenTranscript(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "proxy-a", "proxy"), fake(t, dir, "proxy-b", "proxy")},
+		Agent:   fake(t, dir, "agent", "agent"),
+	})
+
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}},"_meta":{"traceparent":"00-abc-def-01"}}}`)
+	e.recv()
+	e.send(`{"jsonrpc":"2.0","id":"new-1","method":"session/new","params":{"cwd":"/work","mcpServers":[],"unknownField":{"kept":[1,2.50,"x"]}}}`)
+	e.recv()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"hello \u00e9"}],"_meta":{"k":"v"}}}`)
+	e.recv() // update: thinking
+	perm := e.recvMsg()
+	if perm.Method != "session/request_permission" {
+		t.Fatalf("want a permission request, got %s", e.seen[len(e.seen)-1])
+	}
+	e.send(`{"jsonrpc":"2.0","id":` + string(perm.ID) + `,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`)
+	read := e.recvMsg()
+	if read.Method != "fs/read_text_file" {
+		t.Fatalf("want fs/read_text_file, got %s", e.seen[len(e.seen)-1])
+	}
+	e.send(`{"jsonrpc":"2.0","id":` + string(read.ID) + `,"result":{"content":"remember the milk"}}`)
+	e.recv() // update: read
+	e.recv() // prompt response
+	e.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess-1"}}`)
+	if err := e.close(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	check := func(name, got string) {
+		t.Helper()
+		path := filepath.Join("testdata", "golden", name+".jsonl")
+		if *update {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create it)", err)
+		}
+		if got != string(want) {
+			t.Errorf("%s saw:\n%s\nwant:\n%s", name, got, want)
+		}
+	}
+	check("editor", strings.Join(e.seen, "\n")+"\n")
+	for _, name := range []string{"proxy-a", "proxy-b", "agent"} {
+		b, err := os.ReadFile(filepath.Join(dir, name+".txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(name, string(b))
+	}
+}

@@ -1,0 +1,131 @@
+package conductor
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// fake returns a component that runs this test binary in the given role,
+// recording what it receives under dir/name.txt.
+func fake(t *testing.T, dir, name, role string, env ...string) Component {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Component{Name: name, Command: exe, Env: map[string]string{
+		"ACP_TEST_ROLE":       role,
+		"GORACE":              "atexit_sleep_ms=0",
+		"ACP_TEST_TRANSCRIPT": filepath.Join(dir, name+".txt"),
+	}}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		c.Env[k] = v
+	}
+	return c
+}
+
+// editor plays the client side of a running conductor.
+type editor struct {
+	t    *testing.T
+	in   *io.PipeWriter // the conductor's stdin
+	ch   *wire.LineChannel
+	done chan error
+	seen []string // every line received, in order
+}
+
+func startChain(t *testing.T, cfg Config) *editor {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(t)
+	}
+	e := &editor{t: t, in: inW, ch: wire.NewLineChannel(outR, inW, 0), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		err := Run(ctx, cfg, inR, outW)
+		outW.Close()
+		e.done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		select {
+		case <-e.done:
+		case <-time.After(20 * time.Second):
+			t.Error("conductor did not stop")
+		}
+	})
+	return e
+}
+
+func (e *editor) send(line string) {
+	e.t.Helper()
+	if err := e.ch.Send([]byte(line)); err != nil {
+		e.t.Fatalf("send: %v", err)
+	}
+}
+
+// recv returns the next line from the conductor, failing the test after a
+// generous bound rather than hanging.
+func (e *editor) recv() string {
+	e.t.Helper()
+	type result struct {
+		line []byte
+		err  error
+	}
+	c := make(chan result, 1)
+	go func() { l, err := e.ch.Recv(); c <- result{l, err} }()
+	select {
+	case r := <-c:
+		if r.err != nil {
+			e.t.Fatalf("recv: %v", r.err)
+		}
+		e.seen = append(e.seen, string(r.line))
+		return string(r.line)
+	case <-time.After(20 * time.Second):
+		e.t.Fatal("no message from the conductor")
+		return ""
+	}
+}
+
+func (e *editor) recvMsg() *wire.Message {
+	e.t.Helper()
+	m, err := wire.Parse([]byte(e.recv()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// close ends the editor's input and waits for Run's result.
+func (e *editor) close() error {
+	e.in.Close()
+	select {
+	case err := <-e.done:
+		e.done <- err
+		return err
+	case <-time.After(20 * time.Second):
+		e.t.Fatal("conductor did not stop after stdin closed")
+		return nil
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

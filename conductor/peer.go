@@ -1,0 +1,157 @@
+package conductor
+
+import (
+	"encoding/json"
+	"net"
+	"strconv"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// A peer is one connection of the conductor: the client, or a component.
+type peer struct {
+	name string
+	log  *zap.Logger
+	ch   *wire.LineChannel
+	out  *outbox
+	proc *process // nil for the client
+
+	readDone chan struct{} // closed when the peer's output has ended
+
+	mu      sync.Mutex
+	nextID  int64
+	calls   map[int64]*call // requests sent to this peer, by the id it saw
+	gone    error           // set once the peer can no longer answer
+	dialect dialect         // how this peer spells the proxy methods
+}
+
+// A dialect is a spelling of the proxy methods: the RFD's or the Rust SDK's.
+type dialect bool
+
+const (
+	dialectRFD  dialect = false
+	dialectRust dialect = true
+)
+
+func (d dialect) successor() string {
+	if d == dialectRust {
+		return wire.MethodSuccessorRust
+	}
+	return wire.MethodSuccessor
+}
+
+func (d dialect) initialize() string {
+	if d == dialectRust {
+		return wire.MethodProxyInitRust
+	}
+	return wire.MethodProxyInitialize
+}
+
+// A call is a request the conductor sent to a peer on someone's behalf.
+type call struct {
+	from   *peer           // who is waiting for the answer
+	fromID json.RawMessage // the id they used
+	method string          // the method as sent
+	params json.RawMessage // kept only where the request may be sent again
+
+	// onResponse, if set, sees the response first and may consume it
+	// (returning true) instead of letting it go back to from.
+	onResponse func(resp *wire.Message) bool
+}
+
+func newPeer(name string, ch *wire.LineChannel, log *zap.Logger) *peer {
+	return &peer{
+		name:  name,
+		log:   log.With(zap.String("peer", name)),
+		ch:    ch,
+		out:   newOutbox(),
+		calls: make(map[int64]*call),
+
+		readDone: make(chan struct{}),
+	}
+}
+
+// register records c and returns the id to send it under, or the reason the
+// peer cannot take requests any more.
+func (p *peer) register(c *call) (json.RawMessage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone != nil {
+		return nil, p.gone
+	}
+	p.nextID++
+	p.calls[p.nextID] = c
+	return wire.IntID(p.nextID), nil
+}
+
+// complete removes and returns the call answered by a response carrying id.
+func (p *peer) complete(id json.RawMessage) *call {
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	if err != nil {
+		return nil // the conductor only sends integer ids
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.calls[n]
+	delete(p.calls, n)
+	return c
+}
+
+// fail marks the peer gone and returns the calls it will never answer.
+func (p *peer) fail(cause error) []*call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone == nil {
+		p.gone = cause
+	}
+	calls := make([]*call, 0, len(p.calls))
+	for _, c := range p.calls {
+		calls = append(calls, c)
+	}
+	clear(p.calls)
+	return calls
+}
+
+func (p *peer) getDialect() dialect {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dialect
+}
+
+func (p *peer) setDialect(d dialect) {
+	p.mu.Lock()
+	p.dialect = d
+	p.mu.Unlock()
+}
+
+// send queues one encoded message (without its newline).
+func (p *peer) send(line []byte) {
+	if !p.out.put(line) {
+		p.log.Debug("dropped message for closed peer")
+	}
+}
+
+// writeLoop drains the outbox to the channel until the outbox is closed or
+// done is closed, then closes the channel's writing side. Lines queued
+// together go out in one system call.
+func (p *peer) writeLoop(done <-chan struct{}) error {
+	defer p.ch.Close()
+	var spare [][]byte
+	for {
+		lines, ok := p.out.take(done, spare)
+		if !ok {
+			return nil
+		}
+		bufs := net.Buffers(lines)
+		if err := p.ch.SendBuffers(&bufs); err != nil {
+			p.log.Debug("write failed", zap.Error(err))
+			p.out.close()
+			return nil // the reader side reports the peer's end
+		}
+		clear(lines)
+		spare = lines
+	}
+}

@@ -1,0 +1,206 @@
+package conductor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A process is one running component. It lives in its own process group so
+// that stopping it also stops whatever it started (npx, uvx and shell
+// wrappers leave the real program as a grandchild).
+//
+// Its pipes are plain os.Pipes rather than exec's StdoutPipe, whose Wait
+// closes the reading end: a component's last messages must be read to EOF
+// however its exit and our reaping interleave.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  *os.File
+	stdout *os.File
+	errOut *os.File
+
+	exited  chan struct{} // closed when the process has been reaped
+	waitErr error         // valid after exited is closed
+	stderr  *tail
+}
+
+// startProcess starts c with piped stdio. The caller runs wait and
+// pumpStderr, and reads stdout.
+func startProcess(c Component) (p *process, err error) {
+	cmd := exec.Command(c.Command, c.Args...)
+	cmd.Dir = c.Dir
+	if len(c.Env) > 0 {
+		env := os.Environ()
+		for k, v := range c.Env {
+			env = append(env, k+"="+v)
+		}
+		cmd.Env = env // later entries win
+	}
+	cmd.SysProcAttr = sysProcAttr()
+
+	var theirs []*os.File
+	defer func() {
+		for _, f := range theirs {
+			f.Close() // the child holds its own copies
+		}
+	}()
+	pipe := func() (r, w *os.File) {
+		if err == nil {
+			r, w, err = os.Pipe()
+		}
+		return r, w
+	}
+	inR, inW := pipe()
+	outR, outW := pipe()
+	errR, errW := pipe()
+	theirs = append(theirs, inR, outW, errW)
+	if err != nil {
+		closeAll(inW, outR, errR)
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		closeAll(inW, outR, errR)
+		return nil, err
+	}
+	return &process{
+		name: c.Name, cmd: cmd, stdin: inW, stdout: outR, errOut: errR,
+		exited: make(chan struct{}),
+		stderr: newTail(20),
+	}, nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// wait reaps the process. Once the leader is gone, anything it left in its
+// group is killed, so that its pipes reach EOF.
+func (p *process) wait() {
+	p.waitErr = p.cmd.Wait()
+	close(p.exited)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// pumpStderr logs the component's stderr line by line and keeps the last
+// lines for error reports.
+func (p *process) pumpStderr(log *zap.Logger) {
+	defer p.errOut.Close()
+	sc := bufio.NewScanner(p.errOut)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		p.stderr.add(line)
+		log.Info(line, zap.String("stream", "stderr"))
+	}
+	// A line longer than the buffer ends the scan; drain the rest so the
+	// component never blocks on a full stderr pipe.
+	_, _ = io.Copy(io.Discard, p.errOut)
+}
+
+// stop ends the process and its group once its stdin has been closed (by
+// its peer's writer, after flushing what was queued): wait up to grace for
+// it to exit on its own, then SIGTERM the group, then SIGKILL it. It returns
+// once the process has been reaped (wait must be running).
+func (p *process) stop(grace time.Duration) {
+	pgid := p.cmd.Process.Pid
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+	case <-timer.C:
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		timer.Reset(grace)
+		select {
+		case <-p.exited:
+		case <-timer.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.exited
+		}
+	}
+}
+
+// kill ends a process whose wait is not running, for a chain that never
+// got going.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	closeAll(p.stdin, p.stdout, p.errOut)
+}
+
+// exitError describes how the process ended, for error reports.
+type exitError struct {
+	Component string   `json:"component"`
+	Status    string   `json:"exitStatus"`
+	Stderr    []string `json:"stderr,omitempty"`
+}
+
+func (p *process) describeExit() exitError {
+	status := "running"
+	select {
+	case <-p.exited:
+		status = "exited 0"
+		var ee *exec.ExitError
+		if errors.As(p.waitErr, &ee) {
+			status = ee.ProcessState.String()
+		} else if p.waitErr != nil {
+			status = p.waitErr.Error()
+		}
+	default:
+	}
+	return exitError{Component: p.name, Status: status, Stderr: p.stderr.lines()}
+}
+
+// tail keeps the last n lines written to it.
+type tail struct {
+	mu   sync.Mutex
+	n    int
+	buf  []string
+	next int
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) < t.n {
+		t.buf = append(t.buf, line)
+		return
+	}
+	t.buf[t.next] = line
+	t.next = (t.next + 1) % t.n
+}
+
+func (t *tail) lines() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append(append([]string(nil), t.buf[t.next:]...), t.buf[:t.next]...)
+}
+
+// componentName returns c's name, defaulting to its program's base name.
+func componentName(c Component) string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return strings.TrimSuffix(filepath.Base(c.Command), filepath.Ext(c.Command))
+}
+
+func startError(c Component, err error) error {
+	return fmt.Errorf("component %q: start %s: %w", componentName(c), c.Command, err)
+}

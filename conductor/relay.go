@@ -1,0 +1,178 @@
+package conductor
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/creachadair/jrpc2"
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// chain is the running relay: the peers at each position and the rules that
+// connect them. Each peer's reader calls receive for every line it reads, in
+// order, and receive only ever appends to other peers' outboxes, so messages
+// from one peer to another keep their order on every path.
+type chain struct {
+	topo  topology
+	peers []*peer // by position; in proxy mode peers[n+1] is peers[0]
+	log   *zap.Logger
+}
+
+// receive handles one line read from the peer at position pos.
+func (c *chain) receive(pos int, line []byte) {
+	from := c.peers[pos]
+	m, err := wire.Parse(line)
+	if err != nil {
+		c.badInput(from, pos, line, err)
+		return
+	}
+	if m.IsResponse() {
+		c.respond(from, m)
+		return
+	}
+
+	method, params, enveloped := m.Method, m.Params, false
+	if wire.IsSuccessor(method) {
+		if method, params, err = wire.Unwrap(m.Params); err != nil {
+			c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err))
+			return
+		}
+		enveloped = true
+	} else if pos == 0 && c.topo.mode == ProxyMode && method == wire.MethodProxyInitRust {
+		from.setDialect(dialectRust) // our parent speaks the Rust SDK's dialect
+	}
+
+	d, rerr := c.topo.route(pos, enveloped, method)
+	if rerr != nil {
+		c.reject(from, m, rerr)
+		return
+	}
+	to := c.peers[d.to]
+	if d.method == wire.MethodProxyInitialize {
+		d.method = to.getDialect().initialize()
+	}
+	if m.IsNotification() {
+		to.send(c.encode(to, nil, d, params))
+		return
+	}
+
+	cl := &call{from: from, fromID: m.ID, method: d.method}
+	if c.topo.role(d.to) == roleProxy && wire.IsInitialize(d.method) {
+		cl.params = params
+		cl.onResponse = func(resp *wire.Message) bool { return c.retryInitialize(to, d, cl, resp) }
+	}
+	c.forward(to, cl, d, params)
+}
+
+// forward sends a request to `to` on behalf of cl.from, under an id of its own.
+func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) {
+	id, err := to.register(cl)
+	if err != nil {
+		cl.from.send(encodeError(cl.fromID, goneError(to, err)))
+		return
+	}
+	to.send(c.encode(to, id, d, params))
+}
+
+// encode builds the line that delivers a request (id != nil) or notification
+// to peer `to` as d says.
+func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) []byte {
+	buf := make([]byte, 0, len(params)+len(d.method)+64)
+	if d.wrap {
+		buf = wire.AppendWrapped(buf, id, to.getDialect().successor(), d.method, params)
+	} else {
+		m := wire.Message{ID: id, Method: d.method, Params: params}
+		buf = m.Append(buf)
+	}
+	return append(buf, '\n')
+}
+
+// respond returns a response to whoever asked, under their id.
+func (c *chain) respond(from *peer, m *wire.Message) {
+	cl := from.complete(m.ID)
+	if cl == nil {
+		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
+		return
+	}
+	if cl.onResponse != nil && cl.onResponse(m) {
+		return
+	}
+	out := wire.Message{ID: cl.fromID, Result: m.Result, Error: m.Error}
+	cl.from.send(append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(cl.fromID)+32)), '\n'))
+}
+
+// retryInitialize speaks the Rust SDK's dialect to a proxy that did not know
+// proxy/initialize, and from then on to that proxy.
+func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Message) bool {
+	if resp.Error == nil || cl.method != wire.MethodProxyInitialize || errorCode(resp.Error) != codeMethodNotFound {
+		return false
+	}
+	to.log.Info("proxy does not know proxy/initialize; retrying with the Rust SDK's _proxy/initialize")
+	to.setDialect(dialectRust)
+	d.method = wire.MethodProxyInitRust
+	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method}
+	c.forward(to, retry, d, cl.params)
+	return true
+}
+
+// reject answers a request the conductor cannot deliver, or logs a
+// notification it drops.
+func (c *chain) reject(from *peer, m *wire.Message, e *wire.Error) {
+	if m.IsRequest() {
+		from.send(encodeError(m.ID, e))
+		return
+	}
+	from.log.Warn("dropped notification", zap.String("method", m.Method), zap.String("reason", e.Message))
+}
+
+// badInput deals with a line that is not a JSON-RPC message. The client is
+// told, as JSON-RPC requires; a component's stray output is logged and
+// dropped, so one print statement cannot break the chain.
+func (c *chain) badInput(from *peer, pos int, line []byte, err error) {
+	if pos != 0 {
+		from.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
+		return
+	}
+	code := codeInvalidRequest
+	if errors.Is(err, wire.ErrNotJSON) {
+		code = codeParseError
+	}
+	from.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
+	from.send(encodeError(nil, wire.Errorf(code, "%v", err)))
+}
+
+// failCalls answers calls that will never be answered by their peer.
+func failCalls(calls []*call, e *wire.Error) {
+	for _, cl := range calls {
+		cl.from.send(encodeError(cl.fromID, e))
+	}
+}
+
+func encodeError(id json.RawMessage, e *wire.Error) []byte {
+	return append(wire.ErrorResponse(id, e).Append(nil), '\n')
+}
+
+func goneError(p *peer, cause error) *wire.Error {
+	e := wire.Errorf(codeInternalError, "%s: %v", p.name, cause)
+	if p.proc != nil {
+		e = e.WithData(p.proc.describeExit())
+	}
+	return e
+}
+
+func errorCode(raw json.RawMessage) jrpc2.Code {
+	var e struct {
+		Code jrpc2.Code `json:"code"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	return e.Code
+}
+
+func clip(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
+}

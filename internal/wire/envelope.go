@@ -1,0 +1,75 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Envelope methods: a proxy and its conductor exchange everything that
+// concerns the proxy's successor inside one of these. The underscore spelling
+// is the Rust SDK's dialect.
+const (
+	MethodSuccessor       = "proxy/successor"
+	MethodSuccessorRust   = "_proxy/successor"
+	MethodProxyInitialize = "proxy/initialize"
+	MethodProxyInitRust   = "_proxy/initialize"
+	MethodInitialize      = "initialize"
+	MethodCancelRequest   = "$/cancel_request"
+)
+
+// IsSuccessor reports whether method names a successor envelope in either
+// dialect.
+func IsSuccessor(method string) bool {
+	return method == MethodSuccessor || method == MethodSuccessorRust
+}
+
+// IsInitialize reports whether method is any spelling of initialize.
+func IsInitialize(method string) bool {
+	return method == MethodInitialize || method == MethodProxyInitialize || method == MethodProxyInitRust
+}
+
+// Unwrap returns the method and raw params carried by the params of a
+// successor envelope. The envelope's own _meta (or meta) belongs to the hop
+// and is not returned. params must come from a parsed Message (and so be valid
+// JSON); the result aliases it.
+func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err error) {
+	var has, bad bool
+	ok := len(params) > 0 && eachField(params, func(key, val []byte) {
+		switch string(key) {
+		case `"method"`:
+			method, has = unquoteOr(val, &bad)
+		case `"params"`:
+			inner = val
+		}
+	})
+	switch {
+	case !ok:
+		return "", nil, fmt.Errorf("%w: envelope params must be an object", ErrNotJSONRPC)
+	case !has || bad || method == "":
+		return "", nil, fmt.Errorf("%w: envelope has no method string", ErrNotJSONRPC)
+	}
+	if string(inner) == "null" {
+		inner = nil
+	}
+	return method, inner, nil
+}
+
+// AppendWrapped appends a request (id != nil) or notification whose method is
+// envelope and whose params carry method and params, without copying params
+// more than once.
+func AppendWrapped(buf []byte, id json.RawMessage, envelope, method string, params json.RawMessage) []byte {
+	buf = append(buf, `{"jsonrpc":"2.0"`...)
+	if id != nil {
+		buf = append(buf, `,"id":`...)
+		buf = append(buf, id...)
+	}
+	buf = append(buf, `,"method":`...)
+	buf = appendString(buf, envelope)
+	buf = append(buf, `,"params":{"method":`...)
+	buf = appendString(buf, method)
+	if params != nil {
+		buf = append(buf, `,"params":`...)
+		buf = append(buf, params...)
+	}
+	return append(buf, "}}"...)
+}
