@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -34,6 +35,22 @@ func runFake(role string) {
 		handle = fakeProxy(ch, send)
 	case "agent":
 		handle = fakeAgent(send)
+	case "streamer":
+		handle = fakeStreamer(send)
+	case "conductor":
+		// A proxy-mode conductor as a component, its one proxy a fake.
+		exe, _ := os.Executable()
+		proxies := []Component{{Name: "inner-proxy", Command: exe, Env: map[string]string{
+			"ACP_TEST_ROLE": "proxy", "ACP_TEST_TRANSCRIPT": os.Getenv("ACP_TEST_INNER_TRANSCRIPT"), "GORACE": "atexit_sleep_ms=0"}}}
+		if os.Getenv("ACP_TEST_INNER_EMPTY") != "" {
+			proxies = nil
+		}
+		stdin, _ := Stdin()
+		if err := Run(context.Background(), Config{Mode: ProxyMode, Proxies: proxies}, stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "inner conductor:", err)
+			os.Exit(1)
+		}
+		return
 	case "crash":
 		fmt.Fprintln(os.Stderr, "fake component crashing on purpose")
 		os.Exit(7)
@@ -145,6 +162,38 @@ func fakeAgent(send func(*wire.Message)) func(*wire.Message) {
 			send(&wire.Message{ID: prompt.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 		case m.IsRequest():
 			send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "%s", m.Method)))
+		}
+	}
+}
+
+// fakeStreamer answers every prompt at once with the number of updates the
+// prompt's _meta asks for, each naming the prompt's id and its index, then
+// the response: the editor can check that none overtook another.
+func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
+	sessions := 0
+	return func(m *wire.Message) {
+		switch m.Method {
+		case "initialize":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{}}`)})
+		case "session/new":
+			sessions++
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"sessionId":"s%d"}`, sessions))})
+		case "session/prompt":
+			var p struct {
+				SessionID string `json:"sessionId"`
+				Meta      struct {
+					Tag     string `json:"tag"`
+					Updates int    `json:"updates"`
+				} `json:"_meta"`
+			}
+			if err := json.Unmarshal(m.Params, &p); err != nil {
+				panic(err)
+			}
+			for i := range p.Meta.Updates {
+				send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
+					`{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s#%d"}}}`, p.SessionID, p.Meta.Tag, i))})
+			}
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"stopReason":"end_turn","_meta":{"tag":%q}}`, p.Meta.Tag))})
 		}
 	}
 }

@@ -1,0 +1,252 @@
+package conductor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+const initLine = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`
+
+// converse runs initialize, session/new and one prompt with n updates, and
+// returns the texts of the updates and the prompt's result.
+func converse(t *testing.T, e *editor, updates int) ([]string, string) {
+	t.Helper()
+	e.send(initLine)
+	if m := e.recvMsg(); m.Error != nil {
+		t.Fatalf("initialize failed: %s", m.Error)
+	}
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	e.recvMsg()
+	e.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[],"_meta":{"tag":"p","updates":%d}}}`, updates))
+	var texts []string
+	for {
+		m := e.recvMsg()
+		if m.IsResponse() {
+			return texts, string(m.Result)
+		}
+		var u struct {
+			Update struct {
+				Content struct{ Text string } `json:"content"`
+			} `json:"update"`
+		}
+		json.Unmarshal(m.Params, &u)
+		texts = append(texts, u.Update.Content.Text)
+	}
+}
+
+func TestChainShapes(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    Mode
+		proxies int
+		nested  bool // the agent sits behind a proxy-mode conductor
+		empty   bool // ... which has no proxies of its own
+	}{
+		{name: "agent mode, no proxies", proxies: 0},
+		{name: "agent mode, one proxy", proxies: 1},
+		{name: "agent mode, three proxies", proxies: 3},
+		{name: "nested proxy-mode conductor with one proxy", proxies: 1, nested: true},
+		{name: "nested proxy-mode conductor with no proxies", proxies: 0, nested: true, empty: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := Config{Agent: fake(t, dir, "agent", "streamer")}
+			for i := range tt.proxies {
+				cfg.Proxies = append(cfg.Proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy"))
+			}
+			if tt.nested {
+				env := []string{"ACP_TEST_INNER_TRANSCRIPT=" + filepath.Join(dir, "inner.txt")}
+				if tt.empty {
+					env = append(env, "ACP_TEST_INNER_EMPTY=1")
+				}
+				cfg.Proxies = append(cfg.Proxies, fake(t, dir, "inner-conductor", "conductor", env...))
+			}
+			e := startChain(t, cfg)
+			texts, result := converse(t, e, 5)
+			if want := "p#0,p#1,p#2,p#3,p#4"; strings.Join(texts, ",") != want {
+				t.Errorf("updates = %v, want %s", texts, want)
+			}
+			if !strings.Contains(result, `"end_turn"`) {
+				t.Errorf("result = %s", result)
+			}
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			agentSaw, _ := os.ReadFile(filepath.Join(dir, "agent.txt"))
+			if !strings.HasPrefix(string(agentSaw), `{"jsonrpc":"2.0","id":1,"method":"initialize",`) {
+				t.Errorf("agent's first message: %.120s", agentSaw)
+			}
+			if strings.Contains(string(agentSaw), "proxy/") {
+				t.Errorf("proxy methods reached the agent:\n%s", agentSaw)
+			}
+			if tt.nested && !tt.empty {
+				inner, _ := os.ReadFile(filepath.Join(dir, "inner.txt"))
+				if !strings.HasPrefix(string(inner), `{"jsonrpc":"2.0","id":1,"method":"proxy/initialize",`) {
+					t.Errorf("inner proxy's first message: %.120s", inner)
+				}
+			}
+		})
+	}
+}
+
+func TestRustDialect(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "rusty", "proxy", "ACP_TEST_RUST_ONLY=1")},
+		Agent:   fake(t, dir, "agent", "streamer"),
+	})
+	texts, _ := converse(t, e, 2)
+	if len(texts) != 2 {
+		t.Fatalf("updates = %v", texts)
+	}
+	e.close()
+	saw, _ := os.ReadFile(filepath.Join(dir, "rusty.txt"))
+	lines := strings.Split(strings.TrimSpace(string(saw)), "\n")
+	if !strings.Contains(lines[0], `"method":"proxy/initialize"`) || !strings.Contains(lines[1], `"method":"_proxy/initialize"`) {
+		t.Errorf("want proxy/initialize then _proxy/initialize, saw:\n%s", saw)
+	}
+	if !strings.Contains(string(saw), `"method":"_proxy/successor","params":{"method":"session/update"`) {
+		t.Errorf("updates were not sent in the Rust dialect:\n%s", saw)
+	}
+}
+
+// TestIDs checks that each hop has its own ids and that the editor's ids come
+// back exactly, 1 and "1" being different requests.
+func TestIDs(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p", "proxy")},
+		Agent:   fake(t, dir, "agent", "streamer"),
+	})
+	e.send(`{"jsonrpc":"2.0","id":"1","method":"initialize","params":{}}`)
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
+	e.send(`{"jsonrpc":"2.0","id":-7.5e3,"method":"session/new","params":{}}`)
+	e.send(`{"jsonrpc":"2.0","id":null,"method":"session/new","params":{}}`)
+	got := map[string]string{}
+	for range 4 {
+		m := e.recvMsg()
+		got[string(m.ID)] = string(m.Result)
+	}
+	want := map[string]string{
+		`"1"`:    `{"protocolVersion":1,"agentCapabilities":{}}`,
+		`1`:      `{"sessionId":"s1"}`,
+		`-7.5e3`: `{"sessionId":"s2"}`,
+		`null`:   `{"sessionId":"s3"}`,
+	}
+	for id, res := range want {
+		if got[id] != res {
+			t.Errorf("response to id %s = %s, want %s (all: %v)", id, got[id], res, got)
+		}
+	}
+}
+
+// TestConcurrentOrder sends many prompts at once and checks that every
+// prompt's updates reach the editor in order and before its response.
+func TestConcurrentOrder(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p0", "proxy"), fake(t, dir, "p1", "proxy")},
+		Agent:   fake(t, dir, "agent", "streamer"),
+	})
+	e.send(initLine)
+	e.recvMsg()
+	const prompts, updates = 50, 20
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // write while reading, as a real editor does
+		defer wg.Done()
+		for i := range prompts {
+			e.ch.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[],"_meta":{"tag":"t%d","updates":%d}}}`, 100+i, i, updates))
+		}
+	}()
+	next := map[string]int{}
+	for done := 0; done < prompts; {
+		m := e.recvMsg()
+		if m.IsResponse() {
+			var r struct {
+				Meta struct{ Tag string } `json:"_meta"`
+			}
+			json.Unmarshal(m.Result, &r)
+			if next[r.Meta.Tag] != updates {
+				t.Fatalf("response for %s after %d of %d updates", r.Meta.Tag, next[r.Meta.Tag], updates)
+			}
+			done++
+			continue
+		}
+		var u struct {
+			Update struct {
+				Content struct{ Text string } `json:"content"`
+			} `json:"update"`
+		}
+		json.Unmarshal(m.Params, &u)
+		tag, idx, _ := strings.Cut(u.Update.Content.Text, "#")
+		if want := fmt.Sprint(next[tag]); idx != want {
+			t.Fatalf("update %s#%s arrived, want #%s", tag, idx, want)
+		}
+		next[tag]++
+	}
+	wg.Wait()
+}
+
+// TestComponentFailure checks that a component that dies fails the chain
+// with an error that names it and carries its exit status and stderr.
+func TestComponentFailure(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p", "proxy")},
+		Agent:   fake(t, dir, "doomed-agent", "crash"),
+	})
+	e.send(initLine)
+	m := e.recvMsg()
+	if m.Error == nil {
+		t.Fatalf("initialize succeeded through a dead agent: %s", m.Result)
+	}
+	var werr wire.Error
+	json.Unmarshal(m.Error, &werr)
+	if !strings.Contains(werr.Message, "doomed-agent") || !strings.Contains(string(werr.Data), "exit status 7") ||
+		!strings.Contains(string(werr.Data), "crashing on purpose") {
+		t.Errorf("error does not name the component, its status and stderr: %s", m.Error)
+	}
+	err := e.close()
+	if err == nil || !strings.Contains(err.Error(), "doomed-agent") {
+		t.Errorf("Run = %v, want an error naming doomed-agent", err)
+	}
+}
+
+// TestBadInput checks that garbage from the editor is answered and garbage
+// from a component is dropped, and that the chain keeps working after both.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "noisy", "proxy", "ACP_TEST_STRAY=1")},
+		Agent:   fake(t, dir, "agent", "streamer"),
+	})
+	for _, tc := range []struct{ in, code string }{
+		{`this is not json`, `-32700`},
+		{`{"jsonrpc":"2.0","id":3}`, `-32600`},
+		{`[1,2`, `-32700`},
+		{`"just a string"`, `-32600`},
+	} {
+		e.send(tc.in)
+		m := e.recvMsg()
+		if string(m.ID) != "null" || !strings.Contains(string(m.Error), `"code":`+tc.code) {
+			t.Errorf("%s: got id %s error %s, want id null code %s", tc.in, m.ID, m.Error, tc.code)
+		}
+	}
+	e.send(`{"jsonrpc":"2.0","id":9,"method":"proxy/successor","params":{"method":"x"}}`)
+	if m := e.recvMsg(); !strings.Contains(string(m.Error), `"code":-32601`) {
+		t.Errorf("envelope from the editor in agent mode: %s", e.seen[len(e.seen)-1])
+	}
+	texts, _ := converse(t, e, 3)
+	if len(texts) != 3 {
+		t.Errorf("chain broken after bad input: %v", texts)
+	}
+}

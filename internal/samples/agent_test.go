@@ -1,0 +1,240 @@
+package samples
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// startAgent runs Agent on a pair of pipes and returns the client's ends.
+// The test fails if the agent does not finish cleanly once they are closed.
+func startAgent(t *testing.T) (fromAgent io.Reader, toAgent io.WriteCloser) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Agent(ctx, inR, outW) }()
+	t.Cleanup(func() {
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Agent: %v", err)
+		}
+		cancel()
+	})
+	return outR, inW
+}
+
+func TestClientWithAgent(t *testing.T) {
+	const cwd = "/work/project"
+	for _, tc := range []struct {
+		name   string
+		client Client
+		want   []string // in the transcript, in order
+		reads  int
+	}{
+		{
+			name:   "allowed",
+			client: Client{Prompt: "What is this project?", Files: map[string]string{cwd + "/README.md": "# Demo\nA project.\n"}},
+			want: []string{
+				"→ initialize: protocol version 1",
+				"← initialized: " + AgentName + " 0.1.0, protocol version 1",
+				"→ session/new: cwd /work/project",
+				"← session sess_1",
+				"→ session/prompt: What is this project?",
+				"← agent: I received your prompt:\n         > What is this project?\n         To answer, I need to read /work/project/README.md.\n",
+				"← tool call call_1 [pending]: Read /work/project/README.md",
+				"← session/request_permission for tool call call_1: allow-once (Allow once), reject-once (Reject)",
+				"→ permission: allow-once",
+				"← tool call call_1 [in_progress]",
+				"← fs/read_text_file /work/project/README.md",
+				"→ file contents: 17 bytes",
+				`← tool call call_1 [completed]: has 2 lines; it begins "# Demo".`,
+				`← agent: Done: README.md has 2 lines; it begins "# Demo".`,
+				"← stop reason: end_turn",
+			},
+			reads: 1,
+		},
+		{
+			name:   "rejected",
+			client: Client{Prompt: "hi", Reject: true},
+			want:   []string{"→ permission: reject-once", "← tool call call_1 [failed]", "You declined, so I did not read the file.", "← stop reason: end_turn"},
+		},
+		{
+			name:   "missing file",
+			client: Client{Prompt: "hi"},
+			want:   []string{"→ error: no such file", "← tool call call_1 [failed]: resource not found: /work/project/README.md", "I could not read it: resource not found", "← stop reason: end_turn"},
+		},
+		{
+			name:   "multi-line prompt",
+			client: Client{Prompt: "line one\n\nline three"},
+			want:   []string{"← agent: I received your prompt:\n         > line one\n         >\n         > line three\n"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			c := tc.client
+			c.Cwd, c.Transcript = cwd, &out
+			r, w := startAgent(t)
+			res, err := c.Run(context.Background(), r, w)
+			if err != nil {
+				t.Fatalf("Run: %v\ntranscript:\n%s", err, &out)
+			}
+			text := out.String()
+			pos := 0
+			for _, want := range tc.want {
+				i := strings.Index(text[pos:], want)
+				if i < 0 {
+					t.Fatalf("transcript lacks, after byte %d:\n%s\ntranscript:\n%s", pos, want, text)
+				}
+				pos += i + len(want)
+			}
+			if res.StopReason != "end_turn" || res.Agent != AgentName || res.SessionID != "sess_1" || len(res.Reads) != tc.reads || len(res.Permissions) != 1 {
+				t.Errorf("result = %+v", res)
+			}
+			if !strings.Contains(res.Reply, "> "+strings.Split(c.Prompt, "\n")[0]) {
+				t.Errorf("reply does not echo the prompt: %q", res.Reply)
+			}
+		})
+	}
+}
+
+// rawPeer drives the agent message by message.
+type rawPeer struct {
+	t  *testing.T
+	ch *wire.LineChannel
+}
+
+func newRawPeer(t *testing.T) *rawPeer {
+	r, w := startAgent(t)
+	return &rawPeer{t, wire.NewLineChannel(r, w, 0)}
+}
+
+func (p *rawPeer) send(line string) {
+	p.t.Helper()
+	if err := p.ch.Send([]byte(line)); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *rawPeer) recv() (*wire.Message, string) {
+	p.t.Helper()
+	line, err := p.ch.Recv()
+	if err != nil {
+		p.t.Fatalf("Recv: %v", err)
+	}
+	m, err := wire.Parse(line)
+	if err != nil {
+		p.t.Fatalf("agent sent %s: %v", line, err)
+	}
+	return m, string(line)
+}
+
+// expect receives a message and checks that its text contains each of want.
+func (p *rawPeer) expect(want ...string) *wire.Message {
+	p.t.Helper()
+	m, line := p.recv()
+	for _, w := range want {
+		if !strings.Contains(line, w) {
+			p.t.Fatalf("got %s\nwant it to contain %s", line, w)
+		}
+	}
+	return m
+}
+
+func TestAgentErrors(t *testing.T) {
+	p := newRawPeer(t)
+	p.send(`{not json`)
+	p.expect(`"id":null`, `"code":-32700`)
+	p.send(`{"jsonrpc":"2.0","id":1}`)
+	p.expect(`"id":null`, `"code":-32600`)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"terminal/create","params":{}}`)
+	p.expect(`"id":2`, `"code":-32601`)
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"relative"}}`)
+	p.expect(`"id":3`, `"code":-32602`, `not an absolute path`)
+	p.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}`)
+	p.expect(`"id":4`, `"code":-32602`, `unknown session`)
+	p.send(`{"jsonrpc":"2.0","method":"some/notification"}`)
+	p.send(`{"jsonrpc":"2.0","id":"s","method":"initialize","params":{"protocolVersion":7}}`)
+	p.expect(`"id":"s"`, `"protocolVersion":1`, `"agentCapabilities"`)
+}
+
+func TestAgentCancel(t *testing.T) {
+	p := newRawPeer(t)
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
+	p.expect(`"id":0`)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	p.expect(`"sessionId":"sess_1"`)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"},{"type":"resource_link","uri":"file:///w/x","name":"x"}]}}`)
+	p.expect(`"agent_message_chunk"`)
+	p.expect(`> go\n> [link: file:///w/x]`)
+	p.expect(`"agent_message_chunk"`)
+	p.expect(`"sessionUpdate":"tool_call"`)
+	perm := p.expect(`"method":"session/request_permission"`)
+
+	// While the permission request is open, a second prompt is refused and
+	// the cancel is noted; the client must then answer "cancelled".
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[]}}`)
+	p.expect(`"id":3`, `already running`)
+	p.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess_1"}}`)
+	p.send(`{"jsonrpc":"2.0","id":` + string(perm.ID) + `,"result":{"outcome":{"outcome":"cancelled"}}}`)
+	p.expect(`"tool_call_update"`, `"failed"`)
+	m := p.expect(`"id":2`)
+	var res struct{ StopReason string }
+	if err := json.Unmarshal(m.Result, &res); err != nil || res.StopReason != "cancelled" {
+		t.Errorf("prompt result = %s, want stopReason cancelled", m.Result)
+	}
+}
+
+func TestAgentWithoutFileSystem(t *testing.T) {
+	p := newRawPeer(t)
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	p.expect(`"id":0`)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	p.expect(`"id":1`)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
+	for {
+		m, line := p.recv()
+		if m.Method == "fs/read_text_file" {
+			t.Fatal("agent read a file from a client that did not offer fs.readTextFile")
+		}
+		if m.Method == "session/request_permission" {
+			p.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"outcome":{"outcome":"selected","optionId":"allow-once"}}}`)
+		}
+		if m.IsResponse() {
+			if !strings.Contains(line, `"end_turn"`) {
+				t.Errorf("turn ended with %s", line)
+			}
+			return
+		}
+	}
+}
+
+func TestClientAgentGone(t *testing.T) {
+	r, w := io.Pipe()
+	r2, w2 := io.Pipe()
+	w2.Close() // the agent closes its output at once
+	go io.Copy(io.Discard, r)
+	_, err := (&Client{Prompt: "x", Cwd: "/"}).Run(context.Background(), r2, w)
+	if err == nil || !strings.Contains(err.Error(), "closed the connection before answering initialize") {
+		t.Errorf("Run error = %v", err)
+	}
+}
+
+func TestClientTimeout(t *testing.T) {
+	r, w := io.Pipe() // an agent that never answers
+	go io.Copy(io.Discard, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	never, _ := io.Pipe()
+	_, err := (&Client{Prompt: "x", Cwd: "/"}).Run(ctx, never, w)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run error = %v, want a deadline", err)
+	}
+}

@@ -1,0 +1,127 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func TestLineChannelRecv(t *testing.T) {
+	in := "first\n\n  \r\nsecond\r\n" + strings.Repeat("x", 100) + "\nthird\n" + strings.Repeat("y", 11) + "\nlast-without-newline"
+	ch := NewLineChannel(strings.NewReader(in), nopWriteCloser{io.Discard}, 100)
+	var got []string
+	for {
+		line, err := ch.Recv()
+		var big *OversizeError
+		if errors.As(err, &big) {
+			got = append(got, "<oversize>")
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(line))
+	}
+	want := []string{"first", "second", strings.Repeat("x", 100), "third", strings.Repeat("y", 11), "last-without-newline"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestLineChannelOversize checks that a line over the limit is skipped
+// without being buffered and that the channel goes on.
+func TestLineChannelOversize(t *testing.T) {
+	const limit = 1 << 10
+	big := `{"id":42,"method":"x","params":"` + strings.Repeat("z", 1<<20) + `"}`
+	in := "small\n" + big + "\nafter\n"
+	ch := NewLineChannel(strings.NewReader(in), nopWriteCloser{io.Discard}, limit)
+	if l, _ := ch.Recv(); string(l) != "small" {
+		t.Fatalf("got %q", l)
+	}
+	_, err := ch.Recv()
+	var oe *OversizeError
+	if !errors.As(err, &oe) {
+		t.Fatalf("want OversizeError, got %v", err)
+	}
+	if !bytes.HasPrefix(oe.Head, []byte(`{"id":42,`)) || len(oe.Head) > headBytes {
+		t.Errorf("head = %.40q (len %d)", oe.Head, len(oe.Head))
+	}
+	if l, err := ch.Recv(); string(l) != "after" {
+		t.Fatalf("after oversize: %q, %v", l, err)
+	}
+	// A line of exactly the limit is delivered whole.
+	exact := strings.Repeat("e", limit)
+	ch = NewLineChannel(strings.NewReader(exact+"\n"), nopWriteCloser{io.Discard}, limit)
+	if l, err := ch.Recv(); string(l) != exact {
+		t.Fatalf("line at the limit: len %d, %v", len(l), err)
+	}
+}
+
+func TestLineChannelSend(t *testing.T) {
+	var buf bytes.Buffer
+	ch := NewLineChannel(strings.NewReader(""), nopWriteCloser{&buf}, 0)
+	ch.Send([]byte(`{"a":1}`))
+	ch.Send([]byte(`{"b":2}`))
+	if buf.String() != "{\"a\":1}\n{\"b\":2}\n" {
+		t.Errorf("wrote %q", buf.String())
+	}
+	ch.Close()
+	if err := ch.Send([]byte("x")); err == nil {
+		t.Error("send after close succeeded")
+	}
+}
+
+func FuzzLineChannel(f *testing.F) {
+	f.Add([]byte("a\nb\r\n\nccc"), 2)
+	f.Add([]byte(strings.Repeat("x", 70000)+"\ny\n"), 65536)
+	f.Add([]byte("\n\n\n"), 1)
+	f.Fuzz(func(t *testing.T, data []byte, limit int) {
+		if limit <= 0 || limit > 1<<20 {
+			return
+		}
+		ch := NewLineChannel(bytes.NewReader(data), nopWriteCloser{io.Discard}, limit)
+		var lines [][]byte
+		for range len(data) + 2 {
+			line, err := ch.Recv()
+			var oe *OversizeError
+			if errors.As(err, &oe) {
+				continue
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(line) > limit || bytes.IndexByte(line, '\n') >= 0 {
+				t.Fatalf("bad line %q for limit %d", line, limit)
+			}
+			lines = append(lines, line)
+		}
+		// Every line within the limit is delivered exactly as it was.
+		var want [][]byte
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			l = bytes.TrimSuffix(l, []byte("\r"))
+			if len(bytes.TrimLeft(l, " \t\r")) > 0 && len(l) <= limit {
+				want = append(want, l)
+			}
+		}
+		if len(lines) != len(want) {
+			t.Fatalf("got %d lines, want %d", len(lines), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(lines[i], want[i]) {
+				t.Fatalf("line %d = %q, want %q", i, lines[i], want[i])
+			}
+		}
+	})
+}

@@ -1,0 +1,156 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Message
+		err  error
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[1,{"b":"}"}]}}`, Message{ID: raw(`1`), Method: "m", Params: raw(`{"a":[1,{"b":"}"}]}`)}, nil},
+		{` { "method" : "n\u00e9" , "params" : [ 1 , 2 ] } `, Message{Method: "né", Params: raw(`[ 1 , 2 ]`)}, nil},
+		{`{"id":"x","result":null}`, Message{ID: raw(`"x"`), Result: raw(`null`)}, nil},
+		{`{"id":null,"error":{"code":-1,"message":"m"}}`, Message{ID: raw(`null`), Error: raw(`{"code":-1,"message":"m"}`)}, nil},
+		{`{"id":7,"method":"m","extra":{"ignored":true},"params":"\"q\\"}`, Message{ID: raw(`7`), Method: "m", Params: raw(`"\"q\\"`)}, nil},
+		{`not json`, Message{}, ErrNotJSON},
+		{`[{"method":"m"}]`, Message{}, ErrNotJSONRPC},
+		{`{"id":1}`, Message{}, ErrNotJSONRPC},
+		{`{"method":3}`, Message{}, ErrNotJSONRPC},
+		{`{"method":""}`, Message{}, ErrNotJSONRPC},
+		{`{"id":1,"method":"m","result":1}`, Message{}, ErrNotJSONRPC},
+		{`{"result":1}`, Message{}, ErrNotJSONRPC},
+		{`{"id":{},"method":"m"}`, Message{}, ErrNotJSONRPC},
+	}
+	for _, tt := range tests {
+		got, err := Parse([]byte(tt.in))
+		if !errors.Is(err, tt.err) {
+			t.Errorf("Parse(%s) error = %v, want %v", tt.in, err, tt.err)
+			continue
+		}
+		if err == nil && !equal(got, &tt.want) {
+			t.Errorf("Parse(%s) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestUnwrapAndWrap(t *testing.T) {
+	params := raw(`{"method":"session/update","params":{"x":[1,"}"]},"_meta":{"hop":1}}`)
+	method, inner, err := Unwrap(params)
+	if err != nil || method != "session/update" || string(inner) != `{"x":[1,"}"]}` {
+		t.Fatalf("Unwrap = %q, %s, %v", method, inner, err)
+	}
+	got := AppendWrapped(nil, raw(`5`), MethodSuccessor, method, inner)
+	want := `{"jsonrpc":"2.0","id":5,"method":"proxy/successor","params":{"method":"session/update","params":{"x":[1,"}"]}}}`
+	if string(got) != want {
+		t.Errorf("AppendWrapped = %s\nwant %s", got, want)
+	}
+	if _, _, err := Unwrap(raw(`{"params":{}}`)); err == nil {
+		t.Error("Unwrap accepted an envelope without a method")
+	}
+	if m, inner, err := Unwrap(raw(`{"method":"n","params":null}`)); err != nil || m != "n" || inner != nil {
+		t.Errorf("null params: %q %s %v", m, inner, err)
+	}
+}
+
+// FuzzParse checks the top-level scanner against encoding/json: whatever
+// Parse accepts, its fields are exactly the values encoding/json finds, and
+// re-encoding keeps them.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"b"}}`,
+		`{"id":"a\"b","result":[1,2,{"c":null}]}`,
+		`{"id":1,"error":{"code":-32600,"message":"x"}}`,
+		`{"method":"m\u0041","params":[]}`,
+		` {"method" : "m" , "id" : -1.5e3 } `,
+		`{"method":"m","method":"n"}`,
+		`{}`, `[]`, `null`, `{"a":}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Parse(data)
+		if err != nil {
+			return
+		}
+		var ref map[string]json.RawMessage
+		if err := json.Unmarshal(data, &ref); err != nil {
+			t.Fatalf("Parse accepted what encoding/json rejects: %v", err)
+		}
+		check := func(name string, got json.RawMessage) {
+			want, ok := ref[name]
+			if !ok {
+				if got != nil {
+					t.Fatalf("%s = %s, absent in input", name, got)
+				}
+				return
+			}
+			if !bytes.Equal(compact(t, got), compact(t, want)) {
+				t.Fatalf("%s = %s, want %s", name, got, want)
+			}
+		}
+		check("id", m.ID)
+		check("params", m.Params)
+		if m.Method == "" {
+			check("result", m.Result)
+			check("error", m.Error)
+		}
+		again, err := Parse(m.Bytes())
+		if err != nil || !equal(again, m) {
+			t.Fatalf("re-encoding changed the message: %s", m.Bytes())
+		}
+	})
+}
+
+func compact(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("invalid raw value %q: %v", b, err)
+	}
+	return buf.Bytes()
+}
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+func equal(a, b *Message) bool {
+	return bytes.Equal(a.ID, b.ID) && a.Method == b.Method && bytes.Equal(a.Params, b.Params) &&
+		bytes.Equal(a.Result, b.Result) && bytes.Equal(a.Error, b.Error)
+}
+
+// FuzzUnwrap checks envelope unwrapping against encoding/json.
+func FuzzUnwrap(f *testing.F) {
+	f.Add([]byte(`{"method":"session/update","params":{"a":1},"_meta":{}}`))
+	f.Add([]byte(`{"params":[],"method":"x\\ty"}`))
+	f.Add([]byte(`{"method":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		method, inner, err := Unwrap(data)
+		if err != nil {
+			return
+		}
+		// A map, not a struct: encoding/json matches struct fields
+		// case-insensitively, JSON-RPC does not.
+		var ref map[string]json.RawMessage
+		if err := json.Unmarshal(data, &ref); err != nil {
+			t.Fatalf("Unwrap accepted %s: %v", data, err)
+		}
+		var want string
+		if err := json.Unmarshal(ref["method"], &want); err != nil || method != want {
+			t.Fatalf("method %q, want %q (%v)", method, want, err)
+		}
+		params := ref["params"]
+		if string(params) == "null" {
+			params = nil
+		}
+		if (inner == nil) != (params == nil) || (inner != nil && !bytes.Equal(compact(t, inner), compact(t, params))) {
+			t.Fatalf("params %s, want %s", inner, params)
+		}
+	})
+}
