@@ -1,4 +1,42 @@
-// Package conductor runs an ACP proxy chain: it presents itself as one agent
-// to its client and relays every message between the client, the proxies and
-// the final agent, following the proxy-chains RFD.
+// Package conductor runs an ACP proxy chain: it presents itself to its client
+// as one ordinary agent, starts the chain's proxies and final agent as
+// subprocesses, and relays every message between them as the proxy-chains RFD
+// prescribes.
+//
+// # Design
+//
+// Every connection (the client on stdin/stdout, each component on its pipes)
+// is a peer with exactly one reader goroutine and one FIFO writer. A reader
+// parses each line only at the top level (internal/wire), asks route where it
+// goes (route.go holds every routing rule, as a pure function of positions in
+// the chain), and appends the re-addressed line to the destination's outbox.
+// Because one goroutine handles a peer's messages in the order they arrived
+// and outboxes are FIFO, a session/update an agent sends before its prompt
+// response reaches the editor first, across any number of proxies.
+//
+// Each hop gets its own request id: a request is recorded in the table of the
+// peer it is sent to, under a fresh integer id, and the response that comes
+// back under that id is returned to the original caller under the caller's
+// id, whatever its type. Params, results, errors and _meta are carried as the
+// bytes that arrived; only proxy/successor envelopes are unwrapped or built,
+// and only initialize is renamed (proxy/initialize for a proxy, initialize
+// for the agent). A proxy that answers proxy/initialize with method-not-found
+// is spoken to in the Rust SDK's _proxy/* dialect from then on.
+//
+// The relay does not use jrpc2's Server or Client: they run handlers and
+// deliver notifications on separate goroutines, so a relayed prompt result
+// could overtake its updates and a session/cancel could run before the
+// prompt ahead of it. The transport is jrpc2's channel.Channel interface,
+// implemented with size-capped line framing, and error codes are jrpc2's.
+//
+// # Lifecycle
+//
+// Run starts every component in its own process group and owns all
+// goroutines through one errgroup. Shutdown has one path, whatever ends the
+// run (the client closing its input, ctx, a component failing): input is
+// closed along the chain so that what is in flight drains, then each
+// component gets a grace period, then SIGTERM and SIGKILL go to its process
+// group so no grandchild survives. Requests that can no longer be answered
+// get a JSON-RPC error naming the component, with its exit status and the
+// last lines of its stderr.
 package conductor

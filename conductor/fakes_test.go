@@ -35,6 +35,8 @@ func runFake(role string) {
 		handle = fakeProxy(ch, send)
 	case "agent":
 		handle = fakeAgent(send)
+	case "canceller":
+		handle = fakeCanceller(send)
 	case "streamer":
 		handle = fakeStreamer(send)
 	case "conductor":
@@ -82,6 +84,7 @@ func runFake(role string) {
 func fakeProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
 	next := int64(100)
 	pending := map[string]json.RawMessage{} // our id -> their id
+	ours := map[string]json.RawMessage{}    // their id -> our id, for cancels
 	successor := wire.MethodSuccessor
 	return func(m *wire.Message) {
 		if m.IsResponse() {
@@ -99,14 +102,31 @@ func fakeProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Messag
 			next++
 			id = wire.IntID(next)
 			pending[string(id)] = m.ID
+			ours[string(m.ID)] = id
+		}
+		// A cancel names the id this proxy was sent; the next hop knows the
+		// request by the id this proxy gave it.
+		translate := func(params json.RawMessage) json.RawMessage {
+			var c struct{ RequestID json.RawMessage }
+			json.Unmarshal(params, &c)
+			if ourID, ok := ours[string(c.RequestID)]; ok {
+				return json.RawMessage(`{"requestId":` + string(ourID) + `}`)
+			}
+			return params
 		}
 		if wire.IsSuccessor(m.Method) { // from the successor: to the predecessor, plain
 			method, params, err := wire.Unwrap(m.Params)
 			if err != nil {
 				panic(err)
 			}
+			if method == wire.MethodCancelRequest {
+				params = translate(params)
+			}
 			send(&wire.Message{ID: id, Method: method, Params: params})
 			return
+		}
+		if m.Method == wire.MethodCancelRequest {
+			m.Params = translate(m.Params)
 		}
 		method := m.Method
 		if method == wire.MethodProxyInitRust {
@@ -194,6 +214,28 @@ func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
 					`{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s#%d"}}}`, p.SessionID, p.Meta.Tag, i))})
 			}
 			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"stopReason":"end_turn","_meta":{"tag":%q}}`, p.Meta.Tag))})
+		}
+	}
+}
+
+// fakeCanceller asks the client for permission and cancels that request at
+// once; it answers a prompt only when the prompt is cancelled.
+func fakeCanceller(send func(*wire.Message)) func(*wire.Message) {
+	var prompt json.RawMessage
+	return func(m *wire.Message) {
+		switch m.Method {
+		case "initialize":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1}`)})
+		case "session/prompt":
+			prompt = m.ID
+			send(&wire.Message{ID: json.RawMessage(`"ask-1"`), Method: "session/request_permission", Params: json.RawMessage(`{"sessionId":"s"}`)})
+			send(&wire.Message{Method: wire.MethodCancelRequest, Params: json.RawMessage(`{"requestId":"ask-1"}`)})
+		case wire.MethodCancelRequest:
+			var c struct{ RequestID json.RawMessage }
+			json.Unmarshal(m.Params, &c)
+			if string(c.RequestID) == string(prompt) {
+				send(wire.ErrorResponse(prompt, wire.Errorf(codeCancelled, "cancelled")))
+			}
 		}
 	}
 }

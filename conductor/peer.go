@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -21,11 +22,13 @@ type peer struct {
 
 	readDone chan struct{} // closed when the peer's output has ended
 
-	mu      sync.Mutex
-	nextID  int64
-	calls   map[int64]*call // requests sent to this peer, by the id it saw
-	gone    error           // set once the peer can no longer answer
-	dialect dialect         // how this peer spells the proxy methods
+	nextID atomic.Int64
+
+	mu       sync.Mutex
+	calls    map[int64]*call  // requests sent to this peer, by the id it saw
+	inflight map[string]*call // requests from this peer, by the id it used
+	gone     error            // set once the peer can no longer answer
+	dialect  dialect          // how this peer spells the proxy methods
 }
 
 // A dialect is a spelling of the proxy methods: the RFD's or the Rust SDK's.
@@ -54,6 +57,9 @@ func (d dialect) initialize() string {
 type call struct {
 	from   *peer           // who is waiting for the answer
 	fromID json.RawMessage // the id they used
+	to     *peer           // who was asked
+	id     int64           // the id they were asked under
+	wrap   bool            // whether it went inside a successor envelope
 	method string          // the method as sent
 	params json.RawMessage // kept only where the request may be sent again
 
@@ -68,23 +74,45 @@ func newPeer(name string, ch *wire.LineChannel, log *zap.Logger) *peer {
 		log:   log.With(zap.String("peer", name)),
 		ch:    ch,
 		out:   newOutbox(),
-		calls: make(map[int64]*call),
+		calls:    make(map[int64]*call),
+		inflight: make(map[string]*call),
 
 		readDone: make(chan struct{}),
 	}
 }
 
-// register records c and returns the id to send it under, or the reason the
-// peer cannot take requests any more.
-func (p *peer) register(c *call) (json.RawMessage, error) {
+// register records c, asked of p under c.id, or returns the reason p
+// cannot take requests any more.
+func (p *peer) register(c *call) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gone != nil {
-		return nil, p.gone
+		return p.gone
 	}
-	p.nextID++
-	p.calls[p.nextID] = c
-	return wire.IntID(p.nextID), nil
+	p.calls[c.id] = c
+	return nil
+}
+
+// track records c as in flight from p, so that p can cancel it by its own id.
+func (p *peer) track(c *call) {
+	p.mu.Lock()
+	p.inflight[string(c.fromID)] = c
+	p.mu.Unlock()
+}
+
+func (p *peer) untrack(c *call) {
+	p.mu.Lock()
+	if p.inflight[string(c.fromID)] == c {
+		delete(p.inflight, string(c.fromID))
+	}
+	p.mu.Unlock()
+}
+
+// inFlight returns the call p made under id, if it is still open.
+func (p *peer) inFlight(id []byte) *call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inflight[string(id)]
 }
 
 // complete removes and returns the call answered by a response carrying id.

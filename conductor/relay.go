@@ -44,6 +44,10 @@ func (c *chain) receive(pos int, line []byte) {
 		from.setDialect(dialectRust) // our parent speaks the Rust SDK's dialect
 	}
 
+	if method == wire.MethodCancelRequest && m.IsNotification() {
+		c.cancel(from, params)
+		return
+	}
 	d, rerr := c.topo.route(pos, enveloped, method)
 	if rerr != nil {
 		c.reject(from, m, rerr)
@@ -66,14 +70,46 @@ func (c *chain) receive(pos int, line []byte) {
 	c.forward(to, cl, d, params)
 }
 
-// forward sends a request to `to` on behalf of cl.from, under an id of its own.
+// forward sends a request to `to` on behalf of cl.from, under an id of its
+// own. The call is tracked on both sides before the request leaves, so its
+// response and a cancel for it always find it.
 func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) {
-	id, err := to.register(cl)
-	if err != nil {
+	cl.to, cl.id, cl.wrap = to, to.nextID.Add(1), d.wrap
+	cl.from.track(cl)
+	if err := to.register(cl); err != nil {
+		cl.from.untrack(cl)
 		cl.from.send(encodeError(cl.fromID, goneError(to, err)))
 		return
 	}
-	to.send(c.encode(to, id, d, params))
+	to.send(c.encode(to, wire.IntID(cl.id), d, params))
+}
+
+// cancel translates a $/cancel_request for a request the sender made
+// through the conductor into one for the id the next hop saw, sent the way
+// the request went. A cancel for an unknown or finished request is ignored,
+// as the request-cancellation RFD allows.
+func (c *chain) cancel(from *peer, params json.RawMessage) {
+	id := requestID(params)
+	cl := from.inFlight(id)
+	if cl == nil {
+		from.log.Debug("ignored cancel for a request not in flight", zap.ByteString("requestId", id))
+		return
+	}
+	inner := append(append([]byte(`{"requestId":`), wire.IntID(cl.id)...), '}')
+	cl.to.send(c.encode(cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner))
+}
+
+// requestID returns the raw requestId of $/cancel_request params.
+func requestID(params json.RawMessage) []byte {
+	var id []byte
+	if len(params) > 0 {
+		wire.EachField(params, func(key, val []byte) {
+			if string(key) == `"requestId"` {
+				id = val
+			}
+		})
+	}
+	return id
 }
 
 // encode builds the line that delivers a request (id != nil) or notification
@@ -96,6 +132,7 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
 		return
 	}
+	cl.from.untrack(cl)
 	if cl.onResponse != nil && cl.onResponse(m) {
 		return
 	}
@@ -146,6 +183,7 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error) {
 // failCalls answers calls that will never be answered by their peer.
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
+		cl.from.untrack(cl)
 		cl.from.send(encodeError(cl.fromID, e))
 	}
 }

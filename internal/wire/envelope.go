@@ -34,7 +34,7 @@ func IsInitialize(method string) bool {
 // JSON); the result aliases it.
 func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err error) {
 	var has, bad bool
-	ok := len(params) > 0 && eachField(params, func(key, val []byte) {
+	ok := len(params) > 0 && EachField(params, func(key, val []byte) {
 		switch string(key) {
 		case `"method"`:
 			method, has = unquoteOr(val, &bad)

@@ -46,7 +46,7 @@ func Parse(data []byte) (*Message, error) {
 	}
 	m := new(Message)
 	var hasMethod, hasResult, hasError, badMethod bool
-	ok := eachField(data, func(key, val []byte) {
+	ok := EachField(data, func(key, val []byte) {
 		switch string(key) { // the compiler avoids allocating for this switch
 		case `"id"`:
 			m.ID = val
@@ -97,10 +97,10 @@ func unquoteOr(v []byte, bad *bool) (string, bool) {
 	return s, true
 }
 
-// eachField calls fn with the raw key and value of each member of the JSON
+// EachField calls fn with the raw key and value of each member of the JSON
 // object in data, which must already be valid JSON. It reports false if data
 // is not an object.
-func eachField(data []byte, fn func(key, val []byte)) bool {
+func EachField(data []byte, fn func(key, val []byte)) bool {
 	s := scanner{data: data}
 	s.skipSpace()
 	if !s.consume('{') {
