@@ -70,10 +70,10 @@ type call struct {
 
 func newPeer(name string, ch *wire.LineChannel, log *zap.Logger) *peer {
 	return &peer{
-		name:  name,
-		log:   log.With(zap.String("peer", name)),
-		ch:    ch,
-		out:   newOutbox(),
+		name:     name,
+		log:      log.With(zap.String("peer", name)),
+		ch:       ch,
+		out:      newOutbox(),
 		calls:    make(map[int64]*call),
 		inflight: make(map[string]*call),
 
