@@ -152,7 +152,7 @@ func (r *runner) readLoop(p *peer, pos int) {
 		var big *wire.OversizeError
 		switch {
 		case errors.As(err, &big):
-			p.log.Warn("dropped oversize message", zap.Int("limit", big.Limit), zap.ByteString("head", clip(big.Head)))
+			r.chain.oversize(pos, big)
 			continue
 		case err != nil:
 			if !errors.Is(err, io.EOF) {

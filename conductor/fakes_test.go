@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -204,6 +205,7 @@ func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
 				Meta      struct {
 					Tag     string `json:"tag"`
 					Updates int    `json:"updates"`
+					Pad     int    `json:"pad"` // bytes of padding in the result
 				} `json:"_meta"`
 			}
 			if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -213,7 +215,8 @@ func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
 				send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
 					`{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s#%d"}}}`, p.SessionID, p.Meta.Tag, i))})
 			}
-			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"stopReason":"end_turn","_meta":{"tag":%q}}`, p.Meta.Tag))})
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"stopReason":"end_turn","_meta":{"tag":%q,"pad":%q}}`,
+				p.Meta.Tag, strings.Repeat("x", p.Meta.Pad)))})
 		}
 	}
 }

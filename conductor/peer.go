@@ -60,6 +60,7 @@ type call struct {
 	to     *peer           // who was asked
 	id     int64           // the id they were asked under
 	wrap   bool            // whether it went inside a successor envelope
+	batch  *batch          // the batch it arrived in, if any
 	method string          // the method as sent
 	params json.RawMessage // kept only where the request may be sent again
 
@@ -67,6 +68,9 @@ type call struct {
 	// (returning true) instead of letting it go back to from.
 	onResponse func(resp *wire.Message) bool
 }
+
+// reply sends the response line for c to whoever asked.
+func (c *call) reply(line []byte) { answer(c.from, c.batch, line) }
 
 func newPeer(name string, ch *wire.LineChannel, log *zap.Logger) *peer {
 	return &peer{

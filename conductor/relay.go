@@ -23,11 +23,21 @@ type chain struct {
 // receive handles one line read from the peer at position pos.
 func (c *chain) receive(pos int, line []byte) {
 	from := c.peers[pos]
-	m, err := wire.Parse(line)
-	if err != nil {
-		c.badInput(from, pos, line, err)
+	if pos == 0 && wire.IsBatch(line) {
+		c.receiveBatch(from, line)
 		return
 	}
+	m, err := wire.Parse(line)
+	if err != nil {
+		c.badInput(from, pos, line, err, nil)
+		return
+	}
+	c.dispatch(pos, from, m, nil)
+}
+
+// dispatch relays one message; b is the batch it came in, if any.
+func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
+	var err error
 	if m.IsResponse() {
 		c.respond(from, m)
 		return
@@ -36,7 +46,7 @@ func (c *chain) receive(pos int, line []byte) {
 	method, params, enveloped := m.Method, m.Params, false
 	if wire.IsSuccessor(method) {
 		if method, params, err = wire.Unwrap(m.Params); err != nil {
-			c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err))
+			c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err), b)
 			return
 		}
 		enveloped = true
@@ -50,7 +60,7 @@ func (c *chain) receive(pos int, line []byte) {
 	}
 	d, rerr := c.topo.route(pos, enveloped, method)
 	if rerr != nil {
-		c.reject(from, m, rerr)
+		c.reject(from, m, rerr, b)
 		return
 	}
 	to := c.peers[d.to]
@@ -62,7 +72,7 @@ func (c *chain) receive(pos int, line []byte) {
 		return
 	}
 
-	cl := &call{from: from, fromID: m.ID, method: d.method}
+	cl := &call{from: from, fromID: m.ID, method: d.method, batch: b}
 	if c.topo.role(d.to) == roleProxy && wire.IsInitialize(d.method) {
 		cl.params = params
 		cl.onResponse = func(resp *wire.Message) bool { return c.retryInitialize(to, d, cl, resp) }
@@ -78,7 +88,7 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 	cl.from.track(cl)
 	if err := to.register(cl); err != nil {
 		cl.from.untrack(cl)
-		cl.from.send(encodeError(cl.fromID, goneError(to, err)))
+		cl.reply(encodeError(cl.fromID, goneError(to, err)))
 		return
 	}
 	to.send(c.encode(to, wire.IntID(cl.id), d, params))
@@ -137,7 +147,7 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 		return
 	}
 	out := wire.Message{ID: cl.fromID, Result: m.Result, Error: m.Error}
-	cl.from.send(append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(cl.fromID)+32)), '\n'))
+	cl.reply(append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(cl.fromID)+32)), '\n'))
 }
 
 // retryInitialize speaks the Rust SDK's dialect to a proxy that did not know
@@ -149,16 +159,16 @@ func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Messa
 	to.log.Info("proxy does not know proxy/initialize; retrying with the Rust SDK's _proxy/initialize")
 	to.setDialect(dialectRust)
 	d.method = wire.MethodProxyInitRust
-	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method}
+	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method, batch: cl.batch}
 	c.forward(to, retry, d, cl.params)
 	return true
 }
 
 // reject answers a request the conductor cannot deliver, or logs a
 // notification it drops.
-func (c *chain) reject(from *peer, m *wire.Message, e *wire.Error) {
+func (c *chain) reject(from *peer, m *wire.Message, e *wire.Error, b *batch) {
 	if m.IsRequest() {
-		from.send(encodeError(m.ID, e))
+		answer(from, b, encodeError(m.ID, e))
 		return
 	}
 	from.log.Warn("dropped notification", zap.String("method", m.Method), zap.String("reason", e.Message))
@@ -167,7 +177,7 @@ func (c *chain) reject(from *peer, m *wire.Message, e *wire.Error) {
 // badInput deals with a line that is not a JSON-RPC message. The client is
 // told, as JSON-RPC requires; a component's stray output is logged and
 // dropped, so one print statement cannot break the chain.
-func (c *chain) badInput(from *peer, pos int, line []byte, err error) {
+func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) {
 	if pos != 0 {
 		from.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
 		return
@@ -177,14 +187,35 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error) {
 		code = codeParseError
 	}
 	from.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
-	from.send(encodeError(nil, wire.Errorf(code, "%v", err)))
+	answer(from, b, encodeError(nil, wire.Errorf(code, "%v", err)))
+}
+
+// oversize deals with a message that was too long to keep. A request is
+// answered with an error; a response fails the call that awaited it, so
+// nobody waits for an answer that was thrown away.
+func (c *chain) oversize(pos int, big *wire.OversizeError) {
+	from := c.peers[pos]
+	id, method, isResponse := wire.Peek(big.Head)
+	from.log.Warn("dropped oversize message", zap.Int("limit", big.Limit), zap.String("method", method),
+		zap.ByteString("id", id), zap.ByteString("head", clip(big.Head)))
+	e := wire.Errorf(codeInvalidRequest, "message longer than the limit of %d bytes was discarded", big.Limit)
+	switch {
+	case id == nil:
+	case isResponse:
+		if cl := from.complete(id); cl != nil {
+			cl.from.untrack(cl)
+			cl.reply(encodeError(cl.fromID, e))
+		}
+	case method != "":
+		from.send(encodeError(id, e))
+	}
 }
 
 // failCalls answers calls that will never be answered by their peer.
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
 		cl.from.untrack(cl)
-		cl.from.send(encodeError(cl.fromID, e))
+		cl.reply(encodeError(cl.fromID, e))
 	}
 }
 

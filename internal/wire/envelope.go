@@ -73,3 +73,29 @@ func AppendWrapped(buf []byte, id json.RawMessage, envelope, method string, para
 	}
 	return append(buf, "}}"...)
 }
+
+// IsBatch reports whether line is a JSON array: a JSON-RPC batch.
+func IsBatch(line []byte) bool {
+	s := scanner{data: line}
+	s.skipSpace()
+	return s.pos < len(line) && line[s.pos] == '[' && json.Valid(line)
+}
+
+// EachElement calls fn with the raw bytes of each element of the JSON array
+// in data, which must be valid JSON.
+func EachElement(data []byte, fn func(val []byte)) {
+	s := scanner{data: data}
+	s.skipSpace()
+	if !s.consume('[') {
+		return
+	}
+	for s.pos < len(s.data) {
+		s.skipSpace()
+		if s.consume(']') {
+			return
+		}
+		s.consume(',')
+		s.skipSpace()
+		fn(s.value())
+	}
+}

@@ -199,7 +199,7 @@ func (s *scanner) skipString() {
 	for s.pos++; s.pos < len(s.data); {
 		switch s.data[s.pos] {
 		case '\\':
-			s.pos += 2
+			s.pos = min(s.pos+2, len(s.data))
 		case '"':
 			s.pos++
 			return
@@ -298,3 +298,42 @@ func ErrorResponse(id json.RawMessage, e *Error) *Message {
 
 // Request-cancelled code from ACP's request cancellation RFD.
 const CodeRequestCancelled jrpc2.Code = -32800
+
+// Peek recovers what it can of a message from the first bytes of a line that
+// was too long to keep: its id and method, where the head holds them whole.
+// It lets the conductor answer a request, or fail the call awaiting a
+// response, that it had to discard.
+func Peek(head []byte) (id json.RawMessage, method string, isResponse bool) {
+	s := scanner{data: head}
+	s.skipSpace()
+	if !s.consume('{') {
+		return nil, "", false
+	}
+	for s.pos < len(s.data) {
+		s.skipSpace()
+		s.consume(',')
+		s.skipSpace()
+		key := s.value()
+		s.skipSpace()
+		if !s.consume(':') {
+			break
+		}
+		if k := string(key); k == `"result"` || k == `"error"` {
+			isResponse = true // whatever its value, which may be cut short
+		}
+		s.skipSpace()
+		val := s.value()
+		if s.pos >= len(s.data) {
+			break // the value may have been cut short
+		}
+		switch string(key) {
+		case `"id"`:
+			if json.Valid(val) && validID(val) {
+				id = val
+			}
+		case `"method"`:
+			method, _ = unquote(val)
+		}
+	}
+	return id, method, isResponse && method == ""
+}
