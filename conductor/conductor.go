@@ -91,6 +91,16 @@ type runner struct {
 	stopOnce sync.Once
 	stopping chan struct{}
 	failure  error // the first component failure, set before stopping closes
+	failed   *peer // the component that failed, if one did
+}
+
+// stopError is the answer to requests cut off by the shutdown: the failure
+// that caused it, if there was one, so the editor hears the real cause.
+func (r *runner) stopError(p *peer) *wire.Error {
+	if r.failed != nil {
+		return goneError(r.failed, r.failure)
+	}
+	return goneError(p, errStopped)
 }
 
 func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
@@ -99,7 +109,7 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 
 	g.Go(func() error {
 		r.readLoop(client, 0)
-		r.beginStop(nil) // the client closed its input
+		r.beginStop(nil, nil) // the client closed its input
 		return nil
 	})
 	g.Go(func() error { return client.writeLoop(never) })
@@ -124,14 +134,14 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		select {
 		case <-ctx.Done():
 			r.log.Info("stopping", zap.Error(context.Cause(ctx)))
-			r.beginStop(nil)
+			r.beginStop(nil, nil)
 		case <-r.stopping:
 		}
 		r.stopAll()
 		readers.Wait()
 		// Whatever is still pending will never be answered now.
 		for _, p := range r.comps {
-			failCalls(p.fail(errStopped), wire.Errorf(codeInternalError, "%s: %v", p.name, errStopped))
+			failCalls(p.fail(errStopped), r.stopError(p))
 		}
 		client.out.close()
 		if c, ok := in.(io.Closer); ok {
@@ -169,7 +179,7 @@ func (r *runner) readLoop(p *peer, pos int) {
 func (r *runner) componentEnded(p *peer) {
 	select {
 	case <-r.stopping:
-		failCalls(p.fail(errStopped), goneError(p, errStopped))
+		failCalls(p.fail(errStopped), r.stopError(p))
 		return
 	default:
 	}
@@ -183,13 +193,13 @@ func (r *runner) componentEnded(p *peer) {
 	cause := fmt.Errorf("component %q ended unexpectedly (%s)", p.name, exit.Status)
 	r.log.Error("component failed", zap.String("component", p.name), zap.String("status", exit.Status), zap.Strings("stderr", exit.Stderr))
 	failCalls(p.fail(cause), goneError(p, cause))
-	r.beginStop(cause)
+	r.beginStop(p, cause)
 }
 
 // beginStop starts the one shutdown path; the first caller's cause is kept.
-func (r *runner) beginStop(cause error) {
+func (r *runner) beginStop(failed *peer, cause error) {
 	r.stopOnce.Do(func() {
-		r.failure = cause
+		r.failed, r.failure = failed, cause
 		close(r.stopping)
 	})
 }
