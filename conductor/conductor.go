@@ -119,7 +119,7 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		pos := i + 1
 		readers.Add(1)
 		g.Go(func() error { p.proc.wait(); return nil })
-		g.Go(func() error { p.proc.pumpStderr(p.log.With(zap.String("stream", "stderr"))); return nil })
+		g.Go(func() error { p.proc.pumpStderr(p.log); return nil })
 		g.Go(func() error { return p.writeLoop(never) })
 		g.Go(func() error {
 			defer readers.Done()

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+func newAgentCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent [flags] [PROXY...] AGENT",
+		Short: "Serve an editor: run proxies and a final agent as one agent",
+		Long: `Run a chain for an editor. acp-conductor answers "initialize" on stdin and
+stdout as if it were the agent, starts each proxy and the agent, and relays
+every message through the chain.
+
+Each argument is one component: a program and its arguments in a single
+string, split like a shell would split it but never run by one, so $VAR,
+globs, pipes and redirections are not interpreted. Leading NAME=value words
+set the component's environment. The last argument is the agent; those before
+it are the proxies, nearest the editor first.
+
+Instead of arguments, --config names a YAML chain file (see "acp-conductor
+validate --help"). Giving both is an error.
+
+The conductor stops when the editor closes stdin or on SIGINT or SIGTERM,
+giving every component --shutdown-grace to exit after its stdin closes. It
+exits 0 after a clean stop and 1 otherwise, with the reason logged.`,
+		Example: `  # One proxy, then the agent:
+  acp-conductor agent "ctx-proxy --flag x" "npx -y some-agent --acp"
+
+  # Environment for a component, and an argument with a space:
+  acp-conductor agent "API_KEY=abc ctx-proxy --note 'be brief'" "my-agent --acp"
+
+  # Just the agent, with debug logs in a file:
+  acp-conductor agent --log-level debug --log-file /tmp/acp.log "my-agent --acp"
+
+  # A chain from a file:
+  acp-conductor agent --config ~/.config/acp/chain.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runChain(cmd, conductor.AgentMode, args)
+		},
+	}
+	addChainFlags(cmd)
+	return cmd
+}

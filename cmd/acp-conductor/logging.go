@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/acp-conductor/acp-conductor/config"
+)
+
+// newLogger returns a logger as l describes, writing to stderr or appending
+// to l.File, and a function that flushes and closes it. It never writes to
+// stdout, which belongs to the protocol.
+func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
+	level, err := zapcore.ParseLevel(l.Level)
+	if err != nil {
+		return nil, nil, fmt.Errorf("logging: %w", err)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	switch l.Format {
+	case "json":
+		encoder = zapcore.NewJSONEncoder(enc)
+	default:
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		encoder = zapcore.NewConsoleEncoder(enc)
+	}
+
+	sink := zapcore.Lock(os.Stderr)
+	closeSink := func() {}
+	if l.File != "" {
+		// Opened directly rather than through zap.Open, which would take the
+		// names "stdout" and "stderr" as the streams rather than as files.
+		f, err := os.OpenFile(l.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("logging: %w", err)
+		}
+		sink, closeSink = zapcore.Lock(f), func() { f.Close() }
+	}
+
+	log := zap.New(zapcore.NewCore(encoder, sink, level), zap.ErrorOutput(zapcore.Lock(os.Stderr)))
+	if name != "" {
+		log = log.Named(name)
+	}
+	return log, func() { log.Sync(); closeSink() }, nil
+}

@@ -1,0 +1,97 @@
+// Command acp-conductor runs a chain of Agent Client Protocol proxies and a
+// final agent behind a single stdio connection, so an editor sees one agent.
+//
+// Its agent and proxy commands follow the Rust sacp-conductor's command line:
+// each positional argument is one component, a shell-words string; in agent
+// mode the last one is the agent. A YAML chain file (--config) may replace
+// the arguments. The validate command checks a chain file, and demo runs a
+// complete sample chain built into the binary itself, with nothing to set up.
+// Standard output carries only the protocol; logs go to stderr or a file.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes the command line and returns the process exit status.
+func run(args []string) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var shown reportedError
+	if !errors.As(err, &shown) {
+		fmt.Fprintf(os.Stderr, "acp-conductor: %v\n", err)
+	}
+	return 1
+}
+
+// A reportedError has already been shown to the user, in a log or a list of
+// problems; main only turns it into the exit status.
+type reportedError struct{ error }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "acp-conductor",
+		Short: "Run a chain of ACP proxies in front of an agent",
+		Long: `acp-conductor sits between an editor and an AI coding agent that speak the
+Agent Client Protocol (ACP) over stdio. It starts a chain of proxy programs
+and a final agent, presents the whole chain to the editor as a single agent,
+and relays every message through the proxies, which may rewrite prompts,
+filter responses or add context (the ACP proxy-chains RFD).
+
+Configure your editor to run "acp-conductor agent ..." where it would have run
+the agent. A chain is given either as arguments, one quoted string per
+component with the agent last, or as a YAML chain file with --config.
+
+Settings are taken from flags, then ACP_CONDUCTOR_* environment variables
+(ACP_CONDUCTOR_LOGGING_LEVEL, ACP_CONDUCTOR_LOGGING_FORMAT,
+ACP_CONDUCTOR_LOGGING_FILE, ACP_CONDUCTOR_SHUTDOWN_GRACE,
+ACP_CONDUCTOR_MAX_MESSAGE_BYTES, ACP_CONDUCTOR_NAME), then the chain file,
+then defaults. Standard output carries only the protocol; logs go to stderr
+or to --log-file.`,
+		Example: `  # See a complete chain at work, with nothing to install:
+  acp-conductor demo
+
+  # Put a proxy in front of an agent:
+  acp-conductor agent "ctx-proxy --flag x" "npx -y some-agent --acp"
+
+  # Check a chain file, then run it:
+  acp-conductor validate --config chain.yaml
+  acp-conductor agent --config chain.yaml`,
+		Version:       version(),
+		SilenceErrors: true, // run prints them, once
+		SilenceUsage:  true, // a failed chain is not a usage mistake
+	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nRun '%s --help' for usage.", err, cmd.CommandPath())
+	})
+	root.AddCommand(
+		newAgentCmd(),
+		newProxyCmd(),
+		newValidateCmd(),
+		newDemoCmd(),
+		newSampleAgentCmd(),
+		newSampleProxyCmd(),
+	)
+	return root
+}
+
+// version reports the module version the binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/config"
+)
+
+// binary is the acp-conductor built for these tests: the commands are tested
+// as a user runs them, exit status and streams included.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "acp-conductor-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "acp-conductor")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building acp-conductor: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// acp runs the binary with args, stdin and extra environment, bounded in time.
+func acp(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(cleanEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("running %q: %v", args, err)
+	}
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
+}
+
+// cleanEnv is the environment without any ACP_CONDUCTOR_ setting the
+// developer running the tests may have.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"Agent Client Protocol", "Available Commands:", "agent", "proxy", "validate", "demo", "Examples:"}},
+		{[]string{"agent", "--help"}, []string{"Usage:\n  acp-conductor agent [flags] [PROXY...] AGENT", "Examples:", "--config", "--log-level", "ACP_CONDUCTOR_LOGGING_LEVEL", "--log-format", "--log-file", "--shutdown-grace", "--max-message-bytes", "--name"}},
+		{[]string{"proxy", "--help"}, []string{"proxy/initialize", "Examples:", "--config", "--shutdown-grace"}},
+		{[]string{"validate", "--help"}, []string{"--mode", "Examples:", "max_message_bytes:", "env: {API_KEY: abc}"}},
+		{[]string{"demo", "--help"}, []string{"--timeout", "--verbose", "Examples:"}},
+		{[]string{"help", "agent"}, []string{"Usage:"}},
+		{[]string{"sample-agent", "--help"}, []string{"Usage:"}},
+		{[]string{"sample-proxy", "--help"}, []string{"Usage:"}},
+	} {
+		r := acp(t, "", nil, tc.args...)
+		if r.code != 0 {
+			t.Errorf("%q: exit %d, stderr:\n%s", tc.args, r.code, r.stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%q: help lacks %q:\n%s", tc.args, w, r.stdout)
+			}
+		}
+	}
+	// The sample components are parts of the demo, not tools to list.
+	if r := acp(t, "", nil, "--help"); strings.Contains(r.stdout, "sample-agent") {
+		t.Errorf("top-level help lists the hidden sample commands:\n%s", r.stdout)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := writeFile(t, "chain.yaml", `
+name: my-chain
+proxies:
+  - name: context
+    command: ctx-proxy
+    env: {API_KEY: abc}
+agent:
+  name: my-agent
+  command: npx
+  args: ["-y", "some-agent", "--acp"]
+`)
+	unknownKey := writeFile(t, "chain.yaml", "agent:\n  command: a\n  agrs: [x]\n")
+	for _, tc := range []struct {
+		name      string
+		env       []string
+		args      []string
+		code      int
+		stdout    string
+		stderrHas []string
+	}{
+		{"good file", nil, []string{"validate", "--config", good}, 0, "ok: 1 proxy, agent my-agent\n", nil},
+		{"file as argument", nil, []string{"validate", good}, 0, "ok: 1 proxy, agent my-agent\n", nil},
+		{"unknown key", nil, []string{"validate", "--config", unknownKey}, 1, "",
+			[]string{unknownKey + `:3: unknown key "agrs" in agent (did you mean "args"?)`}},
+		{"agent in proxy mode", nil, []string{"validate", "--mode", "proxy", "--config", good}, 1, "",
+			[]string{good + ":7: agent: not allowed in proxy mode"}},
+		{"bad setting in environment", []string{"ACP_CONDUCTOR_LOGGING_FORMAT=xml"}, []string{"validate", good}, 1, "",
+			[]string{"from environment variable ACP_CONDUCTOR_LOGGING_FORMAT"}},
+		{"missing programs", nil, []string{"validate", "--commands", good}, 1, "",
+			[]string{`proxy "context" (` + good + `:4): command "ctx-proxy" not found in PATH`}},
+		{"no file", nil, []string{"validate"}, 1, "", []string{"no chain file"}},
+		{"missing file", nil, []string{"validate", "/no/such/chain.yaml"}, 1, "", []string{"no such file"}},
+		{"bad mode", nil, []string{"validate", "--mode", "client", good}, 1, "", []string{`--mode "client": want agent or proxy`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, "", tc.env, tc.args...)
+			if r.code != tc.code || r.stdout != tc.stdout {
+				t.Errorf("exit %d, stdout %q; want exit %d, stdout %q\nstderr:\n%s", r.code, r.stdout, tc.code, tc.stdout, r.stderr)
+			}
+			for _, w := range tc.stderrHas {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestChainErrors checks that a chain that cannot run fails at once, with a
+// clear message on stderr, a non-zero exit, and nothing at all on stdout.
+func TestChainErrors(t *testing.T) {
+	noCommand := writeFile(t, "chain.yaml", "proxies:\n  - command: cat\nagent:\n  name: my-agent\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no agent", []string{"agent"}, "no agent given"},
+		{"agent program missing", []string{"agent", "cat", "no-such-agent-xyz --acp"}, `agent "no-such-agent-xyz" (argument 2): command "no-such-agent-xyz" not found in PATH`},
+		{"agent path missing", []string{"agent", "/no/such/agent"}, `command "/no/such/agent": stat /no/such/agent: no such file or directory`},
+		{"agent command missing in file", []string{"agent", "--config", noCommand}, noCommand + ":3: agent.command: required"},
+		{"empty component", []string{"agent", ""}, `argument 1: component "": empty`},
+		{"unbalanced quote", []string{"agent", "my-agent 'oops"}, "unbalanced quote"},
+		{"file and arguments", []string{"agent", "--config", noCommand, "cat"}, "not both"},
+		{"bad flag value", []string{"agent", "--shutdown-grace", "soon", "cat"}, `invalid argument "soon" for "--shutdown-grace"`},
+		{"unknown flag", []string{"proxy", "--verbose"}, "unknown flag: --verbose\nRun 'acp-conductor proxy --help' for usage."},
+		{"proxy mode file with agent", []string{"proxy", "--config", writeFile(t, "c.yaml", "agent: {command: cat}\n")}, "agent: not allowed in proxy mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, "", nil, tc.args...)
+			if r.code == 0 {
+				t.Errorf("exit 0, want failure")
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout is for the protocol only, but got %q", r.stdout)
+			}
+		})
+	}
+}
+
+// TestAgentServes runs a real chain of the built-in samples and checks that
+// stdout carries only protocol messages while debug logs go to stderr.
+func TestAgentServes(t *testing.T) {
+	self := shellQuote(binary)
+	cmd := exec.Command(binary, "agent", self+" sample-proxy", self+" sample-agent")
+	cmd.Env = append(cleanEnv(), "ACP_CONDUCTOR_LOGGING_LEVEL=debug")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	// Hang up only once answered: a request still pending then is cancelled.
+	out := bufio.NewReader(stdout)
+	first, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no response: %v", err)
+	}
+	stdin.Close()
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v, stderr:\n%s", err, &stderr)
+	}
+	if !strings.Contains(first, `"id":0`) || !strings.Contains(first, `"protocolVersion":1`) {
+		t.Errorf("got %q, want the initialize response", first)
+	}
+	for _, line := range strings.Split(first+string(rest), "\n") {
+		if line != "" && !json.Valid([]byte(line)) {
+			t.Errorf("stdout has a line that is not JSON: %q", line)
+		}
+	}
+	if !strings.Contains(stderr.String(), "DEBUG") || !strings.Contains(stderr.String(), "started component") {
+		t.Errorf("debug logs missing from stderr:\n%s", &stderr)
+	}
+}
+
+func TestLogFile(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "acp.log")
+	r := acp(t, "", nil, "proxy", "--log-file", logFile, "--log-format", "json", "--name", "inner")
+	if r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	var entry struct{ Logger, Msg, Mode string }
+	if err := json.Unmarshal([]byte(first), &entry); err != nil || entry.Logger != "inner" || entry.Msg != "starting" || entry.Mode != "proxy" {
+		t.Errorf("first log line = %q (%v)", first, err)
+	}
+}
+
+// TestSignalStops checks that SIGTERM stops a running chain cleanly and
+// promptly, with the client still connected.
+func TestSignalStops(t *testing.T) {
+	self := shellQuote(binary)
+	cmd := exec.Command(binary, "agent", "--shutdown-grace", "1s", self+" sample-agent")
+	cmd.Env = cleanEnv()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the chain answers, so the signal finds it running.
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatalf("no initialize response: %v\n%s", err, &stderr)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGTERM: %v\nstderr:\n%s", err, &stderr)
+		}
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("still running 15s after SIGTERM\nstderr:\n%s", &stderr)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for _, s := range []string{"/usr/bin/acp-conductor", "/tmp/my dir/acp", "it's", `a"b\c`, "$HOME", "a|b", ""} {
+		c, err := config.ParseComponent(shellQuote(s) + " sample-agent")
+		if s == "" {
+			if err == nil {
+				t.Errorf("empty command accepted")
+			}
+			continue
+		}
+		if err != nil || c.Command != s || len(c.Args) != 1 {
+			t.Errorf("shellQuote(%q) = %s: parsed back as %+v, %v", s, shellQuote(s), c, err)
+		}
+	}
+}

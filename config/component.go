@@ -1,0 +1,193 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mattn/go-shellwords"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+// A Component is one program of the chain, as a chain file or a command-line
+// component describes it.
+type Component struct {
+	Name    string            `yaml:"name"`    // defaults to the command's base name
+	Command string            `yaml:"command"` // looked up in PATH unless it holds a slash
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"` // names keep their case
+	Cwd     string            `yaml:"cwd"` // empty means the conductor's
+
+	// Origin says where the component was defined, such as "chain.yaml:12"
+	// or "argument 2", so later errors can point back at it.
+	Origin string `yaml:"-"`
+}
+
+// Conductor returns c as the conductor runs it.
+func (c Component) Conductor() conductor.Component {
+	return conductor.Component{
+		Name:    c.Name,
+		Command: c.Command,
+		Args:    c.Args,
+		Env:     c.Env,
+		Dir:     c.Cwd,
+	}
+}
+
+// ParseComponent splits a command-line component such as
+// "FOO=1 my-agent --acp 'a b'" into words as a POSIX shell would, without
+// expanding anything, and takes its leading NAME=value words as environment.
+func ParseComponent(s string) (Component, error) {
+	p := shellwords.NewParser() // expansions stay off: nothing here runs a shell
+	words, err := p.Parse(s)
+	if err != nil {
+		return Component{}, fmt.Errorf("component %q: unbalanced quote, escape or parenthesis: %w", s, err)
+	}
+	if p.Position >= 0 {
+		// The parser stops at an unquoted ; & | < or >, which would silently
+		// drop the rest of the line.
+		return Component{}, fmt.Errorf("component %q: unquoted shell operator at character %d; components are not run by a shell, so quote it", s, p.Position+1)
+	}
+	var c Component
+	for len(words) > 0 {
+		name, value, ok := envWord(words[0])
+		if !ok {
+			break
+		}
+		if c.Env == nil {
+			c.Env = make(map[string]string)
+		}
+		c.Env[name] = value
+		words = words[1:]
+	}
+	if len(words) == 0 {
+		if c.Env != nil {
+			return Component{}, fmt.Errorf("component %q: no command after the NAME=value words", s)
+		}
+		return Component{}, fmt.Errorf("component %q: empty", s)
+	}
+	c.Command, c.Args = words[0], words[1:]
+	if len(c.Args) == 0 {
+		c.Args = nil
+	}
+	if err := c.check(); err != nil {
+		return Component{}, fmt.Errorf("component %q: %w", s, err)
+	}
+	return c, nil
+}
+
+// envWord reports whether w is a shell assignment NAME=value.
+func envWord(w string) (name, value string, ok bool) {
+	name, value, ok = strings.Cut(w, "=")
+	if !ok || name == "" || !isShellName(name) {
+		return "", "", false
+	}
+	return name, value, true
+}
+
+func isShellName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// check reports what would stop c from being started at all. The chain-file
+// parser reports the same things with lines attached, field by field.
+func (c *Component) check() error {
+	var errs []error
+	if strings.TrimSpace(c.Command) == "" {
+		errs = append(errs, errors.New("command is required"))
+	}
+	if strings.ContainsRune(c.Command, 0) {
+		errs = append(errs, errors.New("command contains a NUL byte"))
+	}
+	for i, a := range c.Args {
+		if strings.ContainsRune(a, 0) {
+			errs = append(errs, fmt.Errorf("argument %d contains a NUL byte", i+1))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Env)) {
+		if err := checkEnv(name, c.Env[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkEnv rejects what execve cannot pass. Names are otherwise free: some
+// programs read variables that are not valid shell names.
+func checkEnv(name, value string) error {
+	switch {
+	case name == "":
+		return errors.New("env: empty variable name")
+	case strings.ContainsAny(name, "=\x00"):
+		return fmt.Errorf("env: variable name %q contains '=' or a NUL byte", name)
+	case strings.ContainsRune(value, 0):
+		return fmt.Errorf("env: %s: value contains a NUL byte", name)
+	}
+	return nil
+}
+
+// defaultName is the name a component gets when none is given.
+func defaultName(command string) string {
+	base := filepath.Base(strings.TrimSpace(command))
+	if base == "." || base == string(filepath.Separator) || base == "" {
+		return "component"
+	}
+	return base
+}
+
+// assignNames gives each unnamed component its command's base name. Where
+// that would be shared, as by "npx ctx-proxy" and "npx -y filter", each
+// sharer adds its first argument that is not a flag ("npx-ctx-proxy",
+// "npx-filter"), and "-2", "-3", ... settle any name still taken. Explicit
+// names are kept as given; the chain-file parser rejects duplicates among
+// them.
+func assignNames(cs []*Component) {
+	used := make(map[string]bool)
+	shared := make(map[string]int)
+	for _, c := range cs {
+		if c.Name != "" {
+			used[c.Name] = true
+		} else {
+			shared[defaultName(c.Command)]++
+		}
+	}
+	for _, c := range cs {
+		if c.Name != "" {
+			continue
+		}
+		base := defaultName(c.Command)
+		if shared[base] > 1 || used[base] {
+			if arg := firstOperand(c.Args); arg != "" {
+				base += "-" + arg
+			}
+		}
+		name := base
+		for n := 2; used[name]; n++ {
+			name = base + "-" + strconv.Itoa(n)
+		}
+		c.Name, used[name] = name, true
+	}
+}
+
+// firstOperand returns the base name of the first argument that is not a
+// flag, or "".
+func firstOperand(args []string) string {
+	for _, a := range args {
+		if a != "" && !strings.HasPrefix(a, "-") {
+			return defaultName(a)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+// A Config is a chain ready to run: every component named, every setting
+// layered and checked.
+type Config struct {
+	Name            string
+	Mode            conductor.Mode
+	Proxies         []Component // nearest the editor first
+	Agent           Component   // AgentMode only
+	Logging         Logging
+	ShutdownGrace   time.Duration
+	MaxMessageBytes int
+	File            string // the chain file, or "" if the chain came from arguments
+}
+
+// Conductor returns the conductor's configuration for c, logging to log.
+func (c *Config) Conductor(log *zap.Logger) conductor.Config {
+	cc := conductor.Config{
+		Mode:            c.Mode,
+		Proxies:         make([]conductor.Component, len(c.Proxies)),
+		Logger:          log,
+		GracePeriod:     c.ShutdownGrace,
+		MaxMessageBytes: c.MaxMessageBytes,
+	}
+	for i, p := range c.Proxies {
+		cc.Proxies[i] = p.Conductor()
+	}
+	if c.Mode == conductor.AgentMode {
+		cc.Agent = c.Agent.Conductor()
+	}
+	return cc
+}
+
+// Summary describes the chain in one line, such as "2 proxies, agent claude".
+func (c *Config) Summary() string {
+	s := plural(len(c.Proxies), "proxy", "proxies")
+	if c.Mode == conductor.AgentMode {
+		return s + ", agent " + c.Agent.Name
+	}
+	return s + " (proxy mode)"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,30 @@
+// Package config reads, checks and layers the settings of an acp-conductor
+// chain and turns them into a conductor.Config.
+//
+// A chain is a list of proxies, nearest the editor first, and in agent mode a
+// final agent. It comes either from a YAML chain file or from command-line
+// components, never both. A command-line component is one shell-words string
+// whose leading NAME=value words become its environment, for example
+// "API_KEY=abc ctx-proxy --flag 'a b'"; it is split like a shell would split
+// it but never run by one, so $VAR, globs and operators such as | are not
+// interpreted. A chain file is decoded strictly: an unknown key, a value of
+// the wrong type or an invalid value is reported as a Problem carrying its
+// line, and every problem in the file is reported at once.
+//
+// The scalar settings are layered by viper, highest priority first:
+// command-line flags, ACP_CONDUCTOR_* environment variables, the chain file,
+// built-in defaults. A setting's environment variable is ACP_CONDUCTOR_
+// followed by its chain-file key, upper-cased, with dots as underscores:
+//
+//	chain-file key     flag                 environment variable              default
+//	name               --name               ACP_CONDUCTOR_NAME                ""
+//	logging.level      --log-level          ACP_CONDUCTOR_LOGGING_LEVEL       info
+//	logging.format     --log-format         ACP_CONDUCTOR_LOGGING_FORMAT      console
+//	logging.file       --log-file           ACP_CONDUCTOR_LOGGING_FILE        "" (stderr)
+//	shutdown_grace     --shutdown-grace     ACP_CONDUCTOR_SHUTDOWN_GRACE      2s
+//	max_message_bytes  --max-message-bytes  ACP_CONDUCTOR_MAX_MESSAGE_BYTES   67108864
+//
+// An empty environment variable counts as unset. Components never pass
+// through viper: it folds map keys to lower case, and environment variable
+// names given to a component must keep theirs.
+package config

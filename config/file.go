@@ -1,0 +1,126 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+// A File is a decoded and checked chain file.
+type File struct {
+	Name            string        `yaml:"name"`
+	Proxies         []Component   `yaml:"proxies"`
+	Agent           *Component    `yaml:"agent"`
+	Logging         Logging       `yaml:"logging"`
+	ShutdownGrace   time.Duration `yaml:"shutdown_grace"`
+	MaxMessageBytes int           `yaml:"max_message_bytes"`
+
+	path  string
+	nodes index // where each key sits, for messages and for layering
+}
+
+// Logging says where diagnostics go and how much of them.
+type Logging struct {
+	Level  string `yaml:"level"`  // debug, info, warn or error
+	Format string `yaml:"format"` // console or json
+	File   string `yaml:"file"`   // empty means stderr
+}
+
+// Values accepted for the logging settings.
+var (
+	Levels  = []string{"debug", "info", "warn", "error"}
+	Formats = []string{"console", "json"}
+)
+
+// MinMessageBytes is the smallest max_message_bytes accepted: below it not
+// even an initialize exchange fits.
+const MinMessageBytes = 1 << 10
+
+// Parse decodes and checks the chain file data, read from path (used only in
+// messages). It checks everything that does not depend on the mode; see
+// Check for the rest. Its error, if any, is a Problems listing every problem
+// it found.
+func Parse(path string, data []byte) (*File, error) {
+	f := &File{path: path}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, Problems{f.syntaxProblem(err)}
+	}
+	f.nodes = newIndex(&root)
+
+	// Decode again through a Decoder, the only way to have yaml refuse
+	// unknown keys. It keeps going past type errors, so everything it could
+	// decode still gets checked below.
+	var ps Problems
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	switch err := dec.Decode(f); {
+	case errors.Is(err, io.EOF): // an empty file is an empty chain
+		return f, nil
+	case err != nil:
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, Problems{f.syntaxProblem(err)}
+		}
+		for _, msg := range te.Errors {
+			ps = append(ps, f.typeProblem(msg))
+		}
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		ps = append(ps, f.problem(extra.Line, "a chain file holds one YAML document; remove the second"))
+	case !errors.Is(err, io.EOF):
+		ps = append(ps, f.syntaxProblem(err))
+	}
+	ps = append(ps, f.validate()...)
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return f, nil
+}
+
+// Check reports the problems that depend on the mode the chain runs in.
+func (f *File) Check(mode conductor.Mode) error {
+	var ps Problems
+	switch {
+	case mode == conductor.AgentMode && f.Agent == nil:
+		if e, ok := f.nodes["agent"]; ok {
+			ps = append(ps, f.problem(e.key.Line, "agent: needs at least a command"))
+		} else {
+			ps = append(ps, f.problem(0, "agent: required in agent mode (add an agent: section with a command)"))
+		}
+	case mode == conductor.ProxyMode && f.Agent != nil:
+		ps = append(ps, f.problem(f.nodes.line("agent"), "agent: not allowed in proxy mode, where the parent conductor supplies the successor"))
+	}
+	return ps.err()
+}
+
+func (f *File) problem(line int, format string, args ...any) Problem {
+	return Problem{File: f.path, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// syntaxProblem turns a yaml parse error, "yaml: line 3: did not find
+// expected key", into a Problem on that line.
+func (f *File) syntaxProblem(err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line, rest := cutLine(msg)
+	return f.problem(line, "invalid YAML: %s", rest)
+}
+
+// cutLine splits "line N: rest" as the yaml package writes its messages.
+func cutLine(msg string) (int, string) {
+	var line int
+	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
+		_, rest, _ := strings.Cut(msg, ": ")
+		return line, rest
+	}
+	return 0, msg
+}

@@ -1,0 +1,70 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+// FuzzParse checks that no chain file, however malformed, makes Parse panic,
+// and that what Parse accepts is consistent with what it promises.
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile("testdata/chain.yaml"); err == nil {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if ps, ok := err.(Problems); !ok || len(ps) == 0 {
+				t.Fatalf("error %v (%T) is not a non-empty Problems", err, err)
+			}
+			return
+		}
+		for _, mode := range []conductor.Mode{conductor.AgentMode, conductor.ProxyMode} {
+			_ = file.Check(mode)
+		}
+		names := make(map[string]bool)
+		for _, c := range append(file.Proxies, derefOr(file.Agent)...) {
+			if strings.TrimSpace(c.Command) == "" {
+				t.Fatalf("accepted a component without a command: %+v", c)
+			}
+			if c.Name != "" && names[c.Name] {
+				t.Fatalf("accepted duplicate name %q", c.Name)
+			}
+			names[c.Name] = true
+		}
+		_ = file.settings()
+	})
+}
+
+func derefOr(c *Component) []Component {
+	if c == nil {
+		return nil
+	}
+	return []Component{*c}
+}
+
+// FuzzParseComponent checks that ParseComponent never panics and that a
+// component it accepts has a command and only well-formed variable names.
+func FuzzParseComponent(f *testing.F) {
+	f.Add(`FOO=1 my-agent --acp 'a b'`)
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseComponent(s)
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(c.Command) == "" {
+			t.Fatalf("ParseComponent(%q) accepted an empty command", s)
+		}
+		if _, _, ok := envWord(c.Command); ok {
+			t.Fatalf("ParseComponent(%q) left assignment %q as the command", s, c.Command)
+		}
+		for name := range c.Env {
+			if !isShellName(name) {
+				t.Fatalf("ParseComponent(%q) accepted variable name %q", s, name)
+			}
+		}
+	})
+}

@@ -1,0 +1,276 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+// Options says where Load finds a chain.
+type Options struct {
+	// Mode is the role the conductor will play.
+	Mode conductor.Mode
+	// File is a chain file to read; empty means none.
+	File string
+	// Components are command-line components: the proxies in order, then in
+	// AgentMode the agent. They cannot be combined with File, since merging
+	// two partial chains has no obvious meaning.
+	Components []string
+	// Flags holds the flags AddFlags defined, parsed; nil means none. A flag
+	// overrides the environment and the file only if it was set.
+	Flags *pflag.FlagSet
+}
+
+// MaxFileBytes bounds a chain file, which is a few hundred bytes in practice.
+const MaxFileBytes = 1 << 20
+
+// Load assembles the chain opts describes and layers its settings: flags,
+// then ACP_CONDUCTOR_* environment variables, then the file, then defaults.
+// Problems with the chain or its settings come back together as Problems.
+func Load(opts Options) (*Config, error) {
+	if opts.File != "" && len(opts.Components) > 0 {
+		return nil, errors.New("config: give the chain either as a file (--config) or as arguments, not both")
+	}
+	c := &Config{Mode: opts.Mode, File: opts.File}
+	var f *File
+	if opts.File != "" {
+		var err error
+		if f, err = ReadFile(opts.File); err != nil {
+			return nil, err
+		}
+		if err := f.Check(opts.Mode); err != nil {
+			return nil, err
+		}
+		c.Proxies = append([]Component(nil), f.Proxies...)
+		if f.Agent != nil {
+			c.Agent = *f.Agent
+		}
+	} else if err := c.fromArgs(opts.Components); err != nil {
+		return nil, err
+	}
+
+	named := make([]*Component, 0, len(c.Proxies)+1)
+	for i := range c.Proxies {
+		named = append(named, &c.Proxies[i])
+	}
+	if c.Mode == conductor.AgentMode {
+		named = append(named, &c.Agent)
+	}
+	assignNames(named)
+
+	v, err := layers(f, opts.Flags)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.settle(v, f, opts.Flags); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ReadFile reads and parses the chain file at path.
+func ReadFile(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: chain file: %w", err)
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: chain file: %w", err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, Problems{{File: path, Msg: fmt.Sprintf("larger than %d bytes; is this a chain file?", MaxFileBytes)}}
+	}
+	return Parse(path, data)
+}
+
+// fromArgs fills in the components from command-line strings.
+func (c *Config) fromArgs(args []string) error {
+	var ps Problems
+	comps := make([]Component, 0, len(args))
+	for i, s := range args {
+		comp, err := ParseComponent(s)
+		if err != nil {
+			ps = append(ps, Problem{Msg: fmt.Sprintf("argument %d: %v", i+1, err)})
+			continue
+		}
+		comp.Origin = "argument " + strconv.Itoa(i+1)
+		comps = append(comps, comp)
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	if c.Mode == conductor.AgentMode {
+		if len(comps) == 0 {
+			return Problems{{Msg: "no agent given: pass the components as arguments, proxies first and the agent last, or a chain file with --config"}}
+		}
+		c.Agent, comps = comps[len(comps)-1], comps[:len(comps)-1]
+	}
+	c.Proxies = comps
+	return nil
+}
+
+// layers builds the viper instance that resolves every setting, highest
+// priority first: set flags, environment, file, defaults.
+func layers(f *File, fs *pflag.FlagSet) (*viper.Viper, error) {
+	v := viper.New()
+	for _, s := range settings {
+		v.SetDefault(s.key, s.def)
+		if err := v.BindEnv(s.key, envVar(s.key)); err != nil {
+			return nil, fmt.Errorf("config: bind %s: %w", envVar(s.key), err)
+		}
+		if fs == nil {
+			continue
+		}
+		if fl := fs.Lookup(s.flag); fl != nil {
+			if err := v.BindPFlag(s.key, fl); err != nil {
+				return nil, fmt.Errorf("config: bind --%s: %w", s.flag, err)
+			}
+		}
+	}
+	if f != nil {
+		if err := v.MergeConfigMap(f.settings()); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", f.path, err)
+		}
+	}
+	return v, nil
+}
+
+// settings returns, as viper's nested map, the settings f actually wrote,
+// so that an absent key falls through to the default.
+func (f *File) settings() map[string]any {
+	vals := map[string]any{
+		"name":              f.Name,
+		"logging.level":     f.Logging.Level,
+		"logging.format":    f.Logging.Format,
+		"logging.file":      f.Logging.File,
+		"shutdown_grace":    f.ShutdownGrace,
+		"max_message_bytes": f.MaxMessageBytes,
+	}
+	m := make(map[string]any)
+	for key, val := range vals {
+		if !f.nodes.has(key) {
+			continue
+		}
+		dst := m
+		parts := strings.Split(key, ".")
+		for _, p := range parts[:len(parts)-1] {
+			sub, ok := dst[p].(map[string]any)
+			if !ok {
+				sub = make(map[string]any)
+				dst[p] = sub
+			}
+			dst = sub
+		}
+		dst[parts[len(parts)-1]] = val
+	}
+	return m
+}
+
+// settle reads every setting from v into c and checks it, naming the layer
+// a bad value came from.
+func (c *Config) settle(v *viper.Viper, f *File, fs *pflag.FlagSet) error {
+	var ps Problems
+	bad := func(key string, err error) {
+		p := Problem{Msg: fmt.Sprintf("%s: %v", key, err)}
+		switch src := source(key, f, fs); {
+		case src == "file":
+			p.File, p.Line = f.path, f.nodes.line(key)
+		default:
+			p.Msg += " (from " + src + ")"
+		}
+		ps = append(ps, p)
+	}
+
+	c.Name = v.GetString("name")
+	c.Logging.Level = v.GetString("logging.level")
+	if err := checkLevel(c.Logging.Level); err != nil {
+		bad("logging.level", err)
+	}
+	c.Logging.Format = v.GetString("logging.format")
+	if err := checkFormat(c.Logging.Format); err != nil {
+		bad("logging.format", err)
+	}
+	c.Logging.File = v.GetString("logging.file")
+	if err := checkLogFile(c.Logging.File); err != nil {
+		bad("logging.file", err)
+	}
+
+	var err error
+	if c.ShutdownGrace, err = duration(v.Get("shutdown_grace")); err == nil {
+		err = checkGrace(c.ShutdownGrace)
+	}
+	if err != nil {
+		bad("shutdown_grace", err)
+	}
+	if c.MaxMessageBytes, err = integer(v.Get("max_message_bytes")); err == nil {
+		err = checkMaxBytes(c.MaxMessageBytes)
+	}
+	if err != nil {
+		bad("max_message_bytes", err)
+	}
+	return ps.err()
+}
+
+// source names the layer key's value comes from.
+func source(key string, f *File, fs *pflag.FlagSet) string {
+	for _, s := range settings {
+		if s.key != key || fs == nil {
+			continue
+		}
+		if fl := fs.Lookup(s.flag); fl != nil && fl.Changed {
+			return "flag --" + s.flag
+		}
+	}
+	if os.Getenv(envVar(key)) != "" {
+		return "environment variable " + envVar(key)
+	}
+	if f != nil && f.nodes.has(key) {
+		return "file"
+	}
+	return "default"
+}
+
+// duration converts what viper holds for a duration: a time.Duration from the
+// file or the defaults, a string from a flag or the environment. Unlike
+// viper's own conversion it refuses a bare number, which would mean
+// nanoseconds.
+func duration(v any) (time.Duration, error) {
+	switch v := v.(type) {
+	case time.Duration:
+		return v, nil
+	case string:
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q: want a number with a unit, such as 2s or 500ms", v)
+		}
+		return d, nil
+	}
+	return 0, fmt.Errorf("invalid duration %v", v)
+}
+
+// integer converts what viper holds for an integer, refusing what viper's
+// own conversion would quietly turn into 0.
+func integer(v any) (int, error) {
+	switch v := v.(type) {
+	case int:
+		return v, nil
+	case string:
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("invalid integer %q", v)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("invalid integer %v", v)
+}

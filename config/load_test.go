@@ -1,0 +1,288 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// writeChain writes a chain file into a fresh directory and returns its path.
+func writeChain(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "chain.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// flags returns a flag set as AddFlags defines it, parsed from args.
+func flags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// clearEnv unsets every variable Load reads, for the duration of the test.
+func clearEnv(t *testing.T) {
+	for _, s := range settings {
+		t.Setenv(envVar(s.key), "") // registers the restore
+		os.Unsetenv(envVar(s.key))
+	}
+}
+
+func TestLoadDefaults(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(Options{Mode: conductor.AgentMode, Components: []string{"my-agent --acp"}, Flags: flags(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Mode:            conductor.AgentMode,
+		Proxies:         []Component{},
+		Agent:           Component{Name: "my-agent", Command: "my-agent", Args: []string{"--acp"}, Origin: "argument 1"},
+		Logging:         Logging{Level: "info", Format: "console"},
+		ShutdownGrace:   conductor.DefaultGracePeriod,
+		MaxMessageBytes: wire.DefaultMaxMessageBytes,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load =\n%+v\nwant\n%+v", c, want)
+	}
+}
+
+// TestLoadPrecedence checks each setting through every layer: a set flag beats
+// the environment, which beats the file, which beats the default.
+func TestLoadPrecedence(t *testing.T) {
+	file := `
+name: from-file
+agent: {command: a}
+logging: {level: debug, format: json, file: /tmp/file.log}
+shutdown_grace: 3s
+max_message_bytes: 2048
+`
+	type want struct {
+		name, level, format, logFile string
+		grace                        time.Duration
+		max                          int
+	}
+	fromFile := want{"from-file", "debug", "json", "/tmp/file.log", 3 * time.Second, 2048}
+	for _, tc := range []struct {
+		name  string
+		file  string // "" means components from arguments
+		env   map[string]string
+		flags []string
+		want  want
+	}{
+		{name: "file over defaults", file: file, want: fromFile},
+		{name: "defaults when file is silent", file: "agent: {command: a}\n",
+			want: want{"", "info", "console", "", 2 * time.Second, 64 << 20}},
+		{name: "environment over file", file: file,
+			env: map[string]string{
+				"ACP_CONDUCTOR_NAME":              "from-env",
+				"ACP_CONDUCTOR_LOGGING_LEVEL":     "warn",
+				"ACP_CONDUCTOR_LOGGING_FORMAT":    "console",
+				"ACP_CONDUCTOR_LOGGING_FILE":      "/tmp/env.log",
+				"ACP_CONDUCTOR_SHUTDOWN_GRACE":    "4s",
+				"ACP_CONDUCTOR_MAX_MESSAGE_BYTES": "4096",
+			},
+			want: want{"from-env", "warn", "console", "/tmp/env.log", 4 * time.Second, 4096}},
+		{name: "flags over environment", file: file,
+			env: map[string]string{"ACP_CONDUCTOR_LOGGING_LEVEL": "warn", "ACP_CONDUCTOR_SHUTDOWN_GRACE": "4s"},
+			flags: []string{"--name=from-flag", "--log-level=error", "--log-format=console", "--log-file=/tmp/flag.log",
+				"--shutdown-grace=5s", "--max-message-bytes=8192"},
+			want: want{"from-flag", "error", "console", "/tmp/flag.log", 5 * time.Second, 8192}},
+		{name: "unset flags do not override", file: file,
+			env:   map[string]string{"ACP_CONDUCTOR_LOGGING_LEVEL": "warn"},
+			flags: []string{"--name=from-flag"},
+			want:  want{"from-flag", "warn", "json", "/tmp/file.log", 3 * time.Second, 2048}},
+		{name: "flag set to its default still wins", file: file,
+			flags: []string{"--log-level=info"},
+			want:  want{"from-file", "info", "json", "/tmp/file.log", 3 * time.Second, 2048}},
+		{name: "empty environment variable is unset", file: file,
+			env:  map[string]string{"ACP_CONDUCTOR_LOGGING_LEVEL": ""},
+			want: fromFile},
+		{name: "environment without file",
+			env:  map[string]string{"ACP_CONDUCTOR_LOGGING_LEVEL": "error"},
+			want: want{"", "error", "console", "", 2 * time.Second, 64 << 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			opts := Options{Mode: conductor.AgentMode, Flags: flags(t, tc.flags...)}
+			if tc.file != "" {
+				opts.File = writeChain(t, tc.file)
+			} else {
+				opts.Components = []string{"a"}
+			}
+			c, err := Load(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := want{c.Name, c.Logging.Level, c.Logging.Format, c.Logging.File, c.ShutdownGrace, c.MaxMessageBytes}
+			if got != tc.want {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flags []string
+		want  string
+	}{
+		{"bad level from environment", map[string]string{"ACP_CONDUCTOR_LOGGING_LEVEL": "loud"}, nil,
+			`logging.level: invalid level "loud": want one of debug, info, warn, error (from environment variable ACP_CONDUCTOR_LOGGING_LEVEL)`},
+		{"bad format from flag", nil, []string{"--log-format=xml"},
+			`logging.format: invalid format "xml": want one of console, json (from flag --log-format)`},
+		{"bare number grace from environment", map[string]string{"ACP_CONDUCTOR_SHUTDOWN_GRACE": "5"}, nil,
+			`shutdown_grace: invalid duration "5": want a number with a unit`},
+		{"negative grace from flag", nil, []string{"--shutdown-grace=-1s"},
+			`shutdown_grace: must not be negative, got -1s (from flag --shutdown-grace)`},
+		{"non-numeric max bytes from environment", map[string]string{"ACP_CONDUCTOR_MAX_MESSAGE_BYTES": "big"}, nil,
+			`max_message_bytes: invalid integer "big"`},
+		{"log file on stdout from flag", nil, []string{"--log-file=/dev/stdout"},
+			`logging.file: "/dev/stdout" is standard output`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := Load(Options{Mode: conductor.AgentMode, Components: []string{"a"}, Flags: flags(t, tc.flags...)})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadComponents(t *testing.T) {
+	clearEnv(t)
+	args := []string{"npx ctx-proxy", "TOKEN=t npx filter", "my-agent --acp"}
+
+	c, err := Load(Options{Mode: conductor.AgentMode, Components: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Proxies) != 2 || c.Agent.Command != "my-agent" {
+		t.Fatalf("got proxies %+v, agent %+v", c.Proxies, c.Agent)
+	}
+	if c.Proxies[0].Name != "npx-ctx-proxy" || c.Proxies[1].Name != "npx-filter" || c.Proxies[1].Env["TOKEN"] != "t" || c.Proxies[1].Origin != "argument 2" {
+		t.Errorf("proxies = %+v", c.Proxies)
+	}
+	if got := c.Summary(); got != "2 proxies, agent my-agent" {
+		t.Errorf("Summary = %q", got)
+	}
+
+	// In proxy mode every component is a proxy, and none at all is allowed.
+	c, err = Load(Options{Mode: conductor.ProxyMode, Components: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Proxies) != 3 || c.Summary() != "3 proxies (proxy mode)" {
+		t.Errorf("proxy mode: %s", c.Summary())
+	}
+	if _, err := Load(Options{Mode: conductor.ProxyMode}); err != nil {
+		t.Errorf("proxy mode with no proxies: %v", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	clearEnv(t)
+	good := writeChain(t, "agent: {command: a}\n")
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no agent", Options{Mode: conductor.AgentMode}, "no agent given"},
+		{"file and arguments", Options{Mode: conductor.AgentMode, File: good, Components: []string{"a"}}, "not both"},
+		{"missing file", Options{Mode: conductor.AgentMode, File: filepath.Join(t.TempDir(), "nope.yaml")}, "no such file"},
+		{"bad argument", Options{Mode: conductor.AgentMode, Components: []string{"ok", "x | y", "FOO=1"}},
+			"argument 2: component \"x | y\": unquoted shell operator"},
+		{"every bad argument", Options{Mode: conductor.AgentMode, Components: []string{"ok", "x | y", "FOO=1"}},
+			"argument 3: component \"FOO=1\": no command"},
+		{"file problem carries its line", Options{Mode: conductor.AgentMode, File: writeChain(t, "agent:\n  command: a\n  cmd: b\n")},
+			`chain.yaml:3: unknown key "cmd" in agent`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConductorConfig(t *testing.T) {
+	clearEnv(t)
+	c, err := Load(Options{Mode: conductor.AgentMode, File: "testdata/chain.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Conductor(nil)
+	want := conductor.Config{
+		Mode: conductor.AgentMode,
+		Proxies: []conductor.Component{
+			{Name: "context", Command: "ctx-proxy", Args: []string{"--flag", "x"}, Env: map[string]string{"API_KEY": "abc", "lower_case": "kept"}, Dir: "/tmp"},
+			{Name: "filter", Command: "/usr/local/bin/filter"},
+		},
+		Agent:           conductor.Component{Name: "my-agent", Command: "npx", Args: []string{"-y", "some-agent", "--acp"}},
+		GracePeriod:     5 * time.Second,
+		MaxMessageBytes: 1 << 20,
+	}
+	if !reflect.DeepEqual(cc, want) {
+		t.Errorf("Conductor =\n%+v\nwant\n%+v", cc, want)
+	}
+	if c.Name != "my-chain" || c.Logging.Level != "debug" {
+		t.Errorf("settings = %q %+v", c.Name, c.Logging)
+	}
+}
+
+func TestCheckCommands(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(Options{Mode: conductor.AgentMode, Components: []string{"sh -c true", "./agent.sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Agent.Cwd = dir // a relative command is found from the component's directory
+	if err := c.CheckCommands(); err != nil {
+		t.Errorf("CheckCommands: %v", err)
+	}
+
+	c, err = Load(Options{Mode: conductor.AgentMode, Components: []string{"no-such-proxy-xyz", "/no/such/agent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.CheckCommands()
+	for _, want := range []string{
+		`proxy "no-such-proxy-xyz" (argument 1): command "no-such-proxy-xyz" not found in PATH`,
+		`agent "agent" (argument 2): command "/no/such/agent":`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckCommands error = %v\nwant it to contain %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// EnvPrefix starts the name of every environment variable Load consults.
+const EnvPrefix = "ACP_CONDUCTOR_"
+
+// A setting is one scalar that Load layers with viper. Its key is both the
+// viper key and the setting's path in a chain file.
+type setting struct {
+	key   string
+	flag  string
+	def   any // string, time.Duration or int; also fixes the flag's type
+	usage string
+}
+
+// settings lists every layered setting; AddFlags, Load and the package
+// documentation all follow it.
+var settings = []setting{
+	{"name", "name", "", "chain name shown in logs"},
+	{"logging.level", "log-level", "info", "log level: debug, info, warn or error"},
+	{"logging.format", "log-format", "console", "log format: console or json"},
+	{"logging.file", "log-file", "", "append logs to this file instead of stderr (never stdout)"},
+	{"shutdown_grace", "shutdown-grace", conductor.DefaultGracePeriod, "how long a stopping component may take after its stdin closes before it is signalled"},
+	{"max_message_bytes", "max-message-bytes", wire.DefaultMaxMessageBytes, "largest JSON-RPC message accepted on any connection, in bytes"},
+}
+
+// envVar returns the environment variable that sets key.
+func envVar(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// AddFlags defines on fs a flag for each layered setting, for Load to find
+// through Options.Flags. Each flag's help names its environment variable.
+func AddFlags(fs *pflag.FlagSet) {
+	for _, s := range settings {
+		usage := s.usage + " (env " + envVar(s.key) + ")"
+		switch def := s.def.(type) {
+		case string:
+			fs.String(s.flag, def, usage)
+		case time.Duration:
+			fs.Duration(s.flag, def, usage)
+		case int:
+			fs.Int(s.flag, def, usage)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// validate checks the values of a decoded file, each problem on its line.
+func (f *File) validate() Problems {
+	var ps Problems
+	add := func(path, format string, args ...any) {
+		ps = append(ps, f.problem(f.nodes.line(path), path+": "+format, args...))
+	}
+
+	names := make(map[string]string) // explicit component name -> its path
+	checkComponent := func(path string, c *Component) {
+		c.Origin = f.origin(path)
+		if strings.TrimSpace(c.Command) == "" {
+			add(path+".command", "required (the program to run)")
+		} else if strings.ContainsRune(c.Command, 0) {
+			add(path+".command", "contains a NUL byte")
+		}
+		if f.nodes.has(path+".name") && c.Name == "" {
+			add(path+".name", "empty; leave the key out to use the command's base name")
+		}
+		if c.Name != "" {
+			if prev, dup := names[c.Name]; dup {
+				add(path+".name", "%q is already the name of %s (line %d)", c.Name, prev, f.nodes.line(prev))
+			} else {
+				names[c.Name] = path
+			}
+		}
+		for i, a := range c.Args {
+			if strings.ContainsRune(a, 0) {
+				add(path+".args["+strconv.Itoa(i)+"]", "contains a NUL byte")
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.Env)) {
+			if err := checkEnv(name, c.Env[name]); err != nil {
+				add(path+".env."+name, "%v", err)
+			}
+		}
+	}
+	for i := range f.Proxies {
+		checkComponent("proxies["+strconv.Itoa(i)+"]", &f.Proxies[i])
+	}
+	if f.Agent != nil {
+		checkComponent("agent", f.Agent)
+	}
+
+	if err := checkLevel(f.Logging.Level); err != nil && f.nodes.has("logging.level") {
+		add("logging.level", "%v", err)
+	}
+	if err := checkFormat(f.Logging.Format); err != nil && f.nodes.has("logging.format") {
+		add("logging.format", "%v", err)
+	}
+	if err := checkLogFile(f.Logging.File); err != nil {
+		add("logging.file", "%v", err)
+	}
+	if err := checkGrace(f.ShutdownGrace); err != nil {
+		add("shutdown_grace", "%v", err)
+	}
+	if err := checkMaxBytes(f.MaxMessageBytes); err != nil && f.nodes.has("max_message_bytes") {
+		add("max_message_bytes", "%v", err)
+	}
+	return ps
+}
+
+// origin names the place a path was written, for later messages.
+func (f *File) origin(path string) string {
+	if line := f.nodes.line(path); line > 0 {
+		return fmt.Sprintf("%s:%d", f.path, line)
+	}
+	return f.path
+}
+
+// The value checks below are shared by the file and by Load, which applies
+// them to whatever layer a setting finally came from.
+
+func checkLevel(s string) error {
+	if !slices.Contains(Levels, s) {
+		return fmt.Errorf("invalid level %q: want one of %s", s, strings.Join(Levels, ", "))
+	}
+	return nil
+}
+
+func checkFormat(s string) error {
+	if !slices.Contains(Formats, s) {
+		return fmt.Errorf("invalid format %q: want one of %s", s, strings.Join(Formats, ", "))
+	}
+	return nil
+}
+
+// checkLogFile keeps logs off stdout, which carries the protocol.
+func checkLogFile(s string) error {
+	switch filepath.Clean(s) {
+	case "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1":
+		return fmt.Errorf("%q is standard output, which carries the protocol; leave the file empty to log to stderr", s)
+	}
+	return nil
+}
+
+func checkGrace(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("must not be negative, got %v", d)
+	}
+	return nil
+}
+
+func checkMaxBytes(n int) error {
+	if n < MinMessageBytes {
+		return fmt.Errorf("must be at least %d, got %d", MinMessageBytes, n)
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"encoding/json"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// Request ids belong to one connection, so a $/cancel_request between the
+// proxy and its conductor names a request by the id it had on that
+// connection, and travels the way that request did: plain for a request
+// to or from the predecessor, wrapped for one to or from the successor. The
+// conductor translates it to the ids of the next hop, as the proxy does for
+// requests it relays.
+
+// cancelServed handles $/cancel_request from the conductor for a request the
+// proxy received. A handler sees its context cancelled; a relayed request is
+// cancelled in turn under the proxy's own id, and whatever the peer answers
+// is still passed back. An id the proxy has already answered, or never saw,
+// is ignored, as the request-cancellation RFD asks.
+func (c *Conn) cancelServed(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil || p.RequestID == nil {
+		c.log.Warn("ignored a malformed "+wire.MethodCancelRequest, "params", string(params))
+		return
+	}
+	c.mu.Lock()
+	s := c.served[string(p.RequestID)]
+	c.mu.Unlock()
+	switch {
+	case s == nil:
+	case s.cancel != nil:
+		s.cancel()
+	default:
+		c.cancelRequest(s.relayedTo, s.relayedAs)
+	}
+}
+
+// cancelRequest tells the conductor that the proxy no longer needs the answer
+// to its request id, sent to one side.
+func (c *Conn) cancelRequest(to Side, id json.RawMessage) {
+	params := append(append([]byte(`{"requestId":`), id...), '}')
+	c.out.put(nil, c.encode(to, nil, wire.MethodCancelRequest, params))
+}

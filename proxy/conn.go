@@ -1,0 +1,327 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// A Conn is a proxy's connection to its conductor, and through it to both of
+// its peers. Handlers reach it with [Request.Conn] to send requests and
+// notifications of their own. Its methods may be called concurrently.
+type Conn struct {
+	p        *Proxy
+	log      *slog.Logger
+	out      *outbox
+	ctx      context.Context // parent of every handler's context
+	cancel   context.CancelFunc
+	handlers errgroup.Group // every running handler
+	lastID   atomic.Int64
+	rust     atomic.Bool // initialized as _proxy/initialize: wrap in _proxy/successor
+
+	mu     sync.Mutex
+	calls  map[string]*call   // requests sent, by id, until answered
+	served map[string]*served // requests received, by id, until answered
+	err    error              // set once reading has stopped
+}
+
+// A call is a request the proxy sent and is waiting to see answered.
+type call struct {
+	// A relayed request is answered by passing the response back under
+	// relayFor. Any other has a caller waiting on reply, which receives nil
+	// if the connection closes first.
+	relayFor json.RawMessage
+	reply    chan *wire.Message
+	holder   *holder // the waiting handler's, or nil
+}
+
+// A served request is one the proxy received and has not yet answered.
+type served struct {
+	// A handled request has its handler's cancel; a relayed one, the side
+	// it went on to and the id it went under there.
+	cancel    context.CancelFunc
+	relayedTo Side
+	relayedAs json.RawMessage
+}
+
+func newConn(ctx context.Context, p *Proxy) *Conn {
+	c := &Conn{
+		p:      p,
+		log:    p.Logger,
+		out:    newOutbox(),
+		calls:  make(map[string]*call),
+		served: make(map[string]*served),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	return c
+}
+
+// Call sends a request to one side and waits for its answer. An error answer
+// is returned as an *[Error]. params is sent as it is if it is a
+// json.RawMessage, and encoded as JSON otherwise; nil sends none.
+//
+// Called from a handler (with its ctx, or one derived from it), the request
+// is sent in the handler's place in the outgoing order. If ctx is done
+// before the answer arrives, Call tells the conductor with $/cancel_request
+// and returns ctx.Err().
+func (c *Conn) Call(ctx context.Context, to Side, method string, params any) (json.RawMessage, error) {
+	raw, err := encodeParams(params)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %s: %w", method, err)
+	}
+	return c.call(ctx, holderFrom(ctx), to, method, raw)
+}
+
+// Notify sends a notification to one side. It returns once the notification
+// is queued; from a handler, it is queued in the handler's place.
+func (c *Conn) Notify(ctx context.Context, to Side, method string, params any) error {
+	raw, err := encodeParams(params)
+	if err != nil {
+		return fmt.Errorf("proxy: %s: %w", method, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.notify(holderFrom(ctx), to, method, raw)
+}
+
+func (c *Conn) notify(h *holder, to Side, method string, params json.RawMessage) error {
+	params, err := checkParams(params)
+	if err != nil {
+		return fmt.Errorf("proxy: %s: %w", method, err)
+	}
+	return c.out.put(h, c.encode(to, nil, method, params))
+}
+
+func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, params json.RawMessage) (json.RawMessage, error) {
+	params, err := checkParams(params)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %s: %w", method, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id := c.newID()
+	cl := &call{reply: make(chan *wire.Message, 1), holder: h}
+	if err := c.register(id, cl); err != nil {
+		return nil, err
+	}
+	if err := c.out.putWaiting(h, c.encode(to, id, method, params), true); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	var m *wire.Message
+	select {
+	case m = <-cl.reply:
+	case <-ctx.Done():
+		if c.forget(id) {
+			c.out.resume(h, false)
+			c.cancelRequest(to, id)
+			return nil, ctx.Err()
+		}
+		m = <-cl.reply // the answer is already on its way
+	}
+	switch {
+	case m == nil:
+		return nil, ErrClosed
+	case m.Error != nil:
+		return nil, decodeError(m.Error)
+	default:
+		return m.Result, nil
+	}
+}
+
+// relay forwards a message no handler claimed, and, for a request, arranges
+// for its answer to be passed back. It runs on the reader and so keeps the
+// order of arrival.
+func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.RawMessage) {
+	to := from.other()
+	if id == nil {
+		c.out.put(nil, c.encode(to, nil, method, params))
+		return
+	}
+	ours := c.newID()
+	if err := c.register(ours, &call{relayFor: id}); err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.served[string(id)] = &served{relayedTo: to, relayedAs: ours}
+	c.mu.Unlock()
+	c.out.put(nil, c.encode(to, ours, method, params))
+}
+
+// handle runs fn for a message in a goroutine of its own, holding the
+// message's place in the outgoing order.
+func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.RawMessage, fn Handler) {
+	h := new(holder)
+	ctx, cancel := context.WithCancel(context.WithValue(c.ctx, holderKey{}, h))
+	r := &Request{Method: method, Params: params, From: from, id: id, conn: c, holder: h}
+	if id != nil {
+		c.mu.Lock()
+		c.served[string(id)] = &served{cancel: cancel}
+		c.mu.Unlock()
+	}
+	c.out.hold(h)
+	c.handlers.Go(func() error {
+		defer c.out.release(h)
+		defer cancel()
+		result, err := fn(ctx, r)
+		if id == nil {
+			if err != nil {
+				c.log.Warn("notification handler failed", "method", method, "from", from, "error", err)
+			}
+			return nil
+		}
+		c.answer(h, id, result, err)
+		return nil
+	})
+}
+
+// answer sends the response to a request the proxy received.
+func (c *Conn) answer(h *holder, id, result json.RawMessage, err error) {
+	c.mu.Lock()
+	delete(c.served, string(id))
+	c.mu.Unlock()
+	if err == nil {
+		if result, err = checkParams(result); err != nil {
+			err = fmt.Errorf("handler result: %w", err)
+		}
+	}
+	m := &wire.Message{ID: id, Result: result}
+	if err != nil {
+		m = &wire.Message{ID: id, Error: errorObject(err)}
+	}
+	c.out.put(h, append(m.Append(nil), '\n'))
+}
+
+// deliver routes a response from the conductor to the call it answers.
+func (c *Conn) deliver(m *wire.Message) {
+	c.mu.Lock()
+	cl := c.calls[string(m.ID)]
+	delete(c.calls, string(m.ID))
+	if cl != nil && cl.relayFor != nil {
+		delete(c.served, string(cl.relayFor))
+	}
+	c.mu.Unlock()
+	switch {
+	case cl == nil:
+		c.log.Warn("dropped a response to an unknown id", "id", string(m.ID))
+	case cl.relayFor != nil:
+		out := wire.Message{ID: cl.relayFor, Result: m.Result, Error: m.Error}
+		c.out.put(nil, append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+64)), '\n'))
+	default:
+		c.out.resume(cl.holder, true)
+		cl.reply <- m
+	}
+}
+
+// shutdown ends the connection once reading has stopped: no answer can
+// arrive any more. It fails every waiting call, cancels and waits for every
+// handler, and lets the writer finish.
+func (c *Conn) shutdown() {
+	c.mu.Lock()
+	c.err = ErrClosed
+	calls := c.calls
+	c.calls = nil
+	c.mu.Unlock()
+	for _, cl := range calls {
+		if cl.reply != nil {
+			c.out.resume(cl.holder, false)
+			cl.reply <- nil
+		}
+	}
+	c.cancel()
+	c.handlers.Wait() // handlers never fail; they answer instead
+	c.out.close()
+}
+
+func (c *Conn) register(id json.RawMessage, cl *call) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.calls[string(id)] = cl
+	return nil
+}
+
+// forget withdraws a call, reporting false if its answer came first.
+func (c *Conn) forget(id json.RawMessage) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.calls[string(id)]
+	delete(c.calls, string(id))
+	return ok
+}
+
+func (c *Conn) newID() json.RawMessage { return wire.IntID(c.lastID.Add(1)) }
+
+// encode builds the line that sends a request (id != nil) or notification
+// to one side: plain to the predecessor, wrapped to the successor.
+func (c *Conn) encode(to Side, id json.RawMessage, method string, params json.RawMessage) []byte {
+	buf := make([]byte, 0, len(params)+len(method)+64)
+	if to == Successor {
+		envelope := wire.MethodSuccessor
+		if c.rust.Load() {
+			envelope = wire.MethodSuccessorRust
+		}
+		buf = wire.AppendWrapped(buf, id, envelope, method, params)
+	} else {
+		m := wire.Message{ID: id, Method: method, Params: params}
+		buf = m.Append(buf)
+	}
+	return append(buf, '\n')
+}
+
+type holderKey struct{}
+
+// holderFrom returns the holder of the handler whose context ctx is, or
+// derives from.
+func holderFrom(ctx context.Context) *holder {
+	h, _ := ctx.Value(holderKey{}).(*holder)
+	return h
+}
+
+// encodeParams returns v as raw JSON.
+func encodeParams(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	default:
+		return json.Marshal(v)
+	}
+}
+
+var errInvalidJSON = errors.New("invalid JSON")
+
+// checkParams makes sure that raw JSON a handler supplied can go on the wire:
+// that it is JSON, and that it fits on one line. JSON from the wire is
+// returned as it is.
+func checkParams(raw json.RawMessage) (json.RawMessage, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	if !json.Valid(raw) {
+		return nil, errInvalidJSON
+	}
+	if bytes.IndexByte(raw, '\n') >= 0 {
+		var buf bytes.Buffer
+		json.Compact(&buf, raw) // valid, so cannot fail
+		raw = buf.Bytes()
+	}
+	return raw, nil
+}

@@ -1,0 +1,131 @@
+// Package proxy is for writing ACP proxies: components that a conductor runs
+// between the client and the agent, as the proxy-chains RFD describes, to
+// change what passes between them.
+//
+// A proxy talks only to its conductor, over one connection (its stdin and
+// stdout). Messages from its predecessor, the client side, arrive plain;
+// messages from its successor, the agent side, arrive wrapped in
+// proxy/successor, and what the proxy sends toward the agent must be wrapped
+// the same way. [Proxy.Serve] does the wrapping and unwrapping, answers
+// proxy/initialize once the successor is initialized, and forwards every
+// message no handler claims, with its params, _meta included, byte for byte
+// and never decoded. The author of a proxy writes only [Handler] functions
+// for the methods the proxy cares about. A handler may change a message and
+// pass it on with [Request.Forward], change the answer Forward returns,
+// answer a request itself, drop a notification, or send requests and
+// notifications of its own to either side through [Conn].
+//
+// This proxy adds a note to every prompt and hides the agent's thoughts from
+// the client:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"encoding/json"
+//		"log"
+//		"os"
+//
+//		"github.com/acp-conductor/acp-conductor/proxy"
+//	)
+//
+//	func main() {
+//		p := &proxy.Proxy{
+//			FromPredecessor: map[string]proxy.Handler{"session/prompt": addNote},
+//			FromSuccessor:   map[string]proxy.Handler{"session/update": hideThoughts},
+//		}
+//		if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+//			log.Fatal(err)
+//		}
+//	}
+//
+//	// addNote puts a text block at the start of the prompt, then sends the
+//	// prompt on and returns the agent's answer as the answer.
+//	func addNote(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+//		params, err := proxy.EditMember(r.Params, "prompt", func(prompt json.RawMessage) (json.RawMessage, error) {
+//			var blocks []json.RawMessage
+//			if err := json.Unmarshal(prompt, &blocks); err != nil {
+//				return nil, err
+//			}
+//			note := json.RawMessage(`{"type":"text","text":"Note: the tests run with 'make test'."}`)
+//			return json.Marshal(append([]json.RawMessage{note}, blocks...))
+//		})
+//		if err != nil {
+//			return nil, err
+//		}
+//		r.Params = params
+//		return r.Forward(ctx)
+//	}
+//
+//	// hideThoughts forwards every session update except the agent's thoughts.
+//	func hideThoughts(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+//		var p struct {
+//			Update struct {
+//				Kind string `json:"sessionUpdate"`
+//			} `json:"update"`
+//		}
+//		if json.Unmarshal(r.Params, &p) == nil && p.Update.Kind == "agent_thought_chunk" {
+//			return nil, nil
+//		}
+//		return r.Forward(ctx)
+//	}
+//
+// # Ordering
+//
+// One goroutine reads from the conductor and one writes to it, through a
+// single FIFO queue. The reader never waits for a handler, and the proxy
+// sends messages in the order in which what caused them arrived:
+//
+//   - Messages no handler claims are passed on in the order they arrived,
+//     and an answer passed back follows everything its sender sent before
+//     it: a session/update the agent sends before it answers a
+//     session/prompt reaches the client before the answer.
+//   - A handler runs on a goroutine of its own but holds its message's place
+//     in the queue. What it sends (its forward, its own requests and
+//     notifications, its answer) goes out in that place: after what arrived
+//     before its message, before what arrived after it. A session/cancel sent
+//     just after a prompt goes on after the prompt, however long the
+//     prompt's handler takes to rewrite it.
+//   - While a handler waits for an answer from a peer (from Forward or Call,
+//     for a request), it gives up its place, since that answer may depend on
+//     traffic queued behind it, and what arrives meanwhile goes past it. When
+//     the answer arrives, the handler takes a new place, so what it does with
+//     the answer is ordered as the answer itself was: an answer to
+//     session/new that a handler rewrites still reaches the client before the
+//     agent's first session/update for the new session.
+//   - The place is given up for good when the handler returns or calls
+//     [Request.Detach]. A handler whose wait is ended by its context rather
+//     than by an answer goes on without a place.
+//
+// Because the queue waits at a place while its handler runs, a handler that
+// blocks on anything other than a peer (a person, a slow tool) holds up all
+// later traffic, both ways; it should detach first. Handlers for different
+// messages run concurrently and must guard any state they share.
+//
+// # Initialization
+//
+// The conductor starts a proxy with proxy/initialize. Its handler is the one
+// for "initialize" in [Proxy.FromPredecessor], or else plain forwarding; the
+// answer always declares agentCapabilities.mcpCapabilities.acp, which the RFD
+// requires of every proxy. The Rust SDK's _proxy/initialize and
+// _proxy/successor are understood too; a proxy initialized with
+// _proxy/initialize wraps what it sends in _proxy/successor.
+//
+// # Cancellation
+//
+// Request ids belong to one connection, so the proxy and its conductor
+// exchange $/cancel_request about the ids on theirs, sent the way the
+// request went: plain for a request to or from the predecessor, wrapped for
+// one to or from the successor. Cancelling a request a handler is serving
+// cancels the handler's context; cancelling a request the proxy relayed
+// cancels, in turn, the request it relayed it as, and the answer still comes
+// back. A call whose context is done before its answer arrives is cancelled
+// the same way.
+//
+// # MCP over ACP
+//
+// Proxies may provide MCP servers to the agent over ACP (mcp/connect,
+// mcp/message and mcp/disconnect, arriving from the successor). Serving them
+// is not built in yet; meanwhile those messages are forwarded like any other,
+// or taken by handlers in [Proxy.FromSuccessor].
+package proxy

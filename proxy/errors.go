@@ -1,0 +1,74 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// ErrClosed is returned by calls that were, or would be, cut off by the end
+// of the connection to the conductor.
+var ErrClosed = errors.New("proxy: connection closed")
+
+// An Error is a JSON-RPC error object. [Conn.Call] and [Request.Forward]
+// return one when the peer answers with an error, and a handler that returns
+// one (or an error wrapping one) answers with it. An Error received from a
+// peer and returned unmodified goes back byte for byte as it came.
+//
+// A handler that returns any other error answers with code -32603 (internal
+// error), or -32800 (request cancelled) for [context.Canceled].
+type Error struct {
+	Code    int
+	Message string
+	Data    json.RawMessage // optional
+
+	raw json.RawMessage // as received
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("[%d] %s", e.Code, e.Message) }
+
+// decodeError parses an error object received from a peer.
+func decodeError(raw json.RawMessage) *Error {
+	e := &Error{raw: raw}
+	var w wire.Error
+	if err := json.Unmarshal(raw, &w); err != nil {
+		e.Code, e.Message = int(jrpc2.InternalError), "malformed error object: "+string(raw)
+		return e
+	}
+	e.Code, e.Message, e.Data = int(w.Code), w.Message, w.Data
+	return e
+}
+
+// encode returns e as an error object: as received, if it is unchanged.
+func (e *Error) encode() json.RawMessage {
+	if e.raw != nil {
+		if got := decodeError(e.raw); got.Code == e.Code && got.Message == e.Message && bytes.Equal(got.Data, e.Data) {
+			return e.raw
+		}
+	}
+	w := &wire.Error{Code: jrpc2.Code(e.Code), Message: e.Message}
+	if len(e.Data) > 0 && json.Valid(e.Data) {
+		w.Data = e.Data
+	}
+	return w.Encode()
+}
+
+// errorObject returns the error object that answers a request for which a
+// handler returned err.
+func errorObject(err error) json.RawMessage {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e.encode()
+	case errors.Is(err, context.Canceled):
+		return wire.Errorf(wire.CodeRequestCancelled, "Request cancelled").Encode()
+	default:
+		return wire.Errorf(jrpc2.InternalError, "%v", err).Encode()
+	}
+}

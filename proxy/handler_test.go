@@ -1,0 +1,197 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/proxy"
+)
+
+func forwardHandler(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+	return r.Forward(ctx)
+}
+
+// A handler changes a request on its way to the agent and the answer on its
+// way back; the rest of the params stays as it was.
+func TestHandlerRewritesRequestAndAnswer(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				if r.From != proxy.Predecessor || r.IsNotification() {
+					return nil, fmt.Errorf("from %v, notification %v", r.From, r.IsNotification())
+				}
+				params, err := proxy.EditMember(r.Params, "prompt", func(json.RawMessage) (json.RawMessage, error) {
+					return json.RawMessage(`[{"type":"text","text":"rewritten"}]`), nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				r.Params = params
+				result, err := r.Forward(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return proxy.EditMember(result, "stopReason", func(json.RawMessage) (json.RawMessage, error) {
+					return json.RawMessage(`"refusal"`), nil
+				})
+			},
+		},
+	})
+
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"s1", "prompt":[{"type":"text","text":"hi"}], "_meta":{"a":[1, 2]}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1", "prompt":[{"type":"text","text":"rewritten"}], "_meta":{"a":[1, 2]}}}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn", "_meta":{"b":true}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":5,"result":{"stopReason":"refusal", "_meta":{"b":true}}}`)
+}
+
+// A handler answers a request from the agent side itself; the client never
+// sees it.
+func TestHandlerAnswersItself(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromSuccessor: map[string]proxy.Handler{
+			"session/request_permission": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				if r.From != proxy.Successor {
+					return nil, errors.New("wrong side")
+				}
+				return json.RawMessage(`{"outcome":{"outcome":"selected","optionId":"allow"}}`), nil
+			},
+		},
+	})
+
+	c.send(`{"jsonrpc":"2.0","id":"p1","method":"proxy/successor","params":{"method":"session/request_permission","params":{"sessionId":"s1"}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"p1","result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`)
+	c.quiet()
+}
+
+// A handler filters and rewrites notifications from the agent side.
+func TestHandlerFiltersNotifications(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromSuccessor: map[string]proxy.Handler{
+			"session/update": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				var p struct {
+					Update struct {
+						Kind string `json:"sessionUpdate"`
+					} `json:"update"`
+				}
+				if err := json.Unmarshal(r.Params, &p); err != nil {
+					return nil, err
+				}
+				switch p.Update.Kind {
+				case "agent_thought_chunk":
+					return nil, nil // dropped
+				case "plan":
+					r.Method = "_example/plan"
+				}
+				return r.Forward(ctx)
+			},
+		},
+	})
+
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"update":{"sessionUpdate":"agent_thought_chunk"}}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"update":{"sessionUpdate":"plan"}}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk"}}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"_example/plan","params":{"update":{"sessionUpdate":"plan"}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`)
+	c.quiet()
+}
+
+// A handler sends requests and notifications of its own to both sides before
+// it forwards: a hidden prompt to the agent, a question to the client.
+func TestHandlerOwnRequests(t *testing.T) {
+	got := make(chan string, 2)
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				conn := r.Conn()
+				hidden, err := conn.Call(ctx, proxy.Successor, "session/prompt", map[string]any{
+					"sessionId": "s1",
+					"prompt":    []map[string]string{{"type": "text", "text": "warm up"}},
+				})
+				if err != nil {
+					return nil, err
+				}
+				got <- string(hidden)
+				file, err := conn.Call(ctx, proxy.Predecessor, "fs/read_text_file", json.RawMessage(`{"sessionId":"s1","path":"/notes"}`))
+				if err != nil {
+					return nil, err
+				}
+				got <- string(file)
+				if err := conn.Notify(ctx, proxy.Predecessor, "session/update", json.RawMessage(`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk"}}`)); err != nil {
+					return nil, err
+				}
+				if err := conn.Notify(ctx, proxy.Successor, "_example/hello", nil); err != nil {
+					return nil, err
+				}
+				return r.Forward(ctx)
+			},
+		},
+	})
+
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"prompt":[{"text":"warm up","type":"text"}],"sessionId":"s1"}}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
+	if h := <-got; h != `{"stopReason":"end_turn"}` {
+		t.Errorf("hidden prompt answered %s", h)
+	}
+	c.expect(`{"jsonrpc":"2.0","id":2,"method":"fs/read_text_file","params":{"sessionId":"s1","path":"/notes"}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"result":{"content":"N"}}`)
+	if f := <-got; f != `{"content":"N"}` {
+		t.Errorf("read answered %s", f)
+	}
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk"}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"_example/hello"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
+}
+
+// What a handler returns instead of a result decides the error answer.
+func TestHandlerErrors(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"a": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return nil, &proxy.Error{Code: -32002, Message: "auth required", Data: json.RawMessage(`{"x":1}`)}
+			},
+			"b": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return nil, errors.New("boom")
+			},
+			"c": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return nil, fmt.Errorf("wrapped: %w", context.Canceled)
+			},
+			"d": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return json.RawMessage(`{"broken"`), nil
+			},
+			"e": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return json.RawMessage("{\n  \"ok\": true\n}"), nil
+			},
+			// The successor's error, changed, is sent as changed.
+			"f": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				_, err := r.Forward(ctx)
+				var e *proxy.Error
+				if !errors.As(err, &e) {
+					return nil, fmt.Errorf("not an *Error: %v", err)
+				}
+				e.Message = "changed: " + e.Message
+				return nil, e
+			},
+		},
+	})
+
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"a"}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"auth required","data":{"x":1}}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"b"}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"boom"}}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"c"}`)
+	c.expectError("3", -32800)
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"d"}`)
+	c.expectError("4", -32603)
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"e"}`)
+	c.expect(`{"jsonrpc":"2.0","id":5,"result":{"ok":true}}`)
+	c.send(`{"jsonrpc":"2.0","id":6,"method":"f"}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"f"}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no","data":[1, 2]}}`)
+	c.expect(`{"jsonrpc":"2.0","id":6,"error":{"code":-32000,"message":"changed: no","data":[1,2]}}`)
+}

@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// A proxy is initialized with proxy/initialize, which it answers only after
+// initializing its successor: the answer it gives is the successor's, as the
+// handler for "initialize" leaves it, plus the capability every proxy must
+// declare.
+
+// initializeHandler returns the handler for proxy/initialize: fn, or plain
+// forwarding if there is none, with the answer made to advertise
+// MCP-over-ACP, which the proxy-chains RFD requires of every proxy.
+func initializeHandler(fn Handler) Handler {
+	if fn == nil {
+		fn = forward
+	}
+	return func(ctx context.Context, r *Request) (json.RawMessage, error) {
+		result, err := fn(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		result, err = withMCPOverACP(result)
+		if err != nil {
+			return nil, fmt.Errorf("initialize result: %w", err)
+		}
+		return result, nil
+	}
+}
+
+func forward(ctx context.Context, r *Request) (json.RawMessage, error) { return r.Forward(ctx) }
+
+// withMCPOverACP sets agentCapabilities.mcpCapabilities.acp in an
+// InitializeResponse, keeping everything else as it is.
+func withMCPOverACP(result json.RawMessage) (json.RawMessage, error) {
+	return EditMember(result, "agentCapabilities", func(agent json.RawMessage) (json.RawMessage, error) {
+		return EditMember(agent, "mcpCapabilities", func(mcp json.RawMessage) (json.RawMessage, error) {
+			return EditMember(mcp, "acp", func(json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage("true"), nil
+			})
+		})
+	})
+}

@@ -1,0 +1,187 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/acp-conductor/acp-conductor/proxy"
+)
+
+// At the end of its input the proxy fails the calls that can no longer be
+// answered, waits for its handlers, sends what they answered, closes its
+// output and returns nil, leaving no goroutine behind.
+func TestShutdownAtEOF(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	callErr := make(chan error, 1)
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				_, err := r.Forward(ctx)
+				callErr <- err
+				return nil, err
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`)
+	c.recv()
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}`) // relayed, unanswered
+	c.recv()
+	c.in.Close()
+
+	if err := <-callErr; !errors.Is(err, proxy.ErrClosed) {
+		t.Errorf("pending call: got %v, want ErrClosed", err)
+	}
+	c.expectError("1", -32603)
+	if line, ok := <-c.lines; ok {
+		t.Errorf("proxy sent %s after its answer; want its output closed", line)
+	}
+	if err := c.wait(); err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+// Cancelling Serve's context stops it, cancels its handlers and closes its
+// output, even while a handler waits and a read is pending.
+func TestShutdownOnCancel(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	handlerErr := make(chan error, 1)
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				<-ctx.Done()
+				handlerErr <- ctx.Err()
+				return nil, ctx.Err()
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`)
+	time.Sleep(10 * time.Millisecond)
+	c.cancel()
+	if err := c.wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Serve: got %v, want context.Canceled", err)
+	}
+	if err := <-handlerErr; err == nil {
+		t.Error("handler's context not cancelled")
+	}
+	for range c.lines { // closed
+	}
+}
+
+// Serve reports a failed write, and stops.
+func TestShutdownOnWriteError(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	outR.CloseWithError(errors.New("conductor gone"))
+	done := make(chan error, 1)
+	go func() { done <- (&proxy.Proxy{}).Serve(context.Background(), inR, outW) }()
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"session/cancel","params":{}}`+"\n")
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "conductor gone") {
+			t.Errorf("Serve: got %v, want the write error", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal("Serve did not return")
+	}
+	inW.Close()
+}
+
+// $/cancel_request names a request by its id on the proxy's connection and
+// travels the way the request did. For a relayed request the proxy cancels
+// the request it sent in turn, and still passes the answer back; for a
+// handled one it cancels the handler, whose own pending call is cancelled in
+// turn.
+func TestCancelRequest(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{"session/load": forwardHandler},
+	})
+
+	c.send(`{"jsonrpc":"2.0","id":"r1","method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r1"}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":1}}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"r1","result":{"stopReason":"cancelled"}}`)
+
+	// From the successor's side, wrapped.
+	c.send(`{"jsonrpc":"2.0","id":"w1","method":"proxy/successor","params":{"method":"session/request_permission","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"method":"session/request_permission","params":{}}`)
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":"w1"}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"error":{"code":-32800,"message":"Request cancelled"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"w1","error":{"code":-32800,"message":"Request cancelled"}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":"h1","method":"session/load","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"h1"}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":3}}}`)
+	c.expectError(`"h1"`, -32800)
+	c.send(`{"jsonrpc":"2.0","id":3,"result":{}}`) // too late: dropped
+	c.quiet()
+
+	// Cancelling what is already answered, or unknown, does nothing.
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r1"}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{}}`)
+	c.quiet()
+}
+
+// A call whose context ends first returns the context's error, and the
+// conductor hears that the answer is no longer wanted.
+func TestCallContextDone(t *testing.T) {
+	callErr := make(chan error, 1)
+	c := serve(t, &proxy.Proxy{
+		FromSuccessor: map[string]proxy.Handler{
+			"_example/tick": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				defer cancel()
+				_, err := r.Conn().Call(ctx, proxy.Predecessor, "_example/ask", nil)
+				callErr <- err
+				return nil, nil
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"_example/tick"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"_example/ask"}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+	if err := <-callErr; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Call: got %v, want DeadlineExceeded", err)
+	}
+}
+
+// Input that is not JSON-RPC is refused as JSON-RPC asks, and the proxy
+// carries on.
+func TestMalformedInput(t *testing.T) {
+	c := serve(t, &proxy.Proxy{})
+	c.send(`not json`)
+	c.expectError("null", -32700)
+	c.send(`{"jsonrpc":"2.0","id":1}`)
+	c.expectError("null", -32600)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"params":{}}}`)
+	c.expectError("2", -32602)
+	c.send(`{"jsonrpc":"2.0","id":99,"result":{}}`) // answers nothing: dropped
+	c.quiet()
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{}}}`)
+}
+
+// A message longer than the limit is refused if it was a request, and
+// fails the call it answers if it was a response.
+func TestOversize(t *testing.T) {
+	c := serve(t, &proxy.Proxy{MaxMessageBytes: 200})
+	big := strings.Repeat("x", 300)
+	c.send(`{"jsonrpc":"2.0","id":"big","method":"session/prompt","params":{"text":"` + big + `"}}`)
+	c.expectError(`"big"`, -32600)
+
+	c.send(`{"jsonrpc":"2.0","id":"q","method":"session/prompt","params":{}}`)
+	c.recv()
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"text":"` + big + `"}}`)
+	c.expectError(`"q"`, -32603)
+}

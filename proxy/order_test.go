@@ -1,0 +1,235 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/proxy"
+)
+
+func jitter() { time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) }
+
+// Under load, with handlers running concurrently and slowly, the client sees
+// the agent's traffic in exactly the order the agent sent it: every update
+// before the answer that followed it.
+func TestOrderUnderLoad(t *testing.T) {
+	slow := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+		jitter()
+		result, err := r.Forward(ctx)
+		jitter()
+		return result, err
+	}
+	for _, tt := range []struct {
+		name string
+		p    *proxy.Proxy
+	}{
+		{"relayed", &proxy.Proxy{}},
+		{"handled", &proxy.Proxy{
+			FromPredecessor: map[string]proxy.Handler{"session/prompt": slow},
+			FromSuccessor: map[string]proxy.Handler{
+				"session/update":             slow,
+				"session/request_permission": slow,
+			},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const sessions = 40
+			c := serve(t, tt.p)
+
+			// The client starts a prompt in every session.
+			for k := range sessions {
+				c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","method":"session/prompt","params":{"sessionId":"s%d","prompt":[]}}`, k, k))
+			}
+			ours := make(map[string]json.RawMessage) // session -> id the prompt went on under
+			for range sessions {
+				var env struct {
+					ID     json.RawMessage
+					Params struct {
+						Params struct {
+							SessionID string
+						}
+					}
+				}
+				if err := json.Unmarshal([]byte(c.recv()), &env); err != nil {
+					t.Fatal(err)
+				}
+				ours[env.Params.Params.SessionID] = env.ID
+			}
+
+			// The agents' traffic, interleaved at random across sessions but in
+			// order within each: updates, a permission request, the answer.
+			type step struct{ in, out string }
+			script := make([][]step, sessions)
+			for k := range sessions {
+				s := fmt.Sprintf("s%d", k)
+				update := func(n int) step {
+					p := fmt.Sprintf(`{"sessionId":"%s","update":{"sessionUpdate":"agent_message_chunk","n":%d}}`, s, n)
+					return step{
+						`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":` + p + `}}`,
+						`{"jsonrpc":"2.0","method":"session/update","params":` + p + `}`,
+					}
+				}
+				script[k] = []step{
+					update(1),
+					update(2),
+					{
+						fmt.Sprintf(`{"jsonrpc":"2.0","id":"perm%d","method":"proxy/successor","params":{"method":"session/request_permission","params":{"sessionId":"%s"}}}`, k, s),
+						fmt.Sprintf(`{"jsonrpc":"2.0","id":_,"method":"session/request_permission","params":{"sessionId":"%s"}}`, s),
+					},
+					update(3),
+					{
+						fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, ours[s]),
+						fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","result":{"stopReason":"end_turn"}}`, k),
+					},
+				}
+			}
+			var want []string
+			for len(script) > 0 {
+				k := rand.IntN(len(script))
+				st := script[k][0]
+				if script[k] = script[k][1:]; len(script[k]) == 0 {
+					script = append(script[:k], script[k+1:]...)
+				}
+				c.send(st.in)
+				want = append(want, st.out)
+			}
+
+			anyID := regexp.MustCompile(`^\{"jsonrpc":"2.0","id":\d+,"method"`)
+			for i, w := range want {
+				got := anyID.ReplaceAllString(c.recv(), `{"jsonrpc":"2.0","id":_,"method"`)
+				if got != w {
+					t.Fatalf("message %d:\n\tgot  %s\n\twant %s", i, got, w)
+				}
+			}
+		})
+	}
+}
+
+// A running handler holds its message's place: a cancel sent after a prompt
+// goes on after it, however long the handler takes.
+func TestOrderHandlerHoldsPlace(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				time.Sleep(30 * time.Millisecond)
+				return r.Forward(ctx)
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1"}}`)
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1"}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"sessionId":"s1"}}}`)
+}
+
+// A handler that rewrites an answer delivers it before what the agent sent
+// after the answer.
+func TestOrderRewrittenAnswer(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/new": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				result, err := r.Forward(ctx)
+				if err != nil {
+					return nil, err
+				}
+				time.Sleep(30 * time.Millisecond)
+				return proxy.EditMember(result, "modes", func(json.RawMessage) (json.RawMessage, error) {
+					return json.RawMessage(`null`), nil
+				})
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
+	c.recv()
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s1"}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1","modes":null}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}`)
+}
+
+// A handler waiting for a peer holds nothing up. Here a hidden prompt can
+// only finish once the client has answered the agent's permission request,
+// which passes the waiting handler both ways; once the hidden prompt is
+// answered, the handler is back in order, ahead of what arrived after.
+func TestOrderWaitingHandlerLetsTrafficPass(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				if _, err := r.Conn().Call(ctx, proxy.Successor, "session/prompt", json.RawMessage(`{"hidden":true}`)); err != nil {
+					return nil, err
+				}
+				time.Sleep(30 * time.Millisecond)
+				return r.Forward(ctx)
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":"u1","method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"hidden":true}}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":"a1","method":"proxy/successor","params":{"method":"session/request_permission","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"method":"session/request_permission","params":{}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"result":{"outcome":{"outcome":"selected","optionId":"ok"}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"a1","result":{"outcome":{"outcome":"selected","optionId":"ok"}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"early":true}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"early":true}}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"late":true}}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"late":true}}}`)
+}
+
+// A detached handler no longer holds later traffic back.
+func TestOrderDetach(t *testing.T) {
+	release := make(chan struct{})
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				r.Detach()
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return r.Forward(ctx)
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`)
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{}}}`)
+	close(release)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+}
+
+// A handler that resumes with an answer is ordered from the answer's arrival,
+// not from its message's: here the writer is held up by another handler, and
+// an update that arrived before the answer must still go first.
+func TestOrderResumeTakesNewPlace(t *testing.T) {
+	release := make(chan struct{})
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"_example/slow": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				<-release // holds its place, and so everything behind it
+				return json.RawMessage(`"slow"`), nil
+			},
+			"session/new": forwardHandler,
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":"a","method":"_example/slow"}`)
+	c.send(`{"jsonrpc":"2.0","id":"b","method":"session/new","params":{}}`)
+	time.Sleep(20 * time.Millisecond) // for session/new to go out, under id 1, behind _example/slow
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"first":true}}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	c.expect(`{"jsonrpc":"2.0","id":"a","result":"slow"}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"first":true}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"b","result":{"sessionId":"s1"}}`)
+}

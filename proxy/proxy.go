@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// A Proxy says what one ACP proxy does differently from forwarding. Its zero
+// value forwards everything. A Proxy is not modified by Serve and may serve
+// any number of connections, concurrently.
+type Proxy struct {
+	// FromPredecessor maps methods to the handlers for requests and
+	// notifications arriving from the predecessor (the client side).
+	// The handler for "initialize", if any, handles proxy/initialize: its
+	// Forward initializes the successor, and whatever it returns is sent
+	// back with agentCapabilities.mcpCapabilities.acp set to true.
+	FromPredecessor map[string]Handler
+
+	// FromSuccessor maps methods to the handlers for requests and
+	// notifications arriving from the successor (the agent side), keyed by
+	// the method inside their proxy/successor envelope.
+	FromSuccessor map[string]Handler
+
+	// Logger receives reports of traffic the proxy had to drop or refuse.
+	// Nil discards them.
+	Logger *slog.Logger
+
+	// MaxMessageBytes bounds one incoming message. Zero means 64 MiB, well
+	// above what the ACP SDKs send.
+	MaxMessageBytes int
+}
+
+func (p *Proxy) handler(from Side, method string) Handler {
+	if from == Successor {
+		return p.FromSuccessor[method]
+	}
+	return p.FromPredecessor[method]
+}
+
+// Serve runs the proxy on one connection to its conductor, reading from in
+// and writing to out (for a proxy process, its stdin and stdout), until in
+// ends or ctx is done. Serve closes out before it returns, and waits for
+// every handler it started to return.
+//
+// Serve returns nil at the end of in, ctx.Err() if ctx is done first, and
+// otherwise the error that stopped it, such as a failed write. When ctx is
+// done Serve closes in, if in is an io.Closer, to interrupt a pending read;
+// if in is not, Serve returns only once that read does.
+func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) error {
+	if p == nil {
+		p = new(Proxy)
+	}
+	ch := wire.NewLineChannel(in, out, p.MaxMessageBytes)
+	g, gctx := errgroup.WithContext(ctx)
+	c := newConn(gctx, p)
+
+	g.Go(func() error { return c.out.run(gctx, ch) })
+	stopped := make(chan struct{})
+	g.Go(func() error {
+		defer close(stopped)
+		err := c.read(gctx, ch)
+		c.shutdown()
+		return err
+	})
+	g.Go(func() error {
+		select {
+		case <-gctx.Done():
+			if in, ok := in.(io.Closer); ok {
+				in.Close()
+			}
+		case <-stopped:
+		}
+		return nil
+	})
+
+	err := g.Wait()
+	if cerr := ch.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("proxy: closing output: %w", cerr)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}

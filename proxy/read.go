@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// read is the proxy's only reader. It deals with each message completely,
+// queueing what it forwards or starting the handler that claims it, before
+// it reads the next; it never waits for a handler. That is what fixes the
+// order of everything the proxy sends. read returns nil at the end of input.
+func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
+	for {
+		line, err := ch.Recv()
+		var big *wire.OversizeError
+		switch {
+		case err == nil:
+		case errors.As(err, &big):
+			c.oversize(big)
+			continue
+		case errors.Is(err, io.EOF):
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			return fmt.Errorf("proxy: reading: %w", err)
+		}
+		m, err := wire.Parse(line)
+		if err != nil {
+			code := jrpc2.InvalidRequest
+			if errors.Is(err, wire.ErrNotJSON) {
+				code = jrpc2.ParseError
+			}
+			c.log.Warn("rejected input", "error", err)
+			c.reply(wire.ErrorResponse(nil, wire.Errorf(code, "%v", err)))
+			continue
+		}
+		c.dispatch(m)
+	}
+}
+
+// dispatch sorts one message by where it came from and what it is.
+func (c *Conn) dispatch(m *wire.Message) {
+	switch {
+	case m.IsResponse():
+		c.deliver(m)
+	case wire.IsSuccessor(m.Method):
+		method, params, err := wire.Unwrap(m.Params)
+		if err != nil {
+			c.reject(m, wire.Errorf(jrpc2.InvalidParams, "%s: %v", m.Method, err))
+			return
+		}
+		if method == wire.MethodCancelRequest && m.IsNotification() {
+			c.cancelServed(params)
+			return
+		}
+		c.receive(m.ID, Successor, method, params)
+	case m.Method == wire.MethodProxyInitialize || m.Method == wire.MethodProxyInitRust:
+		// Speak the dialect we were addressed in from now on.
+		c.rust.Store(m.Method == wire.MethodProxyInitRust)
+		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
+	case m.Method == wire.MethodInitialize:
+		c.reject(m, wire.Errorf(jrpc2.InvalidRequest,
+			"this component is an ACP proxy and must be started with %s, not %s", wire.MethodProxyInitialize, m.Method))
+	case m.Method == wire.MethodCancelRequest && m.IsNotification():
+		c.cancelServed(m.Params)
+	default:
+		c.receive(m.ID, Predecessor, m.Method, m.Params)
+	}
+}
+
+// receive passes a request or notification to its handler, or on.
+func (c *Conn) receive(id json.RawMessage, from Side, method string, params json.RawMessage) {
+	fn := c.p.handler(from, method)
+	if from == Predecessor && method == wire.MethodInitialize {
+		fn = initializeHandler(fn)
+	}
+	if fn == nil {
+		c.relay(id, from, method, params)
+		return
+	}
+	c.handle(id, from, method, params, fn)
+}
+
+// reject answers a request the proxy cannot take, or logs a notification.
+func (c *Conn) reject(m *wire.Message, e *wire.Error) {
+	if m.IsRequest() {
+		c.reply(wire.ErrorResponse(m.ID, e))
+		return
+	}
+	c.log.Warn("dropped a notification", "method", m.Method, "reason", e.Message)
+}
+
+func (c *Conn) reply(m *wire.Message) {
+	c.out.put(nil, append(m.Append(nil), '\n'))
+}
+
+// oversize deals with a message too long to read. What can be recovered
+// from its head decides what happens: a request is refused, and a response
+// fails the call it answers; anything else is only logged.
+func (c *Conn) oversize(big *wire.OversizeError) {
+	id, kind := peekHead(big.Head)
+	c.log.Warn("dropped an oversize message", "limit", big.Limit, "id", string(id))
+	switch {
+	case id == nil:
+	case kind == "request":
+		c.reply(wire.ErrorResponse(id, wire.Errorf(jrpc2.InvalidRequest, "%v", big)))
+	case kind == "response":
+		e := wire.Errorf(jrpc2.InternalError, "response %v", big)
+		c.deliver(&wire.Message{ID: id, Error: e.Encode()})
+	}
+}
+
+// peekHead reads the id of a truncated message, and whether it is a request
+// or a response, from the members before the cut.
+func peekHead(head []byte) (id json.RawMessage, kind string) {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch tok {
+		case "method", "params":
+			kind = "request"
+		case "result", "error":
+			kind = "response"
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if tok == "id" {
+			id = v
+		}
+	}
+	return id, kind
+}

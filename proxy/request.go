@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// A Handler handles the requests or notifications of one method from one
+// side. For a request, what it returns is the answer; for a notification the
+// result is ignored and an error is only logged.
+//
+// ctx is done when the handler returns, when its request is cancelled with
+// $/cancel_request, or when the proxy stops; a handler must return soon
+// after. See the package documentation for how handlers are ordered.
+type Handler func(ctx context.Context, r *Request) (result json.RawMessage, err error)
+
+// A Request is a request or notification that arrived from one of the
+// proxy's peers and that a [Handler] claimed.
+type Request struct {
+	// Method and Params are the message as it arrived: for a message from
+	// the successor, what was inside its envelope. Params is nil if there
+	// were none. A handler may replace either before it calls Forward.
+	Method string
+	Params json.RawMessage
+	// From is the side the message came from; Forward sends it to the
+	// other.
+	From Side
+
+	id     json.RawMessage // nil for a notification
+	conn   *Conn
+	holder *holder
+}
+
+// IsNotification reports whether r is a notification, which has no answer.
+func (r *Request) IsNotification() bool { return r.id == nil }
+
+// Conn returns the connection r arrived on, through which a handler sends
+// requests and notifications of its own.
+func (r *Request) Conn() *Conn { return r.conn }
+
+// Forward sends r's Method and Params on to the side opposite From, in r's
+// place in the outgoing order. For a request it waits for the answer and
+// returns it; an error answer is returned as an *[Error]. For a notification
+// it returns once the message is queued.
+//
+// Forward may be called more than once (to retry, say); each call sends a
+// new message.
+func (r *Request) Forward(ctx context.Context) (json.RawMessage, error) {
+	to := r.From.other()
+	if r.IsNotification() {
+		return nil, r.conn.notify(r.holder, to, r.Method, r.Params)
+	}
+	return r.conn.call(ctx, r.holder, to, r.Method, r.Params)
+}
+
+// Detach releases r's handler from the outgoing order: from then on what it
+// sends is queued when it is sent, and it no longer delays what arrived
+// after r. A handler that will block on something other than its peers (a
+// person, a slow tool) should detach first.
+func (r *Request) Detach() { r.conn.out.detach(r.holder) }
