@@ -1,0 +1,25 @@
+# The two commands a newcomer needs are `make demo` and `make test`; both
+# install what they need (Go modules, and the npm packages of the test peers).
+
+GO ?= go
+
+.PHONY: demo test build fuzz bench
+
+demo: ## run a complete sample chain with no set-up
+	$(GO) run ./cmd/acp-conductor demo
+
+test: ## vet, then every test with the race detector (real peers included)
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+build: ## a static binary in ./acp-conductor
+	CGO_ENABLED=0 $(GO) build -trimpath -o acp-conductor ./cmd/acp-conductor
+
+FUZZTIME ?= 1m
+fuzz: ## run each fuzz target for FUZZTIME (default 1m)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzUnwrap$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzPeek$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzLineChannel$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseComponent$$' -fuzztime $(FUZZTIME)
