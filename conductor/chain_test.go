@@ -136,7 +136,7 @@ func TestIDs(t *testing.T) {
 		got[string(m.ID)] = string(m.Result)
 	}
 	want := map[string]string{
-		`"1"`:    `{"protocolVersion":1,"agentCapabilities":{}}`,
+		`"1"`:    `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`,
 		`1`:      `{"sessionId":"s1"}`,
 		`-7.5e3`: `{"sessionId":"s2"}`,
 		`null`:   `{"sessionId":"s3"}`,

@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		cfg:      cfg,
 		log:      log,
 		stopping: make(chan struct{}),
-		chain:    &chain{topo: topology{mode: cfg.Mode, proxies: len(cfg.Proxies)}, log: log},
+		chain:    &chain{topo: topology{mode: cfg.Mode, proxies: len(cfg.Proxies)}, log: log, mcp: newMCPRoutes()},
 	}
 	client := newPeer("client", wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), log)
 	r.chain.peers = append(r.chain.peers, client)

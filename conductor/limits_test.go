@@ -27,7 +27,7 @@ func TestBatch(t *testing.T) {
 	var entries []string
 	wire.EachElement([]byte(got), func(v []byte) { entries = append(entries, string(v)) })
 	want := map[string]bool{
-		`{"jsonrpc":"2.0","id":"a","result":{"protocolVersion":1,"agentCapabilities":{}}}`: true,
+		`{"jsonrpc":"2.0","id":"a","result":{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}}`: true,
 		`{"jsonrpc":"2.0","id":"b","result":{"sessionId":"s1"}}`:                           true,
 	}
 	for _, en := range entries {

@@ -3,6 +3,7 @@ package conductor
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/creachadair/jrpc2"
 	"go.uber.org/zap"
@@ -15,9 +16,11 @@ import (
 // order, and receive only ever appends to other peers' outboxes, so messages
 // from one peer to another keep their order on every path.
 type chain struct {
-	topo  topology
-	peers []*peer // by position; in proxy mode peers[n+1] is peers[0]
-	log   *zap.Logger
+	topo   topology
+	peers  []*peer // by position; in proxy mode peers[n+1] is peers[0]
+	log    *zap.Logger
+	mcp    *mcpRoutes
+	bridge *bridge // nil in proxy mode, where the parent bridges
 }
 
 // receive handles one line read from the peer at position pos.
@@ -58,6 +61,13 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		c.cancel(from, params)
 		return
 	}
+	src := pos // the position it comes from: the parent's envelopes come from its successor side
+	if pos == 0 && enveloped && c.topo.mode == ProxyMode {
+		src = c.topo.last()
+	}
+	if strings.HasPrefix(method, "mcp/") && c.routeMCP(src, from, m, method, params, b) {
+		return
+	}
 	d, rerr := c.topo.route(pos, enveloped, method)
 	if rerr != nil {
 		c.reject(from, m, rerr, b)
@@ -67,15 +77,18 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 	if d.method == wire.MethodProxyInitialize {
 		d.method = to.getDialect().initialize()
 	}
+	if sessionSetup[method] {
+		params = c.onSessionSetup(src, d, params)
+	}
 	if m.IsNotification() {
 		to.send(c.encode(to, nil, d, params))
 		return
 	}
 
 	cl := &call{from: from, fromID: m.ID, method: d.method, batch: b}
-	if c.topo.role(d.to) == roleProxy && wire.IsInitialize(d.method) {
+	if wire.IsInitialize(d.method) {
 		cl.params = params
-		cl.onResponse = func(resp *wire.Message) bool { return c.retryInitialize(to, d, cl, resp) }
+		cl.onResponse = c.onInitialize(to, d, cl)
 	}
 	c.forward(to, cl, d, params)
 }
@@ -148,20 +161,6 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 	}
 	out := wire.Message{ID: cl.fromID, Result: m.Result, Error: m.Error}
 	cl.reply(append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(cl.fromID)+32)), '\n'))
-}
-
-// retryInitialize speaks the Rust SDK's dialect to a proxy that did not know
-// proxy/initialize, and from then on to that proxy.
-func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Message) bool {
-	if resp.Error == nil || cl.method != wire.MethodProxyInitialize || errorCode(resp.Error) != codeMethodNotFound {
-		return false
-	}
-	to.log.Info("proxy does not know proxy/initialize; retrying with the Rust SDK's _proxy/initialize")
-	to.setDialect(dialectRust)
-	d.method = wire.MethodProxyInitRust
-	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method, batch: cl.batch}
-	c.forward(to, retry, d, cl.params)
-	return true
 }
 
 // reject answers a request the conductor cannot deliver, or logs a

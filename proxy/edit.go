@@ -1,10 +1,9 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // EditMember returns a copy of the JSON object obj with the value of its
@@ -15,62 +14,5 @@ import (
 // an answer, without decoding or disturbing the rest (such as _meta). A null
 // or empty obj counts as {}.
 func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	orig := obj
-	if t := bytes.TrimSpace(obj); len(t) == 0 || string(t) == "null" {
-		obj = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errNotObject
-	}
-	var (
-		old        json.RawMessage
-		start, end int // of old in obj
-		members    int
-	)
-	for ; dec.More(); members++ {
-		key, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errNotObject, err)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%w: %v", errNotObject, err)
-		}
-		if key == name { // the last one, if repeated, as decoders read it
-			old, end = v, int(dec.InputOffset())
-			start = end - len(v)
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errNotObject, err)
-	}
-	closing := int(dec.InputOffset()) - 1
-
-	val, err := edit(old)
-	if err != nil {
-		return nil, err
-	}
-	if len(val) == 0 {
-		return orig, nil
-	}
-	if val, err = checkParams(val); err != nil {
-		return nil, fmt.Errorf("new value of %q: %w", name, err)
-	}
-	var out []byte
-	if old != nil {
-		out = make([]byte, 0, len(obj)-len(old)+len(val))
-		out = append(append(append(out, obj[:start]...), val...), obj[end:]...)
-		return out, nil
-	}
-	key, _ := json.Marshal(name)
-	out = make([]byte, 0, len(obj)+len(key)+len(val)+2)
-	out = append(out, obj[:closing]...)
-	if members > 0 {
-		out = append(out, ',')
-	}
-	out = append(append(append(out, key...), ':'), val...)
-	return append(out, obj[closing:]...), nil
+	return wire.EditMember(obj, name, edit)
 }
-
-var errNotObject = errors.New("not a JSON object")

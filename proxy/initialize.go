@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // A proxy is initialized with proxy/initialize, which it answers only after
@@ -23,7 +25,7 @@ func initializeHandler(fn Handler) Handler {
 		if err != nil {
 			return nil, err
 		}
-		result, err = withMCPOverACP(result)
+		result, err = wire.WithMCPOverACP(result)
 		if err != nil {
 			return nil, fmt.Errorf("initialize result: %w", err)
 		}
@@ -32,15 +34,3 @@ func initializeHandler(fn Handler) Handler {
 }
 
 func forward(ctx context.Context, r *Request) (json.RawMessage, error) { return r.Forward(ctx) }
-
-// withMCPOverACP sets agentCapabilities.mcpCapabilities.acp in an
-// InitializeResponse, keeping everything else as it is.
-func withMCPOverACP(result json.RawMessage) (json.RawMessage, error) {
-	return EditMember(result, "agentCapabilities", func(agent json.RawMessage) (json.RawMessage, error) {
-		return EditMember(agent, "mcpCapabilities", func(mcp json.RawMessage) (json.RawMessage, error) {
-			return EditMember(mcp, "acp", func(json.RawMessage) (json.RawMessage, error) {
-				return json.RawMessage("true"), nil
-			})
-		})
-	})
-}

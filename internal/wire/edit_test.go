@@ -1,11 +1,9 @@
-package proxy_test
+package wire
 
 import (
 	"encoding/json"
 	"errors"
 	"testing"
-
-	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
 func TestEditMember(t *testing.T) {
@@ -31,22 +29,37 @@ func TestEditMember(t *testing.T) {
 		}, `{"a":[0,1]}`},
 	}
 	for _, tt := range tests {
-		got, err := proxy.EditMember(json.RawMessage(tt.obj), tt.name, tt.edit)
+		got, err := EditMember(json.RawMessage(tt.obj), tt.name, tt.edit)
 		if err != nil || string(got) != tt.want {
 			t.Errorf("EditMember(%s, %q) = %s, %v; want %s", tt.obj, tt.name, got, err, tt.want)
 		}
 	}
 
 	for _, bad := range []string{`[]`, `"s"`, `{"a":`} {
-		if _, err := proxy.EditMember(json.RawMessage(bad), "a", set(`1`)); err == nil {
+		if _, err := EditMember(json.RawMessage(bad), "a", set(`1`)); err == nil {
 			t.Errorf("EditMember(%s) succeeded; want an error", bad)
 		}
 	}
-	if _, err := proxy.EditMember(json.RawMessage(`{}`), "a", set(`{`)); err == nil {
+	if _, err := EditMember(json.RawMessage(`{}`), "a", set(`{`)); err == nil {
 		t.Error("EditMember accepted an invalid value")
 	}
 	boom := errors.New("boom")
-	if _, err := proxy.EditMember(json.RawMessage(`{}`), "a", func(json.RawMessage) (json.RawMessage, error) { return nil, boom }); err != boom {
+	if _, err := EditMember(json.RawMessage(`{}`), "a", func(json.RawMessage) (json.RawMessage, error) { return nil, boom }); err != boom {
 		t.Errorf("EditMember: got %v, want the edit's error", err)
+	}
+}
+
+func TestWithMCPOverACP(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"mcpCapabilities":{"http":true},"_meta":{"x":1}}}`,
+			`{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"mcpCapabilities":{"http":true,"acp":true},"_meta":{"x":1}}}`},
+		{`{"protocolVersion":1}`, `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`},
+		{`{"agentCapabilities":{"mcpCapabilities":{"acp":false}}}`, `{"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`},
+	}
+	for _, tt := range tests {
+		got, err := WithMCPOverACP(json.RawMessage(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("WithMCPOverACP(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
 	}
 }

@@ -1,0 +1,263 @@
+package conductor
+
+import (
+	"encoding/json"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// MCP-over-ACP routing. A component (the editor or a proxy) declares an MCP
+// server {"type":"acp","id":X} in the mcpServers of a session set-up request
+// it sends downstream; the conductor records that component as the server's
+// owner. The agent's mcp/connect for X, and every mcp/message and
+// mcp/disconnect on the connection it opens, then go straight to the owner
+// (wrapped as coming from its successor when the owner is a proxy), and the
+// owner's own mcp/message on that connection goes straight back: proxies in
+// between never see them. When the agent cannot speak MCP-over-ACP itself,
+// the declarations it receives are rewritten to stdio shims or loopback HTTP
+// servers of the conductor's bridge, and the conductor plays the agent's
+// part of the MCP-over-ACP exchange (bridge.go).
+//
+// Both spellings in the wild are accepted: the RFD's "id" with mcp/connect
+// {"acpId"}, and the Rust SDK's "serverId" with mcp/connect {"serverId"}.
+
+// MCP-over-ACP methods.
+const (
+	methodMCPConnect    = "mcp/connect"
+	methodMCPMessage    = "mcp/message"
+	methodMCPDisconnect = "mcp/disconnect"
+)
+
+// sessionSetup lists the requests whose params may declare MCP servers.
+var sessionSetup = map[string]bool{
+	"session/new": true, "session/load": true, "session/resume": true, "session/fork": true,
+}
+
+type mcpRoutes struct {
+	mu      sync.Mutex
+	servers map[string]mcpServer // by declared server id
+	conns   map[string]*mcpConn  // by connectionId, as raw JSON
+	native  bool                 // the final agent speaks MCP-over-ACP itself
+	http    bool                 // the final agent can reach MCP servers over HTTP
+}
+
+type mcpServer struct {
+	owner    int    // position of the component that declared it
+	name     string // its declared name, for logs
+	spelling string // "id" (the RFD) or "serverId" (the Rust SDK)
+}
+
+type mcpConn struct {
+	owner  int
+	bridge *peer // the bridged connection, or nil when the agent holds it natively
+}
+
+func newMCPRoutes() *mcpRoutes {
+	return &mcpRoutes{servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}}
+}
+
+// agentCapabilities notes what the final agent's InitializeResponse says it
+// can do with MCP servers.
+func (r *mcpRoutes) agentCapabilities(result json.RawMessage) {
+	var caps struct {
+		AgentCapabilities struct {
+			MCP struct {
+				ACP  bool `json:"acp"`
+				HTTP bool `json:"http"`
+			} `json:"mcpCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	_ = json.Unmarshal(result, &caps)
+	r.mu.Lock()
+	r.native, r.http = caps.AgentCapabilities.MCP.ACP, caps.AgentCapabilities.MCP.HTTP
+	r.mu.Unlock()
+}
+
+func (r *mcpRoutes) agentIsNative() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.native
+}
+
+// acpDeclaration is the part of an McpServer entry the conductor reads.
+type acpDeclaration struct {
+	Type     string `json:"type"`
+	Name     string `json:"name"`
+	ID       string `json:"id"`
+	ServerID string `json:"serverId"`
+}
+
+func (d acpDeclaration) serverID() (id, spelling string) {
+	if d.ID != "" {
+		return d.ID, "id"
+	}
+	return d.ServerID, "serverId"
+}
+
+// declare records owner as the owner of every acp server declared in params
+// that has none yet, and reports whether params declare any acp server.
+func (r *mcpRoutes) declare(owner int, params json.RawMessage) bool {
+	var p struct {
+		MCPServers []acpDeclaration `json:"mcpServers"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	found := false
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range p.MCPServers {
+		id, spelling := d.serverID()
+		if d.Type != "acp" || id == "" {
+			continue
+		}
+		found = true
+		if _, ok := r.servers[id]; !ok {
+			r.servers[id] = mcpServer{owner: owner, name: d.Name, spelling: spelling}
+		}
+	}
+	return found
+}
+
+func (r *mcpRoutes) server(id string) (mcpServer, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.servers[id]
+	return s, ok
+}
+
+func (r *mcpRoutes) conn(id []byte) *mcpConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns[string(id)]
+}
+
+func (r *mcpRoutes) addConn(id []byte, c *mcpConn) {
+	r.mu.Lock()
+	r.conns[string(id)] = c
+	r.mu.Unlock()
+}
+
+func (r *mcpRoutes) dropConn(id []byte) {
+	r.mu.Lock()
+	delete(r.conns, string(id))
+	r.mu.Unlock()
+}
+
+// field returns the raw value of one member of an object.
+func field(obj json.RawMessage, name string) []byte {
+	var v []byte
+	if len(obj) > 0 {
+		key := `"` + name + `"`
+		wire.EachField(obj, func(k, val []byte) {
+			if string(k) == key {
+				v = val
+			}
+		})
+	}
+	return v
+}
+
+// connectTarget returns the server id an mcp/connect names, in either
+// spelling.
+func connectTarget(params json.RawMessage) string {
+	for _, name := range []string{"acpId", "serverId"} {
+		if raw := field(params, name); raw != nil {
+			var id string
+			if json.Unmarshal(raw, &id) == nil {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// routeMCP relays an mcp/* request or notification whose route the MCP
+// tables decide, and reports whether it did. src is the position the message
+// came from (the agent side is topo.last()).
+func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) bool {
+	agentSide := src == c.topo.last()
+	switch {
+	case method == methodMCPConnect && agentSide:
+		srv, ok := c.mcp.server(connectTarget(params))
+		if !ok {
+			return false // not declared in this chain: ordinary routing
+		}
+		d := c.toOwner(srv.owner, method)
+		if m.IsNotification() {
+			c.peers[d.to].send(c.encode(c.peers[d.to], nil, d, params))
+			return true
+		}
+		cl := &call{from: from, fromID: m.ID, method: method, batch: b}
+		cl.onResponse = func(resp *wire.Message) bool {
+			if id := field(resp.Result, "connectionId"); id != nil {
+				c.mcp.addConn(id, &mcpConn{owner: srv.owner})
+			}
+			return false
+		}
+		c.forward(c.peers[d.to], cl, d, params)
+		return true
+
+	case method == methodMCPMessage || method == methodMCPDisconnect:
+		id := field(params, "connectionId")
+		conn := c.mcp.conn(id)
+		if conn == nil {
+			c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
+				WithData(map[string]json.RawMessage{"connectionId": id}), b)
+			return true
+		}
+		var d delivery
+		switch {
+		case agentSide:
+			d = c.toOwner(conn.owner, method)
+			if method == methodMCPDisconnect {
+				c.mcp.dropConn(id)
+			}
+		case conn.bridge != nil:
+			c.toBridge(conn.bridge, from, m, params, b)
+			return true
+		default: // the owner, to the agent
+			last := c.topo.last()
+			d = delivery{to: last, wrap: c.topo.role(last) == roleUpstream, method: method}
+		}
+		to := c.peers[d.to]
+		if m.IsNotification() {
+			to.send(c.encode(to, nil, d, params))
+		} else {
+			c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
+		}
+		return true
+	}
+	return false
+}
+
+// toOwner says how a message from the agent side reaches the owner of an
+// MCP server: as coming from its successor.
+func (c *chain) toOwner(owner int, method string) delivery {
+	return delivery{to: owner, wrap: c.topo.role(owner) == roleProxy, method: method}
+}
+
+// onSessionSetup records the acp MCP servers a session set-up request
+// declares on its way downstream, and rewrites them for the bridge when it
+// is about to reach an agent that cannot use them natively.
+func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) json.RawMessage {
+	if d.to <= src || !c.mcp.declare(src, params) {
+		return params
+	}
+	if c.topo.role(d.to) != roleAgent || c.mcp.agentIsNative() {
+		return params
+	}
+	if c.bridge == nil {
+		c.log.Warn("the agent does not support MCP-over-ACP and no bridge is configured; acp MCP servers passed on unchanged")
+		return params
+	}
+	rewritten, err := c.bridge.rewrite(params)
+	if err != nil {
+		c.log.Warn("could not rewrite MCP server declarations for the bridge", zap.Error(err))
+		return params
+	}
+	return rewritten
+}

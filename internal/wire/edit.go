@@ -1,0 +1,99 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// EditMember returns a copy of the JSON object obj with the value of its
+// member name replaced by what edit returns. edit receives the old value, or
+// nil if there is none, in which case the new member is added at the end. If
+// edit returns an empty value, obj is returned unchanged. Every other byte of
+// obj is kept, so a handler can change one field of a message's params, or of
+// an answer, without decoding or disturbing the rest (such as _meta). A null
+// or empty obj counts as {}.
+func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	orig := obj
+	if t := bytes.TrimSpace(obj); len(t) == 0 || string(t) == "null" {
+		obj = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errNotObject
+	}
+	var (
+		old        json.RawMessage
+		start, end int // of old in obj
+		members    int
+	)
+	for ; dec.More(); members++ {
+		key, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errNotObject, err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%w: %v", errNotObject, err)
+		}
+		if key == name { // the last one, if repeated, as decoders read it
+			old, end = v, int(dec.InputOffset())
+			start = end - len(v)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNotObject, err)
+	}
+	closing := int(dec.InputOffset()) - 1
+
+	val, err := edit(old)
+	if err != nil {
+		return nil, err
+	}
+	if len(val) == 0 {
+		return orig, nil
+	}
+	if !json.Valid(val) {
+		return nil, fmt.Errorf("new value of %q is not valid JSON", name)
+	}
+	if bytes.IndexByte(val, '\n') >= 0 { // a line must stay one line
+		var buf bytes.Buffer
+		json.Compact(&buf, val) // valid, so cannot fail
+		val = buf.Bytes()
+	}
+	var out []byte
+	if old != nil {
+		out = make([]byte, 0, len(obj)-len(old)+len(val))
+		out = append(append(append(out, obj[:start]...), val...), obj[end:]...)
+		return out, nil
+	}
+	key, _ := json.Marshal(name)
+	out = make([]byte, 0, len(obj)+len(key)+len(val)+2)
+	out = append(out, obj[:closing]...)
+	if members > 0 {
+		out = append(out, ',')
+	}
+	out = append(append(append(out, key...), ':'), val...)
+	return append(out, obj[closing:]...), nil
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+// SetPath sets the member at path inside the object obj to val, creating
+// objects on the way, and keeps every other byte of obj.
+func SetPath(obj json.RawMessage, path []string, val json.RawMessage) (json.RawMessage, error) {
+	return EditMember(obj, path[0], func(old json.RawMessage) (json.RawMessage, error) {
+		if len(path) == 1 {
+			return val, nil
+		}
+		return SetPath(old, path[1:], val)
+	})
+}
+
+// WithMCPOverACP sets agentCapabilities.mcpCapabilities.acp to true in an
+// InitializeResponse, keeping everything else as it is: what every proxy and
+// the conductor must advertise, whatever the agent behind them supports.
+func WithMCPOverACP(result json.RawMessage) (json.RawMessage, error) {
+	return SetPath(result, []string{"agentCapabilities", "mcpCapabilities", "acp"}, json.RawMessage("true"))
+}
