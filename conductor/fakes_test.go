@@ -38,6 +38,10 @@ func runFake(role string) {
 		handle = fakeAgent(send)
 	case "canceller":
 		handle = fakeCanceller(send)
+	case "mcp-owner":
+		handle = fakeMCPOwner(ch, send)
+	case "mcp-agent":
+		handle = fakeMCPAgent(send)
 	case "streamer":
 		handle = fakeStreamer(send)
 	case "conductor":
@@ -239,6 +243,110 @@ func fakeCanceller(send func(*wire.Message)) func(*wire.Message) {
 			if string(c.RequestID) == string(prompt) {
 				send(wire.ErrorResponse(prompt, wire.Errorf(codeCancelled, "cancelled")))
 			}
+		}
+	}
+}
+
+// fakeMCPOwner is a proxy that declares an acp MCP server in every
+// session/new it forwards and serves it: tools/call answers after asking the
+// MCP client a question of its own (a server-to-client request).
+func fakeMCPOwner(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
+	spelling := os.Getenv("ACP_TEST_MCP_SPELLING") // "id" or "serverId"
+	forward := fakeProxy(ch, send)
+	conns := 0
+	var pendingCall *wire.Message
+	return func(m *wire.Message) {
+		if m.Method == "session/new" {
+			m.Params, _ = wire.SetPath(m.Params, []string{"mcpServers"}, json.RawMessage(
+				`[{"type":"acp","name":"owner-tools",`+strconv.Quote(spelling)+`:"srv-1","_meta":{"kept":true}}]`))
+		}
+		if !wire.IsSuccessor(m.Method) {
+			if m.IsResponse() && string(m.ID) == "900" { // the MCP client answered our question
+				send(&wire.Message{ID: pendingCall.ID, Result: json.RawMessage(`{"content":[{"type":"text","text":"tool ran; client said ` +
+					strings.ReplaceAll(string(m.Result), `"`, `'`) + `"}]}`)})
+				return
+			}
+			forward(m)
+			return
+		}
+		method, params, _ := wire.Unwrap(m.Params)
+		switch method {
+		case "mcp/connect":
+			conns++
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"connectionId":"conn-%d","_meta":{"got":%s}}`, conns, params))})
+		case "mcp/message":
+			var p struct {
+				ConnectionID string `json:"connectionId"`
+				Method       string `json:"method"`
+			}
+			json.Unmarshal(params, &p)
+			if p.Method == "tools/call" {
+				pendingCall = m
+				ch.Send(wire.AppendWrapped(nil, json.RawMessage("900"), wire.MethodSuccessor, "mcp/message",
+					json.RawMessage(`{"connectionId":"`+p.ConnectionID+`","method":"sampling/createMessage","params":{"q":"ok?"}}`)))
+				return
+			}
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"tools":[{"name":"echo"}]}`)})
+		case "mcp/disconnect":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{}`)})
+		default:
+			forward(m)
+		}
+	}
+}
+
+// fakeMCPAgent speaks MCP-over-ACP natively. On a prompt it connects to the
+// first acp server of its session, calls a tool, answers the server's own
+// question, tries a bogus connection, disconnects, and reports each answer in
+// a session/update before ending the turn.
+func fakeMCPAgent(send func(*wire.Message)) func(*wire.Message) {
+	var server, spelling, conn string
+	var prompt json.RawMessage
+	report := func(label string, v json.RawMessage) {
+		send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
+			`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}`, label+" "+string(v)))})
+	}
+	request := func(id, method, params string) {
+		send(&wire.Message{ID: json.RawMessage(id), Method: method, Params: json.RawMessage(params)})
+	}
+	return func(m *wire.Message) {
+		switch {
+		case m.Method == "initialize":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)})
+		case m.Method == "session/new":
+			var p struct{ MCPServers []map[string]any }
+			json.Unmarshal(m.Params, &p)
+			for _, s := range p.MCPServers {
+				if s["type"] == "acp" {
+					if id, ok := s["id"].(string); ok {
+						server, spelling = id, "acpId"
+					} else {
+						server, spelling = s["serverId"].(string), "serverId"
+					}
+				}
+			}
+			report("declared", json.RawMessage(mustJSON(p.MCPServers)))
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"sessionId":"s1"}`)})
+		case m.Method == "session/prompt":
+			prompt = m.ID
+			request(`"c1"`, "mcp/connect", `{"`+spelling+`":"`+server+`"}`)
+		case string(m.ID) == `"c1"`:
+			report("connect", m.Result)
+			var r struct{ ConnectionID string }
+			json.Unmarshal(m.Result, &r)
+			conn = r.ConnectionID
+			request(`"c2"`, "mcp/message", `{"connectionId":"`+conn+`","method":"tools/call","params":{"name":"echo"}}`)
+		case m.Method == "mcp/message" && m.IsRequest(): // the server asks us something
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"answer":"yes"}`)})
+		case string(m.ID) == `"c2"`:
+			report("call", m.Result)
+			request(`"c3"`, "mcp/message", `{"connectionId":"no-such-conn","method":"tools/list"}`)
+		case string(m.ID) == `"c3"`:
+			report("bogus", m.Error)
+			request(`"c4"`, "mcp/disconnect", `{"connectionId":"`+conn+`"}`)
+		case string(m.ID) == `"c4"`:
+			report("disconnect", m.Result)
+			send(&wire.Message{ID: prompt, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 		}
 	}
 }

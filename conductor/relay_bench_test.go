@@ -1,0 +1,199 @@
+package conductor
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// BenchmarkRelay measures the relay path of one message inside the
+// conductor, with no processes and no system calls: the framing read of the
+// line (from a reader that repeats it forever), parse, routing, re-encoding,
+// the destination's outbox, and the framed write (to a writer that discards).
+// It is what each hop costs the conductor in CPU and allocations; go run
+// ./bench runs it with -benchmem and reports the figures.
+//
+// Sub-benchmarks are BenchmarkRelay/SIZE/KIND, SIZE being "small" (a typical
+// streamed session/update, about 200 bytes) or "1MiB" (the same message with
+// a text of 1 MiB), and KIND one of
+//
+//	copy     framing only: read the line and write it out again, no relay.
+//	         The floor any hop pays, the in-process analogue of "direct".
+//	notify   a session/update from the agent to the client (no proxies).
+//	wrap     the same update from the agent to the last proxy: it goes out
+//	         inside a proxy/successor envelope.
+//	unwrap   a proxy's proxy/successor envelope to the agent, unwrapped.
+//	request  a session/prompt from the client to the agent and its answer
+//	         back: two relayed messages per op, with per-hop id tracking.
+//	         The prompt carries the payload; the answer is small.
+func BenchmarkRelay(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		text int
+	}{{"small", 64}, {"1MiB", 1 << 20}} {
+		text := strings.Repeat("lorem ipsum dolor sit amet, consectetur adipiscing elit. ", size.text/57+1)[:size.text]
+		update := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}`
+		envelope := `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}}`
+		prompt := `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"` + text + `"}]}}`
+		answer := `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`
+
+		b.Run(size.name, func(b *testing.B) {
+			b.Run("copy", func(b *testing.B) { benchCopy(b, update) })
+			b.Run("notify", func(b *testing.B) { benchOneWay(b, 0, 1, 0, update) })
+			b.Run("wrap", func(b *testing.B) { benchOneWay(b, 1, 2, 1, update) })
+			b.Run("unwrap", func(b *testing.B) { benchOneWay(b, 1, 1, 2, envelope) })
+			b.Run("request", func(b *testing.B) { benchRequest(b, prompt, answer) })
+		})
+	}
+}
+
+// loopReader returns line (which ends in a newline) over and over, as a
+// component that never stops sending it would.
+type loopReader struct {
+	line []byte
+	off  int
+}
+
+func (r *loopReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.line[r.off:])
+		n += c
+		if r.off += c; r.off == len(r.line) {
+			r.off = 0
+		}
+	}
+	return n, nil
+}
+
+// countingWriter discards what is written, counting the writes and bytes so
+// that a benchmark can check that every message was relayed.
+type countingWriter struct{ writes, bytes int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	w.bytes += len(p)
+	return len(p), nil
+}
+
+func (w *countingWriter) Close() error { return nil }
+
+// benchChain returns a chain of the given number of proxies, in agent mode,
+// whose peers write to counting writers. The peer at each position in feeds
+// reads that line over and over; the others read nothing.
+func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
+	log := zap.NewNop()
+	c := &chain{topo: topology{mode: AgentMode, proxies: proxies}, log: log}
+	var outs []*countingWriter
+	for pos := range proxies + 2 {
+		w := new(countingWriter)
+		var r io.Reader = bytes.NewReader(nil)
+		if line, ok := feeds[pos]; ok {
+			r = &loopReader{line: []byte(line + "\n")}
+		}
+		outs = append(outs, w)
+		c.peers = append(c.peers, newPeer("bench", wire.NewLineChannel(r, w, 0), log))
+	}
+	return c, outs
+}
+
+// flush does what p's writer goroutine does with one batch: takes every
+// queued line and writes them with one SendBuffers. The caller knows that
+// something is queued.
+func flush(b *testing.B, p *peer, spare *[][]byte) {
+	lines, ok := p.out.take(nil, *spare)
+	if !ok {
+		b.Fatal("outbox closed")
+	}
+	nb := net.Buffers(lines)
+	if err := p.ch.SendBuffers(&nb); err != nil {
+		b.Fatal(err)
+	}
+	clear(lines)
+	*spare = lines
+}
+
+// relay reads one line from the peer at pos and hands it to the chain, as a
+// reader goroutine does.
+func relay(b *testing.B, c *chain, pos int) {
+	line, err := c.peers[pos].ch.Recv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.receive(pos, line)
+}
+
+var newline = []byte("\n")
+
+func benchCopy(b *testing.B, line string) {
+	w := new(countingWriter)
+	ch := wire.NewLineChannel(&loopReader{line: []byte(line + "\n")}, w, 0)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	n := 0
+	for b.Loop() {
+		l, err := ch.Recv()
+		if err != nil {
+			b.Fatal(err)
+		}
+		nb := net.Buffers{l, newline}
+		if err := ch.SendBuffers(&nb); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	if w.writes != 2*n {
+		b.Fatalf("%d writes for %d messages", w.writes, n)
+	}
+}
+
+// benchOneWay relays a notification read from position from to position to
+// in a chain of the given number of proxies.
+func benchOneWay(b *testing.B, proxies, from, to int, line string) {
+	c, outs := benchChain(proxies, map[int]string{from: line})
+	dst := c.peers[to]
+	var spare [][]byte
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	n := 0
+	for b.Loop() {
+		relay(b, c, from)
+		flush(b, dst, &spare)
+		n++
+	}
+	if outs[to].writes != n {
+		b.Fatalf("%d messages reached position %d, want %d", outs[to].writes, to, n)
+	}
+}
+
+// benchRequest relays a request from the client to the agent and the
+// agent's answer back. The agent's ids restart at 1 for every op, so the
+// answer line can stay the same.
+func benchRequest(b *testing.B, prompt, answer string) {
+	c, outs := benchChain(0, map[int]string{0: prompt, 1: answer})
+	client, agent := c.peers[0], c.peers[1]
+	var spare [][]byte
+	b.ReportAllocs()
+	b.SetBytes(int64(len(prompt) + len(answer)))
+	n := 0
+	for b.Loop() {
+		agent.nextID.Store(0)
+		relay(b, c, 0)
+		flush(b, agent, &spare)
+		relay(b, c, 1)
+		flush(b, client, &spare)
+		n++
+	}
+	if outs[0].writes != n || outs[1].writes != n {
+		b.Fatalf("client got %d answers and agent %d requests, want %d", outs[0].writes, outs[1].writes, n)
+	}
+	if len(agent.calls) != 0 || len(client.inflight) != 0 {
+		b.Fatalf("calls left over: %d to the agent, %d from the client", len(agent.calls), len(client.inflight))
+	}
+}
