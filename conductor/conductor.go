@@ -20,7 +20,8 @@ import (
 // component otherwise.
 //
 // If in is an io.Closer, Run closes it on the way out so that its reader
-// unblocks; for os.Stdin that needs the descriptor in non-blocking mode.
+// unblocks; for os.Stdin that needs the descriptor in non-blocking mode
+// (see Stdin).
 func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	if err := cfg.check(); err != nil {
 		return err
@@ -33,28 +34,29 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	if cfg.Mode == AgentMode {
 		comps = append(comps, cfg.Agent)
 	}
-	for i := range comps {
-		comps[i].Name = componentName(comps[i])
-	}
 
+	topo := &topology{mode: cfg.Mode, proxies: len(cfg.Proxies)}
 	r := &runner{
 		cfg:      cfg,
 		log:      log,
 		stopping: make(chan struct{}),
-		chain:    &chain{topo: topology{mode: cfg.Mode, proxies: len(cfg.Proxies)}, log: log, mcp: newMCPRoutes()},
+		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.InitTimeout},
 	}
-	client := newPeer("client", wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), log)
+	r.chain.topo.Store(topo)
+	r.chain.failed = r.componentFailed
+	client := newPeer("client", 0, newLink(wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), nil), log)
 	r.chain.peers = append(r.chain.peers, client)
-	for _, c := range comps {
+	for i, c := range comps {
+		c.Name = componentName(c)
 		p, err := startProcess(c)
 		if err != nil {
 			for _, started := range r.comps {
-				started.proc.kill()
+				started.proc().kill()
 			}
 			return startError(c, err)
 		}
-		pr := newPeer(c.Name, wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), log)
-		pr.proc = p
+		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), p), log)
+		pr.comp = c
 		r.comps = append(r.comps, pr)
 		r.chain.peers = append(r.chain.peers, pr)
 		log.Debug("started component", zap.String("component", c.Name), zap.Int("pid", p.cmd.Process.Pid))
@@ -71,11 +73,32 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("proxy %d: no command", i)
 		}
 	}
-	if cfg.Mode == AgentMode && cfg.Agent.Command == "" {
-		return errors.New("agent mode needs an agent command")
+	if cfg.Mode == AgentMode {
+		if cfg.Agent.Command == "" {
+			return errors.New("agent mode needs an agent command")
+		}
+		if p := cfg.Agent.OnFailure; p != "" && p != PolicyFail {
+			return fmt.Errorf("agent %q: on_failure %q: only a proxy can be restarted or bypassed", componentName(cfg.Agent), p)
+		}
+	}
+	for _, c := range cfg.Proxies {
+		switch c.OnFailure {
+		case "", PolicyFail, PolicyRestart, PolicyBypass:
+		default:
+			return fmt.Errorf("proxy %q: unknown on_failure policy %q", componentName(c), c.OnFailure)
+		}
 	}
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = DefaultGracePeriod
+	}
+	if cfg.InitTimeout <= 0 {
+		cfg.InitTimeout = DefaultInitTimeout
+	}
+	if cfg.RestartLimit <= 0 {
+		cfg.RestartLimit = DefaultRestartLimit
+	}
+	if cfg.RestartWindow <= 0 {
+		cfg.RestartWindow = DefaultRestartWindow
 	}
 	return nil
 }
@@ -87,12 +110,65 @@ type runner struct {
 	log   *zap.Logger
 	chain *chain
 	comps []*peer
+	g     errgroup.Group
+
+	mu      sync.Mutex // guards stopped against restarts
+	stopped bool
 
 	stopOnce sync.Once
 	stopping chan struct{}
 	failure  error // the first component failure, set before stopping closes
 	failed   *peer // the component that failed, if one did
 }
+
+func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
+	cl := client.link.Load()
+	r.g.Go(func() error {
+		r.readLoop(client, cl)
+		r.beginStop(nil, nil) // the client closed its input
+		return nil
+	})
+	r.g.Go(func() error { cl.writeLoop(client.log); return nil })
+	for _, p := range r.comps {
+		r.goLink(p, p.link.Load())
+	}
+
+	r.g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			r.log.Info("stopping", zap.Error(context.Cause(ctx)))
+			r.beginStop(nil, nil)
+		case <-r.stopping:
+		}
+		r.stopAll()
+		// Whatever is still pending will never be answered now.
+		for _, p := range r.comps {
+			failCalls(p.fail(errStopped), r.stopError(p))
+		}
+		cl.out.close()
+		if c, ok := in.(io.Closer); ok {
+			c.Close()
+		}
+		return nil
+	})
+	_ = r.g.Wait()
+	return r.failure
+}
+
+// goLink starts the goroutines that serve one link of a component.
+func (r *runner) goLink(p *peer, l *link) {
+	r.g.Go(func() error { l.proc.wait(); return nil })
+	r.g.Go(func() error { l.proc.pumpStderr(p.log); return nil })
+	r.g.Go(func() error { l.writeLoop(p.log); return nil })
+	r.g.Go(func() error {
+		defer close(l.readDone)
+		r.readLoop(p, l)
+		r.linkEnded(p, l)
+		return nil
+	})
+}
+
+var errStopped = errors.New("the conductor is shutting down")
 
 // stopError is the answer to requests cut off by the shutdown: the failure
 // that caused it, if there was one, so the editor hears the real cause.
@@ -103,66 +179,14 @@ func (r *runner) stopError(p *peer) *wire.Error {
 	return goneError(p, errStopped)
 }
 
-func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
-	var g errgroup.Group
-	never := make(chan struct{})
-
-	g.Go(func() error {
-		r.readLoop(client, 0)
-		r.beginStop(nil, nil) // the client closed its input
-		return nil
-	})
-	g.Go(func() error { return client.writeLoop(never) })
-
-	var readers sync.WaitGroup
-	for i, p := range r.comps {
-		pos := i + 1
-		readers.Add(1)
-		g.Go(func() error { p.proc.wait(); return nil })
-		g.Go(func() error { p.proc.pumpStderr(p.log); return nil })
-		g.Go(func() error { return p.writeLoop(never) })
-		g.Go(func() error {
-			defer readers.Done()
-			defer close(p.readDone)
-			r.readLoop(p, pos)
-			r.componentEnded(p)
-			return nil
-		})
-	}
-
-	g.Go(func() error {
-		select {
-		case <-ctx.Done():
-			r.log.Info("stopping", zap.Error(context.Cause(ctx)))
-			r.beginStop(nil, nil)
-		case <-r.stopping:
-		}
-		r.stopAll()
-		readers.Wait()
-		// Whatever is still pending will never be answered now.
-		for _, p := range r.comps {
-			failCalls(p.fail(errStopped), r.stopError(p))
-		}
-		client.out.close()
-		if c, ok := in.(io.Closer); ok {
-			c.Close()
-		}
-		return nil
-	})
-	_ = g.Wait()
-	return r.failure
-}
-
-var errStopped = errors.New("the conductor is shutting down")
-
-// readLoop feeds every line from p into the chain until p's output ends.
-func (r *runner) readLoop(p *peer, pos int) {
+// readLoop feeds every line from l into the chain until l's input ends.
+func (r *runner) readLoop(p *peer, l *link) {
 	for {
-		line, err := p.ch.Recv()
+		line, err := l.ch.Recv()
 		var big *wire.OversizeError
 		switch {
 		case errors.As(err, &big):
-			r.chain.oversize(pos, big)
+			r.chain.oversize(p, big)
 			continue
 		case err != nil:
 			if !errors.Is(err, io.EOF) {
@@ -170,30 +194,104 @@ func (r *runner) readLoop(p *peer, pos int) {
 			}
 			return
 		}
-		r.chain.receive(pos, line)
+		r.chain.receive(p, line)
 	}
 }
 
-// componentEnded handles the end of a component's output: expected while
-// stopping, a failure of the chain otherwise.
-func (r *runner) componentEnded(p *peer) {
+// linkEnded handles the end of a component's output: expected while
+// stopping or after the component was replaced, a failure otherwise.
+func (r *runner) linkEnded(p *peer, l *link) {
 	select {
 	case <-r.stopping:
 		failCalls(p.fail(errStopped), r.stopError(p))
 		return
 	default:
 	}
+	if p.link.Load() != l {
+		return // already restarted or bypassed
+	}
 	// Its output is closed; give the exit status a moment to arrive so the
 	// report can carry it.
 	select {
-	case <-p.proc.exited:
+	case <-l.proc.exited:
 	case <-time.After(time.Second):
 	}
-	exit := p.proc.describeExit()
-	cause := fmt.Errorf("component %q ended unexpectedly (%s)", p.name, exit.Status)
-	r.log.Error("component failed", zap.String("component", p.name), zap.String("status", exit.Status), zap.Strings("stderr", exit.Stderr))
-	failCalls(p.fail(cause), goneError(p, cause))
+	r.componentFailed(p, fmt.Errorf("component %q ended unexpectedly (%s)", p.name, l.proc.describeExit().Status))
+}
+
+// componentFailed applies p's failure policy: everything pending on it is
+// answered at once, then it is restarted, bypassed, or the chain stops.
+func (r *runner) componentFailed(p *peer, cause error) {
+	exit := p.proc().describeExit()
+	r.log.Error("component failed", zap.String("component", p.name), zap.Error(cause),
+		zap.String("status", exit.Status), zap.Strings("stderr", exit.Stderr))
+	report := goneError(p, cause)
+	if p.comp.OnFailure == PolicyRestart {
+		err := r.restart(p, report)
+		if err == nil {
+			return
+		}
+		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(err))
+	}
+	failCalls(p.fail(cause), report)
+	if p.comp.OnFailure == PolicyBypass && r.bypass(p) {
+		return
+	}
 	r.beginStop(p, cause)
+}
+
+// restart replaces a failed proxy's process and replays its initialization:
+// proxy/initialize with the params it first got goes first on the new link,
+// and when the proxy forwards initialize, the conductor answers as its
+// successor did the first time. Requests that arrive meanwhile queue behind
+// the replay; those that were pending on the old process are answered with
+// report.
+func (r *runner) restart(p *peer, report *wire.Error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return errStopped
+	}
+	if !p.allowRestart(time.Now(), r.cfg.RestartLimit, r.cfg.RestartWindow) {
+		return fmt.Errorf("restarted %d times within %v", r.cfg.RestartLimit, r.cfg.RestartWindow)
+	}
+	proc, err := startProcess(p.comp)
+	if err != nil {
+		return startError(p.comp, err)
+	}
+	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes), proc)
+	var replay *call
+	if params := p.recordedInit(); params != nil {
+		d := delivery{to: p.pos, method: p.getDialect().initialize()}
+		replay = &call{to: p, id: p.nextID.Add(1), method: d.method, onResponse: func(resp *wire.Message) bool {
+			if resp.Error != nil {
+				r.log.Error("restarted component failed to initialize", zap.String("component", p.name), zap.ByteString("error", resp.Error))
+			}
+			return true
+		}}
+		l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params))
+	}
+	old := p.link.Load()
+	failCalls(p.replace(l, replay), report)
+	r.g.Go(func() error { old.out.close(); old.proc.stop(r.cfg.GracePeriod); return nil })
+	r.goLink(p, l)
+	r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", proc.cmd.Process.Pid))
+	return nil
+}
+
+// bypass takes a failed proxy out of the chain, so that its predecessor now
+// talks to its successor.
+func (r *runner) bypass(p *peer) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	r.chain.bypass(p.pos)
+	old := p.link.Load()
+	r.g.Go(func() error { old.out.close(); old.proc.stop(r.cfg.GracePeriod); return nil })
+	r.log.Error("BYPASSED component: the chain now runs without it", zap.String("component", p.name))
+	return true
 }
 
 // beginStop starts the one shutdown path; the first caller's cause is kept.
@@ -211,10 +309,14 @@ func (r *runner) beginStop(failed *peer, cause error) {
 // grace period before its process group is signalled. It returns when all
 // have been reaped.
 func (r *runner) stopAll() {
+	r.mu.Lock()
+	r.stopped = true // no restart from here on
+	r.mu.Unlock()
 	for _, p := range r.comps {
-		p.out.close()
+		l := p.link.Load()
+		l.out.close()
 		select {
-		case <-p.readDone:
+		case <-l.readDone:
 			p.log.Debug("component closed its output")
 		case <-time.After(r.cfg.GracePeriod):
 			p.log.Warn("component still writing after its input closed", zap.Duration("grace", r.cfg.GracePeriod))
@@ -225,10 +327,13 @@ func (r *runner) stopAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.proc.stop(r.cfg.GracePeriod)
+			p.proc().stop(r.cfg.GracePeriod)
 		}()
 	}
 	wg.Wait()
+	for _, p := range r.comps {
+		<-p.link.Load().readDone
+	}
 }
 
 type nopCloser struct{ io.Writer }

@@ -33,7 +33,26 @@ type Component struct {
 	Args    []string          // arguments after the program
 	Env     map[string]string // added to (overriding) the conductor's environment
 	Dir     string            // working directory; empty means the conductor's
+
+	// OnFailure says what happens when the component exits, closes its
+	// output or does not answer initialize in time. Empty means PolicyFail.
+	OnFailure Policy
 }
+
+// A Policy is what the conductor does when a component fails.
+type Policy string
+
+const (
+	// PolicyFail answers everything pending, then stops the chain with an
+	// error (the conductor exits non-zero).
+	PolicyFail Policy = "fail"
+	// PolicyRestart starts a proxy again and replays its initialization,
+	// up to Config.RestartLimit times within Config.RestartWindow; then fail.
+	PolicyRestart Policy = "restart"
+	// PolicyBypass takes a proxy out of the chain: its predecessor then talks
+	// to its successor.
+	PolicyBypass Policy = "bypass"
+)
 
 // Config describes a chain.
 type Config struct {
@@ -49,7 +68,21 @@ type Config struct {
 	// MaxMessageBytes bounds one message on any connection. Zero means
 	// wire.DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// InitTimeout bounds how long the chain may take to answer the client's
+	// initialize; the component still initializing then is failed.
+	InitTimeout time.Duration
+	// RestartLimit and RestartWindow bound PolicyRestart.
+	RestartLimit  int
+	RestartWindow time.Duration
+	// MCPBridge selects how acp MCP servers reach an agent without native
+	// MCP-over-ACP support. Empty means BridgeAuto.
+	MCPBridge BridgeMode
 }
 
-// DefaultGracePeriod is the default for Config.GracePeriod.
-const DefaultGracePeriod = 2 * time.Second
+// Defaults for the zero values of Config.
+const (
+	DefaultGracePeriod   = 2 * time.Second
+	DefaultInitTimeout   = 60 * time.Second
+	DefaultRestartLimit  = 3
+	DefaultRestartWindow = time.Minute
+)

@@ -58,6 +58,8 @@ func runFake(role string) {
 			os.Exit(1)
 		}
 		return
+	case "mute": // reads, never answers
+		handle = func(*wire.Message) {}
 	case "crash":
 		fmt.Fprintln(os.Stderr, "fake component crashing on purpose")
 		os.Exit(7)
@@ -132,6 +134,10 @@ func fakeProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Messag
 		}
 		if m.Method == wire.MethodCancelRequest {
 			m.Params = translate(m.Params)
+		}
+		if m.Method == "session/prompt" && os.Getenv("ACP_TEST_CRASH_ON_PROMPT") != "" && strings.Contains(string(m.Params), `"crash":true`) {
+			fmt.Fprintln(os.Stderr, "fake proxy: crashing mid-prompt")
+			os.Exit(9)
 		}
 		method := m.Method
 		if method == wire.MethodProxyInitRust {

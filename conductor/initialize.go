@@ -21,13 +21,20 @@ func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message)
 		if resp.Error != nil {
 			return false
 		}
-		if c.topo.role(d.to) == roleAgent {
+		if c.topo.Load().role(d.to) == roleAgent {
 			c.mcp.agentCapabilities(resp.Result)
 		}
 		if r, err := wire.WithMCPOverACP(resp.Result); err == nil {
 			resp.Result = r
 		} else {
 			to.log.Warn("initialize result is not an object; passed on unchanged", zap.Error(err))
+		}
+		switch {
+		case cl.from == nil:
+		case cl.from.pos == 0:
+			c.stopInitTimer()
+		case cl.from.proc() != nil:
+			cl.from.rememberSuccessorInit(resp.Result) // for replaying it after a restart
 		}
 		return false
 	}
@@ -36,6 +43,9 @@ func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message)
 // retryInitialize speaks the Rust SDK's dialect to a proxy that did not know
 // proxy/initialize, and from then on to that proxy.
 func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Message) bool {
+	if resp.Error != nil && cl.from != nil && cl.from.pos == 0 {
+		c.stopInitTimer()
+	}
 	if resp.Error == nil || cl.method != wire.MethodProxyInitialize || errorCode(resp.Error) != codeMethodNotFound {
 		return false
 	}

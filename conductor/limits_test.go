@@ -28,7 +28,7 @@ func TestBatch(t *testing.T) {
 	wire.EachElement([]byte(got), func(v []byte) { entries = append(entries, string(v)) })
 	want := map[string]bool{
 		`{"jsonrpc":"2.0","id":"a","result":{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}}`: true,
-		`{"jsonrpc":"2.0","id":"b","result":{"sessionId":"s1"}}`:                           true,
+		`{"jsonrpc":"2.0","id":"b","result":{"sessionId":"s1"}}`:                                                         true,
 	}
 	for _, en := range entries {
 		if want[en] {

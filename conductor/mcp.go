@@ -179,7 +179,7 @@ func connectTarget(params json.RawMessage) string {
 // tables decide, and reports whether it did. src is the position the message
 // came from (the agent side is topo.last()).
 func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) bool {
-	agentSide := src == c.topo.last()
+	agentSide := src == c.topo.Load().last()
 	switch {
 	case method == methodMCPConnect && agentSide:
 		srv, ok := c.mcp.server(connectTarget(params))
@@ -220,8 +220,8 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 			c.toBridge(conn.bridge, from, m, params, b)
 			return true
 		default: // the owner, to the agent
-			last := c.topo.last()
-			d = delivery{to: last, wrap: c.topo.role(last) == roleUpstream, method: method}
+			last := c.topo.Load().last()
+			d = delivery{to: last, wrap: c.topo.Load().role(last) == roleUpstream, method: method}
 		}
 		to := c.peers[d.to]
 		if m.IsNotification() {
@@ -237,7 +237,7 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 // toOwner says how a message from the agent side reaches the owner of an
 // MCP server: as coming from its successor.
 func (c *chain) toOwner(owner int, method string) delivery {
-	return delivery{to: owner, wrap: c.topo.role(owner) == roleProxy, method: method}
+	return delivery{to: owner, wrap: c.topo.Load().role(owner) == roleProxy, method: method}
 }
 
 // onSessionSetup records the acp MCP servers a session set-up request
@@ -247,7 +247,7 @@ func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) json
 	if d.to <= src || !c.mcp.declare(src, params) {
 		return params
 	}
-	if c.topo.role(d.to) != roleAgent || c.mcp.agentIsNative() {
+	if c.topo.Load().role(d.to) != roleAgent || c.mcp.agentIsNative() {
 		return params
 	}
 	if c.bridge == nil {

@@ -6,21 +6,24 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
-// A peer is one connection of the conductor: the client, or a component.
+// A peer is one party the conductor relays for: the client, a component,
+// or a bridged MCP connection. Its connection lives in a link, which a
+// restarted component replaces; the peer's position, call tables and dialect
+// outlive it.
 type peer struct {
 	name string
+	pos  int // position in the chain; -1 for a bridged MCP connection
 	log  *zap.Logger
-	ch   *wire.LineChannel
-	out  *outbox
-	proc *process // nil for the client
+	comp Component // what to start again, for a component
 
-	readDone chan struct{} // closed when the peer's output has ended
+	link atomic.Pointer[link]
 
 	nextID atomic.Int64
 
@@ -29,6 +32,33 @@ type peer struct {
 	inflight map[string]*call // requests from this peer, by the id it used
 	gone     error            // set once the peer can no longer answer
 	dialect  dialect          // how this peer spells the proxy methods
+	restarts []time.Time      // when it was restarted, within the window
+
+	// For replaying a proxy's initialization after a restart.
+	initParams    json.RawMessage // the proxy/initialize params it was sent
+	successorInit json.RawMessage // what its successor answered its initialize
+	reinit        bool            // answer its next initialize from successorInit
+}
+
+// A link is one connection of a peer: its channel, the outbox its writer
+// drains, and for a component the process behind it.
+type link struct {
+	ch       channel
+	out      *outbox
+	proc     *process
+	readDone chan struct{} // closed when the reader has seen the end
+}
+
+// channel is what a link reads from and writes to: a wire.LineChannel, or a
+// bridged MCP connection.
+type channel interface {
+	Recv() ([]byte, error)
+	SendBuffers(*net.Buffers) error
+	Close() error
+}
+
+func newLink(ch channel, proc *process) *link {
+	return &link{ch: ch, out: newOutbox(), proc: proc, readDone: make(chan struct{})}
 }
 
 // A dialect is a spelling of the proxy methods: the RFD's or the Rust SDK's.
@@ -69,20 +99,117 @@ type call struct {
 	onResponse func(resp *wire.Message) bool
 }
 
-// reply sends the response line for c to whoever asked.
-func (c *call) reply(line []byte) { answer(c.from, c.batch, line) }
+// done takes c off its caller's list of requests in flight.
+func (c *call) done() {
+	if c.from != nil {
+		c.from.untrack(c)
+	}
+}
 
-func newPeer(name string, ch *wire.LineChannel, log *zap.Logger) *peer {
-	return &peer{
+// reply sends the response line for c to whoever asked; a call the
+// conductor made itself has no one to tell.
+func (c *call) reply(line []byte) {
+	if c.from != nil {
+		answer(c.from, c.batch, line)
+	}
+}
+
+func newPeer(name string, pos int, l *link, log *zap.Logger) *peer {
+	p := &peer{
 		name:     name,
+		pos:      pos,
 		log:      log.With(zap.String("peer", name)),
-		ch:       ch,
-		out:      newOutbox(),
 		calls:    make(map[int64]*call),
 		inflight: make(map[string]*call),
-
-		readDone: make(chan struct{}),
 	}
+	p.link.Store(l)
+	return p
+}
+
+// proc returns the process behind the peer's current link, or nil.
+func (p *peer) proc() *process { return p.link.Load().proc }
+
+// replace gives a restarted component its new link, with replay (if any)
+// as its only call, and returns the calls the old process will never answer.
+// The peer takes requests again at once; they queue on the new link.
+func (p *peer) replace(l *link, replay *call) []*call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := make([]*call, 0, len(p.calls))
+	for _, c := range p.calls {
+		old = append(old, c)
+	}
+	clear(p.calls)
+	if replay != nil {
+		p.calls[replay.id] = replay
+	}
+	p.gone = nil
+	p.reinit = p.successorInit != nil
+	p.link.Store(l)
+	return old
+}
+
+func (p *peer) recordedInit() json.RawMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.initParams
+}
+
+// allowRestart records a restart and reports whether it is within limit
+// restarts in window.
+func (p *peer) allowRestart(now time.Time, limit int, window time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recent := p.restarts[:0]
+	for _, t := range p.restarts {
+		if now.Sub(t) < window {
+			recent = append(recent, t)
+		}
+	}
+	p.restarts = recent
+	if len(recent) >= limit {
+		return false
+	}
+	p.restarts = append(p.restarts, now)
+	return true
+}
+
+func (p *peer) rememberInit(params json.RawMessage) {
+	p.mu.Lock()
+	if p.initParams == nil {
+		p.initParams = params
+	}
+	p.mu.Unlock()
+}
+
+func (p *peer) rememberSuccessorInit(result json.RawMessage) {
+	p.mu.Lock()
+	p.successorInit = result
+	p.mu.Unlock()
+}
+
+// takeReinit returns the successor's recorded initialize answer if the peer
+// is a restarted proxy whose initialize the conductor answers itself.
+func (p *peer) takeReinit() (json.RawMessage, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reinit {
+		return nil, false
+	}
+	p.reinit = false
+	return p.successorInit, true
+}
+
+// pendingInitialize reports whether an initialize sent to p is unanswered.
+func (p *peer) pendingInitialize() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.calls {
+		if wire.IsInitialize(c.method) {
+			return true
+		}
+	}
+	return false
 }
 
 // register records c, asked of p under c.id, or returns the reason p
@@ -159,29 +286,29 @@ func (p *peer) setDialect(d dialect) {
 	p.mu.Unlock()
 }
 
-// send queues one encoded message (without its newline).
+// send queues one encoded line (with its newline) on the current link.
 func (p *peer) send(line []byte) {
-	if !p.out.put(line) {
+	if !p.link.Load().out.put(line) {
 		p.log.Debug("dropped message for closed peer")
 	}
 }
 
-// writeLoop drains the outbox to the channel until the outbox is closed or
-// done is closed, then closes the channel's writing side. Lines queued
-// together go out in one system call.
-func (p *peer) writeLoop(done <-chan struct{}) error {
-	defer p.ch.Close()
+// writeLoop drains l's outbox to its channel until the outbox is closed,
+// then closes the channel's writing side. Lines queued together go out
+// together.
+func (l *link) writeLoop(log *zap.Logger) {
+	defer l.ch.Close()
 	var spare [][]byte
 	for {
-		lines, ok := p.out.take(done, spare)
+		lines, ok := l.out.take(nil, spare)
 		if !ok {
-			return nil
+			return
 		}
 		bufs := net.Buffers(lines)
-		if err := p.ch.SendBuffers(&bufs); err != nil {
-			p.log.Debug("write failed", zap.Error(err))
-			p.out.close()
-			return nil // the reader side reports the peer's end
+		if err := l.ch.SendBuffers(&bufs); err != nil {
+			log.Debug("write failed", zap.Error(err))
+			l.out.close()
+			return // the reader side reports the peer's end
 		}
 		clear(lines)
 		spare = lines

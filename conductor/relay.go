@@ -3,7 +3,11 @@ package conductor
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/creachadair/jrpc2"
 	"go.uber.org/zap"
@@ -16,16 +20,23 @@ import (
 // order, and receive only ever appends to other peers' outboxes, so messages
 // from one peer to another keep their order on every path.
 type chain struct {
-	topo   topology
-	peers  []*peer // by position; in proxy mode peers[n+1] is peers[0]
+	topo   atomic.Pointer[topology] // replaced when a proxy is bypassed
+	peers  []*peer                  // by position; in proxy mode peers[n+1] is peers[0]
 	log    *zap.Logger
 	mcp    *mcpRoutes
 	bridge *bridge // nil in proxy mode, where the parent bridges
+
+	// failed reports a component that broke the protocol's promises (here:
+	// did not answer initialize in time) to the runner's failure policy.
+	failed      func(p *peer, cause error)
+	initTimeout time.Duration
+	initMu      sync.Mutex
+	initTimer   *time.Timer // running while the client's initialize is unanswered
 }
 
-// receive handles one line read from the peer at position pos.
-func (c *chain) receive(pos int, line []byte) {
-	from := c.peers[pos]
+// receive handles one line read from peer from.
+func (c *chain) receive(from *peer, line []byte) {
+	pos := from.pos
 	if pos == 0 && wire.IsBatch(line) {
 		c.receiveBatch(from, line)
 		return
@@ -53,7 +64,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 			return
 		}
 		enveloped = true
-	} else if pos == 0 && c.topo.mode == ProxyMode && method == wire.MethodProxyInitRust {
+	} else if pos == 0 && c.topo.Load().mode == ProxyMode && method == wire.MethodProxyInitRust {
 		from.setDialect(dialectRust) // our parent speaks the Rust SDK's dialect
 	}
 
@@ -61,14 +72,23 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		c.cancel(from, params)
 		return
 	}
+	topo := c.topo.Load()
 	src := pos // the position it comes from: the parent's envelopes come from its successor side
-	if pos == 0 && enveloped && c.topo.mode == ProxyMode {
-		src = c.topo.last()
+	if pos == 0 && enveloped && topo.mode == ProxyMode {
+		src = topo.last()
+	}
+	if enveloped && m.IsRequest() && wire.IsInitialize(method) {
+		if result, ok := from.takeReinit(); ok {
+			// A restarted proxy initializing its successor, which is
+			// initialized already: answer as the successor did.
+			from.send(encodeResponse(m.ID, result))
+			return
+		}
 	}
 	if strings.HasPrefix(method, "mcp/") && c.routeMCP(src, from, m, method, params, b) {
 		return
 	}
-	d, rerr := c.topo.route(pos, enveloped, method)
+	d, rerr := topo.route(pos, enveloped, method)
 	if rerr != nil {
 		c.reject(from, m, rerr, b)
 		return
@@ -89,6 +109,12 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 	if wire.IsInitialize(d.method) {
 		cl.params = params
 		cl.onResponse = c.onInitialize(to, d, cl)
+		if topo.role(d.to) == roleProxy {
+			to.rememberInit(params)
+		}
+		if pos == 0 && !enveloped {
+			c.startInitTimer()
+		}
 	}
 	c.forward(to, cl, d, params)
 }
@@ -98,9 +124,11 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 // response and a cancel for it always find it.
 func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) {
 	cl.to, cl.id, cl.wrap = to, to.nextID.Add(1), d.wrap
-	cl.from.track(cl)
+	if cl.from != nil {
+		cl.from.track(cl)
+	}
 	if err := to.register(cl); err != nil {
-		cl.from.untrack(cl)
+		cl.done()
 		cl.reply(encodeError(cl.fromID, goneError(to, err)))
 		return
 	}
@@ -155,7 +183,7 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
 		return
 	}
-	cl.from.untrack(cl)
+	cl.done()
 	if cl.onResponse != nil && cl.onResponse(m) {
 		return
 	}
@@ -192,8 +220,7 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 // oversize deals with a message that was too long to keep. A request is
 // answered with an error; a response fails the call that awaited it, so
 // nobody waits for an answer that was thrown away.
-func (c *chain) oversize(pos int, big *wire.OversizeError) {
-	from := c.peers[pos]
+func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	id, method, isResponse := wire.Peek(big.Head)
 	from.log.Warn("dropped oversize message", zap.Int("limit", big.Limit), zap.String("method", method),
 		zap.ByteString("id", id), zap.ByteString("head", clip(big.Head)))
@@ -202,7 +229,7 @@ func (c *chain) oversize(pos int, big *wire.OversizeError) {
 	case id == nil:
 	case isResponse:
 		if cl := from.complete(id); cl != nil {
-			cl.from.untrack(cl)
+			cl.done()
 			cl.reply(encodeError(cl.fromID, e))
 		}
 	case method != "":
@@ -213,9 +240,14 @@ func (c *chain) oversize(pos int, big *wire.OversizeError) {
 // failCalls answers calls that will never be answered by their peer.
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
-		cl.from.untrack(cl)
+		cl.done()
 		cl.reply(encodeError(cl.fromID, e))
 	}
+}
+
+func encodeResponse(id, result json.RawMessage) []byte {
+	m := wire.Message{ID: id, Result: result}
+	return append(m.Append(nil), '\n')
 }
 
 func encodeError(id json.RawMessage, e *wire.Error) []byte {
@@ -224,8 +256,8 @@ func encodeError(id json.RawMessage, e *wire.Error) []byte {
 
 func goneError(p *peer, cause error) *wire.Error {
 	e := wire.Errorf(codeInternalError, "%s: %v", p.name, cause)
-	if p.proc != nil {
-		e = e.WithData(p.proc.describeExit())
+	if proc := p.proc(); proc != nil {
+		e = e.WithData(proc.describeExit())
 	}
 	return e
 }
@@ -243,4 +275,38 @@ func clip(b []byte) []byte {
 		return b[:200]
 	}
 	return b
+}
+
+// startInitTimer bounds the client's initialize: when it fires, the deepest
+// component still initializing is the one that hangs, and it is failed.
+func (c *chain) startInitTimer() {
+	c.initMu.Lock()
+	defer c.initMu.Unlock()
+	if c.initTimer != nil {
+		c.initTimer.Stop()
+	}
+	c.initTimer = time.AfterFunc(c.initTimeout, func() {
+		for pos := len(c.peers) - 1; pos > 0; pos-- {
+			if p := c.peers[pos]; p.proc() != nil && p.pendingInitialize() {
+				c.failed(p, fmt.Errorf("component %q did not answer initialize within %v", p.name, c.initTimeout))
+				return
+			}
+		}
+	})
+}
+
+func (c *chain) stopInitTimer() {
+	c.initMu.Lock()
+	defer c.initMu.Unlock()
+	if c.initTimer != nil {
+		c.initTimer.Stop()
+	}
+}
+
+// bypass takes the proxy at pos out of the routes.
+func (c *chain) bypass(pos int) {
+	t := *c.topo.Load()
+	t.bypassed = append(append([]bool(nil), t.bypassed...), make([]bool, max(0, pos+1-len(t.bypassed)))...)
+	t.bypassed[pos] = true
+	c.topo.Store(&t)
 }

@@ -89,7 +89,8 @@ func (w *countingWriter) Close() error { return nil }
 // reads that line over and over; the others read nothing.
 func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 	log := zap.NewNop()
-	c := &chain{topo: topology{mode: AgentMode, proxies: proxies}, log: log}
+	c := &chain{log: log, mcp: newMCPRoutes()}
+	c.topo.Store(&topology{mode: AgentMode, proxies: proxies})
 	var outs []*countingWriter
 	for pos := range proxies + 2 {
 		w := new(countingWriter)
@@ -98,7 +99,7 @@ func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 			r = &loopReader{line: []byte(line + "\n")}
 		}
 		outs = append(outs, w)
-		c.peers = append(c.peers, newPeer("bench", wire.NewLineChannel(r, w, 0), log))
+		c.peers = append(c.peers, newPeer("bench", pos, newLink(wire.NewLineChannel(r, w, 0), nil), log))
 	}
 	return c, outs
 }
@@ -107,12 +108,13 @@ func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 // queued line and writes them with one SendBuffers. The caller knows that
 // something is queued.
 func flush(b *testing.B, p *peer, spare *[][]byte) {
-	lines, ok := p.out.take(nil, *spare)
+	l := p.link.Load()
+	lines, ok := l.out.take(nil, *spare)
 	if !ok {
 		b.Fatal("outbox closed")
 	}
 	nb := net.Buffers(lines)
-	if err := p.ch.SendBuffers(&nb); err != nil {
+	if err := l.ch.SendBuffers(&nb); err != nil {
 		b.Fatal(err)
 	}
 	clear(lines)
@@ -122,11 +124,11 @@ func flush(b *testing.B, p *peer, spare *[][]byte) {
 // relay reads one line from the peer at pos and hands it to the chain, as a
 // reader goroutine does.
 func relay(b *testing.B, c *chain, pos int) {
-	line, err := c.peers[pos].ch.Recv()
+	line, err := c.peers[pos].link.Load().ch.Recv()
 	if err != nil {
 		b.Fatal(err)
 	}
-	c.receive(pos, line)
+	c.receive(c.peers[pos], line)
 }
 
 var newline = []byte("\n")

@@ -30,8 +30,9 @@ const (
 
 // topology is the shape of one chain.
 type topology struct {
-	mode    Mode
-	proxies int
+	mode     Mode
+	proxies  int
+	bypassed []bool // by position: proxies taken out of the chain
 }
 
 func (t topology) last() int { return t.proxies + 1 }
@@ -70,6 +71,8 @@ type delivery struct {
 //     the parent's successor side is wrapped too; all others arrive plain.
 //   - initialize becomes proxy/initialize for a proxy and initialize for the
 //     agent or for the parent (which converts it in turn).
+//   - A bypassed proxy is skipped, in either direction: its predecessor and
+//     successor talk as if it had never been there.
 func (t topology) route(from int, enveloped bool, method string) (delivery, *wire.Error) {
 	var to int
 	switch t.role(from) {
@@ -96,8 +99,15 @@ func (t topology) route(from int, enveloped bool, method string) (delivery, *wir
 		to = from - 1
 	}
 
-	d := delivery{to: to, method: method}
 	downstream := to > from
+	for t.role(to) == roleProxy && to < len(t.bypassed) && t.bypassed[to] {
+		if downstream {
+			to++
+		} else {
+			to--
+		}
+	}
+	d := delivery{to: to, method: method}
 	switch t.role(to) {
 	case roleProxy:
 		d.wrap = !downstream

@@ -57,6 +57,26 @@ func TestRoute(t *testing.T) {
 		{"proxy/2: parent's envelope reaches last proxy wrapped", proxy(2), 0, true, update, delivery{to: 2, wrap: true, method: update}, false},
 		{"proxy/2: first proxy's message reaches parent plain", proxy(2), 1, false, update, delivery{to: 0, method: update}, false},
 	}
+	// Proxies 1..3 in agent mode, the agent at 4, proxy 2 bypassed.
+	bp := topology{mode: AgentMode, proxies: 3, bypassed: []bool{2: true}}
+	// Proxy 1 bypassed in proxy mode with one proxy: the parent talks to itself.
+	bp1 := topology{mode: ProxyMode, proxies: 1, bypassed: []bool{1: true}}
+	tests = append(tests, []struct {
+		name      string
+		topo      topology
+		from      int
+		enveloped bool
+		method    string
+		want      delivery
+		wantErr   bool
+	}{
+		{"bypass: proxy 1's envelope skips proxy 2", bp, 1, true, prompt, delivery{to: 3, method: prompt}, false},
+		{"bypass: initialize skipping a proxy still becomes proxy/initialize", bp, 1, true, init, delivery{to: 3, method: pinit}, false},
+		{"bypass: proxy 3's message skips proxy 2, wrapped for proxy 1", bp, 3, false, update, delivery{to: 1, wrap: true, method: update}, false},
+		{"bypass: agent's message still reaches proxy 3", bp, 4, false, update, delivery{to: 3, wrap: true, method: update}, false},
+		{"bypass: the client still reaches proxy 1", bp, 0, false, prompt, delivery{to: 1, method: prompt}, false},
+		{"bypass: all proxies gone in proxy mode", bp1, 0, false, prompt, delivery{to: 2, wrap: true, method: prompt}, false},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.topo.route(tt.from, tt.enveloped, tt.method)

@@ -1,0 +1,154 @@
+package conductor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// promptLine is a prompt to the streamer agent; crash makes a crashing
+// proxy die when it sees it.
+func promptLine(id int, crash bool) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[],"_meta":{"tag":"t%d","updates":3,"crash":%v}}}`, id, id, crash)
+}
+
+// burst sends prompts 100..100+n-1, the one at crashAt crashing the proxy,
+// and returns every response by id; it fails if any is missing.
+func burst(t *testing.T, e *editor, n, crashAt int) map[string]*wire.Message {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			e.ch.Send([]byte(promptLine(100+i, i == crashAt)))
+		}
+	}()
+	got := map[string]*wire.Message{}
+	for len(got) < n {
+		m := e.recvMsg()
+		if m.IsResponse() {
+			got[string(m.ID)] = m
+		}
+	}
+	wg.Wait()
+	return got
+}
+
+func TestFailurePolicies(t *testing.T) {
+	for _, policy := range []Policy{PolicyFail, PolicyRestart, PolicyBypass} {
+		t.Run(string(policy), func(t *testing.T) {
+			dir := t.TempDir()
+			crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
+			crasher.OnFailure = policy
+			e := startChain(t, Config{
+				Proxies:     []Component{fake(t, dir, "first", "proxy"), crasher, fake(t, dir, "last", "proxy")},
+				Agent:       fake(t, dir, "agent", "streamer"),
+				GracePeriod: 500 * time.Millisecond,
+			})
+			e.send(initLine)
+			e.recvMsg()
+			got := burst(t, e, 20, 10)
+			crashed := got["110"]
+			if crashed.Error == nil || !strings.Contains(string(crashed.Error), "crasher") {
+				t.Errorf("the crashing prompt's answer does not name the proxy: %s %s", crashed.Result, crashed.Error)
+			}
+
+			if policy == PolicyFail {
+				err := e.close()
+				if err == nil || !strings.Contains(err.Error(), `"crasher"`) || !strings.Contains(err.Error(), "exit status 9") {
+					t.Errorf("Run = %v, want an error naming crasher and its exit status", err)
+				}
+				return
+			}
+			// The chain goes on: every prompt of a second burst succeeds.
+			for id, m := range burst(t, e, 10, -1) {
+				if m.Error != nil {
+					t.Errorf("after %s, prompt %s failed: %s", policy, id, m.Error)
+				}
+			}
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			crasherSaw, _ := os.ReadFile(filepath.Join(dir, "crasher.txt"))
+			agentSaw, _ := os.ReadFile(filepath.Join(dir, "agent.txt"))
+			lastSaw, _ := os.ReadFile(filepath.Join(dir, "last.txt"))
+			switch policy {
+			case PolicyRestart:
+				// Initialized twice, the second time answered from the record:
+				// neither the last proxy nor the agent is initialized again.
+				if n := strings.Count(string(crasherSaw), `"method":"proxy/initialize"`); n != 2 {
+					t.Errorf("restarted proxy saw %d proxy/initialize, want 2", n)
+				}
+				if n := strings.Count(string(lastSaw), `"method":"proxy/initialize"`); n != 1 {
+					t.Errorf("last proxy saw %d proxy/initialize, want 1", n)
+				}
+				if n := strings.Count(string(agentSaw), `"method":"initialize"`); n != 1 {
+					t.Errorf("agent saw %d initialize, want 1", n)
+				}
+			case PolicyBypass:
+				if n := strings.Count(string(crasherSaw), `"method":"session/prompt"`); n > 11 {
+					t.Errorf("bypassed proxy still got prompts: %d", n)
+				}
+			}
+			if n := strings.Count(string(lastSaw), `"method":"session/prompt"`); n < 10 {
+				t.Errorf("last proxy saw only %d prompts", n)
+			}
+		})
+	}
+}
+
+// TestRestartLimit checks that a proxy that keeps crashing is restarted only
+// RestartLimit times before the chain gives up.
+func TestRestartLimit(t *testing.T) {
+	dir := t.TempDir()
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
+	crasher.OnFailure = PolicyRestart
+	e := startChain(t, Config{
+		Proxies:      []Component{crasher},
+		Agent:        fake(t, dir, "agent", "streamer"),
+		RestartLimit: 2,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	for i := range 3 {
+		e.send(promptLine(i, true))
+		if m := e.recvMsg(); m.Error == nil {
+			t.Fatalf("crashing prompt %d succeeded", i)
+		}
+	}
+	err := e.close()
+	if err == nil || !strings.Contains(err.Error(), "crasher") {
+		t.Errorf("Run = %v, want the chain to fail on the third crash", err)
+	}
+	saw, _ := os.ReadFile(filepath.Join(dir, "crasher.txt"))
+	if n := strings.Count(string(saw), `"method":"proxy/initialize"`); n != 3 {
+		t.Errorf("crasher was initialized %d times, want 3 (first start and 2 restarts)", n)
+	}
+}
+
+// TestInitTimeout checks that a component that never answers initialize
+// fails the editor's initialize with an error that names it, not the proxy
+// in front of it.
+func TestInitTimeout(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies:     []Component{fake(t, dir, "p", "proxy")},
+		Agent:       fake(t, dir, "mute-agent", "mute"),
+		InitTimeout: 300 * time.Millisecond,
+	})
+	e.send(initLine)
+	m := e.recvMsg()
+	if m.Error == nil || !strings.Contains(string(m.Error), "mute-agent") || !strings.Contains(string(m.Error), "did not answer initialize") {
+		t.Errorf("initialize answer %s %s", m.Result, m.Error)
+	}
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), "mute-agent") {
+		t.Errorf("Run = %v", err)
+	}
+}
