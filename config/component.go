@@ -23,6 +23,9 @@ type Component struct {
 	Env     map[string]string `yaml:"env"` // names keep their case
 	Cwd     string            `yaml:"cwd"` // empty means the conductor's
 
+	// OnFailure is fail (the default), restart or bypass; see conductor.Policy.
+	OnFailure string `yaml:"on_failure"`
+
 	// Origin says where the component was defined, such as "chain.yaml:12"
 	// or "argument 2", so later errors can point back at it.
 	Origin string `yaml:"-"`
@@ -36,6 +39,8 @@ func (c Component) Conductor() conductor.Component {
 		Args:    c.Args,
 		Env:     c.Env,
 		Dir:     c.Cwd,
+
+		OnFailure: conductor.Policy(c.OnFailure),
 	}
 }
 

@@ -19,6 +19,10 @@ type Config struct {
 	Logging         Logging
 	ShutdownGrace   time.Duration
 	MaxMessageBytes int
+	InitTimeout     time.Duration
+	RestartLimit    int
+	RestartWindow   time.Duration
+	MCPBridge       string
 	File            string // the chain file, or "" if the chain came from arguments
 }
 
@@ -30,6 +34,10 @@ func (c *Config) Conductor(log *zap.Logger) conductor.Config {
 		Logger:          log,
 		GracePeriod:     c.ShutdownGrace,
 		MaxMessageBytes: c.MaxMessageBytes,
+		InitTimeout:     c.InitTimeout,
+		RestartLimit:    c.RestartLimit,
+		RestartWindow:   c.RestartWindow,
+		MCPBridge:       conductor.BridgeMode(c.MCPBridge),
 	}
 	for i, p := range c.Proxies {
 		cc.Proxies[i] = p.Conductor()

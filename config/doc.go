@@ -23,6 +23,13 @@
 //	logging.file       --log-file           ACP_CONDUCTOR_LOGGING_FILE        "" (stderr)
 //	shutdown_grace     --shutdown-grace     ACP_CONDUCTOR_SHUTDOWN_GRACE      2s
 //	max_message_bytes  --max-message-bytes  ACP_CONDUCTOR_MAX_MESSAGE_BYTES   67108864
+//	init_timeout       --init-timeout       ACP_CONDUCTOR_INIT_TIMEOUT        60s
+//	restart_limit      --restart-limit      ACP_CONDUCTOR_RESTART_LIMIT       3
+//	restart_window     --restart-window     ACP_CONDUCTOR_RESTART_WINDOW      1m
+//	mcp_bridge         --mcp-bridge         ACP_CONDUCTOR_MCP_BRIDGE          auto
+//
+// Each component may also say what happens when it fails (on_failure: fail,
+// the default; restart or bypass, for proxies only).
 //
 // An empty environment variable counts as unset. Components never pass
 // through viper: it folds map keys to lower case, and environment variable

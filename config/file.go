@@ -21,6 +21,10 @@ type File struct {
 	Logging         Logging       `yaml:"logging"`
 	ShutdownGrace   time.Duration `yaml:"shutdown_grace"`
 	MaxMessageBytes int           `yaml:"max_message_bytes"`
+	InitTimeout     time.Duration `yaml:"init_timeout"`
+	RestartLimit    int           `yaml:"restart_limit"`
+	RestartWindow   time.Duration `yaml:"restart_window"`
+	MCPBridge       string        `yaml:"mcp_bridge"`
 
 	path  string
 	nodes index // where each key sits, for messages and for layering

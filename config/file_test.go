@@ -32,7 +32,7 @@ func TestParseFullFile(t *testing.T) {
 	if p.Env["API_KEY"] != "abc" || p.Env["lower_case"] != "kept" || len(p.Env) != 2 {
 		t.Errorf("proxy 0 env = %v", p.Env)
 	}
-	if p.Origin != "chain.yaml:4" || f.Proxies[1].Origin != "chain.yaml:9" || f.Agent.Origin != "chain.yaml:10" {
+	if p.Origin != "chain.yaml:4" || f.Proxies[1].Origin != "chain.yaml:10" || f.Agent.Origin != "chain.yaml:12" {
 		t.Errorf("origins = %q, %q, %q", p.Origin, f.Proxies[1].Origin, f.Agent.Origin)
 	}
 	if f.Logging != (Logging{Level: "debug", Format: "json"}) || f.ShutdownGrace != 5*time.Second || f.MaxMessageBytes != 1<<20 {
@@ -129,7 +129,7 @@ func TestParseBad(t *testing.T) {
 		{"args as a string", "agent:\n  command: a\n  args: --acp\n", conductor.AgentMode,
 			[]string{`chain.yaml:3: agent.args: want a list of strings, got a string ("--acp")`}},
 		{"agent as a string", "agent: npx some-agent\n", conductor.AgentMode,
-			[]string{`chain.yaml:1: agent: want a component mapping (name, command, args, env, cwd), got a string`}},
+			[]string{`chain.yaml:1: agent: want a component mapping (name, command, args, env, cwd, on_failure), got a string`}},
 		{"proxies as a mapping", "proxies:\n  command: a\n", conductor.ProxyMode,
 			[]string{`chain.yaml:2: proxies: want a list of components, got a mapping`}},
 		{"env as a list", "agent:\n  command: a\n  env: [A=1]\n", conductor.AgentMode,
@@ -164,5 +164,28 @@ func TestParseBad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestFailureSettings(t *testing.T) {
+	good := "agent: {command: a}\nproxies:\n  - {command: p, on_failure: restart}\n  - {command: q, on_failure: bypass}\ninit_timeout: 5s\nrestart_limit: 2\nrestart_window: 30s\nmcp_bridge: http\n"
+	f, err := Parse("chain.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Proxies[0].OnFailure != "restart" || f.Proxies[1].OnFailure != "bypass" || f.InitTimeout.String() != "5s" || f.MCPBridge != "http" {
+		t.Errorf("decoded %+v", f)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"agent: {command: a, on_failure: restart}\n", `chain.yaml:1: agent.on_failure: "restart" is for proxies`},
+		{"proxies:\n  - {command: p, on_failure: retry}\n", `chain.yaml:2: proxies[0].on_failure: invalid policy "retry"`},
+		{"init_timeout: 0s\n", "chain.yaml:1: init_timeout: must be positive"},
+		{"restart_limit: 0\n", "chain.yaml:1: restart_limit: must be at least 1"},
+		{"mcp_bridge: carrier-pigeon\n", `chain.yaml:1: mcp_bridge: invalid bridge "carrier-pigeon"`},
+	} {
+		_, err := Parse("chain.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tc.yaml, err, tc.want)
+		}
 	}
 }

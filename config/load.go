@@ -156,6 +156,10 @@ func (f *File) settings() map[string]any {
 		"logging.file":      f.Logging.File,
 		"shutdown_grace":    f.ShutdownGrace,
 		"max_message_bytes": f.MaxMessageBytes,
+		"init_timeout":      f.InitTimeout,
+		"restart_limit":     f.RestartLimit,
+		"restart_window":    f.RestartWindow,
+		"mcp_bridge":        f.MCPBridge,
 	}
 	m := make(map[string]any)
 	for key, val := range vals {
@@ -218,6 +222,24 @@ func (c *Config) settle(v *viper.Viper, f *File, fs *pflag.FlagSet) error {
 	}
 	if err != nil {
 		bad("max_message_bytes", err)
+	}
+	for key, dst := range map[string]*time.Duration{"init_timeout": &c.InitTimeout, "restart_window": &c.RestartWindow} {
+		if *dst, err = duration(v.Get(key)); err == nil {
+			err = checkPositive(*dst)
+		}
+		if err != nil {
+			bad(key, err)
+		}
+	}
+	if c.RestartLimit, err = integer(v.Get("restart_limit")); err == nil && c.RestartLimit < 1 {
+		err = fmt.Errorf("must be at least 1, got %d", c.RestartLimit)
+	}
+	if err != nil {
+		bad("restart_limit", err)
+	}
+	c.MCPBridge = v.GetString("mcp_bridge")
+	if err := checkBridge(c.MCPBridge); err != nil {
+		bad("mcp_bridge", err)
 	}
 	return ps.err()
 }

@@ -56,6 +56,10 @@ func TestLoadDefaults(t *testing.T) {
 		Logging:         Logging{Level: "info", Format: "console"},
 		ShutdownGrace:   conductor.DefaultGracePeriod,
 		MaxMessageBytes: wire.DefaultMaxMessageBytes,
+		InitTimeout:     conductor.DefaultInitTimeout,
+		RestartLimit:    conductor.DefaultRestartLimit,
+		RestartWindow:   conductor.DefaultRestartWindow,
+		MCPBridge:       string(conductor.BridgeAuto),
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", c, want)
@@ -241,12 +245,16 @@ func TestConductorConfig(t *testing.T) {
 	want := conductor.Config{
 		Mode: conductor.AgentMode,
 		Proxies: []conductor.Component{
-			{Name: "context", Command: "ctx-proxy", Args: []string{"--flag", "x"}, Env: map[string]string{"API_KEY": "abc", "lower_case": "kept"}, Dir: "/tmp"},
-			{Name: "filter", Command: "/usr/local/bin/filter"},
+			{Name: "context", Command: "ctx-proxy", Args: []string{"--flag", "x"}, Env: map[string]string{"API_KEY": "abc", "lower_case": "kept"}, Dir: "/tmp", OnFailure: conductor.PolicyRestart},
+			{Name: "filter", Command: "/usr/local/bin/filter", OnFailure: conductor.PolicyBypass},
 		},
 		Agent:           conductor.Component{Name: "my-agent", Command: "npx", Args: []string{"-y", "some-agent", "--acp"}},
 		GracePeriod:     5 * time.Second,
 		MaxMessageBytes: 1 << 20,
+		InitTimeout:     30 * time.Second,
+		RestartLimit:    5,
+		RestartWindow:   2 * time.Minute,
+		MCPBridge:       conductor.BridgeStdio,
 	}
 	if !reflect.DeepEqual(cc, want) {
 		t.Errorf("Conductor =\n%+v\nwant\n%+v", cc, want)

@@ -31,6 +31,10 @@ var settings = []setting{
 	{"logging.file", "log-file", "", "append logs to this file instead of stderr (never stdout)"},
 	{"shutdown_grace", "shutdown-grace", conductor.DefaultGracePeriod, "how long a stopping component may take after its stdin closes before it is signalled"},
 	{"max_message_bytes", "max-message-bytes", wire.DefaultMaxMessageBytes, "largest JSON-RPC message accepted on any connection, in bytes"},
+	{"init_timeout", "init-timeout", conductor.DefaultInitTimeout, "how long the chain may take to answer initialize before the component still initializing is failed"},
+	{"restart_limit", "restart-limit", conductor.DefaultRestartLimit, "how many times a proxy with on_failure: restart is restarted within restart_window before the chain fails"},
+	{"restart_window", "restart-window", conductor.DefaultRestartWindow, "the window restart_limit counts restarts in"},
+	{"mcp_bridge", "mcp-bridge", string(conductor.BridgeAuto), "how acp MCP servers reach an agent without native MCP-over-ACP: auto, stdio or http"},
 }
 
 // envVar returns the environment variable that sets key.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
 )
 
 // validate checks the values of a decoded file, each problem on its line.
@@ -34,6 +36,15 @@ func (f *File) validate() Problems {
 			} else {
 				names[c.Name] = path
 			}
+		}
+		switch conductor.Policy(c.OnFailure) {
+		case "", conductor.PolicyFail:
+		case conductor.PolicyRestart, conductor.PolicyBypass:
+			if path == "agent" {
+				add(path+".on_failure", "%q is for proxies; the agent can only fail", c.OnFailure)
+			}
+		default:
+			add(path+".on_failure", "invalid policy %q: want fail, restart or bypass", c.OnFailure)
 		}
 		for i, a := range c.Args {
 			if strings.ContainsRune(a, 0) {
@@ -67,6 +78,17 @@ func (f *File) validate() Problems {
 	}
 	if err := checkMaxBytes(f.MaxMessageBytes); err != nil && f.nodes.has("max_message_bytes") {
 		add("max_message_bytes", "%v", err)
+	}
+	for key, d := range map[string]time.Duration{"init_timeout": f.InitTimeout, "restart_window": f.RestartWindow} {
+		if err := checkPositive(d); err != nil && f.nodes.has(key) {
+			add(key, "%v", err)
+		}
+	}
+	if f.RestartLimit < 1 && f.nodes.has("restart_limit") {
+		add("restart_limit", "must be at least 1, got %d", f.RestartLimit)
+	}
+	if err := checkBridge(f.MCPBridge); err != nil && f.nodes.has("mcp_bridge") {
+		add("mcp_bridge", "%v", err)
 	}
 	return ps
 }
@@ -110,6 +132,21 @@ func checkGrace(d time.Duration) error {
 		return fmt.Errorf("must not be negative, got %v", d)
 	}
 	return nil
+}
+
+func checkPositive(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("must be positive, got %v", d)
+	}
+	return nil
+}
+
+func checkBridge(s string) error {
+	switch conductor.BridgeMode(s) {
+	case conductor.BridgeAuto, conductor.BridgeStdio, conductor.BridgeHTTP:
+		return nil
+	}
+	return fmt.Errorf("invalid bridge %q: want auto, stdio or http", s)
 }
 
 func checkMaxBytes(n int) error {
