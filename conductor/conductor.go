@@ -20,8 +20,9 @@ import (
 // component otherwise.
 //
 // If in is an io.Closer, Run closes it on the way out so that its reader
-// unblocks; for os.Stdin that needs the descriptor in non-blocking mode
-// (see Stdin).
+// unblocks; if out is one, Run closes it when the client has not read what
+// is left for it within the grace period. For os.Stdin and os.Stdout that
+// needs the descriptors in non-blocking mode: pass Stdin() and Stdout().
 func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	if err := cfg.check(); err != nil {
 		return err
@@ -45,6 +46,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	r.chain.topo.Store(topo)
 	r.chain.failed = r.componentFailed
 	client := newPeer("client", 0, newLink(wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), nil), log)
+	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
 	for i, c := range comps {
 		c.Name = componentName(c)
@@ -111,6 +113,7 @@ type runner struct {
 	chain *chain
 	comps []*peer
 	g     errgroup.Group
+	out   io.Writer // the client's
 
 	mu      sync.Mutex // guards stopped against restarts
 	stopped bool
@@ -123,12 +126,13 @@ type runner struct {
 
 func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 	cl := client.link.Load()
+	flushed := make(chan struct{})
 	r.g.Go(func() error {
 		r.readLoop(client, cl)
 		r.beginStop(nil, nil) // the client closed its input
 		return nil
 	})
-	r.g.Go(func() error { cl.writeLoop(client.log); return nil })
+	r.g.Go(func() error { cl.writeLoop(client.log); close(flushed); return nil })
 	for _, p := range r.comps {
 		r.goLink(p, p.link.Load())
 	}
@@ -146,6 +150,16 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 			failCalls(p.fail(errStopped), r.stopError(p))
 		}
 		cl.out.close()
+		select {
+		case <-flushed:
+		case <-time.After(r.cfg.GracePeriod):
+			// The client stopped reading. Closing out (if Run may) is the
+			// only way to unblock the write; without it Run would hang.
+			r.log.Warn("the client is not reading; dropping what it has not read")
+			if c, ok := r.out.(io.Closer); ok {
+				c.Close()
+			}
+		}
 		if c, ok := in.(io.Closer); ok {
 			c.Close()
 		}

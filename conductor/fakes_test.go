@@ -52,8 +52,7 @@ func runFake(role string) {
 		if os.Getenv("ACP_TEST_INNER_EMPTY") != "" {
 			proxies = nil
 		}
-		stdin, _ := Stdin()
-		if err := Run(context.Background(), Config{Mode: ProxyMode, Proxies: proxies}, stdin, os.Stdout); err != nil {
+		if err := Run(context.Background(), Config{Mode: ProxyMode, Proxies: proxies}, Stdin(), Stdout()); err != nil {
 			fmt.Fprintln(os.Stderr, "inner conductor:", err)
 			os.Exit(1)
 		}

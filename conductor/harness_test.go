@@ -109,9 +109,17 @@ func (e *editor) recvMsg() *wire.Message {
 	return m
 }
 
-// close ends the editor's input and waits for Run's result.
+// close ends the editor's input and waits for Run's result, reading (and
+// dropping) whatever the conductor still sends, as a live editor would.
 func (e *editor) close() error {
 	e.in.Close()
+	go func() {
+		for {
+			if _, err := e.ch.Recv(); err != nil {
+				return
+			}
+		}
+	}()
 	select {
 	case err := <-e.done:
 		e.done <- err

@@ -49,12 +49,8 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	// components orphaned; a handler, unlike SIG_IGN, is not inherited by them.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
-	in, err := conductor.Stdin()
-	if err != nil {
-		log.Warn("stdin stays blocking; shutdown may wait for the client", zap.Error(err))
-	}
 	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()))
-	err = conductor.Run(ctx, cfg.Conductor(log), in, os.Stdout)
+	err = conductor.Run(ctx, cfg.Conductor(log), conductor.Stdin(), conductor.Stdout())
 	switch {
 	case err == nil:
 		log.Info("stopped")

@@ -12,8 +12,9 @@ import (
 )
 
 // DefaultMaxMessageBytes bounds one line. The official ACP SDKs cap lines at
-// 10 MiB (TypeScript) and 16 MiB (Rust); the conductor must pass anything they
-// can send, so its default sits well above both.
+// 10 to 32 MiB depending on SDK and version (the TypeScript SDK 2.4 at 32 MiB);
+// the conductor must pass anything they can send, so its default sits above
+// all of them.
 const DefaultMaxMessageBytes = 64 << 20
 
 // An OversizeError reports a line longer than the channel's limit. The line

@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestChain runs the SDK client against the SDK agent through the conductor
+// with 0, 1 and 3 proxies, Go and Python mixed. The conversation covers
+// streamed updates, end_turn, a session/request_permission and two
+// fs/read_text_file calls from the agent that must cross the whole chain
+// backwards to the client and their answers forwards again, and text that
+// JSON escapes differently in each language.
+func TestChain(t *testing.T) {
+	requireConductor(t)
+	cases := []struct {
+		name    string
+		lib     bool // needs the proxy-library passthrough
+		proxies func() []string
+	}{
+		{"0 proxies", false, func() []string { return nil }},
+		{"1 go proxy", false, func() []string { return []string{goProxyCmd("go1")} }},
+		{"1 python proxy", false, func() []string { return []string{pyProxyCmd("py1")} }},
+		{"1 proxy-library proxy", true, func() []string { return []string{libProxyCmd("lib1")} }},
+		{"3 proxies go-python-go", false, func() []string {
+			return []string{goProxyCmd("go1"), pyProxyCmd("py2"), goProxyCmd("go3")}
+		}},
+		{"3 proxies library-python-go", true, func() []string {
+			return []string{libProxyCmd("lib1"), pyProxyCmd("py2"), goProxyCmd("go3")}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.lib {
+				requireLibProxy(t)
+			}
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			cfg := conversationConfig(t, "chain")
+			withMarker(t, &cfg)
+			argv := agentModeArgs(append(c.proxies(), agentCmd("agent"))...)
+			s := runClient(t, ctx, cfg, argv)
+			checkConversation(t, s, cfg)
+			if s.exitCode() != 0 {
+				t.Errorf("conductor exit after stdin closed: %s", s.exitString())
+			}
+		})
+	}
+}
+
+// TestNestedConductor puts a conductor in proxy mode inside the chain:
+//
+//	acp-conductor agent "<go proxy>" "acp-conductor proxy '<python proxy>' '<go proxy>'" "<agent>"
+//
+// The inner conductor is one component of the outer one; its last proxy's
+// successor traffic must go up to the outer conductor and on to the agent.
+func TestNestedConductor(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	ctx := testContext(t, 90*time.Second)
+	cfg := conversationConfig(t, "nested")
+	withMarker(t, &cfg)
+	argv := agentModeArgs(
+		goProxyCmd("outer-go"),
+		nestedCmd(pyProxyCmd("inner-py"), goProxyCmd("inner-go")),
+		agentCmd("agent"),
+	)
+	s := runClient(t, ctx, cfg, argv)
+	checkConversation(t, s, cfg)
+	if s.exitCode() != 0 {
+		t.Errorf("conductor exit after stdin closed: %s", s.exitString())
+	}
+}
+
+// TestConcurrentSessions runs many sessions at once through two proxies and
+// checks, from the order in which lines reached the client, that every
+// prompt's updates arrived complete, in order, and before its response.
+func TestConcurrentSessions(t *testing.T) {
+	requireConductor(t)
+	cases := []struct {
+		name    string
+		lib     bool
+		proxies func() []string
+	}{
+		{"go-python", false, func() []string { return []string{goProxyCmd("go1"), pyProxyCmd("py2")} }},
+		{"library-python", true, func() []string { return []string{libProxyCmd("lib1"), pyProxyCmd("py2")} }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.lib {
+				requireLibProxy(t)
+			}
+			t.Parallel()
+			concurrentSessions(t, append(c.proxies(), agentCmd("agent")))
+		})
+	}
+}
+
+func concurrentSessions(t *testing.T, components []string) {
+	const sessions, prompts, chunks = 20, 5, 20
+	ctx := testContext(t, 180*time.Second)
+	cfg := clientConfig{Mode: "concurrent", Sessions: sessions, PromptsPerSession: prompts, Chunks: chunks}
+	withMarker(t, &cfg)
+	s := runClient(t, ctx, cfg, agentModeArgs(components...))
+	if len(s.Sessions) != sessions {
+		t.Fatalf("got %d sessions, want %d", len(s.Sessions), sessions)
+	}
+	seen := map[string]bool{}
+	for _, sess := range s.Sessions {
+		if seen[sess.SessionID] {
+			t.Errorf("duplicate session id %s", sess.SessionID)
+		}
+		seen[sess.SessionID] = true
+		if len(sess.Prompts) != prompts {
+			t.Errorf("session %s: %d prompts", sess.SessionID, len(sess.Prompts))
+			continue
+		}
+		for _, p := range sess.Prompts {
+			if p.StopReason == nil || *p.StopReason != "end_turn" || len(p.Updates) != chunks {
+				t.Errorf("%s: stopReason %v error %v, %d updates", p.Tag, p.StopReason, p.Error, len(p.Updates))
+			}
+		}
+	}
+	// Ordering itself is checked by the client, on the wire; its findings are
+	// in s.Failures, which runClient reports. The SDK's own dispatch order is
+	// reported for information only.
+	if string(s.SDKReorders) != "[]" {
+		t.Logf("SDK-level dispatch reordering (not a conductor fault): %s", s.SDKReorders)
+	}
+	if want := 1 + sessions + sessions*prompts*(chunks+1); s.WireMessages != want {
+		t.Errorf("client received %d messages, want %d", s.WireMessages, want)
+	}
+	if s.exitCode() != 0 {
+		t.Errorf("conductor exit after stdin closed: %s", s.exitString())
+	}
+	t.Logf("%s", fmt.Sprintf("%d sessions x %d prompts x %d updates: %d messages to the client", sessions, prompts, chunks, s.WireMessages))
+}

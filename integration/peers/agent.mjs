@@ -1,0 +1,174 @@
+// An ACP agent on stdio, built with the official TypeScript SDK
+// (@agentclientprotocol/sdk, app API). It is the terminal agent of the
+// integration tests: it does no AI, only deterministic, checkable work.
+//
+// session/prompt with text T:
+//   - if T contains "permission", it asks the client with
+//     session/request_permission and reports the outcome in an update whose
+//     text starts with "permission-result: ";
+//   - for every "readfile:PATH" in T, it calls fs/read_text_file and reports
+//     the content in an update whose text starts with "readfile-result: ";
+//   - it then streams N agent_message_chunk updates with text "#i/N T" for
+//     i = 0..N-1. N comes from the prompt's _meta["acp-it"].chunks, else the
+//     ACP_IT_CHUNKS environment variable, else 3;
+//   - if T contains "hang", it stops after chunk #0 and waits until the
+//     session is cancelled (session/cancel) or the connection closes;
+//   - it answers stopReason "end_turn" ("cancelled" after session/cancel).
+//
+// Flags (argv):
+//   --grandchild   spawn a long-lived `sleep` child at start, so that tests can
+//                  see whether the conductor's cleanup reaches grandchildren.
+//   --ignore-eof   do not exit when stdin closes (the conductor must signal us).
+//   --name NAME    name reported in initialize's agentInfo.
+import * as acp from "@agentclientprotocol/sdk";
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+
+const argv = process.argv.slice(2);
+const flag = (name) => argv.includes(name);
+const option = (name, dflt) => {
+  const i = argv.indexOf(name);
+  return i >= 0 && i + 1 < argv.length ? argv[i + 1] : dflt;
+};
+
+const agentName = option("--name", "acp-it-agent");
+const log = (...args) => console.error(`[${agentName} ${process.pid}]`, ...args);
+
+if (flag("--grandchild")) {
+  // A well-behaved agent reaps its own child on a graceful exit; it cannot
+  // when it is killed by a signal, and then only a process-group signal from
+  // the conductor reaches the grandchild.
+  const child = spawn("sleep", ["3600"], { stdio: "ignore" });
+  child.unref();
+  process.on("exit", () => {
+    try {
+      child.kill("SIGKILL");
+    } catch {}
+  });
+  log("spawned grandchild", child.pid);
+}
+
+const defaultChunks = Number.parseInt(process.env.ACP_IT_CHUNKS ?? "3", 10);
+
+let sessionCounter = 0;
+// sessionId -> { cancelled: boolean, wake: Set<() => void> }
+const sessions = new Map();
+let clientCapabilities = {};
+
+function promptText(prompt) {
+  return prompt
+    .filter((block) => block.type === "text")
+    .map((block) => block.text)
+    .join("");
+}
+
+function chunkCount(params) {
+  const fromMeta = params._meta?.["acp-it"]?.chunks;
+  if (Number.isInteger(fromMeta) && fromMeta >= 0) return fromMeta;
+  return Number.isInteger(defaultChunks) && defaultChunks >= 0 ? defaultChunks : 3;
+}
+
+const app = acp
+  .agent({ name: agentName })
+  .onRequest(acp.methods.agent.initialize, ({ params }) => {
+    clientCapabilities = params.clientCapabilities ?? {};
+    return {
+      protocolVersion: Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
+      agentCapabilities: {
+        loadSession: false,
+        promptCapabilities: { image: false, audio: false, embeddedContext: false },
+      },
+      authMethods: [],
+      agentInfo: { name: agentName, version: "0.0.0" },
+    };
+  })
+  .onRequest(acp.methods.agent.session.new, ({ params }) => {
+    sessionCounter += 1;
+    const sessionId = `sess-${process.pid}-${sessionCounter}-${Math.random().toString(36).slice(2, 10)}`;
+    sessions.set(sessionId, { cancelled: false, wake: new Set(), cwd: params.cwd });
+    return { sessionId };
+  })
+  .onRequest(acp.methods.agent.session.prompt, async ({ params, client, signal }) => {
+    const session = sessions.get(params.sessionId);
+    if (!session) {
+      throw acp.RequestError.sessionNotFound(params.sessionId);
+    }
+    session.cancelled = false;
+    const text = promptText(params.prompt);
+    const n = chunkCount(params);
+    const say = (chunk) =>
+      client.notify(acp.methods.client.session.update, {
+        sessionId: params.sessionId,
+        update: {
+          sessionUpdate: "agent_message_chunk",
+          content: { type: "text", text: chunk },
+        },
+      });
+
+    if (text.includes("permission")) {
+      const response = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId: params.sessionId,
+        toolCall: {
+          toolCallId: `perm-${Math.random().toString(36).slice(2, 10)}`,
+          title: "acp-it permission check",
+          kind: "other",
+          status: "pending",
+        },
+        options: [
+          { optionId: "allow-once", name: "Allow once", kind: "allow_once" },
+          { optionId: "reject-once", name: "Reject once", kind: "reject_once" },
+        ],
+      });
+      const outcome = response.outcome;
+      await say(
+        `permission-result: ${outcome.outcome}${outcome.outcome === "selected" ? `:${outcome.optionId}` : ""}`,
+      );
+    }
+
+    for (const match of text.matchAll(/readfile:(\S+)/g)) {
+      const path = match[1];
+      if (!clientCapabilities.fs?.readTextFile) {
+        await say(`readfile-result: ERROR client lacks fs.readTextFile`);
+        continue;
+      }
+      const response = await client.request(acp.methods.client.fs.readTextFile, {
+        sessionId: params.sessionId,
+        path,
+      });
+      await say(`readfile-result: ${response.content}`);
+    }
+
+    for (let i = 0; i < n; i++) {
+      if (session.cancelled || signal.aborted) {
+        return { stopReason: "cancelled" };
+      }
+      await say(`#${i}/${n} ${text}`);
+      if (i === 0 && text.includes("hang")) {
+        log("hanging in session", params.sessionId);
+        await new Promise((resolve) => {
+          if (session.cancelled || signal.aborted) return resolve();
+          session.wake.add(resolve);
+          signal.addEventListener("abort", resolve, { once: true });
+        });
+      }
+    }
+    return { stopReason: session.cancelled ? "cancelled" : "end_turn" };
+  })
+  .onNotification(acp.methods.agent.session.cancel, ({ params }) => {
+    const session = sessions.get(params.sessionId);
+    if (!session) return;
+    session.cancelled = true;
+    for (const wake of session.wake) wake();
+    session.wake.clear();
+  });
+
+const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
+const connection = app.connect(stream);
+connection.closed.then(() => {
+  if (flag("--ignore-eof")) {
+    log("connection closed; staying alive (--ignore-eof)");
+    setInterval(() => {}, 1 << 30);
+    return;
+  }
+  process.exit(0);
+});

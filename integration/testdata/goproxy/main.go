@@ -1,0 +1,195 @@
+// Command goproxy [NAME] is a passthrough ACP proxy (proxy-chains RFD) used by the
+// integration tests. It is written independently of the conductor's own code,
+// with only encoding/json, so the two do not share mistakes.
+//
+// It speaks to its conductor on stdio and forwards everything unchanged:
+// proxy/initialize and every plain message from the predecessor go out wrapped
+// in proxy/successor; proxy/successor (or _proxy/successor) messages from the
+// conductor come from the successor and go back to the predecessor unwrapped.
+// Requests are re-issued under the proxy's own ids and their responses
+// returned to the original ids. Raw values are copied as they arrived.
+//
+// One goroutine reads and dispatches each line at once, never waiting for a
+// response, so requests flow in both directions together and each direction
+// keeps its order.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strconv"
+	"sync"
+)
+
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+type successorParams struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// trace, set by ACP_IT_TRACE=1, logs every line in and out on stderr.
+var trace = os.Getenv("ACP_IT_TRACE") == "1"
+
+type proxy struct {
+	wmu sync.Mutex
+	w   *bufio.Writer
+
+	nextID  int64
+	pending map[string]json.RawMessage // our id -> id we owe an answer to
+}
+
+// send writes m with its raw members copied byte for byte (encoding/json
+// would compact them and escape HTML characters).
+func (p *proxy) send(m *message) {
+	b := make([]byte, 0, 64+len(m.Params)+len(m.Result)+len(m.Error))
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if m.ID != nil {
+		b = append(append(b, `,"id":`...), m.ID...)
+	}
+	if m.Method != "" {
+		name, _ := json.Marshal(m.Method)
+		b = append(append(b, `,"method":`...), name...)
+		if m.Params != nil {
+			b = append(append(b, `,"params":`...), m.Params...)
+		}
+	}
+	if m.Result != nil {
+		b = append(append(b, `,"result":`...), m.Result...)
+	}
+	if m.Error != nil {
+		b = append(append(b, `,"error":`...), m.Error...)
+	}
+	b = append(b, "}\n"...)
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if trace {
+		log.Printf("-> %s", b[:len(b)-1])
+	}
+	p.w.Write(b)
+	if err := p.w.Flush(); err != nil {
+		log.Printf("write: %v", err)
+	}
+}
+
+func (p *proxy) request(method string, params, answerTo json.RawMessage) {
+	p.nextID++
+	id := json.RawMessage(strconv.Quote("go-" + strconv.FormatInt(p.nextID, 10)))
+	p.pending[string(id)] = answerTo
+	p.send(&message{ID: id, Method: method, Params: params})
+}
+
+func (p *proxy) fail(id json.RawMessage, code int, msg string) {
+	e, _ := json.Marshal(map[string]any{"code": code, "message": msg})
+	p.send(&message{ID: id, Error: e})
+}
+
+func (p *proxy) handle(line []byte) {
+	if trace {
+		log.Printf("<- %s", line)
+	}
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		log.Printf("dropping unparseable line: %v", err)
+		return
+	}
+	if m.Method == "" { // a response to one of ours
+		answerTo, ok := p.pending[string(m.ID)]
+		if !ok {
+			log.Printf("response to unknown id %s", m.ID)
+			return
+		}
+		delete(p.pending, string(m.ID))
+		if m.Error != nil {
+			p.send(&message{ID: answerTo, Error: m.Error})
+		} else {
+			if m.Result == nil {
+				m.Result = json.RawMessage("null")
+			}
+			p.send(&message{ID: answerTo, Result: m.Result})
+		}
+		return
+	}
+	switch m.Method {
+	case "proxy/successor", "_proxy/successor": // from the successor
+		var inner successorParams
+		if err := json.Unmarshal(m.Params, &inner); err != nil || inner.Method == "" {
+			if m.ID != nil {
+				p.fail(m.ID, -32602, fmt.Sprintf("bad %s params", m.Method))
+			}
+			return
+		}
+		if m.ID == nil {
+			p.send(&message{Method: inner.Method, Params: inner.Params})
+		} else {
+			p.request(inner.Method, inner.Params, m.ID)
+		}
+	default: // from the predecessor
+		method := m.Method
+		if method == "proxy/initialize" {
+			method = "initialize"
+		}
+		name, _ := json.Marshal(method)
+		wrapped := append([]byte(`{"method":`), name...)
+		if m.Params != nil {
+			wrapped = append(append(wrapped, `,"params":`...), m.Params...)
+		}
+		wrapped = append(wrapped, '}')
+		if m.ID == nil {
+			p.send(&message{Method: "proxy/successor", Params: wrapped})
+		} else {
+			p.request("proxy/successor", wrapped, m.ID)
+		}
+	}
+}
+
+func main() {
+	name := os.Getenv("ACP_IT_PROXY_NAME")
+	if len(os.Args) > 1 {
+		name = os.Args[1]
+	}
+	if name == "" {
+		name = "go-proxy"
+	}
+	log.SetFlags(0)
+	log.SetPrefix(fmt.Sprintf("[%s %d] ", name, os.Getpid()))
+	p := &proxy{w: bufio.NewWriterSize(os.Stdout, 64<<10), pending: map[string]json.RawMessage{}}
+	r := bufio.NewReaderSize(os.Stdin, 64<<10)
+	log.Print("started")
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			if trimmed := trimSpace(line); len(trimmed) > 0 {
+				p.handle(trimmed)
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				log.Printf("read: %v", err)
+			}
+			log.Print("stdin closed; exiting")
+			return
+		}
+	}
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	return b
+}
