@@ -1,0 +1,5 @@
+//go:build race
+
+package chaintest
+
+const raceEnabled = true

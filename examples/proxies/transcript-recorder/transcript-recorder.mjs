@@ -1,0 +1,221 @@
+#!/usr/bin/env node
+// transcript-recorder: an ACP proxy that writes every message passing through
+// it to a JSON Lines file, and changes nothing.
+//
+// It sits in a proxy chain (see the proxy-chains RFD) and speaks to its
+// conductor over stdin and stdout, one JSON-RPC message per line. Each message
+// is passed on the moment it arrives: from its predecessor (the client side)
+// wrapped in proxy/successor, from its successor (the agent side) unwrapped.
+// A request goes on under an id of the recorder's own and its answer comes
+// back under the sender's id, so any number are in flight both ways at once.
+// Params, results and errors are copied as the exact text that arrived.
+//
+// Each message is recorded once, as it passes, in the order it passes:
+//
+//   {"time":"2025-01-02T03:04:05.678Z","direction":"to_agent","message":{...}}
+//
+// direction is "to_agent" (from the predecessor on to the successor) or
+// "to_client" (the other way). message is the message without any
+// proxy/successor envelope, with the ids the conductor gave the recorder: a
+// request and its answer carry the same id, in opposite directions. The file
+// is appended to, and written synchronously, so it is complete whenever the
+// recorder stops.
+//
+// Usage: node transcript-recorder.mjs --out FILE   (or ACP_TRANSCRIPT=FILE)
+//
+// Node 20 or later; no dependencies.
+import { closeSync, openSync, writeSync } from "node:fs";
+import { createInterface } from "node:readline";
+
+const log = (...args) => console.error("transcript-recorder:", ...args);
+
+const args = process.argv.slice(2);
+const outAt = args.indexOf("--out");
+const out = outAt >= 0 ? args[outAt + 1] : process.env.ACP_TRANSCRIPT;
+if (!out || (outAt < 0 && args.length > 0) || (outAt >= 0 && args.length !== 2)) {
+  console.error("usage: transcript-recorder.mjs --out FILE   (or ACP_TRANSCRIPT=FILE)");
+  process.exit(2);
+}
+let fd;
+try {
+  fd = openSync(out, "a");
+} catch (err) {
+  log(`opening the transcript: ${err.message}`);
+  process.exit(1);
+}
+
+// ---- raw JSON ---------------------------------------------------------------
+
+// valueEnd returns the index just past the JSON value that starts at i in
+// text, which must be valid JSON.
+function valueEnd(text, i) {
+  const c = text[i];
+  if (c === '"') {
+    for (i++; text[i] !== '"'; i++) if (text[i] === "\\") i++;
+    return i + 1;
+  }
+  if (c === "{" || c === "[") {
+    for (let depth = 0; ; i++) {
+      const d = text[i];
+      if (d === '"') i = valueEnd(text, i) - 1;
+      else if (d === "{" || d === "[") depth++;
+      else if ((d === "}" || d === "]") && --depth === 0) return i + 1;
+    }
+  }
+  while (i < text.length && !",]} \t\r\n".includes(text[i])) i++;
+  return i;
+}
+
+const skipSpace = (text, i) => {
+  while (" \t\r\n".includes(text[i]) && i < text.length) i++;
+  return i;
+};
+
+// members returns the raw text of each member of the JSON object in text,
+// which must be valid JSON, so that values are passed on as they came.
+function members(text) {
+  const raw = new Map();
+  let i = skipSpace(text, 0) + 1; // past the '{'
+  for (;;) {
+    i = skipSpace(text, i);
+    if (text[i] === "}") return raw;
+    if (text[i] === ",") i = skipSpace(text, i + 1);
+    const nameEnd = valueEnd(text, i);
+    const name = JSON.parse(text.slice(i, nameEnd));
+    const start = skipSpace(text, skipSpace(text, nameEnd) + 1); // past the ':'
+    const end = valueEnd(text, start);
+    raw.set(name, text.slice(start, end));
+    i = end;
+  }
+}
+
+// message builds a JSON-RPC message from raw member texts, leaving out those
+// that are undefined.
+function message({ id, method, params, result, error }) {
+  let s = '{"jsonrpc":"2.0"';
+  if (id !== undefined) s += `,"id":${id}`;
+  if (method !== undefined) s += `,"method":${JSON.stringify(method)}`;
+  if (params !== undefined) s += `,"params":${params}`;
+  if (result !== undefined) s += `,"result":${result}`;
+  if (error !== undefined) s += `,"error":${error}`;
+  return s + "}";
+}
+
+// ---- the proxy --------------------------------------------------------------
+
+const ENVELOPES = ["proxy/successor", "_proxy/successor"];
+let envelope = "proxy/successor"; // or the Rust SDK's, if addressed in it
+let lastId = 0;
+const waiting = new Map(); // our id -> {id, from}: whom to answer, under what id
+const relayed = new Map(); // `${from} ${id}` -> our id, for $/cancel_request
+
+function record(direction, line) {
+  writeSync(fd, `{"time":${JSON.stringify(new Date().toISOString())},"direction":"${direction}","message":${line}}\n`);
+}
+
+function send(line) {
+  process.stdout.write(line + "\n");
+}
+
+// sendOn passes a request or notification to the side it did not come from.
+function sendOn(from, id, method, params) {
+  if (id !== undefined) {
+    const ours = ++lastId;
+    waiting.set(ours, { id, from });
+    relayed.set(`${from} ${JSON.stringify(JSON.parse(id))}`, ours);
+    id = String(ours);
+  }
+  if (from === "successor") {
+    send(message({ id, method, params }));
+  } else {
+    const inner = `{"method":${JSON.stringify(method)}${params === undefined ? "" : `,"params":${params}`}}`;
+    send(message({ id, method: envelope, params: inner }));
+  }
+}
+
+// passBack returns an answer to whoever sent the request it answers.
+function passBack(m) {
+  const ours = JSON.parse(m.get("id") ?? "null");
+  const to = waiting.get(ours);
+  if (!to) {
+    log(`dropped an answer to unknown id ${m.get("id")}`);
+    return;
+  }
+  waiting.delete(ours);
+  relayed.delete(`${to.from} ${JSON.stringify(JSON.parse(to.id))}`);
+  const line = m.has("error")
+    ? message({ id: to.id, error: m.get("error") })
+    : message({ id: to.id, result: m.get("result") ?? "null" });
+  record(to.from === "predecessor" ? "to_client" : "to_agent", line);
+  send(line);
+}
+
+// cancel passes on $/cancel_request for a request we sent on, under our id.
+function cancel(from, params) {
+  const target = params === undefined ? undefined : JSON.parse(params).requestId;
+  const ours = relayed.get(`${from} ${JSON.stringify(target)}`);
+  if (ours === undefined) return; // answered already
+  sendOn(from, undefined, "$/cancel_request", `{"requestId":${ours}}`);
+}
+
+function dispatch(line) {
+  // Parsed only to check its shape; what is passed on is the raw text.
+  const parsed = JSON.parse(line);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new Error("not a JSON-RPC message");
+  }
+  const m = members(line);
+  const id = m.get("id");
+  if (!m.has("method")) {
+    passBack(m);
+    return;
+  }
+  const method = JSON.parse(m.get("method"));
+  const params = m.get("params");
+  if (ENVELOPES.includes(method)) {
+    if (typeof parsed.params?.method !== "string" || Array.isArray(parsed.params)) {
+      log(`dropped a ${method} with no method inside`);
+      if (id !== undefined) {
+        send(message({ id, error: `{"code":-32602,"message":"transcript-recorder: ${method} without a method"}` }));
+      }
+      return;
+    }
+    const inner = members(params);
+    const innerMethod = parsed.params.method;
+    const innerParams = inner.get("params");
+    record("to_client", message({ id, method: innerMethod, params: innerParams }));
+    if (id === undefined && innerMethod === "$/cancel_request") cancel("successor", innerParams);
+    else sendOn("successor", id, innerMethod, innerParams);
+    return;
+  }
+  record("to_agent", line);
+  if (method === "proxy/initialize" || method === "_proxy/initialize") {
+    // Speak the dialect we were addressed in. The conductor marks the
+    // successor's answer as supporting MCP-over-ACP, as the RFD asks of
+    // every proxy, so it is passed back as it is.
+    envelope = method.startsWith("_") ? "_proxy/successor" : "proxy/successor";
+    sendOn("predecessor", id, "initialize", params);
+  } else if (id === undefined && method === "$/cancel_request") {
+    cancel("predecessor", params);
+  } else {
+    sendOn("predecessor", id, method, params);
+  }
+}
+
+process.stdout.on("error", (err) => {
+  log(`writing to the conductor: ${err.message}`);
+  process.exit(1);
+});
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+lines.on("line", (line) => {
+  line = line.trim();
+  if (line === "") return;
+  try {
+    dispatch(line);
+  } catch (err) {
+    log(`dropped a message it could not read: ${err.message}`);
+  }
+});
+// The conductor ends the chain by closing our stdin; what is queued for
+// stdout still goes out before node exits.
+lines.on("close", () => closeSync(fd));
