@@ -1,10 +1,19 @@
 package conductor
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/mcpbridge"
 )
 
 // BridgeMode selects how MCP-over-ACP servers reach an agent that cannot use
@@ -24,6 +33,150 @@ type bridge struct {
 	mcp  *mcpRoutes
 	// declare returns the replacement declaration for one server.
 	declare func(serverID, name string, http bool) (json.RawMessage, error)
+}
+
+// newBridge starts the transports of the MCP bridge for an agent-mode chain.
+// Stdio declarations run exe (the conductor's own binary) as a shim.
+func newBridge(mode BridgeMode, exe string, maxBytes int, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbridge.Bridge, error) {
+	if mode == "" {
+		mode = BridgeAuto
+	}
+	t, err := mcpbridge.New(mcpbridge.Options{
+		Executable:      exe,
+		Logger:          log.With(zap.String("component", "mcp-bridge")),
+		HTTP:            mode != BridgeStdio,
+		MaxMessageBytes: maxBytes,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp bridge: %w", err)
+	}
+	b := &bridge{mode: mode, mcp: routes, declare: func(id, name string, http bool) (json.RawMessage, error) {
+		if !http {
+			return json.Marshal(t.Stdio(id, name))
+		}
+		s, err := t.HTTP(id, name)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(s)
+	}}
+	return b, t, nil
+}
+
+// serveBridged relays one connection the agent opened to a bridged server:
+// the conductor does the agent's part of MCP-over-ACP with the server's
+// owner. mcp/connect first; then each MCP message from the agent's client
+// goes to the owner in an mcp/message, the owner's answers and its own
+// requests come back as plain MCP; when the client goes away, mcp/disconnect.
+func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
+	srv, ok := c.mcp.server(conn.ServerID)
+	if !ok {
+		c.log.Warn("bridged MCP connection for a server nobody declared", zap.String("server", conn.Name))
+		return
+	}
+	owner := c.peers[srv.owner]
+	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil), c.log)
+	log := p.log.With(zap.String("transport", conn.Transport))
+
+	connect, err := json.Marshal(map[string]string{map[string]string{"id": "acpId", "serverId": "serverId"}[srv.spelling]: conn.ServerID})
+	if err != nil {
+		return
+	}
+	answer := make(chan *wire.Message, 1)
+	c.forward(owner, &call{method: methodMCPConnect, onResponse: func(m *wire.Message) bool { answer <- m; return true }},
+		c.toOwner(srv.owner, methodMCPConnect), connect)
+	var m *wire.Message
+	select {
+	case m = <-answer:
+	case <-ctx.Done():
+		return
+	}
+	connID := field(m.Result, "connectionId")
+	if m.Error != nil || connID == nil {
+		log.Warn("the owner refused the MCP connection", zap.String("owner", owner.name), zap.ByteString("error", m.Error))
+		return
+	}
+	c.mcp.addConn(connID, &mcpConn{owner: srv.owner, bridge: p})
+	log.Debug("bridged MCP connection open", zap.String("owner", owner.name), zap.ByteString("connectionId", connID))
+
+	var g errgroup.Group
+	l := p.link.Load()
+	g.Go(func() error { l.writeLoop(p.log); return nil })
+	for {
+		line, err := conn.Recv()
+		var big *wire.OversizeError
+		if errors.As(err, &big) {
+			c.oversize(p, big)
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, mcpbridge.ErrClosed) {
+				log.Debug("bridged MCP connection ended", zap.Error(err))
+			}
+			break
+		}
+		c.fromBridge(p, owner, srv.owner, connID, line)
+	}
+
+	c.mcp.dropConn(connID)
+	bye := append(append([]byte(`{"connectionId":`), connID...), '}')
+	c.forward(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
+		c.toOwner(srv.owner, methodMCPDisconnect), bye)
+	// The owner's own requests to this client can no longer be answered.
+	failCalls(p.fail(errors.New("the MCP client disconnected")), wire.Errorf(codeInternalError, "MCP client of %s disconnected", srv.name))
+	l.out.close()
+	_ = g.Wait()
+}
+
+// fromBridge relays one MCP message from a bridged client to the server's
+// owner, flattened into mcp/message as the MCP-over-ACP RFD says; a response
+// answers one of the owner's own requests.
+func (c *chain) fromBridge(p, owner *peer, ownerPos int, connID []byte, line []byte) {
+	m, err := wire.Parse(line)
+	if err != nil {
+		p.log.Warn("dropped MCP input that is not one JSON-RPC message", zap.Error(err), zap.ByteString("line", clip(line)))
+		if !errors.Is(err, wire.ErrNotJSON) {
+			p.send(encodeError(nil, wire.Errorf(codeInvalidRequest, "%v", err)))
+		}
+		return
+	}
+	if m.IsResponse() {
+		c.respond(p, m)
+		return
+	}
+	params := append([]byte(`{"connectionId":`), connID...)
+	params = append(params, `,"method":`...)
+	params = append(params, mustQuote(m.Method)...)
+	if m.Params != nil {
+		params = append(append(params, `,"params":`...), m.Params...)
+	}
+	params = append(params, '}')
+	d := c.toOwner(ownerPos, methodMCPMessage)
+	if m.IsNotification() {
+		owner.send(c.encode(owner, nil, d, params))
+		return
+	}
+	c.forward(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
+}
+
+func mustQuote(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// bridgeChannel carries a link over a bridged MCP connection.
+type bridgeChannel struct{ c *mcpbridge.Conn }
+
+func (b bridgeChannel) Recv() ([]byte, error) { return b.c.Recv() }
+func (b bridgeChannel) Close() error          { return b.c.Close() }
+
+func (b bridgeChannel) SendBuffers(lines *net.Buffers) error {
+	for _, line := range *lines {
+		if err := b.c.Send(bytes.TrimSuffix(line, []byte("\n"))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rewrite replaces each acp entry of params.mcpServers with the bridge's

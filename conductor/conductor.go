@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/mcpbridge"
 )
 
 // Run serves one client on in and out until the client closes in, ctx is
@@ -65,6 +66,17 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	}
 	if cfg.Mode == ProxyMode {
 		r.chain.peers = append(r.chain.peers, client) // the parent is also our successor
+	} else {
+		// The parent of a proxy-mode conductor bridges for the whole tree;
+		// an agent-mode conductor bridges for its agent.
+		b, t, err := newBridge(cfg.MCPBridge, cfg.ShimExecutable, cfg.MaxMessageBytes, log, r.chain.mcp)
+		if err != nil {
+			for _, p := range r.comps {
+				p.proc().kill()
+			}
+			return err
+		}
+		r.chain.bridge, r.bridge = b, t
 	}
 	return r.run(ctx, client, in)
 }
@@ -115,6 +127,8 @@ type runner struct {
 	g     errgroup.Group
 	out   io.Writer // the client's
 
+	bridge *mcpbridge.Bridge // nil in proxy mode
+
 	mu      sync.Mutex // guards stopped against restarts
 	stopped bool
 
@@ -136,6 +150,16 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 	for _, p := range r.comps {
 		r.goLink(p, p.link.Load())
 	}
+	if r.bridge != nil {
+		r.g.Go(func() error {
+			// Serve ends when the bridge is closed, after every bridged
+			// connection's relay has returned.
+			if err := r.bridge.Serve(context.Background(), r.chain.serveBridged); err != nil && !errors.Is(err, mcpbridge.ErrClosed) {
+				r.log.Error("MCP bridge stopped", zap.Error(err))
+			}
+			return nil
+		})
+	}
 
 	r.g.Go(func() error {
 		select {
@@ -145,6 +169,9 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		case <-r.stopping:
 		}
 		r.stopAll()
+		if r.bridge != nil {
+			r.bridge.Close()
+		}
 		// Whatever is still pending will never be answered now.
 		for _, p := range r.comps {
 			failCalls(p.fail(errStopped), r.stopError(p))

@@ -77,6 +77,10 @@ type Config struct {
 	// MCPBridge selects how acp MCP servers reach an agent without native
 	// MCP-over-ACP support. Empty means BridgeAuto.
 	MCPBridge BridgeMode
+	// ShimExecutable is the acp-conductor binary that stdio-bridged MCP
+	// servers run as their shim ("acp-conductor mcp-shim"). Empty means the
+	// running executable.
+	ShimExecutable string
 }
 
 // Defaults for the zero values of Config.

@@ -141,7 +141,7 @@ func TestInitTimeout(t *testing.T) {
 	e := startChain(t, Config{
 		Proxies:     []Component{fake(t, dir, "p", "proxy")},
 		Agent:       fake(t, dir, "mute-agent", "mute"),
-		InitTimeout: 300 * time.Millisecond,
+		InitTimeout: 2 * time.Second, // ample for the proxy to pass it on, even on a loaded machine
 	})
 	e.send(initLine)
 	m := e.recvMsg()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,8 @@ func runFake(role string) {
 		handle = fakeMCPOwner(ch, send)
 	case "mcp-agent":
 		handle = fakeMCPAgent(send)
+	case "mcp-stdio-agent":
+		handle = fakeStdioMCPAgent(send)
 	case "streamer":
 		handle = fakeStreamer(send)
 	case "conductor":
@@ -352,6 +355,70 @@ func fakeMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 		case string(m.ID) == `"c4"`:
 			report("disconnect", m.Result)
 			send(&wire.Message{ID: prompt, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+		}
+	}
+}
+
+// fakeStdioMCPAgent has no MCP-over-ACP: it launches the stdio MCP server it
+// is given in session/new, as any agent would, and on a prompt speaks MCP to
+// it (initialize, a tool call during which the server asks it a question),
+// reporting each answer in a session/update.
+func fakeStdioMCPAgent(send func(*wire.Message)) func(*wire.Message) {
+	var server struct {
+		Name, Command string
+		Args          []string
+		Env           []struct{ Name, Value string }
+	}
+	report := func(label string, v []byte) {
+		send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
+			`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}`, label+" "+string(v)))})
+	}
+	return func(m *wire.Message) {
+		switch m.Method {
+		case "initialize":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{}}`)})
+		case "session/new":
+			var p struct{ MCPServers []json.RawMessage }
+			json.Unmarshal(m.Params, &p)
+			for _, raw := range p.MCPServers {
+				report("declared", raw)
+				json.Unmarshal(raw, &server)
+			}
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"sessionId":"s1"}`)})
+		case "session/prompt":
+			cmd := exec.Command(server.Command, server.Args...)
+			cmd.Env = os.Environ()
+			for _, e := range server.Env {
+				cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+			}
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				report("start-failed", []byte(err.Error()))
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"refusal"}`)})
+				return
+			}
+			mcp := wire.NewLineChannel(out, in, 0)
+			next := func() *wire.Message {
+				line, err := mcp.Recv()
+				if err != nil {
+					report("mcp-eof", []byte(err.Error()))
+					return &wire.Message{}
+				}
+				msg, _ := wire.Parse(line)
+				return msg
+			}
+			mcp.Send([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+			report("list", next().Result)
+			mcp.Send([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}`))
+			ask := next() // the server's own question, before its answer
+			report("asked", []byte(ask.Method))
+			mcp.Send((&wire.Message{ID: ask.ID, Result: json.RawMessage(`{"answer":"yes"}`)}).Bytes())
+			report("call", next().Result)
+			in.Close() // the MCP client goes away: the bridge disconnects
+			report("shim-exit", []byte(fmt.Sprint(cmd.Wait())))
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 		}
 	}
 }

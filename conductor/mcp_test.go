@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +64,69 @@ func TestMCPNative(t *testing.T) {
 				t.Errorf("the proxy in between saw MCP traffic:\n%s", middle)
 			}
 		})
+	}
+}
+
+// TestMCPBridgedStdio gives an agent without MCP-over-ACP the conductor's
+// stdio shim in place of the acp declaration, and relays the MCP session it
+// opens to the proxy that owns the server: a tool call during which the
+// server asks the client a question, then the client going away.
+func TestMCPBridgedStdio(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{
+			fake(t, dir, "owner", "mcp-owner", "ACP_TEST_MCP_SPELLING=id"),
+			fake(t, dir, "middle", "proxy"),
+		},
+		Agent:     fake(t, dir, "agent", "mcp-stdio-agent"),
+		MCPBridge: BridgeStdio,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	got := map[string]string{}
+	for {
+		m := e.recvMsg()
+		if m.IsResponse() && string(m.ID) == "2" {
+			break
+		}
+		if string(m.ID) == "1" {
+			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+			continue
+		}
+		var u struct {
+			Update struct {
+				Content struct{ Text string } `json:"content"`
+			} `json:"update"`
+		}
+		json.Unmarshal(m.Params, &u)
+		label, rest, _ := strings.Cut(u.Update.Content.Text, " ")
+		got[label] = rest
+	}
+	var decl map[string]any
+	json.Unmarshal([]byte(got["declared"]), &decl)
+	exe, _ := os.Executable()
+	if decl["command"] != exe || decl["name"] != "owner-tools" || decl["type"] != nil || decl["id"] != nil ||
+		fmt.Sprint(decl["_meta"]) != "map[kept:true]" || fmt.Sprint(decl["args"]) != "[mcp-shim]" {
+		t.Errorf("the agent was declared %s", got["declared"])
+	}
+	for k, v := range map[string]string{
+		"list":      `{"tools":[{"name":"echo"}]}`,
+		"asked":     `sampling/createMessage`,
+		"call":      `{"content":[{"type":"text","text":"tool ran; client said {'answer':'yes'}"}]}`,
+		"shim-exit": `<nil>`,
+	} {
+		if got[k] != v {
+			t.Errorf("%s: got %s, want %s", k, got[k], v)
+		}
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	owner, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
+	for _, want := range []string{`"method":"mcp/connect","params":{"acpId":"srv-1"}`, `"method":"mcp/disconnect","params":{"connectionId":"conn-1"}`} {
+		if !strings.Contains(string(owner), want) {
+			t.Errorf("owner never saw %s:\n%s", want, owner)
+		}
 	}
 }

@@ -241,6 +241,9 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
 		cl.done()
+		if cl.onResponse != nil && cl.onResponse(&wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()}) {
+			continue // its hook took the failure, as it would an answer
+		}
 		cl.reply(encodeError(cl.fromID, e))
 	}
 }

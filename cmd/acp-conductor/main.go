@@ -84,6 +84,7 @@ or to --log-file.`,
 		newDemoCmd(),
 		newSampleAgentCmd(),
 		newSampleProxyCmd(),
+		newMCPShimCmd(),
 	)
 	return root
 }

@@ -1,0 +1,257 @@
+package mcpbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// Options configure a Bridge.
+type Options struct {
+	// Executable is the acp-conductor binary that stdio declarations run as
+	// the shim. The default is the running executable.
+	Executable string
+	// Logger receives refused connections and transport failures. The
+	// default discards them.
+	Logger *zap.Logger
+	// HTTP also serves the streamable HTTP transport on a loopback port.
+	HTTP bool
+	// HTTPIdleTimeout ends an HTTP session that has had no request in
+	// progress, GET stream included, for this long. Zero selects
+	// DefaultHTTPIdleTimeout; negative keeps sessions until DELETE or Close.
+	HTTPIdleTimeout time.Duration
+	// MaxMessageBytes bounds one message from the agent; <= 0 selects
+	// wire.DefaultMaxMessageBytes.
+	MaxMessageBytes int
+}
+
+// DefaultHTTPIdleTimeout is long because a client whose session is ended must
+// initialize again, and not every client does that well.
+const DefaultHTTPIdleTimeout = 30 * time.Minute
+
+// A Bridge serves the agent-side transports of bridged MCP servers for one
+// conductor.
+type Bridge struct {
+	log      *zap.Logger
+	exe      string
+	maxBytes int
+	greeting time.Duration // handshakeTimeout when made
+	dir      string        // private directory holding the socket
+	socket   string
+	unix     *net.UnixListener
+	http     *httpTransport // nil without Options.HTTP
+	decls    registry
+
+	stop     chan struct{} // closed by Close
+	stopOnce sync.Once
+
+	mu       sync.Mutex
+	serving  bool
+	stopping bool
+	group    *errgroup.Group // Serve's, while it runs
+	ctx      context.Context // given to accept
+	accept   func(context.Context, *Conn)
+	open     map[io.Closer]struct{} // Conns and shim sockets still handshaking
+}
+
+// New creates the bridge's private socket directory and starts listening,
+// so that declarations can be handed out at once; connections wait until
+// Serve accepts them.
+func New(opts Options) (*Bridge, error) {
+	b := &Bridge{
+		log:      opts.Logger,
+		exe:      opts.Executable,
+		maxBytes: opts.MaxMessageBytes,
+		greeting: handshakeTimeout,
+		stop:     make(chan struct{}),
+		open:     make(map[io.Closer]struct{}),
+	}
+	if b.log == nil {
+		b.log = zap.NewNop()
+	}
+	if b.maxBytes <= 0 {
+		b.maxBytes = wire.DefaultMaxMessageBytes
+	}
+	if b.exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("mcpbridge: finding the shim executable: %w", err)
+		}
+		b.exe = exe
+	}
+	// MkdirTemp creates the directory 0700: only this user can reach the
+	// socket, and the token then tells declarations apart.
+	dir, err := os.MkdirTemp("", "acp-conductor-mcp-")
+	if err != nil {
+		return nil, fmt.Errorf("mcpbridge: %w", err)
+	}
+	b.dir, b.socket = dir, filepath.Join(dir, "bridge.sock")
+	b.unix, err = net.ListenUnix("unix", &net.UnixAddr{Name: b.socket, Net: "unix"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("mcpbridge: %w", err)
+	}
+	if opts.HTTP {
+		idle := opts.HTTPIdleTimeout
+		if idle == 0 {
+			idle = DefaultHTTPIdleTimeout
+		}
+		if b.http, err = newHTTPTransport(b, idle); err != nil {
+			b.unix.Close()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Serve accepts connections until ctx is done or Close is called, calling
+// accept for each in a goroutine of its own. The Conn is closed when accept
+// returns, and accept should return once Recv fails: Serve closes every
+// Conn when it stops, and returns only after every accept has returned. It
+// returns nil when stopped, and an error if a listener fails.
+func (b *Bridge) Serve(ctx context.Context, accept func(ctx context.Context, c *Conn)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+
+	b.mu.Lock()
+	switch {
+	case b.closed():
+		b.mu.Unlock()
+		return ErrClosed
+	case b.serving:
+		b.mu.Unlock()
+		return errors.New("mcpbridge: Serve called twice")
+	}
+	b.serving, b.group, b.ctx, b.accept = true, g, ctx, accept
+	b.mu.Unlock()
+
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+		case <-b.stop:
+			cancel()
+		}
+		b.shutdown()
+		return nil
+	})
+	g.Go(func() error { return b.serveSocket(ctx) })
+	if b.http != nil {
+		g.Go(func() error { return b.http.serve() })
+		g.Go(func() error { b.http.reapIdle(ctx); return nil })
+	}
+	return g.Wait()
+}
+
+// shutdown stops accepting and closes everything open, so that every
+// goroutine of Serve's can finish.
+func (b *Bridge) shutdown() {
+	b.mu.Lock()
+	b.stopping = true
+	open := make([]io.Closer, 0, len(b.open))
+	for c := range b.open {
+		open = append(open, c)
+	}
+	b.mu.Unlock()
+
+	b.unix.Close()
+	for _, c := range open {
+		c.Close()
+	}
+	if b.http != nil {
+		b.http.shutdown()
+	}
+}
+
+// Close stops Serve, if it runs, and removes the socket directory. Serve
+// still waits for its connections before it returns.
+func (b *Bridge) Close() error {
+	b.stopOnce.Do(func() { close(b.stop) })
+	b.unix.Close() // for a bridge that never served
+	if b.http != nil {
+		b.http.ln.Close()
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		return fmt.Errorf("mcpbridge: %w", err)
+	}
+	return nil
+}
+
+func (b *Bridge) closed() bool {
+	select {
+	case <-b.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// track records c as open, to be closed if Serve stops; it reports false,
+// having closed c, if Serve is already stopping.
+func (b *Bridge) track(c io.Closer) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopping {
+		c.Close()
+		return false
+	}
+	b.open[c] = struct{}{}
+	return true
+}
+
+// adopt replaces old with c among the open connections, as a shim socket
+// becomes a Conn; it reports false, having closed c, if Serve is stopping.
+func (b *Bridge) adopt(old io.Closer, c *Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.open, old)
+	if b.stopping {
+		c.Close()
+		return false
+	}
+	b.open[c] = struct{}{}
+	return true
+}
+
+func (b *Bridge) untrack(c io.Closer) {
+	b.mu.Lock()
+	delete(b.open, c)
+	b.mu.Unlock()
+}
+
+// run calls accept for c on the calling goroutine, which must belong to
+// Serve's group, and closes c afterwards.
+func (b *Bridge) run(c *Conn) {
+	defer b.untrack(c)
+	defer c.Close()
+	b.log.Debug("mcp connection", zap.String("server", c.ServerID), zap.String("transport", c.Transport))
+	b.accept(b.ctx, c)
+}
+
+// spawn tracks c and runs it on a new goroutine of Serve's group. It reports
+// false, having closed c, if Serve is stopping.
+func (b *Bridge) spawn(c *Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopping || b.group == nil {
+		c.Close()
+		return false
+	}
+	b.open[c] = struct{}{}
+	// Safe even while Serve waits: stopping is false under b.mu, so the
+	// goroutine that will call shutdown is still in the group.
+	b.group.Go(func() error { b.run(c); return nil })
+	return true
+}

@@ -1,0 +1,144 @@
+package mcpbridge
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"sync"
+)
+
+// The shim's subcommand and the environment variables through which a stdio
+// declaration tells it where to connect and what to present.
+const (
+	ShimCommand = "mcp-shim"
+	EnvSocket   = "ACP_CONDUCTOR_MCP_SOCKET"
+	EnvToken    = "ACP_CONDUCTOR_MCP_TOKEN"
+)
+
+// StdioServer is an ACP McpServerStdio declaration: the agent launches
+// Command with Args and Env and speaks MCP on its stdin and stdout.
+type StdioServer struct {
+	Name    string        `json:"name"`
+	Command string        `json:"command"`
+	Args    []string      `json:"args"`
+	Env     []EnvVariable `json:"env"`
+}
+
+// EnvVariable is an ACP EnvVariable.
+type EnvVariable struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// HTTPServer is an ACP McpServerHttp declaration, with its "type" member.
+type HTTPServer struct {
+	Type    string       `json:"type"` // always "http"
+	Name    string       `json:"name"`
+	URL     string       `json:"url"`
+	Headers []HTTPHeader `json:"headers"`
+}
+
+// HTTPHeader is an ACP HttpHeader.
+type HTTPHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ErrNoHTTP is returned by HTTP when the bridge was made without
+// Options.HTTP.
+var ErrNoHTTP = errors.New("mcpbridge: HTTP transport not enabled")
+
+// Stdio registers the ACP-transport server serverID, named name, and returns
+// the stdio declaration to give the agent in its place. Connections made with
+// it arrive at Serve as Conns for serverID. Declaring a server again keeps its
+// token, so an agent that reconnects with an older declaration still can.
+func (b *Bridge) Stdio(serverID, name string) StdioServer {
+	d := b.decls.declare(serverID, name)
+	return StdioServer{
+		Name:    name,
+		Command: b.exe,
+		Args:    []string{ShimCommand},
+		Env: []EnvVariable{
+			{Name: EnvSocket, Value: b.socket},
+			{Name: EnvToken, Value: d.token},
+		},
+	}
+}
+
+// HTTP registers serverID like Stdio and returns a streamable HTTP
+// declaration for it. The URL's path holds the server's token.
+func (b *Bridge) HTTP(serverID, name string) (HTTPServer, error) {
+	if b.http == nil {
+		return HTTPServer{}, ErrNoHTTP
+	}
+	d := b.decls.declare(serverID, name)
+	return HTTPServer{
+		Type:    "http",
+		Name:    name,
+		URL:     b.http.base + httpPathPrefix + d.token,
+		Headers: []HTTPHeader{},
+	}, nil
+}
+
+// Revoke forgets serverID: from then on its token is refused, by the socket
+// and by HTTP, including on later requests of HTTP sessions already open.
+// Conns are not closed; that is the caller's to do.
+func (b *Bridge) Revoke(serverID string) { b.decls.revoke(serverID) }
+
+// A declaration is one registered server and its secret.
+type declaration struct {
+	serverID, name string
+	token          string // 64 hex digits
+}
+
+// registry maps tokens to declarations. It is keyed by the SHA-256 of the
+// token so that the map lookup, whose timing depends on the key, reveals
+// nothing about the token itself; the match is confirmed in constant time.
+type registry struct {
+	mu       sync.Mutex
+	byID     map[string]*declaration
+	byDigest map[[sha256.Size]byte]*declaration
+}
+
+func (r *registry) declare(serverID, name string) *declaration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byID == nil {
+		r.byID = make(map[string]*declaration)
+		r.byDigest = make(map[[sha256.Size]byte]*declaration)
+	}
+	token := ""
+	if old, ok := r.byID[serverID]; ok {
+		token = old.token
+	} else {
+		var secret [32]byte
+		rand.Read(secret[:]) // never fails
+		token = hex.EncodeToString(secret[:])
+	}
+	d := &declaration{serverID: serverID, name: name, token: token}
+	r.byID[serverID] = d
+	r.byDigest[sha256.Sum256([]byte(token))] = d
+	return d
+}
+
+// lookup returns the declaration whose token is token.
+func (r *registry) lookup(token string) (*declaration, bool) {
+	r.mu.Lock()
+	d, ok := r.byDigest[sha256.Sum256([]byte(token))]
+	r.mu.Unlock()
+	if !ok || subtle.ConstantTimeCompare([]byte(d.token), []byte(token)) != 1 {
+		return nil, false
+	}
+	return d, true
+}
+
+func (r *registry) revoke(serverID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, ok := r.byID[serverID]; ok {
+		delete(r.byID, serverID)
+		delete(r.byDigest, sha256.Sum256([]byte(d.token)))
+	}
+}

@@ -1,0 +1,52 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The shim opens its connection with one line and the bridge answers with
+// one, before any MCP traffic:
+//
+//	→ {"mcpShim":1,"token":"<64 hex digits>"}
+//	← {"ok":true}  or  {"error":"<why not>"}
+//
+// The answer lets a refused shim say why on stderr rather than exit as if
+// the server had simply ended.
+type hello struct {
+	Version int    `json:"mcpShim"`
+	Token   string `json:"token"`
+}
+
+type welcome struct {
+	OK    bool   `json:"ok,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+const shimVersion = 1
+
+// handshakeTimeout bounds how long a peer may take to present its token.
+var handshakeTimeout = 10 * time.Second
+
+// maxWelcomeBytes bounds the bridge's answer as the shim reads it.
+const maxWelcomeBytes = 4 << 10
+
+var errBadToken = errors.New("unknown token")
+
+// checkHello returns the declaration whose token the hello line presents.
+func (b *Bridge) checkHello(line []byte) (*declaration, error) {
+	var h hello
+	if err := json.Unmarshal(line, &h); err != nil {
+		return nil, fmt.Errorf("malformed handshake: %w", err)
+	}
+	if h.Version != shimVersion {
+		return nil, fmt.Errorf("shim speaks version %d, bridge %d", h.Version, shimVersion)
+	}
+	d, ok := b.decls.lookup(h.Token)
+	if !ok {
+		return nil, errBadToken
+	}
+	return d, nil
+}

@@ -1,0 +1,612 @@
+package mcpbridge
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	acceptBoth = "application/json, text/event-stream"
+	acceptJSON = "application/json"
+)
+
+// An httpClient speaks the streamable HTTP transport by hand.
+type httpClient struct {
+	t       *testing.T
+	hc      *http.Client
+	url     string
+	session string
+}
+
+func newHTTPClient(t *testing.T, url string) *httpClient {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &httpClient{t: t, hc: &http.Client{Transport: tr, Timeout: 20 * time.Second}, url: url}
+}
+
+func (c *httpClient) do(ctx context.Context, method, accept, body string, header ...string) *http.Response {
+	c.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, c.url, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if c.session != "" {
+		req.Header.Set(headerSession, c.session)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
+	return resp
+}
+
+func (c *httpClient) post(accept, body string, header ...string) *http.Response {
+	c.t.Helper()
+	return c.do(c.t.Context(), http.MethodPost, accept, body, header...)
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// events reads SSE message events from a response body.
+type events struct {
+	body io.Closer
+	sc   *bufio.Scanner
+}
+
+func sse(t *testing.T, resp *http.Response) *events {
+	t.Helper()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("status %d, Content-Type %q; want an SSE stream", resp.StatusCode, ct)
+	}
+	return &events{body: resp.Body, sc: bufio.NewScanner(resp.Body)}
+}
+
+// next returns the data of the next message event, or "" at the end.
+func (e *events) next() string {
+	var data string
+	for e.sc.Scan() {
+		line := e.sc.Text()
+		switch {
+		case strings.HasPrefix(line, "data: "):
+			data += strings.TrimPrefix(line, "data: ")
+		case line == "" && data != "":
+			return data
+		}
+	}
+	return ""
+}
+
+// initialize opens a session on a bridge whose accept is parked, and
+// returns its Conn.
+func initialize(t *testing.T, c *httpClient, conns chan *Conn) *Conn {
+	t.Helper()
+	type result struct {
+		resp *http.Response
+		body string
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp := c.post(acceptJSON, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+		done <- result{resp, readAll(t, resp)}
+	}()
+	conn := next(t, conns)
+	if msg, err := recv(t, conn); err != nil || !strings.Contains(string(msg), `"initialize"`) {
+		t.Fatalf("Recv = %s, %v", msg, err)
+	}
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25"}}`))
+	r := <-done
+	if r.resp.StatusCode != http.StatusOK || r.resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("initialize: status %d, %q", r.resp.StatusCode, r.resp.Header.Get("Content-Type"))
+	}
+	if r.body != `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25"}}` {
+		t.Errorf("initialize body: %s", r.body)
+	}
+	c.session = r.resp.Header.Get(headerSession)
+	if c.session == "" {
+		t.Fatal("no Mcp-Session-Id")
+	}
+	for _, ch := range c.session {
+		if ch < 0x21 || ch > 0x7e {
+			t.Fatalf("session id %q is not visible ASCII", c.session)
+		}
+	}
+	return conn
+}
+
+// async runs f and returns a channel for its response and body.
+func async(t *testing.T, f func() *http.Response) chan string {
+	ch := make(chan string, 1)
+	go func() {
+		resp := f()
+		ch <- resp.Status + " " + resp.Header.Get("Content-Type") + "\n" + readAll(t, resp)
+	}()
+	return ch
+}
+
+func wait(t *testing.T, ch chan string) string {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no HTTP response")
+		return ""
+	}
+}
+
+func httpBridge(t *testing.T, opts Options) (*Bridge, chan *Conn, *httpClient) {
+	t.Helper()
+	opts.HTTP = true
+	accept, conns := parked()
+	b := startBridge(t, opts, accept)
+	decl, err := b.HTTP("srv-1", "tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, conns, newHTTPClient(t, decl.URL)
+}
+
+func TestHTTPDeclaration(t *testing.T) {
+	b, err := New(Options{HTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	decl, err := b.HTTP("srv-1", "tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(decl.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if decl.Type != "http" || decl.Name != "tools" || u.Scheme != "http" || u.Hostname() != "127.0.0.1" {
+		t.Errorf("declaration = %+v", decl)
+	}
+	if !strings.HasSuffix(u.Path, env(b.Stdio("srv-1", "tools"))[EnvToken]) {
+		t.Errorf("URL %s does not carry the server's token", decl.URL)
+	}
+	// Loopback by construction: the listener is bound to 127.0.0.1.
+	addr := b.http.ln.Addr().(*net.TCPAddr)
+	if !addr.IP.IsLoopback() || addr.IP.String() != "127.0.0.1" {
+		t.Errorf("listening on %v", addr)
+	}
+	got, _ := json.Marshal(decl)
+	if want := `{"type":"http","name":"tools","url":"` + decl.URL + `","headers":[]}`; string(got) != want {
+		t.Errorf("JSON:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestHTTPWrongPath(t *testing.T) {
+	log, logs := observed()
+	b, _, c := httpBridge(t, Options{Logger: log})
+	u, _ := url.Parse(c.url)
+	for _, path := range []string{"/", "/mcp/", "/mcp/" + strings.Repeat("0", 64), u.Path + "/", u.Path + "x", strings.TrimPrefix(u.Path, "/mcp")} {
+		bad := newHTTPClient(t, "http://"+u.Host+path)
+		resp := bad.post(acceptBoth, `{"jsonrpc":"2.0","id":0,"method":"initialize"}`)
+		readAll(t, resp)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s: %s, want 404", path, resp.Status)
+		}
+	}
+	if logs.FilterMessage("refused MCP HTTP request: unknown path").Len() == 0 {
+		t.Error("refusals not logged")
+	}
+	b.Revoke("srv-1")
+	resp := c.post(acceptBoth, `{"jsonrpc":"2.0","id":0,"method":"initialize"}`)
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("revoked server: %s, want 404", resp.Status)
+	}
+}
+
+func TestHTTPOrigin(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	for _, origin := range []string{"http://evil.example", "null", "http://127.0.0.1.evil.example:80"} {
+		resp := c.post(acceptBoth, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Origin", origin)
+		body := readAll(t, resp)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `"id":null`) {
+			t.Errorf("Origin %s: %s %s, want 403 with a JSON-RPC error", origin, resp.Status, body)
+		}
+	}
+	resp := c.post(acceptBoth, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Origin", "http://localhost:3000")
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("Origin localhost: %s", resp.Status)
+	}
+	next(t, conns)
+}
+
+func TestHTTPSessionRequests(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	if conn.ServerID != "srv-1" || conn.Name != "tools" || conn.Transport != TransportHTTP {
+		t.Errorf("Conn = %q %q %q", conn.ServerID, conn.Name, conn.Transport)
+	}
+
+	// A notification is accepted with 202 and reaches Recv.
+	resp := c.post(acceptBoth, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if body := readAll(t, resp); resp.StatusCode != http.StatusAccepted || body != "" {
+		t.Errorf("notification: %s %q", resp.Status, body)
+	}
+	if msg, _ := recv(t, conn); string(msg) != `{"jsonrpc":"2.0","method":"notifications/initialized"}` {
+		t.Errorf("Recv = %s", msg)
+	}
+
+	// A request accepting SSE is answered on its own stream, after the
+	// server messages sent while it is open (there is no GET stream).
+	got := async(t, func() *http.Response {
+		return c.post(acceptBoth, "{\"jsonrpc\":\"2.0\",\n\"id\":\"a\",\"method\":\"tools/list\"}")
+	})
+	if msg, _ := recv(t, conn); string(msg) != `{"jsonrpc":"2.0","id":"a","method":"tools/list"}` {
+		t.Errorf("Recv = %s (want the POST on one line)", msg)
+	}
+	conn.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`))
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":"a","result":{"tools":[]}}`))
+	want := "200 OK text/event-stream\n" +
+		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n" +
+		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{\"tools\":[]}}\n\n"
+	if s := wait(t, got); s != want {
+		t.Errorf("SSE response:\n%s\nwant\n%s", s, want)
+	}
+
+	// Accepting JSON only, a batch gets its responses as an array.
+	got = async(t, func() *http.Response {
+		return c.post(acceptJSON, `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":2,"method":"b"}]`)
+	})
+	if msg, _ := recv(t, conn); !strings.HasPrefix(string(msg), `[{"jsonrpc":"2.0","id":1`) {
+		t.Errorf("Recv = %s, want the batch", msg)
+	}
+	conn.Send([]byte(`[{"jsonrpc":"2.0","id":2,"result":"B"},{"jsonrpc":"2.0","id":1,"result":"A"}]`))
+	if s := wait(t, got); s != "200 OK application/json\n"+`[{"jsonrpc":"2.0","id":2,"result":"B"},{"jsonrpc":"2.0","id":1,"result":"A"}]` {
+		t.Errorf("batch response: %s", s)
+	}
+}
+
+func TestHTTPServerRequestOverGET(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+
+	// Sent before the client listens, a request waits for the stream.
+	if err := conn.Send([]byte(`{"jsonrpc":"2.0","id":"s1","method":"roots/list"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resp := c.do(ctx, http.MethodGet, "text/event-stream", "")
+	defer resp.Body.Close()
+	ev := sse(t, resp)
+	if got := ev.next(); got != `{"jsonrpc":"2.0","id":"s1","method":"roots/list"}` {
+		t.Errorf("GET stream: %s", got)
+	}
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":"s2","method":"ping"}`))
+	if got := ev.next(); got != `{"jsonrpc":"2.0","id":"s2","method":"ping"}` {
+		t.Errorf("GET stream: %s", got)
+	}
+	// The client's responses come back as POSTs.
+	for _, answer := range []string{`{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}`, `{"jsonrpc":"2.0","id":"s2","result":{}}`} {
+		r := c.post(acceptBoth, answer)
+		readAll(t, r)
+		if r.StatusCode != http.StatusAccepted {
+			t.Errorf("POST of a response: %s", r.Status)
+		}
+		if msg, _ := recv(t, conn); string(msg) != answer {
+			t.Errorf("Recv = %s, want %s", msg, answer)
+		}
+	}
+	// With the GET stream open, server messages go there, not to a POST.
+	got := async(t, func() *http.Response { return c.post(acceptBoth, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`) })
+	recv(t, conn)
+	conn.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`))
+	if e := ev.next(); !strings.Contains(e, "notifications/message") {
+		t.Errorf("GET stream: %s", e)
+	}
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":5,"result":{}}`))
+	if s := wait(t, got); strings.Contains(s, "notifications/message") || !strings.Contains(s, `"id":5`) {
+		t.Errorf("POST stream: %s", s)
+	}
+}
+
+func TestHTTPDelete(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	get := c.do(ctx, http.MethodGet, "text/event-stream", "")
+	ev := sse(t, get)
+
+	resp := c.do(t.Context(), http.MethodDelete, "", "")
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("DELETE: %s", resp.Status)
+	}
+	if _, err := recv(t, conn); err != io.EOF {
+		t.Errorf("Recv after DELETE: %v, want io.EOF", err)
+	}
+	if e := ev.next(); e != "" {
+		t.Errorf("GET stream went on after DELETE: %s", e)
+	}
+	ev.body.Close()
+	if err := conn.Send([]byte(`{"jsonrpc":"2.0","method":"x"}`)); !errors.Is(err, io.EOF) {
+		t.Errorf("Send after DELETE: %v, want io.EOF", err)
+	}
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		r := c.do(t.Context(), method, acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		readAll(t, r)
+		if r.StatusCode != http.StatusNotFound {
+			t.Errorf("%s after DELETE: %s, want 404", method, r.Status)
+		}
+	}
+}
+
+func TestHTTPCloseAnswersPending(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	got := async(t, func() *http.Response { return c.post(acceptJSON, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`) })
+	recv(t, conn)
+	conn.Close()
+	s := wait(t, got)
+	if !strings.HasPrefix(s, "200 OK application/json\n") || !strings.Contains(s, `"id":3,"error":{"code":-32000`) {
+		t.Errorf("pending request after Close: %s", s)
+	}
+	r := c.post(acceptBoth, `{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+	readAll(t, r)
+	if r.StatusCode != http.StatusNotFound {
+		t.Errorf("after Close: %s, want 404", r.Status)
+	}
+}
+
+func TestHTTPAbandonedRequestIsCancelled(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(`{"jsonrpc":"2.0","id":"slow","method":"tools/call"}`))
+		req.Header.Set("Accept", acceptBoth)
+		req.Header.Set(headerSession, c.session)
+		if resp, err := c.hc.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body) // until the cancel
+			resp.Body.Close()
+		}
+	}()
+	recv(t, conn)
+	cancel()
+	<-done
+	msg, err := recv(t, conn)
+	var m testMsg
+	json.Unmarshal(msg, &m)
+	if err != nil || m.Method != "notifications/cancelled" || !strings.Contains(string(m.Params), `"requestId":"slow"`) {
+		t.Errorf("Recv = %s, %v; want notifications/cancelled for \"slow\"", msg, err)
+	}
+	// Its late response is dropped, and the session goes on.
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":"slow","result":{}}`))
+	got := async(t, func() *http.Response { return c.post(acceptJSON, `{"jsonrpc":"2.0","id":"slow","method":"ping"}`) })
+	recv(t, conn)
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":"slow","result":{"pong":true}}`))
+	if s := wait(t, got); !strings.Contains(s, "pong") {
+		t.Errorf("after an abandoned request: %s", s)
+	}
+}
+
+func TestHTTPSessionless(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	got := async(t, func() *http.Response {
+		return c.post(acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			headerProtocol, "2026-07-28")
+	})
+	conn := next(t, conns)
+	recv(t, conn)
+	conn.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`))
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`))
+	s := wait(t, got)
+	if !strings.HasPrefix(s, "200 OK text/event-stream\n") || !strings.Contains(s, "notifications/progress") || !strings.Contains(s, `"tools":[]`) {
+		t.Errorf("sessionless request: %s", s)
+	}
+	if _, err := recv(t, conn); err != io.EOF {
+		t.Errorf("a sessionless Conn after its response: %v, want io.EOF", err)
+	}
+
+	// Revision 2026-07-28 gives method-not-found a 404 of its own.
+	got = async(t, func() *http.Response {
+		return c.post(acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`, headerProtocol, "2026-07-28")
+	})
+	conn = next(t, conns)
+	recv(t, conn)
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`))
+	if s := wait(t, got); s != "404 Not Found application/json\n"+`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}` {
+		t.Errorf("method not found: %s", s)
+	}
+	// Earlier revisions answer it with 200.
+	got = async(t, func() *http.Response {
+		return c.post(acceptJSON, `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`, headerProtocol, "2025-11-25")
+	})
+	conn = next(t, conns)
+	recv(t, conn)
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`))
+	if s := wait(t, got); !strings.HasPrefix(s, "200 OK") {
+		t.Errorf("method not found before 2026-07-28: %s", s)
+	}
+}
+
+func TestHTTPIdleSessionEnds(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{HTTPIdleTimeout: 100 * time.Millisecond})
+	conn := initialize(t, c, conns)
+	if _, err := recv(t, conn); err != io.EOF {
+		t.Errorf("Recv of an idle session: %v, want io.EOF", err)
+	}
+	r := c.post(acceptBoth, `{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+	readAll(t, r)
+	if r.StatusCode != http.StatusNotFound {
+		t.Errorf("after idle: %s, want 404", r.Status)
+	}
+}
+
+func TestHTTPFailedInitializeEndsSession(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	got := async(t, func() *http.Response {
+		return c.post(acceptBoth, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
+	})
+	conn := next(t, conns)
+	recv(t, conn)
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"unsupported version"}}`))
+	if s := wait(t, got); !strings.Contains(s, "unsupported version") {
+		t.Errorf("initialize: %s", s)
+	}
+	if _, err := recv(t, conn); err != io.EOF {
+		t.Errorf("after a failed initialize: %v, want io.EOF", err)
+	}
+}
+
+func TestHTTPBadRequests(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{MaxMessageBytes: 256})
+	for _, tc := range []struct {
+		method, body string
+		session      string
+		status       int
+	}{
+		{http.MethodPost, `{"jsonrpc":"2.0","id":1,`, "", http.StatusBadRequest},
+		{http.MethodPost, `[]`, "", http.StatusBadRequest},
+		{http.MethodPost, `{"id":1}`, "", http.StatusBadRequest},
+		{http.MethodPost, `[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`, "", http.StatusBadRequest},
+		{http.MethodPost, `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":1,"method":"b"}]`, "", http.StatusBadRequest},
+		{http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"x","params":"` + strings.Repeat("a", 300) + `"}`, "", http.StatusRequestEntityTooLarge},
+		{http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, "no-such-session", http.StatusNotFound},
+		{http.MethodGet, "", "", http.StatusBadRequest},
+		{http.MethodGet, "", "no-such-session", http.StatusNotFound},
+		{http.MethodDelete, "", "", http.StatusBadRequest},
+		{http.MethodPut, "", "", http.StatusMethodNotAllowed},
+	} {
+		c.session = tc.session
+		resp := c.do(t.Context(), tc.method, acceptBoth, tc.body)
+		body := readAll(t, resp)
+		if resp.StatusCode != tc.status || !strings.Contains(body, `"error"`) {
+			t.Errorf("%s %s: %s %s, want %d with a JSON-RPC error", tc.method, tc.body, resp.Status, body, tc.status)
+		}
+	}
+	select {
+	case conn := <-conns:
+		t.Errorf("a bad request made a Conn for %s", conn.ServerID)
+	default:
+	}
+}
+
+func TestHTTPDuplicateRequestID(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	got := async(t, func() *http.Response { return c.post(acceptJSON, `{"jsonrpc":"2.0","id":7,"method":"a"}`) })
+	recv(t, conn)
+	r := c.post(acceptJSON, `{"jsonrpc":"2.0","id":7,"method":"b"}`)
+	readAll(t, r)
+	if r.StatusCode != http.StatusBadRequest {
+		t.Errorf("a second request with a pending id: %s, want 400", r.Status)
+	}
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":7,"result":"a"}`))
+	if s := wait(t, got); !strings.Contains(s, `"result":"a"`) {
+		t.Errorf("first request: %s", s)
+	}
+}
+
+func TestHTTPKeepAlive(t *testing.T) {
+	defer func(d time.Duration) { keepAliveInterval = d }(keepAliveInterval)
+	keepAliveInterval = 20 * time.Millisecond
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	got := async(t, func() *http.Response { return c.post(acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"slow"}`) })
+	recv(t, conn)
+	time.Sleep(100 * time.Millisecond)
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	if s := wait(t, got); !strings.Contains(s, ":\n\n") || !strings.Contains(s, `"id":1,"result"`) {
+		t.Errorf("slow SSE response: %q", s)
+	}
+}
+
+func TestHTTPServeStopsWithOpenStreams(t *testing.T) {
+	b, err := New(Options{HTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	accept, conns := parked()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(ctx, accept) }()
+	decl, _ := b.HTTP("srv-1", "tools")
+	c := newHTTPClient(t, decl.URL)
+	conn := initialize(t, c, conns)
+	get := c.do(t.Context(), http.MethodGet, "text/event-stream", "")
+	defer get.Body.Close()
+	pending := async(t, func() *http.Response { return c.post(acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"slow"}`) })
+	recv(t, conn)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not stop")
+	}
+	if s := wait(t, pending); !strings.Contains(s, `"error"`) {
+		t.Errorf("request pending at shutdown: %s", s)
+	}
+	io.Copy(io.Discard, get.Body)
+}
+
+func TestHTTPBacklogBounded(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	for i := range maxQueued {
+		if err := conn.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)); err != nil {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+	}
+	if err := conn.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)); !errors.Is(err, errBacklogFull) {
+		t.Errorf("Send beyond the backlog: %v", err)
+	}
+}
+
+func TestHTTPSecondGETReplacesFirst(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	first := c.do(t.Context(), http.MethodGet, "text/event-stream", "")
+	defer first.Body.Close()
+	ev1 := sse(t, first)
+	second := c.do(t.Context(), http.MethodGet, "text/event-stream", "")
+	defer second.Body.Close()
+	ev2 := sse(t, second)
+	if e := ev1.next(); e != "" {
+		t.Errorf("replaced GET stream carried %s", e)
+	}
+	conn.Send([]byte(`{"jsonrpc":"2.0","id":"s1","method":"ping"}`))
+	if e := ev2.next(); e != `{"jsonrpc":"2.0","id":"s1","method":"ping"}` {
+		t.Errorf("second GET stream: %s", e)
+	}
+}
