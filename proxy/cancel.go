@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -32,11 +33,16 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 	switch {
 	case s == nil:
 	case s.cancel != nil:
-		s.cancel()
+		s.cancel(errCancelRequested)
 	default:
 		c.cancelRequest(s.relayedTo, s.relayedAs)
 	}
 }
+
+// errCancelRequested is the cause of a handler's context cancelled by the
+// caller's $/cancel_request. Calls made under it pass the cancel on and still
+// wait for the answer, rather than abandon it.
+var errCancelRequested = errors.New("proxy: the caller cancelled the request")
 
 // cancelRequest tells the conductor that the proxy no longer needs the answer
 // to its request id, sent to one side.

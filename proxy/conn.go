@@ -27,6 +27,7 @@ type Conn struct {
 	handlers errgroup.Group // every running handler
 	lastID   atomic.Int64
 	rust     atomic.Bool // initialized as _proxy/initialize: wrap in _proxy/successor
+	mcp      *mcpHost    // serves p.MCPServers; nil if there are none
 
 	mu     sync.Mutex
 	calls  map[string]*call   // requests sent, by id, until answered
@@ -37,9 +38,11 @@ type Conn struct {
 // A call is a request the proxy sent and is waiting to see answered.
 type call struct {
 	// A relayed request is answered by passing the response back under
-	// relayFor. Any other has a caller waiting on reply, which receives nil
-	// if the connection closes first.
+	// relayFor. One sent for an MCP server is answered by calling onReply
+	// on the reader, in the order answers arrive. Any other has a caller
+	// waiting on reply, which receives nil if the connection closes first.
 	relayFor json.RawMessage
+	onReply  func(*wire.Message)
 	reply    chan *wire.Message
 	holder   *holder // the waiting handler's, or nil
 }
@@ -48,7 +51,7 @@ type call struct {
 type served struct {
 	// A handled request has its handler's cancel; a relayed one, the side
 	// it went on to and the id it went under there.
-	cancel    context.CancelFunc
+	cancel    context.CancelCauseFunc
 	relayedTo Side
 	relayedAs json.RawMessage
 }
@@ -65,6 +68,9 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
+	if len(p.MCPServers) > 0 {
+		c.mcp = newMCPHost(c, p.MCPServers)
+	}
 	return c
 }
 
@@ -126,6 +132,15 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	select {
 	case m = <-cl.reply:
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), errCancelRequested) {
+			// The caller asked to cancel the request this call serves: pass
+			// the cancel on and wait, since the callee must still answer
+			// (perhaps with partial results, or stopReason "cancelled"),
+			// and that answer is the caller's.
+			c.cancelRequest(to, id)
+			m = <-cl.reply
+			break
+		}
 		if c.forget(id) {
 			c.out.resume(h, false)
 			c.cancelRequest(to, id)
@@ -166,7 +181,7 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.R
 // message's place in the outgoing order.
 func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.RawMessage, fn Handler) {
 	h := new(holder)
-	ctx, cancel := context.WithCancel(context.WithValue(c.ctx, holderKey{}, h))
+	ctx, cancel := context.WithCancelCause(context.WithValue(c.ctx, holderKey{}, h))
 	r := &Request{Method: method, Params: params, From: from, id: id, conn: c, holder: h}
 	if id != nil {
 		c.mu.Lock()
@@ -176,7 +191,7 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.
 	c.out.hold(h)
 	c.handlers.Go(func() error {
 		defer c.out.release(h)
-		defer cancel()
+		defer cancel(nil)
 		result, err := fn(ctx, r)
 		if id == nil {
 			if err != nil {
@@ -221,6 +236,8 @@ func (c *Conn) deliver(m *wire.Message) {
 	case cl.relayFor != nil:
 		out := wire.Message{ID: cl.relayFor, Result: m.Result, Error: m.Error}
 		c.out.put(nil, append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+64)), '\n'))
+	case cl.onReply != nil:
+		cl.onReply(m)
 	default:
 		c.out.resume(cl.holder, true)
 		cl.reply <- m

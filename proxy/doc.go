@@ -48,7 +48,13 @@
 //				return nil, err
 //			}
 //			note := json.RawMessage(`{"type":"text","text":"Note: the tests run with 'make test'."}`)
-//			return json.Marshal(append([]json.RawMessage{note}, blocks...))
+//			// Join the raw blocks rather than re-encode them: every byte of
+//			// the editor's blocks reaches the agent as it was.
+//			out := append([]byte("["), note...)
+//			for _, b := range blocks {
+//				out = append(append(out, ','), b...)
+//			}
+//			return append(out, ']'), nil
 //		})
 //		if err != nil {
 //			return nil, err
@@ -117,15 +123,31 @@
 // exchange $/cancel_request about the ids on theirs, sent the way the
 // request went: plain for a request to or from the predecessor, wrapped for
 // one to or from the successor. Cancelling a request a handler is serving
-// cancels the handler's context; cancelling a request the proxy relayed
-// cancels, in turn, the request it relayed it as, and the answer still comes
-// back. A call whose context is done before its answer arrives is cancelled
-// the same way.
+// cancels the handler's context, and a Forward or Call made under it passes
+// the cancel on and still returns the answer, which is the caller's (a
+// cancelled prompt ends with stopReason "cancelled", not an error);
+// cancelling a request the proxy relayed cancels, in turn, the request it
+// relayed it as, and the answer still comes back. A call whose context ends
+// for any other reason is cancelled the same way but abandoned: it returns
+// the context's error.
 //
 // # MCP over ACP
 //
-// Proxies may provide MCP servers to the agent over ACP (mcp/connect,
-// mcp/message and mcp/disconnect, arriving from the successor). Serving them
-// is not built in yet; meanwhile those messages are forwarded like any other,
-// or taken by handlers in [Proxy.FromSuccessor].
+// A proxy can give the agent tools of its own, as MCP servers listed in
+// [Proxy.MCPServers], with no process or port to manage. As the MCP-over-ACP
+// RFD describes, the proxy declares each server, under a fresh id, in the
+// mcpServers of every session set-up request it forwards (session/new,
+// session/load, session/resume and session/fork; a handler for one of those
+// sees the declarations already in r.Params), and serves the agent's
+// mcp/connect, mcp/message and mcp/disconnect for them, which the conductor
+// delivers as coming from the successor. Each connection runs the server's
+// Serve function with an [MCPConn], a pipe of whole MCP JSON-RPC messages, so
+// any MCP implementation can serve it; package
+// github.com/acp-conductor/acp-conductor/proxy/mcpsdk adapts the official Go
+// SDK's. Since each session gets ids of its own, a connection knows the
+// session it serves ([MCPConn.Session]), and so its working directory. The
+// conductor bridges the servers for agents that cannot speak MCP-over-ACP,
+// which the proxy cannot tell. mcp/* messages about servers the proxy did not
+// declare are forwarded like any other, or taken by handlers in
+// [Proxy.FromSuccessor].
 package proxy

@@ -33,7 +33,13 @@ func addNote(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
 			return nil, err
 		}
 		note := json.RawMessage(`{"type":"text","text":"Note: the tests run with 'make test'."}`)
-		return json.Marshal(append([]json.RawMessage{note}, blocks...))
+		// Join the raw blocks rather than re-encode them: every byte of
+		// the editor's blocks reaches the agent as it was.
+		out := append([]byte("["), note...)
+		for _, b := range blocks {
+			out = append(append(out, ','), b...)
+		}
+		return append(out, ']'), nil
 	})
 	if err != nil {
 		return nil, err

@@ -34,6 +34,11 @@ type Proxy struct {
 	// MaxMessageBytes bounds one incoming message. Zero means 64 MiB, well
 	// above what the ACP SDKs send.
 	MaxMessageBytes int
+
+	// MCPServers are MCP servers the proxy offers the agent over ACP. Each
+	// is declared in every session the client sets up, and served for every
+	// connection the agent opens to it. See [MCPServer].
+	MCPServers []*MCPServer
 }
 
 func (p *Proxy) handler(from Side, method string) Handler {
@@ -55,6 +60,10 @@ func (p *Proxy) handler(from Side, method string) Handler {
 func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) error {
 	if p == nil {
 		p = new(Proxy)
+	}
+	if err := checkMCPServers(p.MCPServers); err != nil {
+		out.Close()
+		return err
 	}
 	ch := wire.NewLineChannel(in, out, p.MaxMessageBytes)
 	g, gctx := errgroup.WithContext(ctx)

@@ -79,6 +79,9 @@ func (c *Conn) dispatch(m *wire.Message) {
 
 // receive passes a request or notification to its handler, or on.
 func (c *Conn) receive(id json.RawMessage, from Side, method string, params json.RawMessage) {
+	if c.mcp != nil && c.mcp.receive(id, from, method, params) {
+		return
+	}
 	fn := c.p.handler(from, method)
 	if from == Predecessor && method == wire.MethodInitialize {
 		fn = initializeHandler(fn)

@@ -33,7 +33,9 @@ const ProtocolVersion = 1
 // Each prompt turn is the same script: the agent streams back the text it
 // received, so any rewriting by proxies is visible; asks permission to read
 // README.md in the session's directory; reads it through the client if the
-// client advertised fs.readTextFile; reports what it found; and ends the turn.
+// client advertised fs.readTextFile; reports what it found; calls the sample
+// proxy's MCP tool over MCP-over-ACP if the session declared it (see
+// agent_mcp.go); and ends the turn.
 // session/cancel ends a running turn with stopReason "cancelled".
 func Agent(ctx context.Context, in io.Reader, out io.WriteCloser) error {
 	a := &agent{link: newLink(in, out), sessions: make(map[string]*session)}
@@ -69,7 +71,8 @@ type agent struct {
 type session struct {
 	id        string
 	cwd       string
-	cancelled bool // session/cancel arrived during the current turn
+	mcp       []acpServer // the MCP servers declared with ACP transport
+	cancelled bool        // session/cancel arrived during the current turn
 }
 
 // dispatch handles one message that arrived while no call was waiting for
@@ -130,6 +133,7 @@ func (a *agent) initialize(m *wire.Message) error {
 		AgentCapabilities: map[string]any{
 			"loadSession":        false,
 			"promptCapabilities": map[string]bool{"image": false, "audio": false, "embeddedContext": false},
+			"mcpCapabilities":    map[string]bool{"http": false, "sse": false, "acp": true},
 		},
 		AgentInfo:   info{AgentName, "acp-conductor sample agent", "0.1.0"},
 		AuthMethods: []any{},
@@ -146,7 +150,7 @@ func (a *agent) newSession(m *wire.Message) error {
 	if !filepath.IsAbs(p.Cwd) {
 		return a.fail(m.ID, wire.Errorf(jrpc2.InvalidParams, "session/new: cwd %q is not an absolute path", p.Cwd))
 	}
-	s := &session{id: "sess_" + strconv.Itoa(len(a.sessions)+1), cwd: p.Cwd}
+	s := &session{id: "sess_" + strconv.Itoa(len(a.sessions)+1), cwd: p.Cwd, mcp: acpServers(m.Params)}
 	a.sessions[s.id] = s
 	return a.reply(m.ID, map[string]string{"sessionId": s.id})
 }
@@ -182,6 +186,9 @@ func (a *agent) prompt(ctx context.Context, m *wire.Message) error {
 	defer func() { a.turn = nil }()
 
 	stop, err := a.script(ctx, s, p.Prompt)
+	if err == nil && stop == "end_turn" {
+		stop, err = a.useProxyTool(ctx, s)
+	}
 	if err != nil {
 		return err
 	}

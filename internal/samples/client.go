@@ -36,6 +36,7 @@ type Result struct {
 	Reply       string   // the text of every agent_message_chunk, in order
 	Permissions []string // the option chosen for each permission request
 	Reads       []string // the path of each file the agent read
+	ToolCalls   []string // the title of each tool call the agent reported
 	StopReason  string   // how the prompt turn ended
 }
 
@@ -178,6 +179,9 @@ func (s *clientSession) update(params json.RawMessage) {
 		s.res.Reply += c.Text
 		s.t.stream("← agent: ", c.Text)
 	case "tool_call", "tool_call_update":
+		if u.Kind == "tool_call" {
+			s.res.ToolCalls = append(s.res.ToolCalls, u.Title)
+		}
 		line := "tool call " + u.ID
 		if u.Status != "" {
 			line += " [" + u.Status + "]"

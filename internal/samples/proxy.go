@@ -15,11 +15,23 @@ const ProxyNote = "[sample-proxy] Project note: this prompt passed through the a
 
 // Proxy serves one conductor on in and out as a sample ACP proxy, built on
 // package proxy: it puts ProxyNote, as a text block, at the start of every
-// session/prompt and passes everything else through untouched. It returns
-// nil when in ends and ctx.Err() if ctx ends first.
+// session/prompt, offers the agent the MCP tool ProxyMCPTool over
+// MCP-over-ACP (see proxy_mcp.go), and passes everything else through
+// untouched. It returns nil when in ends and ctx.Err() if ctx ends first.
 func Proxy(ctx context.Context, in io.Reader, out io.WriteCloser) error {
+	counts := &promptCounts{n: make(map[string]int)}
 	p := &proxy.Proxy{
-		FromPredecessor: map[string]proxy.Handler{"session/prompt": addProxyNote},
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				var req struct {
+					SessionID string `json:"sessionId"`
+				}
+				json.Unmarshal(r.Params, &req)
+				counts.add(req.SessionID)
+				return addProxyNote(ctx, r)
+			},
+		},
+		MCPServers: []*proxy.MCPServer{counts.mcpServer()},
 	}
 	return p.Serve(ctx, in, out)
 }

@@ -1,0 +1,399 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// MCP over ACP, the proxy's side of it. For each session the client sets up,
+// the proxy declares each of its MCP servers under a fresh id in the
+// request's mcpServers before passing it on. The conductor records the proxy
+// as the owner of those ids and sends it, as if from its successor, the
+// agent's mcp/connect for them and everything on the connections they open.
+// A fresh id per session, rather than one per server, is what lets a
+// connection know its session (its working directory, say) although the
+// agent's MCP client never names it: the RFD gives the id that purpose.
+//
+// Messages on a connection are handled on the reader, in the order they
+// arrive, since MCP's own order matters (initialize before
+// notifications/initialized before tools/list); the server reads them from
+// its MCPConn at its own pace. mcp/connect for an id the proxy did not
+// declare, and the connections it opens, belong to someone before the proxy
+// and go on as any other message would.
+
+// MCP-over-ACP methods, and the requests that set up a session and so carry
+// mcpServers.
+const (
+	methodMCPConnect    = "mcp/connect"
+	methodMCPMessage    = "mcp/message"
+	methodMCPDisconnect = "mcp/disconnect"
+)
+
+var sessionSetUp = map[string]bool{
+	"session/new": true, "session/load": true, "session/resume": true, "session/fork": true,
+}
+
+// An MCPServer is an MCP server that a proxy offers the agent over ACP
+// itself, as the MCP-over-ACP RFD describes: it needs no process, port or
+// file of its own, and the agent reaches it through the conductor whether or
+// not the agent speaks MCP-over-ACP (the conductor bridges for agents that
+// do not). List it in [Proxy.MCPServers].
+//
+// The server's side of the MCP protocol is Serve's: the proxy only carries
+// whole JSON-RPC messages between it and the agent's MCP client, so any MCP
+// implementation can sit on top (package
+// github.com/acp-conductor/acp-conductor/proxy/mcpsdk adapts the official
+// Go SDK's servers).
+type MCPServer struct {
+	// Name is the name the server is declared with. Agents show it, and
+	// often prefix the names of its tools with it, so it should be short
+	// and unique among the session's MCP servers.
+	Name string
+
+	// Serve serves one connection from the agent's MCP client, reading the
+	// client's messages from c and writing the server's, and returns when
+	// it is done with the connection. It runs on a goroutine of its own for
+	// each connection, so it may be running for many connections, to one
+	// server or several, at once.
+	//
+	// ctx is done when the client disconnects or the proxy stops, and
+	// Serve should then return soon; once it returns, c is closed.
+	Serve func(ctx context.Context, c *MCPConn) error
+}
+
+// An MCPSession is what the proxy knows of the ACP session that an MCP
+// connection serves: the one whose set-up request declared the server the
+// agent connected to.
+type MCPSession struct {
+	// ID is the session's id. It comes from the answer to session/new or
+	// session/fork, and from the request for session/load and
+	// session/resume; it is empty while an agent that connects to its MCP
+	// servers before answering session/new has not yet answered.
+	ID string
+	// Cwd is the session's working directory, as the request gave it.
+	Cwd string
+	// Method and Params are the set-up request as the proxy received it,
+	// with its declarations added, for anything else a server needs.
+	Method string
+	Params json.RawMessage
+}
+
+// checkMCPServers reports what is wrong with a list of servers, if anything.
+func checkMCPServers(servers []*MCPServer) error {
+	names := make(map[string]bool)
+	for i, s := range servers {
+		switch {
+		case s == nil:
+			return fmt.Errorf("proxy: MCPServers[%d] is nil", i)
+		case s.Name == "":
+			return fmt.Errorf("proxy: MCPServers[%d] has no Name", i)
+		case s.Serve == nil:
+			return fmt.Errorf("proxy: MCP server %q has no Serve function", s.Name)
+		case names[s.Name]:
+			return fmt.Errorf("proxy: two MCP servers are named %q", s.Name)
+		}
+		names[s.Name] = true
+	}
+	return nil
+}
+
+// An mcpHost serves a proxy's MCP servers on one connection to its
+// conductor.
+type mcpHost struct {
+	c       *Conn
+	servers []*MCPServer
+
+	mu       sync.Mutex
+	declared map[string]declaration // by server id, for as long as the Conn lasts
+	conns    map[string]*MCPConn    // by connection id, until the client disconnects
+	upstream map[string]bool        // ids of connections opened with someone before the proxy
+}
+
+// A declaration is one server declared in one session.
+type declaration struct {
+	server  *MCPServer
+	session *sessionRecord
+}
+
+// A sessionRecord is an MCPSession that set-up fills in as it learns more.
+type sessionRecord struct {
+	mu sync.Mutex
+	s  MCPSession
+}
+
+func (r *sessionRecord) get() MCPSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.s
+}
+
+func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
+	return &mcpHost{
+		c:        c,
+		servers:  servers,
+		declared: make(map[string]declaration),
+		conns:    make(map[string]*MCPConn),
+		upstream: make(map[string]bool),
+	}
+}
+
+// receive takes the messages that concern the proxy's MCP servers, and
+// reports whether it took m. It runs on the reader.
+func (h *mcpHost) receive(id json.RawMessage, from Side, method string, params json.RawMessage) bool {
+	switch {
+	case from == Predecessor && sessionSetUp[method]:
+		h.c.handle(id, from, method, params, h.setUp(h.c.p.handler(from, method)))
+		return true
+	case from != Successor:
+		return false
+	case method == methodMCPConnect:
+		return h.connect(id, params)
+	case method == methodMCPMessage || method == methodMCPDisconnect:
+		return h.onConn(id, method, params)
+	}
+	return false
+}
+
+// setUp wraps the handler of a session set-up request (nil: forwarding) so
+// that the request declares the proxy's servers. fn sees the declarations
+// already in r.Params, and the agent's answer completes the session's record.
+func (h *mcpHost) setUp(fn Handler) Handler {
+	if fn == nil {
+		fn = forward
+	}
+	return func(ctx context.Context, r *Request) (json.RawMessage, error) {
+		var req struct {
+			SessionID string `json:"sessionId"`
+			Cwd       string `json:"cwd"`
+		}
+		_ = json.Unmarshal(r.Params, &req) // what cannot be read stays unknown
+		rec := &sessionRecord{s: MCPSession{Cwd: req.Cwd, Method: r.Method}}
+		if r.Method == "session/load" || r.Method == "session/resume" {
+			rec.s.ID = req.SessionID // session/fork names the session it copies
+		}
+		ids, params, err := h.declare(r.Params, rec)
+		if err != nil {
+			h.c.log.Warn("could not declare the proxy's MCP servers; the session goes on without them",
+				"method", r.Method, "error", err)
+			rec.s.Params = r.Params // for no one: nothing was declared
+		} else {
+			r.Params = params
+		}
+
+		result, err := fn(ctx, r)
+		if err != nil {
+			h.forget(ids) // no session, so nothing will connect
+			return nil, err
+		}
+		var res struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(result, &res) == nil && res.SessionID != "" {
+			rec.mu.Lock()
+			rec.s.ID = res.SessionID
+			rec.mu.Unlock()
+		}
+		return result, nil
+	}
+}
+
+// declare adds a declaration of every server, each under a new id, to the
+// mcpServers of params, keeping the entries and bytes already there, and
+// records them, and the params, for rec's session.
+func (h *mcpHost) declare(params json.RawMessage, rec *sessionRecord) ([]string, json.RawMessage, error) {
+	ids := make([]string, len(h.servers))
+	entries := make([]json.RawMessage, len(h.servers))
+	for i, s := range h.servers {
+		ids[i] = newUUID()
+		e, err := json.Marshal(struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+			ID   string `json:"id"`
+		}{"acp", s.Name, ids[i]})
+		if err != nil {
+			return nil, nil, err
+		}
+		entries[i] = e
+	}
+	params, err := EditMember(params, "mcpServers", func(list json.RawMessage) (json.RawMessage, error) {
+		return appendElems(list, entries)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcpServers: %w", err)
+	}
+	rec.s.Params = params // before anything can connect and read it
+	h.mu.Lock()
+	for i, s := range h.servers {
+		h.declared[ids[i]] = declaration{server: s, session: rec}
+	}
+	h.mu.Unlock()
+	return ids, params, nil
+}
+
+func (h *mcpHost) forget(ids []string) {
+	h.mu.Lock()
+	for _, id := range ids {
+		delete(h.declared, id)
+	}
+	h.mu.Unlock()
+}
+
+// connect opens a connection to one of the proxy's servers and starts
+// serving it. An mcp/connect for a server the proxy did not declare goes on
+// toward its owner, and the proxy notes the connection it opens, so that the
+// messages on it go on too.
+func (h *mcpHost) connect(id json.RawMessage, params json.RawMessage) bool {
+	h.mu.Lock()
+	d, ok := h.declared[connectTarget(params)]
+	h.mu.Unlock()
+	switch {
+	case !ok && id == nil:
+		return false
+	case !ok:
+		h.c.handle(id, Successor, methodMCPConnect, params, h.connectUpstream(h.c.p.handler(Successor, methodMCPConnect)))
+		return true
+	case id == nil:
+		h.c.log.Warn("dropped an mcp/connect notification; connecting takes a request")
+		return true
+	}
+	mc := newMCPConn(h, d)
+	h.mu.Lock()
+	h.conns[mc.id] = mc
+	h.mu.Unlock()
+	h.c.answer(nil, id, json.RawMessage(`{"connectionId":`+mc.quotedID+`}`), nil)
+	h.c.handlers.Go(func() error {
+		mc.serve(d.server)
+		return nil
+	})
+	return true
+}
+
+// connectUpstream wraps the handler for an mcp/connect that is not the
+// proxy's (nil: forwarding) to note the connection it opens.
+func (h *mcpHost) connectUpstream(fn Handler) Handler {
+	if fn == nil {
+		fn = forward
+	}
+	return func(ctx context.Context, r *Request) (json.RawMessage, error) {
+		result, err := fn(ctx, r)
+		var res struct {
+			ConnectionID string `json:"connectionId"`
+		}
+		if err == nil && json.Unmarshal(result, &res) == nil && res.ConnectionID != "" {
+			h.mu.Lock()
+			h.upstream[res.ConnectionID] = true
+			h.mu.Unlock()
+		}
+		return result, err
+	}
+}
+
+// onConn delivers an mcp/message or mcp/disconnect to the connection it
+// names. A connection that is not the proxy's, but that it saw opened, is
+// left to ordinary handling; one it never heard of is refused.
+func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessage) bool {
+	raw := field(params, "connectionId")
+	var cid string
+	_ = json.Unmarshal(raw, &cid)
+	h.mu.Lock()
+	mc, up := h.conns[cid], h.upstream[cid]
+	if method == methodMCPDisconnect {
+		delete(h.conns, cid)
+		delete(h.upstream, cid)
+	}
+	h.mu.Unlock()
+	switch {
+	case mc != nil && method == methodMCPMessage:
+		mc.fromClient(id, params)
+	case mc != nil:
+		mc.end(io.EOF)
+		if id != nil {
+			h.c.answer(nil, id, json.RawMessage(`{}`), nil)
+		}
+	case up:
+		return false
+	case id != nil:
+		if raw == nil {
+			raw = json.RawMessage("null")
+		}
+		h.c.reply(wire.ErrorResponse(id, wire.Errorf(jrpc2.InvalidParams, "%s: unknown MCP connection", method).
+			WithData(map[string]json.RawMessage{"connectionId": raw})))
+	default:
+		h.c.log.Warn("dropped a notification for an unknown MCP connection", "method", method, "connectionId", string(raw))
+	}
+	return true
+}
+
+// connectTarget returns the server id an mcp/connect names: acpId in the
+// RFD's spelling, serverId in the Rust SDK's.
+func connectTarget(params json.RawMessage) string {
+	for _, name := range []string{"acpId", "serverId"} {
+		var id string
+		if raw := field(params, name); raw != nil && json.Unmarshal(raw, &id) == nil {
+			return id
+		}
+	}
+	return ""
+}
+
+// field returns the raw value of the member name of the object obj, or nil.
+func field(obj json.RawMessage, name string) json.RawMessage {
+	var v json.RawMessage
+	if len(obj) > 0 {
+		wire.EachField(obj, func(k, val []byte) {
+			var key string
+			if json.Unmarshal(k, &key) == nil && key == name {
+				v = val
+			}
+		})
+	}
+	return v
+}
+
+var errNotArray = errors.New("not a JSON array")
+
+// appendElems returns the JSON array list with elems added at its end, and
+// its own elements byte for byte as they were. A missing or null list counts
+// as empty.
+func appendElems(list json.RawMessage, elems []json.RawMessage) (json.RawMessage, error) {
+	list = bytes.TrimSpace(list)
+	var old []json.RawMessage
+	if len(list) > 0 && string(list) != "null" {
+		if list[0] != '[' || json.Unmarshal(list, &old) != nil {
+			return nil, errNotArray
+		}
+	}
+	out := []byte{'['}
+	if len(old) > 0 {
+		out = append(append(out, bytes.TrimSpace(list[1:len(list)-1])...), ',')
+	}
+	for i, e := range elems {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']'), nil
+}
+
+// newUUID returns a random (version 4) UUID. Server and connection ids must
+// be unique across the whole chain, whose conductor routes by them.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,472 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/proxy"
+)
+
+// uuid matches the ids the proxy makes for servers and connections.
+var uuid = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`)
+
+// scrub replaces each id in line with a name in order of first appearance
+// among all scrubbed lines (ID1, ID2, ...), so lines can be compared whole.
+type scrub map[string]string
+
+func (s scrub) line(line string) string {
+	return uuid.ReplaceAllStringFunc(line, func(id string) string {
+		if _, ok := s[id]; !ok {
+			s[id] = fmt.Sprintf("ID%d", len(s)+1)
+		}
+		return s[id]
+	})
+}
+
+// id returns the real id that name stands for.
+func (s scrub) id(name string) string {
+	for id, n := range s {
+		if n == name {
+			return id
+		}
+	}
+	panic("no id " + name)
+}
+
+// expectScrubbed checks the proxy's next line, ids scrubbed.
+func (c *conductor) expectScrubbed(s scrub, want string) {
+	c.t.Helper()
+	if got := s.line(c.recv()); got != want {
+		c.t.Fatalf("proxy sent\n\t%s\nwant\n\t%s", got, want)
+	}
+}
+
+// mcpHarness is a proxy whose MCP servers hand each connection to the test,
+// which plays the server through the MCPConn, and whose Serve returns what
+// the test sends on ret (or nil once the connection's context is done).
+type mcpHarness struct {
+	*conductor
+	conns chan served
+	s     scrub
+}
+
+type served struct {
+	server string
+	conn   *proxy.MCPConn
+	ctx    context.Context
+	ret    chan error
+}
+
+func serveMCP(t *testing.T, p *proxy.Proxy, names ...string) *mcpHarness {
+	t.Helper()
+	h := &mcpHarness{conns: make(chan served, 100), s: scrub{}}
+	for _, name := range names {
+		p.MCPServers = append(p.MCPServers, &proxy.MCPServer{
+			Name: name,
+			Serve: func(ctx context.Context, c *proxy.MCPConn) error {
+				sv := served{server: name, conn: c, ctx: ctx, ret: make(chan error, 1)}
+				h.conns <- sv
+				select {
+				case err := <-sv.ret:
+					return err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		})
+	}
+	h.conductor = serve(t, p)
+	return h
+}
+
+// conn returns the next connection served.
+func (h *mcpHarness) conn() served {
+	h.t.Helper()
+	select {
+	case s := <-h.conns:
+		return s
+	case <-time.After(timeout):
+		h.t.Fatal("no MCP connection was served")
+		return served{}
+	}
+}
+
+// read returns the server's next message.
+func (s served) read(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m, err := s.conn.Read(ctx)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	return string(m)
+}
+
+func (s served) expect(t *testing.T, want string) {
+	t.Helper()
+	if got := s.read(t); got != want {
+		t.Fatalf("the server read\n\t%s\nwant\n\t%s", got, want)
+	}
+}
+
+func (s served) write(t *testing.T, msg string) {
+	t.Helper()
+	if err := s.conn.Write(context.Background(), json.RawMessage(msg)); err != nil {
+		t.Fatalf("Write(%s): %v", msg, err)
+	}
+}
+
+// newSession sets up a session through the proxy and returns the names of
+// the ids the proxy declared in it.
+func (h *mcpHarness) newSession(id int, sessionID string) {
+	h.t.Helper()
+	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"/w/%s","mcpServers":[]}}`, id, sessionID))
+	line := h.recv()
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal([]byte(line), &m)
+	h.s.line(line)
+	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":%q}}`, m.ID, sessionID))
+	h.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"sessionId":%q}}`, id, sessionID))
+}
+
+// The proxy declares its servers in every session set-up request, after the
+// entries already there and with every other byte kept, under ids of its
+// own for each session.
+func TestMCPDeclarations(t *testing.T) {
+	var seen string
+	h := serveMCP(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/load": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				seen = string(r.Params)
+				return r.Forward(ctx)
+			},
+		},
+	}, "tools", "more")
+	s := h.s
+
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w", "mcpServers":[ {"name":"fs","command":"fs-mcp","args":[],"env":[]} ],"_meta":{"k":[1, 2]}}}`)
+	h.expectScrubbed(s, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/w", "mcpServers":[{"name":"fs","command":"fs-mcp","args":[],"env":[]},{"type":"acp","name":"tools","id":"ID1"},{"type":"acp","name":"more","id":"ID2"}],"_meta":{"k":[1, 2]}}}}`)
+	h.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":"x","method":"session/load","params":{"sessionId":"s0","cwd":"/w"}}`)
+	h.expectScrubbed(s, `{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/load","params":{"sessionId":"s0","cwd":"/w","mcpServers":[{"type":"acp","name":"tools","id":"ID3"},{"type":"acp","name":"more","id":"ID4"}]}}}`)
+	if got := s.line(seen); !strings.Contains(got, `"id":"ID3"`) {
+		t.Errorf("the session/load handler saw %s, without the declarations", got)
+	}
+	h.send(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"x","result":{}}`)
+
+	for i, method := range []string{"session/resume", "session/fork"} {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"sessionId":"s0","cwd":"/w","mcpServers":null}}`, 10+i, method))
+		h.expectScrubbed(s, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{"sessionId":"s0","cwd":"/w","mcpServers":[{"type":"acp","name":"tools","id":"ID%d"},{"type":"acp","name":"more","id":"ID%d"}]}}}`, 3+i, method, 5+2*i, 6+2*i))
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32601,"message":"no"}}`, 3+i))
+		h.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32601,"message":"no"}}`, 10+i))
+	}
+
+	// What the proxy cannot add to goes on as it is.
+	h.send(`{"jsonrpc":"2.0","id":20,"method":"session/new","params":{"cwd":"/w","mcpServers":{}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":5,"method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/w","mcpServers":{}}}}`)
+	h.send(`{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"bad"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":20,"error":{"code":-32602,"message":"bad"}}`)
+
+	// Other requests are not touched.
+	h.send(`{"jsonrpc":"2.0","id":21,"method":"session/prompt","params":{"sessionId":"s1","mcpServers":[]}}`)
+	h.expect(`{"jsonrpc":"2.0","id":6,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1","mcpServers":[]}}}`)
+}
+
+// One connection, both ways: the client's requests and notifications reach
+// the server as plain MCP messages under ids the proxy gives, and the
+// server's responses answer them; the server's own requests reach the client
+// as mcp/message requests, whose answers it reads back under its own ids.
+func TestMCPConnection(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.newSession(1, "s1")
+
+	h.send(`{"jsonrpc":"2.0","id":"c1","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `","_meta":{}}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c1","result":{"connectionId":"ID2"}}`)
+	sv := h.conn()
+	if sv.server != "tools" || sv.conn.ID() != h.s.id("ID2") {
+		t.Fatalf("served %s on connection %s", sv.server, sv.conn.ID())
+	}
+	if got := sv.conn.Session(); got.ID != "s1" || got.Cwd != "/w/s1" || got.Method != "session/new" {
+		t.Errorf("Session() = %+v", got)
+	}
+	conn := `"connectionId":"` + sv.conn.ID() + `"`
+
+	// A request and a notification from the client, in order.
+	h.send(`{"jsonrpc":"2.0","id":"m1","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"initialize","params":{"protocolVersion":"2025-06-18"},"_meta":{"hop":1}}}}`)
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"notifications/initialized"}}}`)
+	h.send(`{"jsonrpc":"2.0","id":"m2","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/list","params":null}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+
+	// Responses in any order; an error is the JSON-RPC error.
+	sv.write(t, `{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no tools","data":{"x":1}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m2","error":{"code":-32601,"message":"no tools","data":{"x":1}}}`)
+	sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18",
+		"capabilities":{}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m1","result":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+
+	// The server's own request, notification and second request.
+	sv.write(t, `{"jsonrpc":"2.0","id":"q","method":"sampling/createMessage","params":{"maxTokens":5}}`)
+	sv.write(t, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}`)
+	sv.write(t, `{"jsonrpc":"2.0","id":7,"method":"roots/list"}`)
+	h.expect(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"sampling/createMessage","params":{"maxTokens":5}}}}`)
+	h.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"notifications/message","params":{"level":"info","data":"hi"}}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"roots/list"}}}`)
+	h.send(`{"jsonrpc":"2.0","id":3,"result":{"roots":[]}}`)
+	h.send(`{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"declined"}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":"q","error":{"code":-1,"message":"declined"}}`)
+
+	// A response to nothing pending is dropped; a message that is not one is
+	// refused.
+	sv.write(t, `{"jsonrpc":"2.0","id":99,"result":{}}`)
+	if err := sv.conn.Write(context.Background(), json.RawMessage(`[{"jsonrpc":"2.0","method":"x"}]`)); err == nil {
+		t.Error("Write accepted a batch")
+	}
+	h.quiet()
+}
+
+// Many connections at once, to the same server and to others, in both
+// spellings, each its own.
+func TestMCPManyConnections(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "a", "b")
+	h.newSession(1, "s1") // ID1, ID2
+	h.newSession(2, "s2") // ID3, ID4
+
+	conns := map[string]served{} // by scrubbed connection id
+	for i, target := range []string{"ID1", "ID1", "ID2", "ID4"} {
+		key := "acpId"
+		if i%2 == 1 {
+			key = "serverId"
+		}
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":"mcp/connect","params":{%q:%q}}}`, 100+i, key, h.s.id(target)))
+		h.expectScrubbed(h.s, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"connectionId":"ID%d"}}`, 100+i, 5+i))
+		sv := h.conn()
+		conns[h.s.line(sv.conn.ID())] = sv
+	}
+	for name, want := range map[string]string{"ID5": "a s1", "ID6": "a s1", "ID7": "b s1", "ID8": "b s2"} {
+		if sv := conns[name]; sv.server+" "+sv.conn.Session().ID != want {
+			t.Errorf("connection %s: server %s in session %s, want %s", name, sv.server, sv.conn.Session().ID, want)
+		}
+	}
+	// A ping on each, answered in reverse order.
+	names := []string{"ID5", "ID6", "ID7", "ID8"}
+	for i, name := range names {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":%q,"method":"ping"}}}`, 200+i, h.s.id(name)))
+	}
+	for i := len(names) - 1; i >= 0; i-- {
+		sv := conns[names[i]]
+		sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		sv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"result":{"n":%d}}`, i))
+		h.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"n":%d}}`, 200+i, i))
+	}
+}
+
+// mcp/disconnect ends the connection: the server's context is done, Read
+// returns what came before and then io.EOF, requests still pending are
+// answered, and the connection is unknown from then on.
+func TestMCPDisconnect(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.newSession(1, "s1")
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c","result":{"connectionId":"ID2"}}`)
+	sv := h.conn()
+	conn := `"connectionId":"` + sv.conn.ID() + `"`
+
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call","params":{"name":"slow"}}}}`)
+	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{` + conn + `}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32000,"message":"MCP connection closed"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
+	select {
+	case <-sv.ctx.Done():
+	case <-time.After(timeout):
+		t.Fatal("the server's context is not done after mcp/disconnect")
+	}
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
+	if m, err := sv.conn.Read(context.Background()); err != io.EOF {
+		t.Errorf("Read after disconnect = %s, %v; want io.EOF", m, err)
+	}
+	if err := sv.conn.Write(context.Background(), json.RawMessage(`{"jsonrpc":"2.0","id":1,"result":{}}`)); !errors.Is(err, proxy.ErrClosed) {
+		t.Errorf("Write after disconnect = %v, want ErrClosed", err)
+	}
+
+	h.send(`{"jsonrpc":"2.0","id":"m2","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"ping"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m2","error":{"code":-32602,"message":"mcp/message: unknown MCP connection","data":{` + conn + `}}}`)
+	h.send(`{"jsonrpc":"2.0","id":"d2","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"nope"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d2","error":{"code":-32602,"message":"mcp/disconnect: unknown MCP connection","data":{"connectionId":"nope"}}}`)
+	h.send(`{"jsonrpc":"2.0","id":"m3","method":"proxy/successor","params":{"method":"mcp/message","params":{"method":"ping"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m3","error":{"code":-32602,"message":"mcp/message: unknown MCP connection","data":{"connectionId":null}}}`)
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"nope","method":"ping"}}}`)
+	h.quiet()
+}
+
+// $/cancel_request for a request on a connection tells the server with MCP's
+// notifications/cancelled and answers at once; the server's late response is
+// dropped.
+func TestMCPCancel(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.newSession(1, "s1")
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.recv()
+	sv := h.conn()
+	conn := `"connectionId":"` + sv.conn.ID() + `"`
+
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call"}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":"m"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32800,"message":"Request cancelled"}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"cancelled by the client"}}`)
+	sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"late":true}}`)
+	h.quiet()
+}
+
+// When Serve returns, the connection is closed: its pending requests are
+// answered, later ones refused, and the server's requests in flight are
+// cancelled. The client may still disconnect.
+func TestMCPServerCloses(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.newSession(1, "s1")
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.recv()
+	sv := h.conn()
+	conn := `"connectionId":"` + sv.conn.ID() + `"`
+
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call"}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	sv.write(t, `{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"elicitation/create","params":{}}}}`)
+
+	sv.ret <- errors.New("tired")
+	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32000,"message":"MCP connection closed"}}`)
+	h.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":2}}}`)
+	if _, err := sv.conn.Read(context.Background()); !errors.Is(err, proxy.ErrClosed) {
+		t.Errorf("Read after Serve returned: %v, want ErrClosed", err)
+	}
+
+	h.send(`{"jsonrpc":"2.0","id":"m2","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"ping"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m2","error":{"code":-32000,"message":"MCP connection closed"}}`)
+	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{` + conn + `}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
+}
+
+// The proxy's stop ends every connection: Serve's context is done and Serve
+// returns before Proxy.Serve does (goleak checks that nothing is left).
+func TestMCPStop(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.newSession(1, "s1")
+	for i := range 3 {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":%q}}}`, 10+i, h.s.id("ID1")))
+		h.recv()
+	}
+	var svs []served
+	for range 3 {
+		svs = append(svs, h.conn())
+	}
+	// One blocked in Read, one waiting for the client's answer.
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := svs[0].conn.Read(context.Background())
+		readErr <- err
+	}()
+	svs[1].write(t, `{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+	h.recv()
+
+	h.in.Close()
+	if err := h.wait(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	for i, sv := range svs {
+		if sv.ctx.Err() == nil {
+			t.Errorf("connection %d: the server's context is not done", i)
+		}
+	}
+	if err := <-readErr; err != io.EOF {
+		t.Errorf("Read when the proxy stopped: %v, want io.EOF", err)
+	}
+}
+
+// mcp/connect for a server the proxy did not declare goes on toward its
+// owner, and so do the messages on the connection it opens.
+func TestMCPNotOurs(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"theirs"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"method":"mcp/connect","params":{"acpId":"theirs"}}`)
+	h.send(`{"jsonrpc":"2.0","id":1,"result":{"connectionId":"up-1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"connectionId":"up-1"}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up-1","method":"ping"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":2,"method":"mcp/message","params":{"connectionId":"up-1","method":"ping"}}`)
+	h.send(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	h.send(`{"jsonrpc":"2.0","id":3,"method":"mcp/message","params":{"connectionId":"up-1","method":"roots/list"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up-1","method":"roots/list"}}}`)
+	h.send(`{"jsonrpc":"2.0","id":3,"result":{"roots":[]}}`)
+	h.expect(`{"jsonrpc":"2.0","id":3,"result":{"roots":[]}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":4,"method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"up-1"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":4,"method":"mcp/disconnect","params":{"connectionId":"up-1"}}`)
+	h.send(`{"jsonrpc":"2.0","id":4,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":4,"result":{}}`)
+	h.send(`{"jsonrpc":"2.0","id":5,"method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up-1","method":"ping"}}}`)
+	h.expectError("5", -32602)
+}
+
+// A session the agent refuses leaves no server to connect to.
+func TestMCPRefusedSession(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"tools","id":"ID1"}]}}}`)
+	h.send(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"auth required"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"auth required"}}`)
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":2,"method":"mcp/connect","params":{"acpId":"ID1"}}`)
+}
+
+// An agent may connect while the proxy still waits for its answer to
+// session/new, before the session has an id.
+func TestMCPConnectDuringSetUp(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}`)
+	h.s.line(h.recv())
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c","result":{"connectionId":"ID2"}}`)
+	sv := h.conn()
+	if s := sv.conn.Session(); s.ID != "" || s.Cwd != "/w" {
+		t.Errorf("Session() before the answer = %+v", s)
+	}
+	h.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"late"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"late"}}`)
+	if s := sv.conn.Session(); s.ID != "late" {
+		t.Errorf("Session() after the answer = %+v", s)
+	}
+}
+
+func TestMCPServersChecked(t *testing.T) {
+	serve := func(ctx context.Context, c *proxy.MCPConn) error { return nil }
+	for _, servers := range [][]*proxy.MCPServer{
+		{nil},
+		{{Serve: serve}},
+		{{Name: "x"}},
+		{{Name: "x", Serve: serve}, {Name: "x", Serve: serve}},
+	} {
+		_, w := io.Pipe()
+		p := &proxy.Proxy{MCPServers: servers}
+		if err := p.Serve(context.Background(), strings.NewReader(""), w); err == nil {
+			t.Errorf("Serve accepted %+v", servers)
+		}
+	}
+}

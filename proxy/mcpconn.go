@@ -1,0 +1,339 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// An MCPConn is one connection from the agent's MCP client to one of the
+// proxy's [MCPServer]s: a pipe of whole MCP JSON-RPC messages, as they would
+// travel over stdio, one way from the client and the other way to it.
+//
+// The proxy translates between those messages and MCP-over-ACP. A request
+// from the client, which arrives as an mcp/message request, is read with an
+// id the proxy assigns, and the server's response to that id answers the
+// mcp/message request: its result, or its error as the JSON-RPC error. A
+// request the server writes becomes an mcp/message request to the client,
+// and its answer is read as the response, under the id the server gave it.
+// Notifications pass both ways as they are. When the client cancels a
+// request ($/cancel_request), the server reads MCP's
+// notifications/cancelled for it, and the request is answered as cancelled
+// at once, since MCP servers do not answer cancelled requests.
+//
+// Read must be called by one goroutine at a time; the other methods may be
+// called concurrently.
+type MCPConn struct {
+	id       string // the connectionId
+	quotedID string // as JSON
+	h        *mcpHost
+	session  *sessionRecord
+	ctx      context.Context // Serve's: done when the connection ends
+	cancel   context.CancelFunc
+
+	mu      sync.Mutex
+	inbox   [][]byte                  // messages for Read
+	ready   chan struct{}             // signalled when inbox grows
+	lastID  int64                     // the last id given to a client request
+	pending map[int64]json.RawMessage // client requests awaiting the server: their mcp/message ids, by the id given
+	asked   map[string]bool           // ids of the server's requests awaiting the client
+	ended   error                     // why the connection ended, or nil
+	closed  bool                      // it was ended on this side
+}
+
+func newMCPConn(h *mcpHost, d declaration) *MCPConn {
+	id := newUUID()
+	mc := &MCPConn{
+		id:       id,
+		quotedID: strconv.Quote(id),
+		h:        h,
+		session:  d.session,
+		ready:    make(chan struct{}, 1),
+		pending:  make(map[int64]json.RawMessage),
+		asked:    make(map[string]bool),
+	}
+	mc.ctx, mc.cancel = context.WithCancel(h.c.ctx)
+	return mc
+}
+
+// ID returns the connection's id, the connectionId of the mcp/connect
+// answer, unique across the chain.
+func (c *MCPConn) ID() string { return c.id }
+
+// Session returns what the proxy knows, at the time of the call, of the ACP
+// session the connection serves.
+func (c *MCPConn) Session() MCPSession { return c.session.get() }
+
+// Read returns the next message from the client: a request, a notification,
+// or the response to a request the server wrote. Once the client has
+// disconnected, or the proxy has stopped, Read returns the messages that
+// arrived before, then io.EOF. After Close it returns [ErrClosed]. If ctx is
+// done first, Read returns ctx.Err().
+func (c *MCPConn) Read(ctx context.Context) (json.RawMessage, error) {
+	for {
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return nil, ErrClosed
+		case len(c.inbox) > 0:
+			m := c.inbox[0]
+			c.inbox[0] = nil
+			c.inbox = c.inbox[1:]
+			c.mu.Unlock()
+			return m, nil
+		case c.ctx.Err() != nil:
+			c.mu.Unlock()
+			return nil, io.EOF
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.ready:
+		case <-c.ctx.Done():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Write sends one message to the client: the response to a request it read,
+// or a request or notification of the server's own. It returns once the
+// message is queued; the answer to a request is read later. A response to a
+// request that was cancelled, or that the connection's end has already
+// answered, is dropped. Write returns [ErrClosed] once the connection has
+// ended, and an error if msg is not a JSON-RPC message (batches included:
+// MCP has none since its 2025-06-18 revision).
+func (c *MCPConn) Write(ctx context.Context, msg json.RawMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m, err := wire.Parse(msg)
+	if err != nil {
+		return fmt.Errorf("proxy: writing an MCP message: %w", err)
+	}
+	c.mu.Lock()
+	ended := c.ended != nil || c.ctx.Err() != nil
+	c.mu.Unlock()
+	switch {
+	case ended:
+		return ErrClosed
+	case m.IsResponse():
+		return c.respond(m)
+	case m.IsNotification():
+		return c.h.c.notify(nil, Successor, methodMCPMessage, c.envelope(m.Method, m.Params))
+	default:
+		return c.request(m)
+	}
+}
+
+// Close ends the connection from the server's side: the client's pending
+// requests are answered with an error, and what it sends from then on is
+// refused. The client is not told otherwise (MCP-over-ACP gives servers no
+// way to disconnect) and should disconnect in turn. The connection closes
+// by itself when Serve returns.
+func (c *MCPConn) Close() error {
+	c.end(ErrClosed)
+	return nil
+}
+
+// serve runs s on the connection, then closes it.
+func (c *MCPConn) serve(s *MCPServer) {
+	err := s.Serve(c.ctx, c)
+	why := ErrClosed
+	if c.ctx.Err() != nil {
+		why = io.EOF // the client, or the proxy's stop, ended it first
+	}
+	c.end(why)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !errors.Is(err, ErrClosed) {
+		c.h.c.log.Warn("MCP server failed", "server", s.Name, "connectionId", c.id, "error", err)
+	}
+}
+
+// codeConnectionClosed is the error code MCP's SDKs give requests cut off by
+// the end of their connection.
+const codeConnectionClosed = -32000
+
+// end ends the connection, once: for io.EOF, from the client's side (or the
+// proxy's stop); for ErrClosed, from the server's. The server's context is
+// cancelled, the client's requests still pending are answered, and the
+// server's are cancelled.
+func (c *MCPConn) end(why error) {
+	c.mu.Lock()
+	if c.ended != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.ended, c.closed = why, why == ErrClosed
+	pending, asked := c.pending, c.asked
+	c.pending, c.asked = nil, nil
+	if c.closed {
+		c.inbox = nil // Read returns ErrClosed from now on
+	}
+	c.mu.Unlock()
+	c.cancel()
+	hc := c.h.c
+	for _, n := range slices.Sorted(maps.Keys(pending)) {
+		hc.answer(nil, pending[n], nil, &Error{Code: codeConnectionClosed, Message: "MCP connection closed"})
+	}
+	for _, id := range slices.Sorted(maps.Keys(asked)) {
+		if hc.forget(json.RawMessage(id)) {
+			hc.cancelRequest(Successor, json.RawMessage(id))
+		}
+	}
+}
+
+// fromClient delivers an mcp/message from the client, request (id != nil)
+// or notification. It runs on the reader.
+func (c *MCPConn) fromClient(id, params json.RawMessage) {
+	var method string
+	var inner json.RawMessage
+	wire.EachField(params, func(k, v []byte) {
+		switch string(k) {
+		case `"method"`:
+			_ = json.Unmarshal(v, &method)
+		case `"params"`:
+			inner = v
+		}
+	})
+	if string(inner) == "null" {
+		inner = nil
+	}
+	refuse := func(e *wire.Error) {
+		if id != nil {
+			c.h.c.reply(wire.ErrorResponse(id, e))
+		} else {
+			c.h.c.log.Warn("dropped an mcp/message notification", "connectionId", c.id, "reason", e.Message)
+		}
+	}
+	if method == "" {
+		refuse(wire.Errorf(jrpc2.InvalidParams, "mcp/message without a method"))
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended != nil {
+		refuse(wire.Errorf(codeConnectionClosed, "MCP connection closed"))
+		return
+	}
+	m := wire.Message{Method: method, Params: inner}
+	if id != nil {
+		c.lastID++
+		n := c.lastID
+		m.ID = wire.IntID(n)
+		c.pending[n] = bytes.Clone(id)
+		// Registered before the server can see the request, and so answer
+		// it, so that the answer finds it.
+		c.h.c.mu.Lock()
+		c.h.c.served[string(id)] = &served{cancel: func(error) { c.cancelRequest(n) }}
+		c.h.c.mu.Unlock()
+	}
+	c.push(m.Append(nil))
+}
+
+// cancelRequest deals with the client's $/cancel_request for the request
+// given id n: the server is told, with MCP's own notification, and the
+// request is answered as cancelled. It runs on the reader.
+func (c *MCPConn) cancelRequest(n int64) {
+	c.mu.Lock()
+	id, ok := c.pending[n]
+	delete(c.pending, n)
+	if ok {
+		c.push(fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"cancelled by the client"}}`, n))
+	}
+	c.mu.Unlock()
+	if ok {
+		c.h.c.answer(nil, id, nil, context.Canceled)
+	}
+}
+
+// push queues a message for Read. c.mu must be held.
+func (c *MCPConn) push(msg []byte) {
+	if c.ended != nil {
+		return
+	}
+	c.inbox = append(c.inbox, msg)
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+// respond answers the client's request that the server's response m is for.
+func (c *MCPConn) respond(m *wire.Message) error {
+	n, err := strconv.ParseInt(string(m.ID), 10, 64)
+	c.mu.Lock()
+	id, ok := c.pending[n]
+	delete(c.pending, n)
+	c.mu.Unlock()
+	if err != nil || !ok {
+		c.h.c.log.Debug("dropped an MCP response to no pending request", "connectionId", c.id, "id", string(m.ID))
+		return nil
+	}
+	if m.Error != nil {
+		c.h.c.answer(nil, id, nil, decodeError(m.Error))
+	} else {
+		c.h.c.answer(nil, id, m.Result, nil)
+	}
+	return nil
+}
+
+// request sends the server's request m to the client. The answer is
+// delivered to Read as the response, under the server's id, by the reader
+// that receives it, so answers are read in the order they arrive.
+func (c *MCPConn) request(m *wire.Message) error {
+	serverID := bytes.Clone(m.ID)
+	params, err := checkParams(c.envelope(m.Method, m.Params))
+	if err != nil {
+		return fmt.Errorf("proxy: writing an MCP message: %w", err)
+	}
+	hc := c.h.c
+	id := hc.newID()
+	cl := &call{onReply: func(resp *wire.Message) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.asked[string(id)] {
+			delete(c.asked, string(id))
+			r := wire.Message{ID: serverID, Result: resp.Result, Error: resp.Error}
+			c.push(r.Append(nil))
+		}
+	}}
+	// Held throughout, so that end cannot miss the request.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended != nil {
+		return ErrClosed
+	}
+	if err := hc.register(id, cl); err != nil {
+		return err
+	}
+	if err := hc.out.put(nil, hc.encode(Successor, id, methodMCPMessage, params)); err != nil {
+		hc.forget(id)
+		return err
+	}
+	c.asked[string(id)] = true
+	return nil
+}
+
+// envelope returns the params of an mcp/message carrying an MCP message on
+// this connection.
+func (c *MCPConn) envelope(method string, params json.RawMessage) json.RawMessage {
+	m, _ := json.Marshal(method) // a string cannot fail
+	buf := make([]byte, 0, len(c.quotedID)+len(m)+len(params)+48)
+	buf = append(append(append(buf, `{"connectionId":`...), c.quotedID...), `,"method":`...)
+	buf = append(buf, m...)
+	if params != nil {
+		buf = append(append(buf, `,"params":`...), params...)
+	}
+	return append(buf, '}')
+}
