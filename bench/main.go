@@ -1,0 +1,243 @@
+// Command bench is acp-conductor's benchmark suite. Run it from anywhere in
+// the module:
+//
+//	go run ./bench            # the full run, a few minutes on 2 cores
+//	go run ./bench -quick     # a short run, about a minute
+//	go run ./bench -out perf.md -profile /tmp/prof
+//
+// It builds the conductor (./cmd/acp-conductor) and the helper program
+// bench/peer (a fast agent, a passthrough proxy built with package proxy, and
+// the editor), then runs every scenario against the same agent and editor:
+// directly, through a byte-copying relay, and through the conductor with 0, 1,
+// 3 and 10 proxies. It prints a markdown table in which every figure stands
+// beside its ratio to the direct run of the same invocation, and a list of the
+// project's performance targets, each PASS or MISS. See bench/README.md.
+//
+// With -profile DIR it also runs the conductor's relay in-process (bench/peer
+// conductor, which calls conductor.Run) under the throughput and the 16 MiB
+// scenarios with pprof, and leaves the profiles and their top entries in DIR.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "a short run (about a minute) with fewer prompts and one round")
+	out := flag.String("out", "", "also write the markdown tables to this file")
+	profile := flag.String("profile", "", "also profile the in-process relay, writing pprof files to this directory")
+	rounds := flag.Int("rounds", 0, "rounds of the chain sweep (default 3, or 1 with -quick)")
+	profileOnly := flag.Bool("profile-only", false, "with -profile, skip the table and only profile")
+	flag.Parse()
+	if *profileOnly && *profile == "" {
+		fmt.Fprintln(os.Stderr, "bench: -profile-only needs -profile DIR")
+		os.Exit(2)
+	}
+	if err := run(*quick, *out, *profile, *rounds, *profileOnly); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// plan is how much of everything one run does.
+type plan struct {
+	rounds                        int // chain sweep rounds, interleaved
+	warmup, latency, tp3, tp100   int // stream scenario prompts
+	bigRuns                       int
+	bigBytes                      int
+	sessions, prompts, concUpdate int
+	concRuns                      int
+	startRepeat                   int
+	benchtime                     string
+}
+
+func newPlan(quick bool, rounds int) plan {
+	p := plan{rounds: 3, warmup: 200, latency: 2000, tp3: 1000, tp100: 100,
+		bigRuns: 3, bigBytes: 16 << 20, sessions: 200, prompts: 20, concUpdate: 3, concRuns: 2,
+		startRepeat: 15, benchtime: "1s"}
+	if quick {
+		p = plan{rounds: 1, warmup: 50, latency: 400, tp3: 200, tp100: 20,
+			bigRuns: 1, bigBytes: 16 << 20, sessions: 200, prompts: 20, concUpdate: 3, concRuns: 1,
+			startRepeat: 5, benchtime: "200ms"}
+	}
+	if rounds > 0 {
+		p.rounds = rounds
+	}
+	return p
+}
+
+// bench holds the built programs and the results as they come in.
+type bench struct {
+	root      string // module root
+	dir       string // build output
+	conductor string // the acp-conductor binary
+	peer      string // the bench/peer binary
+	plan      plan
+}
+
+func run(quick bool, out, profile string, rounds int, profileOnly bool) error {
+	start := time.Now()
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "acp-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if strings.ContainsAny(dir, " \t'\"\\") {
+		return fmt.Errorf("temporary directory %q needs quoting; set TMPDIR", dir)
+	}
+	b := &bench{root: root, dir: dir, plan: newPlan(quick, rounds),
+		conductor: filepath.Join(dir, "acp-conductor"), peer: filepath.Join(dir, "peer")}
+	env := describeEnv()
+	progress("building the conductor and bench/peer")
+	if err := b.goCmd("build", "-o", b.conductor, "./cmd/acp-conductor"); err != nil {
+		return err
+	}
+	if err := b.goCmd("build", "-o", b.peer, "./bench/peer"); err != nil {
+		return err
+	}
+
+	if profileOnly {
+		return b.profile(profile)
+	}
+	var r results
+	if r.sweep, err = b.sweep(); err != nil {
+		return err
+	}
+	if r.big, err = b.big(); err != nil {
+		return err
+	}
+	if r.conc, err = b.concurrent(); err != nil {
+		return err
+	}
+	if r.start, err = b.startup(); err != nil {
+		return err
+	}
+	if r.relay, err = b.goBench(); err != nil {
+		return err
+	}
+	env.loadAfter = loadAvg()
+	env.elapsed = time.Since(start)
+	env.plan = b.plan
+	report := r.markdown(env)
+	fmt.Print(report)
+	if out != "" {
+		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			return err
+		}
+	}
+	if profile != "" {
+		return b.profile(profile)
+	}
+	return nil
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("run go run ./bench inside the acp-conductor module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// goCmd runs the go command in the module root, failing with its output.
+func (b *bench) goCmd(args ...string) error {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = b.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// A chain is one way of connecting the editor to the agent.
+type chain struct {
+	name    string
+	kind    string // "direct", "relay" or "conductor"
+	proxies int
+}
+
+var (
+	direct = chain{name: "direct (no conductor)", kind: "direct"}
+	relay  = chain{name: "byte-copying relay process", kind: "relay"}
+)
+
+func conductorChain(n int) chain {
+	s := "proxies"
+	if n == 1 {
+		s = "proxy"
+	}
+	return chain{name: fmt.Sprintf("conductor, %d %s", n, s), kind: "conductor", proxies: n}
+}
+
+// argv is the command the editor launches for c.
+func (b *bench) argv(c chain) []string {
+	agent := []string{b.peer, "agent"}
+	switch c.kind {
+	case "direct":
+		return agent
+	case "relay":
+		return append([]string{b.peer, "relay"}, agent...)
+	}
+	argv := []string{b.conductor, "agent"}
+	if c.kind == "harness" {
+		argv = []string{b.peer, "conductor"}
+	}
+	for range c.proxies {
+		argv = append(argv, b.peer+" proxy")
+	}
+	return append(argv, b.peer+" agent")
+}
+
+// client runs bench/peer client for one scenario against c and decodes its
+// JSON result into res.
+func (b *bench) client(c chain, res any, env []string, args ...string) error {
+	argv := append([]string{"client"}, args...)
+	argv = append(append(argv, "--"), b.argv(c)...)
+	return b.peerCmd(res, env, argv...)
+}
+
+func (b *bench) peerCmd(res any, env []string, args ...string) error {
+	cmd := exec.Command(b.peer, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("peer %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	if err := json.Unmarshal(stdout.Bytes(), res); err != nil {
+		return fmt.Errorf("peer %s: bad result %q: %w", strings.Join(args, " "), stdout.Bytes(), err)
+	}
+	return nil
+}
+
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
+	"strings"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+// runConductor runs the conductor in-process, in agent mode, for the
+// components given as arguments (each one string, split at spaces; the last
+// is the agent), with the CPU profile written to $BENCH_CPUPROFILE and the
+// allocation profile to $BENCH_MEMPROFILE and an execution trace to
+// $BENCH_TRACE, where set, and $BENCH_CONDUCTOR_GOMAXPROCS threads running Go
+// code (leaving the components' GOMAXPROCS alone). It is the relay of the
+// real binary without its command line, configuration and logging.
+func runConductor(args []string) error {
+	if len(args) == 0 {
+		return errors.New("no agent")
+	}
+	if n, err := strconv.Atoi(os.Getenv("BENCH_CONDUCTOR_GOMAXPROCS")); err == nil {
+		runtime.GOMAXPROCS(n) // for this process only, unlike GOMAXPROCS
+	}
+	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	if path := os.Getenv("BENCH_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer func() {
+			trace.Stop()
+			f.Close()
+		}()
+	}
+	comp := func(s string) conductor.Component {
+		w := strings.Fields(s)
+		return conductor.Component{Command: w[0], Args: w[1:]}
+	}
+	cfg := conductor.Config{Mode: conductor.AgentMode, Agent: comp(args[len(args)-1])}
+	for _, p := range args[:len(args)-1] {
+		cfg.Proxies = append(cfg.Proxies, comp(p))
+	}
+	err := conductor.Run(context.Background(), cfg, conductor.Stdin(), conductor.Stdout())
+	if path := os.Getenv("BENCH_MEMPROFILE"); path != "" {
+		f, ferr := os.Create(path)
+		if ferr != nil {
+			return ferr
+		}
+		runtime.GC()
+		pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
+	return err
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// env describes the machine and the run, for the table's header.
+type env struct {
+	goVersion, cpu, loadBefore, loadAfter string
+	cpus                                  int
+	date                                  time.Time
+	elapsed                               time.Duration
+	plan                                  plan
+}
+
+func describeEnv() env {
+	e := env{goVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, cpus: runtime.NumCPU(),
+		cpu: "?", loadBefore: loadAvg(), date: time.Now()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				e.cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return e
+}
+
+func fmtNs(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.2f s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.2f ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func fmtRate(perSec float64) string {
+	switch {
+	case perSec >= 1e6:
+		return fmt.Sprintf("%.2f M/s", perSec/1e6)
+	case perSec >= 1e3:
+		return fmt.Sprintf("%.1f k/s", perSec/1e3)
+	}
+	return fmt.Sprintf("%.0f /s", perSec)
+}
+
+func fmtBytes(n float64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", n/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", n/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", n)
+}
+
+// ratio formats v/base.
+func ratio(v, base float64) string {
+	if base == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("×%.2f", v/base)
+}
+
+func cell(value string, v, base float64) string {
+	return value + " (" + ratio(v, base) + ")"
+}
+
+func passMiss(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "**MISS**"
+}
+
+// markdown renders every table and the targets.
+func (r *results) markdown(e env) string {
+	var w strings.Builder
+	p := e.plan
+	fmt.Fprintf(&w, "## Benchmark results\n\n")
+	fmt.Fprintf(&w, "`go run ./bench` on %s: %s, %d CPUs (%s); load average %s before, %s after; %d round(s); took %s.\n\n",
+		e.date.Format("2006-01-02 15:04 MST"), e.goVersion, e.cpus, e.cpu, e.loadBefore, e.loadAfter, p.rounds, e.elapsed.Round(time.Second))
+	fmt.Fprintf(&w, "Every figure is followed by its ratio to the direct run (editor and agent with nothing in between) of the same invocation. "+
+		"The editor, agent and proxies are bench/peer: the agent writes each message with its own system call; the proxies are package proxy with no handlers.\n\n")
+
+	// The chain sweep.
+	base := r.sweep[0]
+	fmt.Fprintf(&w, "### One session, prompts one after another (medians over %d round(s))\n\n", p.rounds)
+	fmt.Fprintf(&w, "Latency: %d prompts answered at once (no updates), each timed from send to answer. "+
+		"Throughput: session/update notifications received per second over %d prompts with 3 updates each and %d prompts with 100 each.\n\n",
+		p.latency, p.tp3, p.tp100)
+	fmt.Fprintf(&w, "| chain | median latency | p99 latency | updates/s, 3 per prompt | updates/s, 100 per prompt |\n|---|---|---|---|---|\n")
+	for _, s := range r.sweep {
+		fmt.Fprintf(&w, "| %s | %s | %s | %s | %s |\n", s.chain.name,
+			cell(fmtNs(s.lat50), s.lat50, base.lat50), cell(fmtNs(s.lat99), s.lat99, base.lat99),
+			cell(fmtRate(s.tp3), s.tp3, base.tp3), cell(fmtRate(s.tp100), s.tp100, base.tp100))
+	}
+	c0 := r.sweepRow(0)
+	for _, s := range r.sweep {
+		if s.chain.kind != "conductor" || s.chain.proxies == 0 {
+			continue
+		}
+		hop := (s.lat50 - c0.lat50) / float64(s.chain.proxies)
+		hop99 := (s.lat99 - c0.lat99) / float64(s.chain.proxies)
+		fmt.Fprintf(&w, "| added per proxy, 0→%d proxies | %s | %s | | |\n", s.chain.proxies,
+			cell(fmtNs(hop), hop, base.lat50), cell(fmtNs(hop99), hop99, base.lat99))
+	}
+
+	// Everything else.
+	fmt.Fprintf(&w, "\n### Large message, many sessions, startup\n\n| scenario | figure | value | ratio to direct |\n|---|---|---|---|\n")
+	bd, b3 := r.big[0], r.big[1]
+	mib := p.bigBytes >> 20
+	fmt.Fprintf(&w, "| one %d MiB prompt (%d run(s)) | elapsed, direct | %s | ×1.00 |\n", mib, p.bigRuns, fmtNs(bd.seconds*1e9))
+	fmt.Fprintf(&w, "| | elapsed, conductor + 3 proxies | %s | %s |\n", fmtNs(b3.seconds*1e9), ratio(b3.seconds, bd.seconds))
+	fmt.Fprintf(&w, "| | peak RSS (VmHWM) of the agent, direct | %s | ×1.00 |\n", fmtBytes(float64(bd.hwm)))
+	fmt.Fprintf(&w, "| | peak RSS (VmHWM) of the conductor process, 3 proxies | %s (%.2f × payload) | %s |\n",
+		fmtBytes(float64(b3.hwm)), float64(b3.hwm)/float64(p.bigBytes), ratio(float64(b3.hwm), float64(bd.hwm)))
+	cd, c2 := r.conc[0], r.conc[1]
+	label := fmt.Sprintf("%d sessions × %d prompts (%d updates each), %d run(s)", p.sessions, p.prompts, p.concUpdate, p.concRuns)
+	fmt.Fprintf(&w, "| %s | errors, direct | %d | – |\n", label, cd.errors)
+	fmt.Fprintf(&w, "| | errors, conductor + 2 proxies | %d | – |\n", c2.errors)
+	fmt.Fprintf(&w, "| | prompts/s, direct | %s | ×1.00 |\n", fmtRate(cd.promptsPerSec))
+	fmt.Fprintf(&w, "| | prompts/s, conductor + 2 proxies | %s | %s |\n", fmtRate(c2.promptsPerSec), ratio(c2.promptsPerSec, cd.promptsPerSec))
+	fmt.Fprintf(&w, "| | updates/s, direct | %s | ×1.00 |\n", fmtRate(cd.updatesPerSec))
+	fmt.Fprintf(&w, "| | updates/s, conductor + 2 proxies | %s | %s |\n", fmtRate(c2.updatesPerSec), ratio(c2.updatesPerSec, cd.updatesPerSec))
+	sd := r.start[0]
+	first := true
+	for _, s := range r.start {
+		scen := ""
+		if first {
+			scen = fmt.Sprintf("launch → initialize answer (median of %d)", p.startRepeat)
+			first = false
+		}
+		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", scen, s.name, fmtNs(float64(s.initNs)), ratio(float64(s.initNs), float64(sd.initNs)))
+	}
+	own := r.conductorStartup()
+	fmt.Fprintf(&w, "| | conductor's own share, 3 proxies (conductor − components) | %s | %s |\n", fmtNs(own), ratio(own, float64(sd.initNs)))
+	first = true
+	for _, s := range r.start {
+		if s.idleRSS == 0 {
+			continue
+		}
+		scen := ""
+		if first {
+			scen = "idle RSS (VmRSS) with a session open"
+			first = false
+		}
+		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", scen, s.name, fmtBytes(float64(s.idleRSS)), ratio(float64(s.idleRSS), float64(sd.idleRSS)))
+	}
+
+	// The in-process relay.
+	fmt.Fprintf(&w, "\n### In-process relay path (`go test -run '^$' -bench BenchmarkRelay -benchmem -benchtime %s ./conductor`)\n\n", p.benchtime)
+	fmt.Fprintf(&w, "One op relays one message (request: a prompt and its answer, two messages); no system calls. "+
+		"The ratio is to `copy` of the same size: reading and writing the line with no relay, the in-process analogue of direct.\n\n")
+	fmt.Fprintf(&w, "| benchmark | CPU time/op | throughput | B/op | allocs/op | ratio to copy (time, allocs) |\n|---|---|---|---|---|---|\n")
+	for _, b := range r.relay {
+		cp, _ := r.benchRow(strings.SplitN(b.name, "/", 2)[0] + "/copy")
+		fmt.Fprintf(&w, "| %s | %s | %.0f MB/s | %s | %d | %s, %s |\n", b.name, fmtNs(b.nsPerOp), b.mbps, fmtBytes(float64(b.bytes)), b.allocs,
+			ratio(b.nsPerOp, cp.nsPerOp), ratio(float64(b.allocs), float64(cp.allocs)))
+	}
+
+	// The targets.
+	fmt.Fprintf(&w, "\n### Targets\n\n| target | measured | result |\n|---|---|---|\n")
+	for _, t := range r.targets(p) {
+		fmt.Fprintf(&w, "| %s | %s | %s |\n", t.name, t.measured, passMiss(t.ok))
+	}
+	return w.String()
+}
+
+func (r *results) sweepRow(proxies int) sweepRow {
+	for _, s := range r.sweep {
+		if s.chain.kind == "conductor" && s.chain.proxies == proxies {
+			return s
+		}
+	}
+	return sweepRow{}
+}
+
+func (r *results) benchRow(name string) (benchRow, bool) {
+	for _, b := range r.relay {
+		if b.name == name {
+			return b, true
+		}
+	}
+	return benchRow{}, false
+}
+
+// conductorStartup is the conductor's own share of the 3-proxy startup:
+// its launch-to-answer time minus that of the same components started
+// together without it.
+func (r *results) conductorStartup() float64 {
+	var parts, c3 float64
+	for _, s := range r.start {
+		switch {
+		case strings.HasPrefix(s.name, "components"):
+			parts = float64(s.initNs)
+		case s.name == conductorChain(3).name:
+			c3 = float64(s.initNs)
+		}
+	}
+	return c3 - parts
+}
+
+type target struct {
+	name, measured string
+	ok             bool
+}
+
+func (r *results) targets(p plan) []target {
+	base, c0 := r.sweep[0], r.sweepRow(0)
+	var ts []target
+	ts = append(ts, target{"conductor, 0 proxies: median latency ≤ 1.10 × direct",
+		fmt.Sprintf("%s vs %s: %s", fmtNs(c0.lat50), fmtNs(base.lat50), ratio(c0.lat50, base.lat50)), c0.lat50 <= 1.10*base.lat50})
+	ts = append(ts, target{"conductor, 0 proxies: throughput ≥ 0.90 × direct, 3 updates per prompt",
+		fmt.Sprintf("%s vs %s: %s", fmtRate(c0.tp3), fmtRate(base.tp3), ratio(c0.tp3, base.tp3)), c0.tp3 >= 0.90*base.tp3})
+	ts = append(ts, target{"conductor, 0 proxies: throughput ≥ 0.90 × direct, 100 updates per prompt",
+		fmt.Sprintf("%s vs %s: %s", fmtRate(c0.tp100), fmtRate(base.tp100), ratio(c0.tp100, base.tp100)), c0.tp100 >= 0.90*base.tp100})
+	var hops []string
+	worst := 0.0
+	for _, s := range r.sweep {
+		if s.chain.kind == "conductor" && s.chain.proxies > 0 {
+			hop := (s.lat50 - c0.lat50) / float64(s.chain.proxies)
+			worst = max(worst, hop)
+			hops = append(hops, fmt.Sprintf("%s (0→%d)", fmtNs(hop), s.chain.proxies))
+		}
+	}
+	ts = append(ts, target{"each added passthrough proxy adds ≤ 40 µs median latency", strings.Join(hops, ", "), worst <= 40e3})
+	var allocs []string
+	grow := false
+	for _, b := range r.relay {
+		if !strings.HasPrefix(b.name, "small/") || strings.HasSuffix(b.name, "/copy") {
+			continue
+		}
+		kind := strings.TrimPrefix(b.name, "small/")
+		big, ok := r.benchRow("1MiB/" + kind)
+		if !ok {
+			continue
+		}
+		allocs = append(allocs, fmt.Sprintf("%s %d → %d", kind, b.allocs, big.allocs))
+		grow = grow || big.allocs > b.allocs
+	}
+	ts = append(ts, target{"allocations per relayed message do not grow with payload size (small → 1 MiB)", strings.Join(allocs, "; "), !grow})
+	b3 := r.big[1]
+	limit := 3 * int64(p.bigBytes)
+	ts = append(ts, target{fmt.Sprintf("%d MiB through 3 proxies: conductor peak RSS ≤ 3 × payload (%s)", p.bigBytes>>20, fmtBytes(float64(limit))),
+		fmt.Sprintf("%s (%.2f × payload)", fmtBytes(float64(b3.hwm)), float64(b3.hwm)/float64(p.bigBytes)), b3.hwm <= limit})
+	for _, s := range r.start {
+		if s.name == conductorChain(3).name {
+			ts = append(ts, target{"idle conductor with 3 proxies ≤ 20 MiB RSS", fmtBytes(float64(s.idleRSS)), s.idleRSS <= 20<<20})
+		}
+	}
+	c2 := r.conc[1]
+	m := fmt.Sprintf("%d errors", c2.errors)
+	if c2.firstError != "" {
+		first, _, _ := strings.Cut(c2.firstError, "\n")
+		m += ": " + strings.ReplaceAll(first, "|", "\\|")
+	}
+	ts = append(ts, target{fmt.Sprintf("%d concurrent sessions × %d prompts through 2 proxies: 0 errors", p.sessions, p.prompts), m, c2.errors == 0})
+	return ts
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The results of bench/peer, as it prints them.
+
+type throughput struct {
+	Prompts        int     `json:"prompts"`
+	Updates        int     `json:"updates"`
+	Seconds        float64 `json:"seconds"`
+	UpdatesPerSec  float64 `json:"updatesPerSec"`
+	PromptsPerSec  float64 `json:"promptsPerSec"`
+	MessagesPerSec float64 `json:"messagesPerSec"`
+}
+
+type streamResult struct {
+	LatencyMedianNs int64      `json:"latencyMedianNs"`
+	LatencyP99Ns    int64      `json:"latencyP99Ns"`
+	TP3             throughput `json:"tp3"`
+	TP100           throughput `json:"tp100"`
+}
+
+type bigResult struct {
+	PayloadBytes int     `json:"payloadBytes"`
+	Seconds      float64 `json:"seconds"`
+	HWMBefore    int64   `json:"hwmBefore"`
+	HWM          int64   `json:"hwm"`
+}
+
+type concurrentResult struct {
+	Sessions   int        `json:"sessions"`
+	Errors     int        `json:"errors"`
+	FirstError string     `json:"firstError"`
+	Throughput throughput `json:"throughput"`
+}
+
+type startupResult struct {
+	InitNs  int64 `json:"initNs"`
+	IdleRSS int64 `json:"idleRss"`
+	IdleHWM int64 `json:"idleHwm"`
+}
+
+// What the runner makes of them.
+
+type sweepRow struct {
+	chain                    chain
+	lat50, lat99, tp3, tp100 float64 // medians over the rounds: ns, ns, updates/s, updates/s
+}
+
+type bigRow struct {
+	chain   chain
+	seconds float64 // median
+	hwm     int64   // the highest peak over the runs
+}
+
+type concRow struct {
+	chain         chain
+	errors        int
+	firstError    string
+	promptsPerSec float64 // median
+	updatesPerSec float64
+}
+
+type startRow struct {
+	name    string
+	initNs  int64
+	idleRSS int64 // 0 where not measured
+}
+
+type benchRow struct {
+	name          string // e.g. small/notify
+	nsPerOp, mbps float64
+	bytes, allocs int64
+}
+
+type results struct {
+	sweep []sweepRow
+	big   []bigRow
+	conc  []concRow
+	start []startRow
+	relay []benchRow
+}
+
+func medianF(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
+}
+
+// sweep runs the stream scenario through every chain, in interleaved
+// rounds so that a change in the machine's load touches all chains alike.
+func (b *bench) sweep() ([]sweepRow, error) {
+	chains := []chain{direct, relay, conductorChain(0), conductorChain(1), conductorChain(3), conductorChain(10)}
+	runs := make([][]streamResult, len(chains))
+	p := b.plan
+	for round := range p.rounds {
+		for i, c := range chains {
+			progress("round %d/%d: stream scenario, %s", round+1, p.rounds, c.name)
+			var res streamResult
+			if err := b.client(c, &res, nil, "-scenario", "stream",
+				"-warmup", strconv.Itoa(p.warmup), "-latency", strconv.Itoa(p.latency),
+				"-tp3", strconv.Itoa(p.tp3), "-tp100", strconv.Itoa(p.tp100)); err != nil {
+				return nil, err
+			}
+			progress("  median %s, p99 %s; %s updates/s at 3 per prompt, %s at 100", fmtNs(float64(res.LatencyMedianNs)),
+				fmtNs(float64(res.LatencyP99Ns)), fmtRate(res.TP3.UpdatesPerSec), fmtRate(res.TP100.UpdatesPerSec))
+			runs[i] = append(runs[i], res)
+		}
+	}
+	rows := make([]sweepRow, len(chains))
+	for i, c := range chains {
+		var l50, l99, t3, t100 []float64
+		for _, r := range runs[i] {
+			l50 = append(l50, float64(r.LatencyMedianNs))
+			l99 = append(l99, float64(r.LatencyP99Ns))
+			t3 = append(t3, r.TP3.UpdatesPerSec)
+			t100 = append(t100, r.TP100.UpdatesPerSec)
+		}
+		rows[i] = sweepRow{chain: c, lat50: medianF(l50), lat99: medianF(l99), tp3: medianF(t3), tp100: medianF(t100)}
+	}
+	return rows, nil
+}
+
+// big sends one prompt of plan.bigBytes directly and through 3 proxies.
+func (b *bench) big() ([]bigRow, error) {
+	var rows []bigRow
+	for _, c := range []chain{direct, conductorChain(3)} {
+		row := bigRow{chain: c}
+		var secs []float64
+		for i := range b.plan.bigRuns {
+			progress("%d MiB prompt %d/%d, %s", b.plan.bigBytes>>20, i+1, b.plan.bigRuns, c.name)
+			var res bigResult
+			if err := b.client(c, &res, nil, "-scenario", "big", "-bytes", strconv.Itoa(b.plan.bigBytes)); err != nil {
+				return nil, err
+			}
+			secs = append(secs, res.Seconds)
+			row.hwm = max(row.hwm, res.HWM)
+		}
+		row.seconds = medianF(secs)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// concurrent runs many sessions at once, directly and through 2 proxies.
+func (b *bench) concurrent() ([]concRow, error) {
+	var rows []concRow
+	p := b.plan
+	for _, c := range []chain{direct, conductorChain(2)} {
+		row := concRow{chain: c}
+		var pps, ups []float64
+		for i := range p.concRuns {
+			progress("%d sessions x %d prompts %d/%d, %s", p.sessions, p.prompts, i+1, p.concRuns, c.name)
+			var res concurrentResult
+			if err := b.client(c, &res, nil, "-scenario", "concurrent", "-sessions", strconv.Itoa(p.sessions),
+				"-prompts", strconv.Itoa(p.prompts), "-updates", strconv.Itoa(p.concUpdate)); err != nil {
+				return nil, err
+			}
+			row.errors += res.Errors
+			if row.firstError == "" {
+				row.firstError = res.FirstError
+			}
+			pps = append(pps, res.Throughput.PromptsPerSec)
+			ups = append(ups, res.Throughput.UpdatesPerSec)
+		}
+		row.promptsPerSec, row.updatesPerSec = medianF(pps), medianF(ups)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// startup times launch to initialize answer: the agent alone, the three
+// proxies and the agent started together without a conductor, and the
+// conductor with 0 and with 3 proxies.
+func (b *bench) startup() ([]startRow, error) {
+	rep := strconv.Itoa(b.plan.startRepeat)
+	var rows []startRow
+	for _, c := range []chain{direct, conductorChain(0), conductorChain(3)} {
+		progress("startup x%s, %s", rep, c.name)
+		var res startupResult
+		if err := b.client(c, &res, nil, "-scenario", "startup", "-repeat", rep, "-settle", "200ms"); err != nil {
+			return nil, err
+		}
+		rows = append(rows, startRow{name: c.name, initNs: res.InitNs, idleRSS: res.IdleRSS})
+		if c.kind == "direct" {
+			progress("startup x%s, 3 proxies and the agent without a conductor", rep)
+			var parts startupResult
+			proxy := b.peer + " proxy"
+			if err := b.peerCmd(&parts, nil, "startparts", "-repeat", rep, "--", proxy, proxy, proxy, b.peer+" agent"); err != nil {
+				return nil, err
+			}
+			rows = append(rows, startRow{name: "components of the 3-proxy chain, started together", initNs: parts.InitNs})
+		}
+	}
+	return rows, nil
+}
+
+var benchLine = regexp.MustCompile(`^BenchmarkRelay/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?\s+(\d+) B/op\s+(\d+) allocs/op`)
+
+// goBench runs the in-process relay benchmarks.
+func (b *bench) goBench() ([]benchRow, error) {
+	progress("go test -run '^$' -bench BenchmarkRelay -benchmem -benchtime %s ./conductor", b.plan.benchtime)
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkRelay", "-benchmem", "-benchtime", b.plan.benchtime, "./conductor")
+	cmd.Dir = b.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench: %w\n%s", err, out)
+	}
+	var rows []benchRow
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		r := benchRow{name: m[1]}
+		r.nsPerOp, _ = strconv.ParseFloat(m[2], 64)
+		r.mbps, _ = strconv.ParseFloat(m[3], 64)
+		r.bytes, _ = strconv.ParseInt(m[4], 10, 64)
+		r.allocs, _ = strconv.ParseInt(m[5], 10, 64)
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no BenchmarkRelay results in:\n%s", out)
+	}
+	return rows, nil
+}
