@@ -20,12 +20,12 @@ type batch struct {
 
 // answer sends a response line to p, or into b when the request that it
 // answers arrived in a batch.
-func answer(p *peer, b *batch, line []byte) {
+func answer(p *peer, b *batch, line ...[]byte) {
 	if b == nil {
-		p.send(line)
+		p.send(line...)
 		return
 	}
-	b.add(line)
+	b.add(bytes.Join(line, nil))
 }
 
 func (b *batch) add(line []byte) {

@@ -153,7 +153,7 @@ func (c *chain) fromBridge(p, owner *peer, ownerPos int, connID []byte, line []b
 	params = append(params, '}')
 	d := c.toOwner(ownerPos, methodMCPMessage)
 	if m.IsNotification() {
-		owner.send(c.encode(owner, nil, d, params))
+		c.deliver(owner, nil, d, params)
 		return
 	}
 	c.forward(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
@@ -170,10 +170,26 @@ type bridgeChannel struct{ c *mcpbridge.Conn }
 func (b bridgeChannel) Recv() ([]byte, error) { return b.c.Recv() }
 func (b bridgeChannel) Close() error          { return b.c.Close() }
 
-func (b bridgeChannel) SendBuffers(lines *net.Buffers) error {
-	for _, line := range *lines {
-		if err := b.c.Send(bytes.TrimSuffix(line, []byte("\n"))); err != nil {
-			return err
+// SendBuffers sends each line the segments hold: a segment may hold several
+// lines (the writer joins small ones) or part of one (a large value).
+func (b bridgeChannel) SendBuffers(segments *net.Buffers) error {
+	var partial []byte
+	for _, seg := range *segments {
+		for len(seg) > 0 {
+			i := bytes.IndexByte(seg, '\n')
+			if i < 0 {
+				partial = append(partial, seg...)
+				break
+			}
+			line := seg[:i]
+			if partial != nil {
+				line = append(partial, line...)
+				partial = nil
+			}
+			if err := b.c.Send(line); err != nil {
+				return err
+			}
+			seg = seg[i+1:]
 		}
 	}
 	return nil
@@ -247,7 +263,7 @@ func (c *chain) toBridge(to *peer, from *peer, m *wire.Message, params json.RawM
 	}
 	d := delivery{method: method}
 	if m.IsNotification() {
-		to.send(c.encode(to, nil, d, inner))
+		c.deliver(to, nil, d, inner)
 		return
 	}
 	c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, inner)

@@ -310,7 +310,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 			}
 			return true
 		}}
-		l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params))
+		l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params)...)
 	}
 	old := p.link.Load()
 	failCalls(p.replace(l, replay), report)

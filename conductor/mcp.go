@@ -188,7 +188,7 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		}
 		d := c.toOwner(srv.owner, method)
 		if m.IsNotification() {
-			c.peers[d.to].send(c.encode(c.peers[d.to], nil, d, params))
+			c.deliver(c.peers[d.to], nil, d, params)
 			return true
 		}
 		cl := &call{from: from, fromID: m.ID, method: method, batch: b}
@@ -225,7 +225,7 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		}
 		to := c.peers[d.to]
 		if m.IsNotification() {
-			to.send(c.encode(to, nil, d, params))
+			c.deliver(to, nil, d, params)
 		} else {
 			c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
 		}

@@ -20,14 +20,15 @@ func newOutbox() *outbox {
 	return &outbox{ready: make(chan struct{}, 1)}
 }
 
-// put appends line and reports whether the outbox still accepts messages.
-func (o *outbox) put(line []byte) bool {
+// put appends one line, given as segments that only together end in a
+// newline, and reports whether the outbox still accepts messages.
+func (o *outbox) put(segments ...[]byte) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return false
 	}
-	o.queue = append(o.queue, line)
+	o.queue = append(o.queue, segments...)
 	o.mu.Unlock()
 	o.signal()
 	return true

@@ -108,9 +108,9 @@ func (c *call) done() {
 
 // reply sends the response line for c to whoever asked; a call the
 // conductor made itself has no one to tell.
-func (c *call) reply(line []byte) {
+func (c *call) reply(line ...[]byte) {
 	if c.from != nil {
-		answer(c.from, c.batch, line)
+		answer(c.from, c.batch, line...)
 	}
 }
 
@@ -286,31 +286,56 @@ func (p *peer) setDialect(d dialect) {
 	p.mu.Unlock()
 }
 
-// send queues one encoded line (with its newline) on the current link.
-func (p *peer) send(line []byte) {
-	if !p.link.Load().out.put(line) {
+// send queues one encoded line (with its newline), in one or more
+// segments, on the current link.
+func (p *peer) send(line ...[]byte) {
+	if !p.link.Load().out.put(line...) {
 		p.log.Debug("dropped message for closed peer")
 	}
 }
 
 // writeLoop drains l's outbox to its channel until the outbox is closed,
-// then closes the channel's writing side. Lines queued together go out
-// together.
+// then closes the channel's writing side. Small lines queued together are
+// joined and written with one system call; large segments are written from
+// where they are, never copied.
 func (l *link) writeLoop(log *zap.Logger) {
 	defer l.ch.Close()
 	var spare [][]byte
+	var out net.Buffers
+	joined := make([]byte, 0, coalesceBytes)
 	for {
-		lines, ok := l.out.take(nil, spare)
+		segs, ok := l.out.take(nil, spare)
 		if !ok {
 			return
 		}
-		bufs := net.Buffers(lines)
+		out, joined = out[:0], joined[:0]
+		start := 0 // of the run of small segments in joined
+		for _, seg := range segs {
+			if len(seg) >= largeValue || len(joined)+len(seg) > cap(joined) {
+				if len(joined) > start {
+					out = append(out, joined[start:])
+					start = len(joined)
+				}
+				if len(seg) >= largeValue || len(seg) > cap(joined)-len(joined) {
+					out = append(out, seg)
+					continue
+				}
+			}
+			joined = append(joined, seg...)
+		}
+		if len(joined) > start {
+			out = append(out, joined[start:])
+		}
+		bufs := out
 		if err := l.ch.SendBuffers(&bufs); err != nil {
 			log.Debug("write failed", zap.Error(err))
 			l.out.close()
 			return // the reader side reports the peer's end
 		}
-		clear(lines)
-		spare = lines
+		clear(segs)
+		spare = segs
 	}
 }
+
+// coalesceBytes bounds how many bytes of small lines one write joins.
+const coalesceBytes = 64 << 10

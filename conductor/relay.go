@@ -101,7 +101,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		params = c.onSessionSetup(src, d, params)
 	}
 	if m.IsNotification() {
-		to.send(c.encode(to, nil, d, params))
+		c.deliver(to, nil, d, params)
 		return
 	}
 
@@ -132,7 +132,7 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 		cl.reply(encodeError(cl.fromID, goneError(to, err)))
 		return
 	}
-	to.send(c.encode(to, wire.IntID(cl.id), d, params))
+	c.deliver(to, wire.IntID(cl.id), d, params)
 }
 
 // cancel translates a $/cancel_request for a request the sender made
@@ -147,7 +147,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 		return
 	}
 	inner := append(append([]byte(`{"requestId":`), wire.IntID(cl.id)...), '}')
-	cl.to.send(c.encode(cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner))
+	c.deliver(cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
@@ -163,17 +163,38 @@ func requestID(params json.RawMessage) []byte {
 	return id
 }
 
-// encode builds the line that delivers a request (id != nil) or notification
-// to peer `to` as d says.
-func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) []byte {
-	buf := make([]byte, 0, len(params)+len(d.method)+64)
-	if d.wrap {
-		buf = wire.AppendWrapped(buf, id, to.getDialect().successor(), d.method, params)
-	} else {
-		m := wire.Message{ID: id, Method: d.method, Params: params}
-		buf = m.Append(buf)
+// largeValue is the size from which params and results are relayed from
+// the line they arrived in, between a header and a trailer, instead of
+// being copied into a new line.
+const largeValue = 32 << 10
+
+// deliver sends a request (id != nil) or notification to peer to as d says.
+func (c *chain) deliver(to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
+	to.send(c.encode(to, id, d, params)...)
+}
+
+// encode returns the segments of the line that delivers a request (id !=
+// nil) or notification to peer to as d says: one segment, or for large
+// params a header, the params as they arrived, and a trailer.
+func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) [][]byte {
+	var head []byte
+	tail := "}\n"
+	switch {
+	case d.wrap && params != nil:
+		head = wire.AppendWrappedHead(make([]byte, 0, 96+len(d.method)), id, to.getDialect().successor(), d.method)
+		tail = "}}\n"
+	case d.wrap:
+		return [][]byte{append(wire.AppendWrapped(nil, id, to.getDialect().successor(), d.method, nil), '\n')}
+	case params != nil:
+		head = wire.AppendHead(make([]byte, 0, 64+len(d.method)), id, d.method)
+	default:
+		m := wire.Message{ID: id, Method: d.method}
+		return [][]byte{append(m.Append(nil), '\n')}
 	}
-	return append(buf, '\n')
+	if len(params) >= largeValue {
+		return [][]byte{head, params, []byte(tail)}
+	}
+	return [][]byte{append(append(head, params...), tail...)}
 }
 
 // respond returns a response to whoever asked, under their id.
@@ -187,8 +208,7 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 	if cl.onResponse != nil && cl.onResponse(m) {
 		return
 	}
-	out := wire.Message{ID: cl.fromID, Result: m.Result, Error: m.Error}
-	cl.reply(append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(cl.fromID)+32)), '\n'))
+	cl.reply(encodeResponseTo(cl.fromID, m)...)
 }
 
 // reject answers a request the conductor cannot deliver, or logs a
@@ -246,6 +266,16 @@ func failCalls(calls []*call, e *wire.Error) {
 		}
 		cl.reply(encodeError(cl.fromID, e))
 	}
+}
+
+// encodeResponseTo re-addresses response m to id; a large result is relayed
+// from where it arrived, as in encode.
+func encodeResponseTo(id json.RawMessage, m *wire.Message) [][]byte {
+	if m.Error == nil && len(m.Result) >= largeValue {
+		return [][]byte{wire.AppendResultHead(make([]byte, 0, 32+len(id)), id), m.Result, []byte("}\n")}
+	}
+	out := wire.Message{ID: id, Result: m.Result, Error: m.Error}
+	return [][]byte{append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(id)+32)), '\n')}
 }
 
 func encodeResponse(id, result json.RawMessage) []byte {

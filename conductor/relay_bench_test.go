@@ -72,12 +72,13 @@ func (r *loopReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// countingWriter discards what is written, counting the writes and bytes so
-// that a benchmark can check that every message was relayed.
-type countingWriter struct{ writes, bytes int }
+// countingWriter discards what is written, counting the writes, lines and
+// bytes so that a benchmark can check that every message was relayed.
+type countingWriter struct{ writes, lines, bytes int }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	w.writes++
+	w.lines += bytes.Count(p, newline)
 	w.bytes += len(p)
 	return len(p), nil
 }
@@ -169,8 +170,8 @@ func benchOneWay(b *testing.B, proxies, from, to int, line string) {
 		flush(b, dst, &spare)
 		n++
 	}
-	if outs[to].writes != n {
-		b.Fatalf("%d messages reached position %d, want %d", outs[to].writes, to, n)
+	if outs[to].lines != n {
+		b.Fatalf("%d messages reached position %d, want %d", outs[to].lines, to, n)
 	}
 }
 
@@ -192,8 +193,8 @@ func benchRequest(b *testing.B, prompt, answer string) {
 		flush(b, client, &spare)
 		n++
 	}
-	if outs[0].writes != n || outs[1].writes != n {
-		b.Fatalf("client got %d answers and agent %d requests, want %d", outs[0].writes, outs[1].writes, n)
+	if outs[0].lines != n || outs[1].lines != n {
+		b.Fatalf("client got %d answers and agent %d requests, want %d", outs[0].lines, outs[1].lines, n)
 	}
 	if len(agent.calls) != 0 || len(client.inflight) != 0 {
 		b.Fatalf("calls left over: %d to the agent, %d from the client", len(agent.calls), len(client.inflight))

@@ -58,20 +58,18 @@ func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err e
 // envelope and whose params carry method and params, without copying params
 // more than once.
 func AppendWrapped(buf []byte, id json.RawMessage, envelope, method string, params json.RawMessage) []byte {
-	buf = append(buf, `{"jsonrpc":"2.0"`...)
-	if id != nil {
-		buf = append(buf, `,"id":`...)
-		buf = append(buf, id...)
+	if params == nil {
+		buf = appendString(append(AppendHead(buf, id, envelope), `{"method":`...), method)
+		return append(buf, "}}"...)
 	}
-	buf = append(buf, `,"method":`...)
-	buf = appendString(buf, envelope)
-	buf = append(buf, `,"params":{"method":`...)
-	buf = appendString(buf, method)
-	if params != nil {
-		buf = append(buf, `,"params":`...)
-		buf = append(buf, params...)
-	}
-	return append(buf, "}}"...)
+	return append(append(AppendWrappedHead(buf, id, envelope, method), params...), "}}"...)
+}
+
+// AppendWrappedHead appends a successor envelope up to the params it
+// carries, which the caller writes next, followed by "}}".
+func AppendWrappedHead(buf []byte, id json.RawMessage, envelope, method string) []byte {
+	buf = appendString(append(AppendHead(buf, id, envelope), `{"method":`...), method)
+	return append(buf, `,"params":`...)
 }
 
 // IsBatch reports whether line is a JSON array: a JSON-RPC batch.

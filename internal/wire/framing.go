@@ -35,8 +35,9 @@ func (e *OversizeError) Error() string {
 // requires. Recv skips blank lines and never buffers more than the limit of
 // one line.
 type LineChannel struct {
-	r     *bufio.Reader
-	limit int
+	r      *bufio.Reader
+	limit  int
+	chunks []*[]byte // reused by readLong
 
 	wmu sync.Mutex
 	w   io.WriteCloser
@@ -47,13 +48,17 @@ var _ channel.Channel = (*LineChannel)(nil)
 // headBytes is how much of an oversize line is kept for diagnostics.
 const headBytes = 512
 
+// readBufferSize is the read buffer of a channel: lines that fit are read
+// with one copy.
+const readBufferSize = 64 << 10
+
 // NewLineChannel returns a channel reading lines from r and writing them to w.
 // A limit <= 0 selects DefaultMaxMessageBytes.
 func NewLineChannel(r io.Reader, w io.WriteCloser, limit int) *LineChannel {
 	if limit <= 0 {
 		limit = DefaultMaxMessageBytes
 	}
-	return &LineChannel{r: bufio.NewReaderSize(r, 64<<10), limit: limit, w: w}
+	return &LineChannel{r: bufio.NewReaderSize(r, readBufferSize), limit: limit, w: w}
 }
 
 // Recv returns the next non-blank line, without its terminator. The returned
@@ -73,37 +78,85 @@ func (c *LineChannel) Recv() ([]byte, error) {
 }
 
 func (c *LineChannel) readLine() ([]byte, error) {
-	var buf []byte
-	for {
-		frag, err := c.r.ReadSlice('\n')
-		content := frag
-		if err == nil {
-			content = frag[:len(frag)-1]
+	frag, err := c.r.ReadSlice('\n')
+	switch {
+	case err == nil && len(frag)-1 > c.limit:
+		return nil, c.oversize(nil, frag, nil)
+	case err == nil:
+		// The common case: the whole line sat in the read buffer.
+		return trimCR(append(make([]byte, 0, len(frag)-1), frag[:len(frag)-1]...)), nil
+	case errors.Is(err, bufio.ErrBufferFull):
+		return c.readLong(frag)
+	case errors.Is(err, io.EOF) && len(frag) > 0:
+		if len(frag) > c.limit {
+			return nil, c.oversize(nil, frag, nil)
 		}
-		if len(buf)+len(content) > c.limit {
-			return nil, c.oversize(buf, frag, err)
-		}
-		switch {
-		case err == nil && buf == nil:
-			// The common case: the whole line sat in the buffer.
-			return trimCR(append(make([]byte, 0, len(content)), content...)), nil
-		case err == nil:
-			return trimCR(append(buf, content...)), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			buf = append(buf, frag...)
-		case errors.Is(err, io.EOF):
-			if len(buf)+len(frag) == 0 {
-				return nil, io.EOF
-			}
-			return trimCR(append(buf, frag...)), nil
-		default:
-			return nil, err
-		}
+		return trimCR(append([]byte(nil), frag...)), nil
+	default:
+		return nil, err
 	}
 }
 
+// readLong reads a line longer than the read buffer, whose first fragment
+// is frag. The fragments are copied into pooled chunks and the line is
+// assembled once, at its final size: one allocation whatever its length,
+// where growing a buffer would cost a dozen and several times the payload.
+func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
+	chunks := c.chunks[:0]
+	defer func() {
+		for i, ch := range chunks {
+			chunkPool.Put(ch)
+			chunks[i] = nil
+		}
+		c.chunks = chunks[:0]
+	}()
+	total := 0
+	for {
+		if total+len(frag) > c.limit+1 { // +1: the newline may still be in frag
+			var head []byte
+			if len(chunks) > 0 {
+				head = *chunks[0]
+			}
+			var err error
+			if len(frag) == 0 || frag[len(frag)-1] != '\n' {
+				err = bufio.ErrBufferFull
+			}
+			return nil, c.oversize(head, frag, err)
+		}
+		ch := chunkPool.Get().(*[]byte)
+		*ch = append((*ch)[:0], frag...)
+		chunks = append(chunks, ch)
+		total += len(frag)
+		if len(frag) > 0 && frag[len(frag)-1] == '\n' {
+			break
+		}
+		var err error
+		frag, err = c.r.ReadSlice('\n')
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			if len(frag) == 0 {
+				break // a last line without its newline
+			}
+		}
+	}
+	line := make([]byte, 0, total)
+	for _, ch := range chunks {
+		line = append(line, *ch...)
+	}
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	}
+	if len(line) > c.limit {
+		return nil, &OversizeError{Limit: c.limit, Head: append([]byte(nil), line[:min(len(line), headBytes)]...)}
+	}
+	return trimCR(line), nil
+}
+
 // oversize skips the rest of a line that has grown past the limit and
-// reports it, keeping only its first bytes.
+// reports it, keeping only its first bytes. err is the error of the last
+// read: bufio.ErrBufferFull while the line goes on.
 func (c *LineChannel) oversize(buf, frag []byte, err error) error {
 	head := make([]byte, 0, headBytes)
 	head = append(head, buf[:min(len(buf), headBytes)]...)
@@ -116,6 +169,14 @@ func (c *LineChannel) oversize(buf, frag []byte, err error) error {
 	}
 	return &OversizeError{Limit: c.limit, Head: head}
 }
+
+// chunkPool holds the buffers long lines are read into; the pool, not each
+// channel, keeps them, so a channel that once saw a large line does not
+// hold its memory.
+var chunkPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, readBufferSize)
+	return &b
+}}
 
 // discardLine consumes input up to and including the next newline.
 func (c *LineChannel) discardLine() error {

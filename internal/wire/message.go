@@ -215,29 +215,50 @@ const Version = "2.0"
 // Append appends the encoding of m to buf, with ID and the raw fields as they
 // are.
 func (m *Message) Append(buf []byte) []byte {
-	buf = append(buf, `{"jsonrpc":"2.0"`...)
-	if m.ID != nil {
-		buf = append(buf, `,"id":`...)
-		buf = append(buf, m.ID...)
-	}
 	if m.Method != "" {
-		buf = append(buf, `,"method":`...)
-		buf = appendString(buf, m.Method)
-		if m.Params != nil {
-			buf = append(buf, `,"params":`...)
-			buf = append(buf, m.Params...)
+		if m.Params == nil {
+			return append(appendCall(buf, m.ID, m.Method), '}')
 		}
-	} else if m.Error != nil {
-		buf = append(buf, `,"error":`...)
-		buf = append(buf, m.Error...)
-	} else {
-		buf = append(buf, `,"result":`...)
-		if m.Result == nil {
-			buf = append(buf, "null"...)
-		}
-		buf = append(buf, m.Result...)
+		return append(append(AppendHead(buf, m.ID, m.Method), m.Params...), '}')
 	}
-	return append(buf, '}')
+	if m.Error != nil {
+		buf = appendResponseHead(buf, m.ID, `,"error":`)
+		return append(append(buf, m.Error...), '}')
+	}
+	buf = AppendResultHead(buf, m.ID)
+	if m.Result == nil {
+		buf = append(buf, "null"...)
+	}
+	return append(append(buf, m.Result...), '}')
+}
+
+// AppendHead appends a request (id != nil) or notification up to its
+// params, which the caller writes next, followed by "}". Together they let
+// a large params value be sent from where it was read, without a copy.
+func AppendHead(buf []byte, id json.RawMessage, method string) []byte {
+	return append(appendCall(buf, id, method), `,"params":`...)
+}
+
+// AppendResultHead appends a response up to its result, which the caller
+// writes next, followed by "}".
+func AppendResultHead(buf []byte, id json.RawMessage) []byte {
+	return appendResponseHead(buf, id, `,"result":`)
+}
+
+func appendCall(buf []byte, id json.RawMessage, method string) []byte {
+	buf = append(buf, `{"jsonrpc":"2.0"`...)
+	if id != nil {
+		buf = append(append(buf, `,"id":`...), id...)
+	}
+	return appendString(append(buf, `,"method":`...), method)
+}
+
+func appendResponseHead(buf []byte, id json.RawMessage, member string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	buf = append(append(buf, `{"jsonrpc":"2.0","id":`...), id...)
+	return append(buf, member...)
 }
 
 // Bytes returns the encoding of m.
