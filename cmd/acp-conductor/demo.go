@@ -141,8 +141,9 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, o demoOptions) error
 	}
 	fmt.Fprintf(stdout, "\nDemo finished: the prompt went through sample-proxy, which added its note;\n"+
 		"the agent streamed %d characters back, the client granted %d permission request(s)\n"+
-		"and served %d file read(s), the turn ended with %s, and the conductor exited cleanly.\n",
-		len(res.Reply), len(res.Permissions), len(res.Reads), res.StopReason)
+		"and served %d file read(s), the agent called sample-proxy's %s tool over MCP-over-ACP,\n"+
+		"the turn ended with %s, and the conductor exited cleanly.\n",
+		len(res.Reply), len(res.Permissions), len(res.Reads), samples.ProxyMCPTool, res.StopReason)
 	return nil
 }
 
@@ -161,6 +162,9 @@ func checkDemo(res *samples.Result, prompt string) []string {
 	}
 	if len(res.Reads) == 0 {
 		missing = append(missing, "the agent never read a file through the client")
+	}
+	if !strings.Contains(res.Reply, "I also called "+samples.ProxyMCPTool) {
+		missing = append(missing, "the agent did not call sample-proxy's MCP tool over MCP-over-ACP")
 	}
 	if res.StopReason != "end_turn" {
 		missing = append(missing, fmt.Sprintf("the turn ended with %q, not end_turn", res.StopReason))

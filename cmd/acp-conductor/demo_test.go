@@ -26,6 +26,7 @@ func TestDemo(t *testing.T) {
 		"← fs/read_text_file /demo/project/README.md\n",
 		"→ file contents:",
 		"← tool call call_1 [completed]",
+		"← tool call call_2 [completed]: sample-proxy has passed on 1 prompt(s) in session sess_1.\n",
 		"← stop reason: end_turn\n",
 		"Demo finished",
 	}
