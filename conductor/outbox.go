@@ -9,11 +9,19 @@ import (
 // unbounded on purpose: two peers that each block writing to the other
 // through bounded queues could deadlock the chain, and every message in it
 // has already been read in full (and bounded by MaxMessageBytes).
+//
+// Handing each message to the writer costs a goroutine wake-up per hop,
+// which dominates the relay's latency; so when nothing is queued and no one
+// is writing, put first tries to write the line itself, without blocking,
+// and queues only what the peer would not take at once. One flag, busy,
+// says someone (put or the writer) is writing, and keeps the order.
 type outbox struct {
 	mu     sync.Mutex
 	queue  [][]byte
 	closed bool
+	busy   bool          // a write is in progress
 	ready  chan struct{} // has a value when queue is non-empty or closed
+	try    func([][]byte) ([][]byte, error)
 }
 
 func newOutbox() *outbox {
@@ -27,6 +35,23 @@ func (o *outbox) put(segments ...[]byte) bool {
 	if o.closed {
 		o.mu.Unlock()
 		return false
+	}
+	if o.try != nil && !o.busy && len(o.queue) == 0 {
+		o.busy = true
+		o.mu.Unlock()
+		rest, err := o.try(segments) // never blocks
+		o.mu.Lock()
+		o.busy = false
+		if err == nil && len(rest) == 0 && len(o.queue) == 0 {
+			o.mu.Unlock()
+			return true
+		}
+		// What the peer did not take goes first; lines queued meanwhile
+		// follow it. A write error is the writer's to report.
+		o.queue = append(rest, o.queue...)
+		o.mu.Unlock()
+		o.signal()
+		return true
 	}
 	o.queue = append(o.queue, segments...)
 	o.mu.Unlock()
@@ -50,18 +75,20 @@ func (o *outbox) signal() {
 }
 
 // take waits for queued lines and returns all of them, reusing spare as the
-// next queue's storage. It returns no lines and false once the outbox is
-// closed and empty, or when done is closed.
+// next queue's storage; the caller writes them and then calls written. It
+// returns no lines and false once the outbox is closed and empty, or when
+// done is closed.
 func (o *outbox) take(done <-chan struct{}, spare [][]byte) ([][]byte, bool) {
 	for {
 		o.mu.Lock()
-		if len(o.queue) > 0 {
+		if len(o.queue) > 0 && !o.busy {
 			lines := o.queue
 			o.queue = spare[:0]
+			o.busy = true
 			o.mu.Unlock()
 			return lines, true
 		}
-		closed := o.closed
+		closed := o.closed && len(o.queue) == 0 && !o.busy
 		o.mu.Unlock()
 		if closed {
 			return nil, false
@@ -71,5 +98,16 @@ func (o *outbox) take(done <-chan struct{}, spare [][]byte) ([][]byte, bool) {
 		case <-done:
 			return nil, false
 		}
+	}
+}
+
+// written ends the writer's turn at writing.
+func (o *outbox) written() {
+	o.mu.Lock()
+	o.busy = false
+	more := len(o.queue) > 0
+	o.mu.Unlock()
+	if more {
+		o.signal()
 	}
 }

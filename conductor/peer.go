@@ -58,7 +58,13 @@ type channel interface {
 }
 
 func newLink(ch channel, proc *process) *link {
-	return &link{ch: ch, out: newOutbox(), proc: proc, readDone: make(chan struct{})}
+	l := &link{ch: ch, out: newOutbox(), proc: proc, readDone: make(chan struct{})}
+	if t, ok := ch.(interface {
+		TryWriter() func([][]byte) ([][]byte, error)
+	}); ok {
+		l.out.try = t.TryWriter()
+	}
+	return l
 }
 
 // A dialect is a spelling of the proxy methods: the RFD's or the Rust SDK's.
@@ -327,15 +333,19 @@ func (l *link) writeLoop(log *zap.Logger) {
 			out = append(out, joined[start:])
 		}
 		bufs := out
-		if err := l.ch.SendBuffers(&bufs); err != nil {
+		err := l.ch.SendBuffers(&bufs)
+		l.out.written()
+		if err != nil {
 			log.Debug("write failed", zap.Error(err))
 			l.out.close()
 			return // the reader side reports the peer's end
 		}
 		clear(segs)
+		clear(out) // hold no written value past its write
 		spare = segs
 	}
 }
+
 
 // coalesceBytes bounds how many bytes of small lines one write joins.
 const coalesceBytes = 64 << 10

@@ -115,7 +115,9 @@ func flush(b *testing.B, p *peer, spare *[][]byte) {
 		b.Fatal("outbox closed")
 	}
 	nb := net.Buffers(lines)
-	if err := l.ch.SendBuffers(&nb); err != nil {
+	err := l.ch.SendBuffers(&nb)
+	l.out.written()
+	if err != nil {
 		b.Fatal(err)
 	}
 	clear(lines)
