@@ -346,6 +346,5 @@ func (l *link) writeLoop(log *zap.Logger) {
 	}
 }
 
-
 // coalesceBytes bounds how many bytes of small lines one write joins.
 const coalesceBytes = 64 << 10
