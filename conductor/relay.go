@@ -51,11 +51,12 @@ func (c *chain) receive(from *peer, line []byte) {
 
 // dispatch relays one message; b is the batch it came in, if any.
 func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
-	var err error
 	if m.IsResponse() {
 		c.respond(from, m)
 		return
 	}
+	topo := c.topo.Load()
+	var err error
 
 	method, params, enveloped := m.Method, m.Params, false
 	if wire.IsSuccessor(method) {
@@ -64,7 +65,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 			return
 		}
 		enveloped = true
-	} else if pos == 0 && c.topo.Load().mode == ProxyMode && method == wire.MethodProxyInitRust {
+	} else if pos == 0 && topo.mode == ProxyMode && method == wire.MethodProxyInitRust {
 		from.setDialect(dialectRust) // our parent speaks the Rust SDK's dialect
 	}
 
@@ -72,7 +73,6 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		c.cancel(from, params)
 		return
 	}
-	topo := c.topo.Load()
 	src := pos // the position it comes from: the parent's envelopes come from its successor side
 	if pos == 0 && enveloped && topo.mode == ProxyMode {
 		src = topo.last()
