@@ -1,0 +1,97 @@
+package conductor
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// TestRewriteDeclarations checks how acp MCP server declarations are
+// rewritten for the bridge in each session set-up method and spelling,
+// keeping what the bridge does not replace, and leaving other server types
+// and every other param alone.
+func TestRewriteDeclarations(t *testing.T) {
+	routes := newMCPRoutes()
+	b := &bridge{mode: BridgeStdio, mcp: routes, declare: func(id, name string, http bool) (json.RawMessage, error) {
+		if http {
+			return json.RawMessage(fmt.Sprintf(`{"type":"http","name":%q,"url":"http://127.0.0.1:1/mcp/%s","headers":[]}`, name, id)), nil
+		}
+		return json.RawMessage(fmt.Sprintf(`{"name":%q,"command":"acp-conductor","args":["mcp-shim"],"env":[{"name":"TOKEN","value":%q}]}`, name, id)), nil
+	}}
+	const others = `{"name":"fs","command":"mcp-fs","args":[],"env":[]},{"type":"http","name":"web","url":"https://x","headers":[]},{"type":"sse","name":"old","url":"https://y","headers":[]}`
+	for _, method := range []string{"session/new", "session/load", "session/resume", "session/fork"} {
+		for _, spelling := range []string{"id", "serverId"} {
+			for _, mode := range []BridgeMode{BridgeStdio, BridgeHTTP} {
+				t.Run(fmt.Sprintf("%s/%s/%s", method, spelling, mode), func(t *testing.T) {
+					b.mode = mode
+					params := `{"sessionId":"s","cwd":"/p","mcpServers":[` + others +
+						`,{"type":"acp","name":"tools",` + fmt.Sprintf("%q", spelling) + `:"srv-9","_meta":{"k":1},"x-unknown":true}],"_meta":{"top":2}}`
+					if !sessionSetup[method] {
+						t.Fatalf("%s is not a session set-up method", method)
+					}
+					if !routes.declare(2, json.RawMessage(params)) {
+						t.Fatal("declare found no acp server")
+					}
+					if srv, ok := routes.server("srv-9"); !ok || srv.owner != 2 || srv.name != "tools" {
+						t.Fatalf("owner of srv-9 = %+v, %v", srv, ok)
+					}
+					got, err := b.rewrite(json.RawMessage(params))
+					if err != nil {
+						t.Fatal(err)
+					}
+					var p struct {
+						SessionID  string            `json:"sessionId"`
+						Meta       map[string]int    `json:"_meta"`
+						MCPServers []json.RawMessage `json:"mcpServers"`
+					}
+					if err := json.Unmarshal(got, &p); err != nil || p.SessionID != "s" || p.Meta["top"] != 2 || len(p.MCPServers) != 4 {
+						t.Fatalf("rewritten params %s (%v)", got, err)
+					}
+					var before []json.RawMessage
+					json.Unmarshal([]byte("["+others+"]"), &before)
+					for i := range before {
+						if string(p.MCPServers[i]) != string(before[i]) {
+							t.Errorf("server %d changed: %s -> %s", i, before[i], p.MCPServers[i])
+						}
+					}
+					var bridged map[string]any
+					json.Unmarshal(p.MCPServers[3], &bridged)
+					if bridged["name"] != "tools" || fmt.Sprint(bridged["_meta"]) != "map[k:1]" || bridged["x-unknown"] != true ||
+						bridged["id"] != nil || bridged["serverId"] != nil {
+						t.Errorf("bridged declaration %s", p.MCPServers[3])
+					}
+					switch mode {
+					case BridgeStdio:
+						if bridged["type"] != nil || bridged["command"] != "acp-conductor" || fmt.Sprint(bridged["env"]) != "[map[name:TOKEN value:srv-9]]" {
+							t.Errorf("stdio declaration %s", p.MCPServers[3])
+						}
+					case BridgeHTTP:
+						if bridged["type"] != "http" || bridged["url"] != "http://127.0.0.1:1/mcp/srv-9" {
+							t.Errorf("http declaration %s", p.MCPServers[3])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRewriteAuto checks that auto bridges over HTTP exactly when the agent
+// said it supports MCP over HTTP.
+func TestRewriteAuto(t *testing.T) {
+	for _, caps := range []string{`{}`, `{"agentCapabilities":{"mcpCapabilities":{"http":true}}}`} {
+		routes := newMCPRoutes()
+		routes.agentCapabilities(json.RawMessage(caps))
+		var gotHTTP bool
+		b := &bridge{mode: BridgeAuto, mcp: routes, declare: func(_, _ string, http bool) (json.RawMessage, error) {
+			gotHTTP = http
+			return json.RawMessage(`{"name":"n"}`), nil
+		}}
+		if _, err := b.rewrite(json.RawMessage(`{"mcpServers":[{"type":"acp","name":"n","id":"a"}]}`)); err != nil {
+			t.Fatal(err)
+		}
+		if want := caps != `{}`; gotHTTP != want {
+			t.Errorf("agent %s: bridged over HTTP = %v, want %v", caps, gotHTTP, want)
+		}
+	}
+}
