@@ -56,7 +56,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 			for _, started := range r.comps {
 				started.proc().kill()
 			}
-			return startError(c, err)
+			return refuse(ctx, cfg, in, out, startError(c, err), c.Name)
 		}
 		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), p), log)
 		pr.comp = c
@@ -375,6 +375,41 @@ func (r *runner) stopAll() {
 	for _, p := range r.comps {
 		<-p.link.Load().readDone
 	}
+}
+
+// refuse answers the client's first request with cause, a chain that could
+// not start, so that an editor shows why rather than a closed pipe; then Run
+// returns cause. It gives up after the grace period if no request comes.
+func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause error, component string) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.GracePeriod)
+	defer cancel()
+	ch := wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes)
+	first := make(chan *wire.Message, 1)
+	go func() { // owned: it ends when in closes, which Run's caller does
+		defer close(first)
+		for {
+			line, err := ch.Recv()
+			if err != nil {
+				return
+			}
+			if m, err := wire.Parse(line); err == nil && m.IsRequest() {
+				first <- m
+				return
+			}
+		}
+	}()
+	select {
+	case m, ok := <-first:
+		if ok {
+			e := wire.Errorf(codeInternalError, "%v", cause).WithData(exitError{Component: component, Status: "did not start"})
+			_ = ch.Send(wire.ErrorResponse(m.ID, e).Bytes())
+		}
+	case <-ctx.Done():
+	}
+	if c, ok := in.(io.Closer); ok {
+		c.Close()
+	}
+	return cause
 }
 
 type nopCloser struct{ io.Writer }

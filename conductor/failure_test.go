@@ -152,3 +152,26 @@ func TestInitTimeout(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 }
+
+// TestStartFailure checks that a component that cannot start (here: not
+// executable) fails the editor's initialize with an error naming it, and
+// Run with an error too.
+func TestStartFailure(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p", "proxy")},
+		Agent:   Component{Name: "locked-agent", Command: notExec},
+	})
+	e.send(initLine)
+	m := e.recvMsg()
+	if m.Error == nil || !strings.Contains(string(m.Error), `component \"locked-agent\"`) || !strings.Contains(string(m.Error), "permission denied") {
+		t.Errorf("initialize answer %s", m.Error)
+	}
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), "locked-agent") {
+		t.Errorf("Run = %v", err)
+	}
+}
