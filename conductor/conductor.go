@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	r.chain.peers = append(r.chain.peers, client)
 	for i, c := range comps {
 		c.Name = componentName(c)
-		p, err := startProcess(c)
+		p, err := startProcess(c, cfg.Supervisor)
 		if err != nil {
 			for _, started := range r.comps {
 				started.proc().kill()
@@ -296,7 +296,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	if !p.allowRestart(time.Now(), r.cfg.RestartLimit, r.cfg.RestartWindow) {
 		return fmt.Errorf("restarted %d times within %v", r.cfg.RestartLimit, r.cfg.RestartWindow)
 	}
-	proc, err := startProcess(p.comp)
+	proc, err := startProcess(p.comp, r.cfg.Supervisor)
 	if err != nil {
 		return startError(p.comp, err)
 	}

@@ -81,6 +81,12 @@ type Config struct {
 	// servers run as their shim ("acp-conductor mcp-shim"). Empty means the
 	// running executable.
 	ShimExecutable string
+	// Supervisor, if set, is an acp-conductor binary to run each component
+	// under ("acp-conductor component-supervisor -- CMD..."), so that even
+	// SIGKILL of the conductor leaves no grandchild behind (Linux). The CLI
+	// sets it to itself; a program embedding Run leaves it empty unless its
+	// binary calls Supervise for that argument.
+	Supervisor string
 }
 
 // Defaults for the zero values of Config.

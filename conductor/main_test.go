@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if len(os.Args) > 2 && os.Args[1] == SuperviseCommand && os.Args[2] == "--" {
+		os.Exit(Supervise(os.Args[3:]))
+	}
 	if role := os.Getenv("ACP_TEST_ROLE"); role != "" {
 		runFake(role)
 		os.Exit(0)

@@ -37,8 +37,11 @@ type process struct {
 
 // startProcess starts c with piped stdio. The caller runs wait and
 // pumpStderr, and reads stdout.
-func startProcess(c Component) (p *process, err error) {
+func startProcess(c Component, supervisor string) (p *process, err error) {
 	cmd := exec.Command(c.Command, c.Args...)
+	if supervisor != "" {
+		cmd = exec.Command(supervisor, append([]string{SuperviseCommand, "--", c.Command}, c.Args...)...)
+	}
 	cmd.Dir = c.Dir
 	if len(c.Env) > 0 {
 		env := os.Environ()
@@ -47,7 +50,7 @@ func startProcess(c Component) (p *process, err error) {
 		}
 		cmd.Env = env // later entries win
 	}
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(supervisor != "")
 
 	var theirs []*os.File
 	defer func() {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -74,8 +75,15 @@ func TestShutdownOnStdinClose(t *testing.T) {
 				ev := rc.event(t, ctx)
 				running = markedProcs(marker)
 				t.Logf("active (conductor pid %d):\n%s", ev.PID, procList(running))
-				if len(running) != c.expect {
-					t.Errorf("found %d marked processes while active, want %d", len(running), c.expect)
+				// Each component also has its supervisor; count the rest.
+				n := 0
+				for _, p := range running {
+					if !strings.Contains(p.Cmdline, "component-supervisor") {
+						n++
+					}
+				}
+				if n != c.expect {
+					t.Errorf("found %d marked processes besides supervisors while active, want %d", n, c.expect)
 				}
 				if !containsPID(running, ev.PID) {
 					t.Errorf("the conductor (pid %d) is not among the marked processes", ev.PID)
@@ -100,10 +108,11 @@ func TestShutdownOnStdinClose(t *testing.T) {
 }
 
 // TestConductorSignalled sends SIGTERM or SIGKILL to the conductor while a
-// prompt is in flight. After SIGTERM the conductor must stop its whole tree.
-// After SIGKILL it can do nothing; only its direct children are required to
-// go (they lose their stdin, and a conductor may also ask the kernel to signal
-// them); what happens to grandchildren is logged, not asserted.
+// prompt is in flight. After either, the whole tree must go: after SIGTERM
+// the conductor stops it; after SIGKILL, which the conductor never sees, each
+// component's supervisor ("acp-conductor component-supervisor") gets the
+// kernel's parent-death signal and kills its process group, grandchildren
+// included, even those of an agent that ignores the end of its input.
 func TestConductorSignalled(t *testing.T) {
 	requireConductor(t)
 	cases := []struct {
@@ -114,8 +123,8 @@ func TestConductorSignalled(t *testing.T) {
 	}{
 		{"SIGTERM", syscall.SIGTERM, []string{"--grandchild"}, true},
 		{"SIGTERM agent ignores EOF", syscall.SIGTERM, []string{"--grandchild", "--ignore-eof"}, true},
-		{"SIGKILL", syscall.SIGKILL, []string{"--grandchild"}, false},
-		{"SIGKILL agent ignores EOF", syscall.SIGKILL, []string{"--grandchild", "--ignore-eof"}, false},
+		{"SIGKILL", syscall.SIGKILL, []string{"--grandchild"}, true},
+		{"SIGKILL agent ignores EOF", syscall.SIGKILL, []string{"--grandchild", "--ignore-eof"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -131,7 +140,11 @@ func TestConductorSignalled(t *testing.T) {
 			rc := startClient(t, ctx, cfg, agentModeArgs(chain...))
 			ev := rc.event(t, ctx)
 			running := markedProcs(marker)
-			var direct, deeper []proc
+			// Each component runs under a supervisor: the conductor's direct
+			// children are the supervisors of go1, the inner conductor and
+			// the agent; deeper are those components, the inner conductor's
+			// supervisors and proxies (py2, go3), and the agent's sleep.
+			var direct, deeper, components []proc
 			for _, p := range running {
 				switch {
 				case p.PID == ev.PID:
@@ -140,10 +153,13 @@ func TestConductorSignalled(t *testing.T) {
 				default:
 					deeper = append(deeper, p)
 				}
+				if p.PID != ev.PID && !strings.Contains(p.Cmdline, "component-supervisor") {
+					components = append(components, p)
+				}
 			}
 			t.Logf("active: conductor %d\ndirect children:\n%sdeeper:\n%s", ev.PID, procList(direct), procList(deeper))
-			if len(direct) != 3 || len(deeper) != 3 {
-				t.Errorf("want 3 direct children (go1, inner conductor, agent) and 3 deeper (py2, go3, sleep)")
+			if len(direct) != 3 || len(components) != 6 {
+				t.Errorf("want 3 direct children (the supervisors of go1, the inner conductor and the agent) and 6 processes besides supervisors (go1, inner conductor, py2, go3, agent, sleep)")
 			}
 
 			if err := syscall.Kill(ev.PID, c.sig); err != nil {

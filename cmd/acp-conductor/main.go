@@ -84,7 +84,9 @@ or to --log-file.`,
 		newDemoCmd(),
 		newSampleAgentCmd(),
 		newSampleProxyCmd(),
+		newContextInjectorCmd(),
 		newMCPShimCmd(),
+		newSuperviseCmd(),
 	)
 	return root
 }

@@ -50,7 +50,11 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()))
-	err = conductor.Run(ctx, cfg.Conductor(log), conductor.Stdin(), conductor.Stdout())
+	cc := cfg.Conductor(log)
+	if exe, err := os.Executable(); err == nil {
+		cc.Supervisor = exe // components die with the conductor, even by SIGKILL
+	}
+	err = conductor.Run(ctx, cc, conductor.Stdin(), conductor.Stdout())
 	switch {
 	case err == nil:
 		log.Info("stopped")
