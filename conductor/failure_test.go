@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -47,10 +50,12 @@ func TestFailurePolicies(t *testing.T) {
 			dir := t.TempDir()
 			crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
 			crasher.OnFailure = policy
+			core, logs := observer.New(zap.InfoLevel)
 			e := startChain(t, Config{
 				Proxies:     []Component{fake(t, dir, "first", "proxy"), crasher, fake(t, dir, "last", "proxy")},
 				Agent:       fake(t, dir, "agent", "streamer"),
 				GracePeriod: 500 * time.Millisecond,
+				Logger:      zap.New(core),
 			})
 			e.send(initLine)
 			e.recvMsg()
@@ -58,6 +63,10 @@ func TestFailurePolicies(t *testing.T) {
 			crashed := got["110"]
 			if crashed.Error == nil || !strings.Contains(string(crashed.Error), "crasher") {
 				t.Errorf("the crashing prompt's answer does not name the proxy: %s %s", crashed.Result, crashed.Error)
+			}
+			named := logs.FilterMessage("component failed").FilterField(zap.String("component", "crasher"))
+			if named.Len() == 0 {
+				t.Errorf("no log entry names the failed component; logged: %v", logs.All())
 			}
 
 			if policy == PolicyFail {
