@@ -47,7 +47,8 @@ func (c *Conn) Recv() ([]byte, error) { return c.t.recv() }
 // Send delivers a message to the agent's MCP client: a response to one of its
 // requests, or a request or notification of the server's own. Over HTTP it
 // only queues the message, up to a bound; on stdio it writes to the socket,
-// and so blocks while the agent does not read, until Close.
+// and so blocks while the agent does not read, until Close. Like io.Writer's
+// Write, it does not keep msg: the caller may reuse it once Send returns.
 func (c *Conn) Send(msg []byte) error {
 	msg, err := oneLine(msg)
 	if err != nil {

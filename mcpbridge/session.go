@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,6 +141,7 @@ func (s *session) deliver(ctx context.Context, msg []byte) error {
 }
 
 func (s *session) send(msg []byte) error {
+	msg = bytes.Clone(msg) // queued past the call: the caller may reuse its buffer
 	elems, err := split(msg)
 	if err != nil {
 		return err
