@@ -1,45 +1,138 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/acp-conductor/acp-conductor/internal/samples"
 )
 
-// TestDemo runs the demo end to end: a real conductor process, running the
-// sample proxy and sample agent, driven by the sample client.
+// TestDemo runs the demo end to end: a real conductor process, running two
+// of the example proxies (context-injector from this binary, and
+// permission-policy with python3) next to the sample proxy and sample
+// agent, driven by the sample client. Without a usable python3 the demo
+// leaves permission-policy out, and TestDemoWithoutPython checks that.
 func TestDemo(t *testing.T) {
+	if _, err := findPython(t.Context()); err != nil {
+		t.Skipf("the demo would skip permission-policy: %v", err)
+	}
 	r := acp(t, "", nil, "demo", "--timeout", "30s", "--prompt", "Summarize the README")
 	if r.code != 0 {
 		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	// In order: the prompt as the agent received it, with the proxy's note
-	// put in front, then the permission, the file read and the end of turn.
-	want := []string{
+	// In order: the chain, the prompt as the agent received it with the
+	// instructions and the proxy's note put in front, the permission that
+	// permission-policy granted without asking the client, the file read,
+	// the MCP tool, the end of turn and what permission-policy logged.
+	checkTranscript(t, r.stdout,
+		"Chain: client → acp-conductor → context-injector → permission-policy → sample-proxy → sample-agent\n",
+		"  permission-policy  ",
+		`{"rules": [{"kind": "read", "choose": "allow_once"}]}`,
 		"→ session/prompt: Summarize the README\n",
 		"← agent: I received your prompt:\n",
-		"> " + samples.ProxyNote + "\n",
+		"> "+samples.ProxyNote+"\n",
+		"> Project instructions from ", "/project/AGENTS.md:\n",
+		"> # Instructions for agents\n",
+		"> - Read README.md before you answer.\n",
 		"> Summarize the README\n",
-		"← session/request_permission for tool call call_1",
-		"→ permission: allow-once\n",
-		"← fs/read_text_file /demo/project/README.md\n",
+		"← tool call call_1 [pending]: Read ", "/project/README.md\n",
+		"← agent: Permission granted (allow-once), so I am reading it through your client.\n",
+		"← fs/read_text_file ", "/project/README.md\n",
 		"→ file contents:",
 		"← tool call call_1 [completed]",
 		"← tool call call_2 [completed]: sample-proxy has passed on 1 prompt(s) in session sess_1.\n",
 		"← stop reason: end_turn\n",
-		"Demo finished",
+		"permission-policy's log",
+		"permission-policy: rule 1: allow_once for read 'Read ", "/project/README.md'\n",
+		"Demo finished:\n",
+		"- permission-policy answered the agent's permission request itself, with allow-once\n",
+	)
+	if strings.Contains(r.stdout, "session/request_permission") || strings.Contains(r.stdout, "→ permission:") {
+		t.Errorf("permission-policy should have answered the permission request, but the client was asked:\n%s", r.stdout)
 	}
-	rest := r.stdout
+	checkCleanedUp(t, r.stdout)
+	if r.stderr != "" {
+		t.Errorf("demo is quiet without --verbose, but wrote to stderr:\n%s", r.stderr)
+	}
+}
+
+// TestDemoWithoutPython runs the demo where python3 is missing, too old or
+// broken: it says why it leaves permission-policy out, the client answers
+// the permission request, and everything else happens as usual.
+func TestDemoWithoutPython(t *testing.T) {
+	fake := func(script string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "python3"), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	for _, tc := range []struct {
+		name, path, why string
+	}{
+		{"missing", t.TempDir(), "python3 is not installed (not found in PATH)"},
+		{"old", fake("echo 3.6\n"), "is version 3.6, and permission-policy needs 3.8 or newer"},
+		{"broken", fake("echo 'pyenv: python3: command not found' >&2; exit 127\n"), "does not run: pyenv: python3: command not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, "", []string{"PATH=" + tc.path}, "demo", "--timeout", "30s")
+			if r.code != 0 {
+				t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			first, _, _ := strings.Cut(r.stdout, "\n")
+			if !strings.HasPrefix(first, "Skipped permission-policy (examples/proxies/permission-policy): ") ||
+				!strings.Contains(first, tc.why) || !strings.HasSuffix(first, "; the client answers the permission request itself.") {
+				t.Errorf("first line: %q, want the reason permission-policy was skipped: %q", first, tc.why)
+			}
+			checkTranscript(t, r.stdout,
+				"Chain: client → acp-conductor → context-injector → sample-proxy → sample-agent\n",
+				"> "+samples.ProxyNote+"\n",
+				"> Project instructions from ", "/project/AGENTS.md:\n",
+				"> What is this project about?\n",
+				"← session/request_permission for tool call call_1",
+				"→ permission: allow-once\n",
+				"← agent: Permission granted (allow-once)",
+				"← fs/read_text_file ", "/project/README.md\n",
+				"← tool call call_2 [completed]",
+				"← stop reason: end_turn\n",
+				"- The client granted 1 permission request(s) (permission-policy was skipped).\n",
+			)
+			if strings.Contains(r.stdout, "permission-policy's log") {
+				t.Errorf("permission-policy was skipped, yet its log is shown:\n%s", r.stdout)
+			}
+			checkCleanedUp(t, r.stdout)
+		})
+	}
+}
+
+// checkTranscript checks that the transcript holds each of want, in order.
+func checkTranscript(t *testing.T, transcript string, want ...string) {
+	t.Helper()
+	rest := transcript
 	for _, w := range want {
 		i := strings.Index(rest, w)
 		if i < 0 {
-			t.Fatalf("transcript lacks, in order, %q\ntranscript:\n%s", w, r.stdout)
+			t.Fatalf("transcript lacks, in order, %q\ntranscript:\n%s", w, transcript)
 		}
 		rest = rest[i+len(w):]
 	}
-	if r.stderr != "" {
-		t.Errorf("demo is quiet without --verbose, but wrote to stderr:\n%s", r.stderr)
+}
+
+// checkCleanedUp checks that the demo removed its temporary directory.
+func checkCleanedUp(t *testing.T, transcript string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^Project \(the session's cwd\): (/\S+)/project,`).FindStringSubmatch(transcript)
+	if m == nil {
+		t.Fatalf("the transcript does not say where the project is:\n%s", transcript)
+	}
+	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("the demo left %s behind (%v)", m[1], err)
+		os.RemoveAll(m[1])
 	}
 }
 
@@ -51,11 +144,55 @@ func TestDemoVerbose(t *testing.T) {
 	if !strings.Contains(r.stderr, "started component") || strings.Contains(r.stdout, "started component") {
 		t.Errorf("with --verbose the conductor's logs belong on stderr\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	}
+	if strings.Contains(r.stdout, "Chain: client → acp-conductor → context-injector → permission-policy") &&
+		!strings.Contains(r.stdout, "permission-policy: rule 1: allow_once") {
+		t.Errorf("with --verbose the demo still shows what permission-policy logged\nstdout:\n%s", r.stdout)
+	}
 }
 
 func TestDemoTimeout(t *testing.T) {
 	r := acp(t, "", nil, "demo", "--timeout", "1ms")
 	if r.code == 0 || !strings.Contains(r.stderr, "demo failed:\n  the demo did not finish within --timeout 1ms") {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestContextInjectorCommand checks the hidden command that runs the
+// context-injector example from this binary: its flags are the example's.
+func TestContextInjectorCommand(t *testing.T) {
+	r := acp(t, "", nil, "context-injector", "--help")
+	if r.code != 0 || !strings.Contains(r.stderr, "usage: context-injector [--file NAME]... [--max-bytes N]") {
+		t.Errorf("--help: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = acp(t, "", nil, "context-injector", "--max-bytes", "0")
+	if r.code == 0 || strings.Count(r.stderr, "--max-bytes must be positive") != 1 {
+		t.Errorf("--max-bytes 0: exit %d, stderr (want the problem said once):\n%s", r.code, r.stderr)
+	}
+	r = acp(t, "", nil, "context-injector") // its input ends at once: a clean end
+	if r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Errorf("with no input: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestDemoOutputClosed runs the demo with its output piped into a reader
+// that goes away at once, as "acp-conductor demo | head" does: it must
+// still remove its temporary directory.
+func TestDemoOutputClosed(t *testing.T) {
+	tmp := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cmd := exec.Command(binary, "demo", "--timeout", "30s")
+	cmd.Env = append(cleanEnv(), "TMPDIR="+tmp)
+	cmd.Stdout = w
+	err = cmd.Run()
+	w.Close()
+	if exit := (*exec.ExitError)(nil); err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("with its output closed the demo ended with %v and left %s behind", err, left[0].Name())
 	}
 }

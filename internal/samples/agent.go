@@ -32,8 +32,9 @@ const ProtocolVersion = 1
 //
 // Each prompt turn is the same script: the agent streams back the text it
 // received, so any rewriting by proxies is visible; asks permission to read
-// README.md in the session's directory; reads it through the client if the
-// client advertised fs.readTextFile; reports what it found; calls the sample
+// README.md in the session's directory and says what the answer was; reads
+// it through the client if the client advertised fs.readTextFile; reports
+// what it found; calls the sample
 // proxy's MCP tool over MCP-over-ACP if the session declared it (see
 // agent_mcp.go); and ends the turn.
 // session/cancel ends a running turn with stopReason "cancelled".
@@ -274,6 +275,11 @@ func (a *agent) script(ctx context.Context, s *session, prompt []contentBlock) (
 		return "end_turn", say("Permission granted, but your client does not offer fs/read_text_file, so I cannot read it.\n")
 	}
 
+	// Whoever answered, the client or a proxy on its behalf, say what the
+	// answer was.
+	if err := say("Permission granted (" + answer.Outcome.OptionID + "), so I am reading it through your client.\n"); err != nil {
+		return "", err
+	}
 	if err := status("in_progress"); err != nil {
 		return "", err
 	}

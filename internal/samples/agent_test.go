@@ -55,6 +55,7 @@ func TestClientWithAgent(t *testing.T) {
 				"← tool call call_1 [pending]: Read /work/project/README.md",
 				"← session/request_permission for tool call call_1: allow-once (Allow once), reject-once (Reject)",
 				"→ permission: allow-once",
+				"← agent: Permission granted (allow-once), so I am reading it through your client.\n",
 				"← tool call call_1 [in_progress]",
 				"← fs/read_text_file /work/project/README.md",
 				"→ file contents: 18 bytes",

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acp-conductor/acp-conductor/examples/proxies/context-injector/injector"
 	"github.com/acp-conductor/acp-conductor/examples/proxies/internal/chaintest"
 )
 
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) { os.Exit(chaintest.Main(m)) }
 func TestChain(t *testing.T) {
 	env := chaintest.Setup(t)
 	ctx := chaintest.Context(t)
-	injector := env.Build(t, "./examples/proxies/context-injector")
+	binary := env.Build(t, "./examples/proxies/context-injector")
 
 	root := t.TempDir()
 	agents := "Run the tests with `make check && make lint`.\nNever edit <generated> files. Ünïcode kept."
@@ -35,7 +36,7 @@ func TestChain(t *testing.T) {
 	}
 	// The walk goes up past the test's directory; make sure nothing up there
 	// would be found.
-	if path, ok := find(none, []string{"AGENTS.md", "CLAUDE.md"}); ok {
+	if path, ok := injector.Find(none, []string{"AGENTS.md", "CLAUDE.md"}); ok {
 		t.Fatalf("%s exists above the test's directory, so the test cannot tell", path)
 	}
 
@@ -45,7 +46,7 @@ func TestChain(t *testing.T) {
 		{Cwd: filepath.Join(root, "big"), Prompts: []string{"hi"}},
 		{Cwd: none, Prompts: []string{"plain"}},
 	}}
-	proxyCmd := chaintest.Quote(injector, "--file", "AGENTS.md", "--file", "CLAUDE.md", "--max-bytes", "120")
+	proxyCmd := chaintest.Quote(binary, "--file", "AGENTS.md", "--file", "CLAUDE.md", "--max-bytes", "120")
 	rep := env.RunEditor(t, ctx, script, env.AgentMode(proxyCmd, env.AgentCmd("agent"))...)
 
 	instructions := func(path, text string) string {
@@ -74,5 +75,16 @@ func TestChain(t *testing.T) {
 				t.Errorf("session %d (%s) prompt %q: the agent was given\n%q\nwant\n%q", i, s.Cwd, p.Text, got, want[i][j])
 			}
 		}
+	}
+}
+
+// write creates the file path (and its directories) with the given text.
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -19,54 +19,30 @@
 // For example, in a chain:
 //
 //	acp-conductor agent "context-injector --file AGENTS.md --file CLAUDE.md" "my-agent --acp"
+//
+// The proxy itself is package injector (./injector), which other programs
+// can import: acp-conductor's demo runs it from its own binary.
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"log"
-	"log/slog"
 	"os"
-	"path/filepath"
+
+	"github.com/acp-conductor/acp-conductor/examples/proxies/context-injector/injector"
 )
 
 func main() {
-	log.SetFlags(0)
-	log.SetPrefix("context-injector: ")
-
-	var names []string
-	flag.Func("file", "look for an instructions file called `NAME` (repeatable; earlier names win within a directory; default AGENTS.md)", func(name string) error {
-		if name == "" || filepath.IsAbs(name) {
-			return errors.New("want a file name relative to the session's directory")
-		}
-		names = append(names, name)
-		return nil
-	})
-	maxBytes := flag.Int64("max-bytes", 32<<10, "inject at most `N` bytes of the file; the rest is left out with a note saying so")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: context-injector [--file NAME]... [--max-bytes N]\n\n")
-		flag.PrintDefaults()
-	}
-	flag.Parse()
-	if flag.NArg() > 0 {
-		flag.Usage()
-		os.Exit(2)
-	}
-	if *maxBytes <= 0 {
-		log.Fatal("--max-bytes must be positive")
-	}
-	if len(names) == 0 {
-		names = []string{"AGENTS.md"}
-	}
-
-	inj := newInjector(names, *maxBytes)
-	p := inj.proxy()
-	p.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// Serve returns nil when the conductor closes our stdin, which is how a
+	// Run returns nil when the conductor closes our stdin, which is how a
 	// chain ends.
-	if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
-		log.Fatal(err)
+	err := injector.Run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, injector.ErrUsage):
+		os.Exit(2) // already explained on stderr
+	default:
+		os.Stderr.WriteString("context-injector: " + err.Error() + "\n")
+		os.Exit(1)
 	}
 }

@@ -1,4 +1,19 @@
-package main
+// Package injector is the context-injector example proxy as a library: an
+// ACP proxy that gives the agent a project's standing instructions with
+// every prompt, the way agents read AGENTS.md themselves, but for any agent.
+//
+// It remembers the working directory of each session as the session is set
+// up (session/new, session/load, session/resume, session/fork), and puts a
+// text block in front of each session/prompt holding the instructions file
+// nearest that directory (see [Find]). The file is read again for every
+// prompt, so edits take effect at the next one. A prompt for a session whose
+// directory is unknown, or with no file above it, passes through unchanged,
+// as does every other message. It is built on the project's proxy library,
+// which does the proxy-chain plumbing.
+//
+// The context-injector command is [Run] on its standard input and output;
+// acp-conductor's demo runs the same code from its own binary.
+package injector
 
 import (
 	"bytes"
@@ -11,6 +26,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -18,21 +34,44 @@ import (
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
-// An injector is the proxy's state: which instructions files to look for,
+// Defaults for [New] and the command line.
+const (
+	DefaultFile     = "AGENTS.md"
+	DefaultMaxBytes = 32 << 10
+)
+
+// An Injector is the proxy's state: which instructions files to look for,
 // and the working directory of every session it has seen set up.
-type injector struct {
+type Injector struct {
 	names    []string
 	maxBytes int64
+	log      *log.Logger
 
 	mu   sync.Mutex
 	cwds map[string]string // by session id
 }
 
-func newInjector(names []string, maxBytes int64) *injector {
-	return &injector{names: names, maxBytes: maxBytes, cwds: make(map[string]string)}
+// New returns an Injector that looks for the files called names (relative
+// paths; earlier names win within a directory; [DefaultFile] if there are
+// none), injects at most maxBytes of one ([DefaultMaxBytes] if maxBytes is
+// not positive), and reports files it cannot read and prompts it cannot
+// edit to logger (nil discards them).
+func New(names []string, maxBytes int64, logger *log.Logger) *Injector {
+	if len(names) == 0 {
+		names = []string{DefaultFile}
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	return &Injector{names: slices.Clone(names), maxBytes: maxBytes, log: logger, cwds: make(map[string]string)}
 }
 
-func (in *injector) proxy() *proxy.Proxy {
+// Proxy returns the proxy, ready to Serve: two handlers, one for the
+// requests that set up a session and one for prompts.
+func (in *Injector) Proxy() *proxy.Proxy {
 	return &proxy.Proxy{
 		FromPredecessor: map[string]proxy.Handler{
 			"session/new":    in.setUp,
@@ -48,7 +87,7 @@ func (in *injector) proxy() *proxy.Proxy {
 // it, remembers the session's working directory. The session's id is the
 // one in the answer (session/new, session/fork) or, failing that, the one in
 // the request (session/load, session/resume).
-func (in *injector) setUp(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+func (in *Injector) setUp(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
 	result, err := r.Forward(ctx)
 	if err != nil {
 		return nil, err // the agent's error, passed back as it came
@@ -80,7 +119,7 @@ func (in *injector) setUp(ctx context.Context, r *proxy.Request) (json.RawMessag
 // it on. The file is read in the prompt's place in the proxy's outgoing
 // order, which holds up later traffic for as long as a small local read
 // takes; that keeps a session/cancel sent right after the prompt behind it.
-func (in *injector) prompt(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+func (in *Injector) prompt(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
 	var req struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -90,7 +129,7 @@ func (in *injector) prompt(ctx context.Context, r *proxy.Request) (json.RawMessa
 	in.mu.Unlock()
 	if ok {
 		if block, err := in.block(cwd); err != nil {
-			log.Printf("session %s: %v", req.SessionID, err)
+			in.log.Printf("session %s: %v", req.SessionID, err)
 		} else if block != nil {
 			params, err := proxy.EditMember(r.Params, "prompt", func(prompt json.RawMessage) (json.RawMessage, error) {
 				return prepend(prompt, block)
@@ -98,7 +137,7 @@ func (in *injector) prompt(ctx context.Context, r *proxy.Request) (json.RawMessa
 			if err != nil {
 				// Not a prompt we understand: the agent is better placed to
 				// say what is wrong with it.
-				log.Printf("session %s: prompt left as it was: %v", req.SessionID, err)
+				in.log.Printf("session %s: prompt left as it was: %v", req.SessionID, err)
 			} else {
 				r.Params = params
 			}
@@ -109,8 +148,8 @@ func (in *injector) prompt(ctx context.Context, r *proxy.Request) (json.RawMessa
 
 // block returns the text content block holding the instructions that apply
 // in dir, or nil if there are none.
-func (in *injector) block(dir string) (json.RawMessage, error) {
-	path, ok := find(dir, in.names)
+func (in *Injector) block(dir string) (json.RawMessage, error) {
+	path, ok := Find(dir, in.names)
 	if !ok {
 		return nil, nil
 	}
@@ -131,9 +170,9 @@ func (in *injector) block(dir string) (json.RawMessage, error) {
 	return bytes.TrimSpace(b.Bytes()), err
 }
 
-// find returns the instructions file nearest dir: the first of names that is
+// Find returns the instructions file nearest dir: the first of names that is
 // a regular file in dir, else in dir's parent, and so on up to the root.
-func find(dir string, names []string) (string, bool) {
+func Find(dir string, names []string) (string, bool) {
 	for dir = filepath.Clean(dir); ; dir = filepath.Dir(dir) {
 		for _, name := range names {
 			path := filepath.Join(dir, name)

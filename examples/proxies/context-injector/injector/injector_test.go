@@ -1,4 +1,4 @@
-package main
+package injector
 
 import (
 	"encoding/json"
@@ -38,13 +38,13 @@ func TestFind(t *testing.T) {
 		{"d", "CLAUDE.md"},             // a directory of that name does not count
 		{"a/b/c/../..", "a/AGENTS.md"}, // unclean paths are cleaned
 	} {
-		got, ok := find(filepath.Join(root, c.dir), names)
+		got, ok := Find(filepath.Join(root, c.dir), names)
 		if want := filepath.Join(root, c.want); !ok || got != want {
-			t.Errorf("find(%s) = %q, %v; want %q", c.dir, got, ok, want)
+			t.Errorf("Find(%s) = %q, %v; want %q", c.dir, got, ok, want)
 		}
 	}
-	if got, ok := find(filepath.Join(root, "a", "b"), []string{"NOPE-" + filepath.Base(root) + ".md"}); ok {
-		t.Errorf("find with an absent name = %q", got)
+	if got, ok := Find(filepath.Join(root, "a", "b"), []string{"NOPE-" + filepath.Base(root) + ".md"}); ok {
+		t.Errorf("Find with an absent name = %q", got)
 	}
 }
 
