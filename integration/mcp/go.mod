@@ -1,0 +1,27 @@
+module github.com/acp-conductor/acp-conductor/integration/mcp
+
+go 1.26.8
+
+replace (
+	github.com/acp-conductor/acp-conductor => ../..
+	github.com/acp-conductor/acp-conductor/proxy/mcpsdk => ../../proxy/mcpsdk
+)
+
+require (
+	github.com/acp-conductor/acp-conductor v0.0.0-00010101000000-000000000000
+	github.com/acp-conductor/acp-conductor/proxy/mcpsdk v0.0.0-00010101000000-000000000000
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+)
+
+require (
+	github.com/creachadair/jrpc2 v1.3.6 // indirect
+	github.com/creachadair/mds v0.31.0 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)

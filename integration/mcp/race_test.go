@@ -1,0 +1,5 @@
+//go:build race
+
+package mcp
+
+const raceEnabled = true
