@@ -251,11 +251,14 @@ func (r *runner) linkEnded(p *peer, l *link) {
 	if p.link.Load() != l {
 		return // already restarted or bypassed
 	}
-	// Its output is closed; give the exit status a moment to arrive so the
-	// report can carry it.
-	select {
-	case <-l.proc.exited:
-	case <-time.After(time.Second):
+	// Its output is closed; give its exit status and the rest of its stderr
+	// a moment to arrive, so that the report carries them.
+	bound := time.After(time.Second)
+	for _, c := range []chan struct{}{l.proc.exited, l.proc.drained} {
+		select {
+		case <-c:
+		case <-bound:
+		}
 	}
 	r.componentFailed(p, fmt.Errorf("component %q ended unexpectedly (%s)", p.name, l.proc.describeExit().Status))
 }
@@ -274,11 +277,14 @@ func (r *runner) componentFailed(p *peer, cause error) {
 		}
 		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(err))
 	}
-	failCalls(p.fail(cause), report)
 	if p.comp.OnFailure == PolicyBypass && r.bypass(p) {
+		failCalls(p.fail(cause), report)
 		return
 	}
+	// The failure is recorded before anyone hears of it, so that a client
+	// that hangs up on the error cannot make this a clean end.
 	r.beginStop(p, cause)
+	failCalls(p.fail(cause), report)
 }
 
 // restart replaces a failed proxy's process and replays its initialization:

@@ -42,10 +42,12 @@ func (o *outbox) put(segments ...[]byte) bool {
 		rest, err := o.try(segments) // never blocks
 		o.mu.Lock()
 		o.busy = false
-		if err == nil && len(rest) == 0 && len(o.queue) == 0 {
+		if err == nil && len(rest) == 0 && len(o.queue) == 0 && !o.closed {
 			o.mu.Unlock()
 			return true
 		}
+		// Otherwise the writer has work, or was closed while this write
+		// held busy and went back to waiting: wake it either way.
 		// What the peer did not take goes first; lines queued meanwhile
 		// follow it. A write error is the writer's to report.
 		o.queue = append(rest, o.queue...)

@@ -33,6 +33,7 @@ type process struct {
 	exited  chan struct{} // closed when the process has been reaped
 	waitErr error         // valid after exited is closed
 	stderr  *tail
+	drained chan struct{} // closed when stderr has been read to its end
 }
 
 // startProcess starts c with piped stdio. The caller runs wait and
@@ -79,8 +80,9 @@ func startProcess(c Component, supervisor string) (p *process, err error) {
 	}
 	return &process{
 		name: c.Name, cmd: cmd, stdin: inW, stdout: outR, errOut: errR,
-		exited: make(chan struct{}),
-		stderr: newTail(20),
+		exited:  make(chan struct{}),
+		stderr:  newTail(20),
+		drained: make(chan struct{}),
 	}, nil
 }
 
@@ -103,6 +105,7 @@ func (p *process) wait() {
 // pumpStderr logs the component's stderr line by line and keeps the last
 // lines for error reports.
 func (p *process) pumpStderr(log *zap.Logger) {
+	defer close(p.drained)
 	defer p.errOut.Close()
 	sc := bufio.NewScanner(p.errOut)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)

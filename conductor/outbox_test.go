@@ -1,0 +1,74 @@
+package conductor
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// TestOutboxCloseDuringDirectWrite closes an outbox while a direct write
+// holds it busy: the writer must still see the close and end, or Run could
+// never return.
+func TestOutboxCloseDuringDirectWrite(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l := newLink(wire.NewLineChannel(r, w, 0), nil)
+	if l.out.try == nil {
+		t.Fatal("an os.Pipe should allow direct writes")
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	try := l.out.try
+	l.out.try = func(segs [][]byte) ([][]byte, error) {
+		close(entered)
+		<-release // hold busy while the outbox closes
+		return try(segs)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); l.writeLoop(zapNop()) }()
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); l.out.put([]byte("{}\n")) }()
+	<-entered
+	waitParked(t, "(*outbox).take") // the writer waits for work...
+	l.out.close()                   // ...sees the close, but the write holds busy
+	close(release)
+	wg.Wait()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not end after the outbox closed during a direct write")
+	}
+	buf := make([]byte, 8)
+	if n, _ := r.Read(buf); string(buf[:n]) != "{}\n" {
+		t.Errorf("the direct write wrote %q", buf[:n])
+	}
+}
+
+func zapNop() *zap.Logger { return zap.NewNop() }
+
+// waitParked waits until some goroutine is blocked inside fn.
+func waitParked(t *testing.T, fn string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 1<<20)
+	for time.Now().Before(deadline) {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, "[select") {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("no goroutine parked in %s", fn)
+}
