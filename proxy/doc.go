@@ -24,7 +24,6 @@
 //		"context"
 //		"encoding/json"
 //		"log"
-//		"os"
 //
 //		"github.com/acp-conductor/acp-conductor/proxy"
 //	)
@@ -34,7 +33,7 @@
 //			FromPredecessor: map[string]proxy.Handler{"session/prompt": addNote},
 //			FromSuccessor:   map[string]proxy.Handler{"session/update": hideThoughts},
 //		}
-//		if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+//		if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
 //			log.Fatal(err)
 //		}
 //	}
@@ -78,9 +77,11 @@
 //
 // # Ordering
 //
-// One goroutine reads from the conductor and one writes to it, through a
-// single FIFO queue. The reader never waits for a handler, and the proxy
-// sends messages in the order in which what caused them arrived:
+// One goroutine reads from the conductor, and everything the proxy sends
+// goes out through a single FIFO queue, or, when that is empty and out is
+// [Stdout], straight out. The reader never waits for a handler or for the
+// conductor to read, and the proxy sends messages in the order in which what
+// caused them arrived:
 //
 //   - Messages no handler claims are passed on in the order they arrived,
 //     and an answer passed back follows everything its sender sent before

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
@@ -19,7 +18,7 @@ func Example() {
 		FromPredecessor: map[string]proxy.Handler{"session/prompt": addNote},
 		FromSuccessor:   map[string]proxy.Handler{"session/update": hideThoughts},
 	}
-	if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
 		log.Fatal(err)
 	}
 }

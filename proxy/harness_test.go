@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,14 +28,38 @@ type conductor struct {
 	lines  chan string    // the proxy's output, line by line
 	done   chan error     // Serve's result
 	cancel context.CancelFunc
+
+	startReading func() // lets the conductor end read, if serveOS held it
 }
 
 // serve starts p on pipes and returns the conductor end. The test's cleanup
 // closes the proxy's input and checks that Serve returns.
 func serve(t *testing.T, p *proxy.Proxy) *conductor {
 	t.Helper()
-	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
+	return serveOn(t, p, outR, outW, nil)
+}
+
+// serveOS is serve with the proxy writing to an operating-system pipe, as a
+// proxy process given proxy.Stdout does: Serve writes there without a
+// hand-off whenever it can. If held is set, the conductor end reads nothing
+// until startReading is called, so that the pipe can fill up.
+func serveOS(t *testing.T, p *proxy.Proxy, held bool) *conductor {
+	t.Helper()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start chan struct{}
+	if held {
+		start = make(chan struct{})
+	}
+	return serveOn(t, p, outR, outW, start)
+}
+
+func serveOn(t *testing.T, p *proxy.Proxy, outR io.ReadCloser, outW io.WriteCloser, start chan struct{}) *conductor {
+	t.Helper()
+	inR, inW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conductor{
 		t:      t,
@@ -41,10 +67,19 @@ func serve(t *testing.T, p *proxy.Proxy) *conductor {
 		lines:  make(chan string, 10000),
 		done:   make(chan error, 1),
 		cancel: cancel,
+
+		startReading: func() {},
+	}
+	if start != nil {
+		c.startReading = sync.OnceFunc(func() { close(start) })
 	}
 	go func() { c.done <- p.Serve(ctx, inR, outW) }()
 	go func() {
 		defer close(c.lines)
+		defer outR.Close()
+		if start != nil {
+			<-start
+		}
 		sc := bufio.NewScanner(outR)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
@@ -52,6 +87,7 @@ func serve(t *testing.T, p *proxy.Proxy) *conductor {
 		}
 	}()
 	t.Cleanup(func() {
+		c.startReading()
 		c.in.Close()
 		c.wait()
 		cancel()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log"
-	"os"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
@@ -59,7 +58,7 @@ func ExampleMCPServer() {
 		},
 	}
 	p := &proxy.Proxy{MCPServers: []*proxy.MCPServer{where}}
-	if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +17,14 @@ func jitter() { time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) }
 
 // Under load, with handlers running concurrently and slowly, the client sees
 // the agent's traffic in exactly the order the agent sent it: every update
-// before the answer that followed it.
+// before the answer that followed it. On an operating-system pipe, Serve
+// writes much of it without its writer goroutine.
 func TestOrderUnderLoad(t *testing.T) {
+	t.Run("io.Pipe", func(t *testing.T) { testOrderUnderLoad(t, false) })
+	t.Run("os.Pipe", func(t *testing.T) { testOrderUnderLoad(t, true) })
+}
+
+func testOrderUnderLoad(t *testing.T, osPipe bool) {
 	slow := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
 		jitter()
 		result, err := r.Forward(ctx)
@@ -39,7 +46,12 @@ func TestOrderUnderLoad(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			const sessions = 40
-			c := serve(t, tt.p)
+			var c *conductor
+			if osPipe {
+				c = serveOS(t, tt.p, false)
+			} else {
+				c = serve(t, tt.p)
+			}
 
 			// The client starts a prompt in every session.
 			for k := range sessions {
@@ -232,4 +244,54 @@ func TestOrderResumeTakesNewPlace(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{}}}`)
 	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"first":true}}`)
 	c.expect(`{"jsonrpc":"2.0","id":"b","result":{"sessionId":"s1"}}`)
+}
+
+// Through an operating-system pipe that the conductor is slow to read, so
+// that it fills and the proxy must queue what it cannot write at once, and
+// with handlers running concurrently, the proxy still sends everything in
+// the order it arrived.
+func TestOrderFullPipe(t *testing.T) {
+	slow := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+		jitter()
+		return r.Forward(ctx)
+	}
+	c := serveOS(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{"session/prompt": slow},
+		FromSuccessor:   map[string]proxy.Handler{"session/update": slow},
+	}, true)
+	var want []string
+	for i := range 300 {
+		pad := ""
+		if rand.IntN(5) == 0 {
+			pad = strings.Repeat("x", rand.IntN(40<<10))
+		}
+		p := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, pad)
+		switch rand.IntN(4) {
+		case 0: // handled, from the client
+			c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","method":"session/prompt","params":%s}`, i, p))
+			want = append(want, `{"jsonrpc":"2.0","id":_,"method":"proxy/successor","params":{"method":"session/prompt","params":`+p+`}}`)
+		case 1: // handled, from the agent
+			c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":` + p + `}}`)
+			want = append(want, `{"jsonrpc":"2.0","method":"session/update","params":`+p+`}`)
+		case 2: // relayed, from the client
+			c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":` + p + `}`)
+			want = append(want, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":`+p+`}}`)
+		default: // relayed, from the agent
+			c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"_example/note","params":` + p + `}}`)
+			want = append(want, `{"jsonrpc":"2.0","method":"_example/note","params":`+p+`}`)
+		}
+		switch {
+		case i == 50:
+			c.startReading()
+		case i > 50 && rand.IntN(20) == 0:
+			time.Sleep(time.Millisecond) // let the queue drain, for writes without a hand-off
+		}
+	}
+	anyID := regexp.MustCompile(`^\{"jsonrpc":"2.0","id":\d+,`)
+	for i, w := range want {
+		got := anyID.ReplaceAllString(c.recv(), `{"jsonrpc":"2.0","id":_,`)
+		if got != w {
+			t.Fatalf("message %d:\n\tgot  %.100s\n\twant %.100s", i, got, w)
+		}
+	}
 }

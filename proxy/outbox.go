@@ -22,12 +22,28 @@ import (
 // The queue is unbounded so that the reader never waits for the writer: a
 // proxy that stopped reading because its conductor was slow to read would
 // deadlock a conductor that was waiting for it to read.
+//
+// Handing each line to the writer costs a goroutine wake-up, which dominates
+// a proxy's latency; so when the queue is empty (and so holds no place) and
+// no one is writing, put first tries to write the line itself, without
+// blocking, and queues only what the conductor would not take at once. That
+// cannot change the order: the line would have been the next one written.
+// One flag, busy, says someone (put or the writer) is writing; while it is
+// set, lines and places queue behind the write, and what it leaves unwritten
+// goes back at the head of the queue.
 type outbox struct {
 	mu     sync.Mutex
 	queue  []entry
 	closed bool  // nothing more will be queued
 	err    error // why put fails: the write error, or ErrClosed
+	busy   bool  // a write is in progress
 	ready  chan struct{}
+
+	// try writes lines without blocking and returns what it could not
+	// write; nil if the output cannot be written that way. seg is its
+	// argument, owned by whoever set busy in put.
+	try func([][]byte) ([][]byte, error)
+	seg [1][]byte
 }
 
 // An entry is a line ending in a newline, or a place.
@@ -78,6 +94,15 @@ func (o *outbox) putWaiting(h *holder, line []byte, wait bool) error {
 	if o.closed {
 		return o.err
 	}
+	if o.try != nil && !o.busy && len(o.queue) == 0 {
+		// Nothing is queued, so h has no place to keep, and no one is
+		// writing: line is the next to go in any case.
+		if wait && h != nil {
+			h.waiting++
+		}
+		o.tryWrite(line)
+		return nil
+	}
 	i := len(o.queue)
 	if h.holds() {
 		for j, e := range o.queue {
@@ -88,12 +113,38 @@ func (o *outbox) putWaiting(h *holder, line []byte, wait bool) error {
 		}
 	}
 	o.queue = slices.Insert(o.queue, i, entry{line: line})
-	if wait {
+	if wait && h != nil {
 		h.waiting++
 		o.unplace(h)
 	}
 	o.signal()
 	return nil
+}
+
+// tryWrite writes line at once if the output takes it without blocking, and
+// queues what it does not take ahead of anything queued meanwhile. It is
+// called with o.mu held and the queue empty, and returns with o.mu held; it
+// lets go of the lock while it writes. A write error is left for the writer
+// to meet again and report.
+func (o *outbox) tryWrite(line []byte) {
+	o.busy = true
+	o.mu.Unlock()
+	o.seg[0] = line
+	rest, _ := o.try(o.seg[:]) // never blocks
+	var left []byte
+	if len(rest) > 0 {
+		left = rest[0]
+	}
+	o.seg[0] = nil
+	o.mu.Lock()
+	o.busy = false
+	if left == nil && len(o.queue) == 0 && !o.closed {
+		return
+	}
+	if left != nil {
+		o.queue = slices.Insert(o.queue, 0, entry{line: left})
+	}
+	o.signal()
 }
 
 // resume counts one of h's calls as answered. A handler resumed by the
@@ -165,28 +216,39 @@ func (o *outbox) run(ctx context.Context, ch *wire.LineChannel) error {
 			return nil
 		}
 		bufs := net.Buffers(lines)
-		if err := ch.SendBuffers(&bufs); err != nil {
-			o.mu.Lock()
+		err := ch.SendBuffers(&bufs)
+		o.mu.Lock()
+		o.busy = false
+		if err != nil {
 			o.closed, o.err, o.queue = true, fmt.Errorf("proxy: writing: %w", err), nil
 			o.mu.Unlock()
 			return o.err
+		}
+		more := len(o.queue) > 0
+		o.mu.Unlock()
+		if more {
+			o.signal()
 		}
 	}
 }
 
 // take waits for lines the writer may send and returns them: everything up
-// to the first place.
+// to the first place. It marks the outbox busy; the writer clears it once
+// it has written them.
 func (o *outbox) take(ctx context.Context) ([][]byte, bool) {
 	for {
 		o.mu.Lock()
 		var lines [][]byte
 		n := 0
-		for ; n < len(o.queue) && o.queue[n].place == nil; n++ {
-			lines = append(lines, o.queue[n].line)
+		if !o.busy {
+			for ; n < len(o.queue) && o.queue[n].place == nil; n++ {
+				lines = append(lines, o.queue[n].line)
+			}
+			clear(o.queue[:n])
+			o.queue = o.queue[n:]
+			o.busy = n > 0
 		}
-		clear(o.queue[:n])
-		o.queue = o.queue[n:]
-		done := o.closed && len(o.queue) == 0
+		done := o.closed && len(o.queue) == 0 && !o.busy
 		o.mu.Unlock()
 		if len(lines) > 0 {
 			return lines, true

@@ -49,14 +49,15 @@ func (p *Proxy) handler(from Side, method string) Handler {
 }
 
 // Serve runs the proxy on one connection to its conductor, reading from in
-// and writing to out (for a proxy process, its stdin and stdout), until in
+// and writing to out (for a proxy process, [Stdin] and [Stdout]), until in
 // ends or ctx is done. Serve closes out before it returns, and waits for
 // every handler it started to return.
 //
 // Serve returns nil at the end of in, ctx.Err() if ctx is done first, and
 // otherwise the error that stopped it, such as a failed write. When ctx is
 // done Serve closes in, if in is an io.Closer, to interrupt a pending read;
-// if in is not, Serve returns only once that read does.
+// if in is not, or closing does not interrupt it (as with a blocking file
+// such as os.Stdin), Serve returns only once that read does.
 func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) error {
 	if p == nil {
 		p = new(Proxy)
@@ -68,6 +69,11 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 	ch := wire.NewLineChannel(in, out, p.MaxMessageBytes)
 	g, gctx := errgroup.WithContext(ctx)
 	c := newConn(gctx, p)
+	if t, ok := any(ch).(interface {
+		TryWriter() func([][]byte) ([][]byte, error)
+	}); ok {
+		c.out.try = t.TryWriter() // nil unless out can be written without blocking
+	}
 
 	g.Go(func() error { return c.out.run(gctx, ch) })
 	stopped := make(chan struct{})

@@ -128,7 +128,7 @@ func runProxy() error {
 			f.Close()
 		}()
 	}
-	return (&proxy.Proxy{}).Serve(context.Background(), os.Stdin, os.Stdout)
+	return (&proxy.Proxy{}).Serve(context.Background(), proxy.Stdin(), proxy.Stdout())
 }
 
 // runRelay launches the command in args and copies bytes between it and its

@@ -6,7 +6,7 @@
 //	server := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1.0.0"}, nil)
 //	mcp.AddTool(server, &mcp.Tool{Name: "greet", Description: "say hi"}, greet)
 //	p := &proxy.Proxy{MCPServers: []*proxy.MCPServer{mcpsdk.Server("tools", server)}}
-//	err := p.Serve(ctx, os.Stdin, os.Stdout)
+//	err := p.Serve(ctx, proxy.Stdin(), proxy.Stdout())
 //
 // Package proxy declares the server in every session and carries whole MCP
 // messages between the agent's MCP client and a [proxy.MCPConn] for each

@@ -3,7 +3,6 @@ package mcpsdk_test
 import (
 	"context"
 	"log"
-	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,7 +30,7 @@ func Example() {
 		})
 
 	p := &proxy.Proxy{MCPServers: []*proxy.MCPServer{mcpsdk.Server("greeter", server)}}
-	if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
 		log.Fatal(err)
 	}
 }

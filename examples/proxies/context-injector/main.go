@@ -31,12 +31,13 @@ import (
 	"os"
 
 	"github.com/acp-conductor/acp-conductor/examples/proxies/context-injector/injector"
+	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
 func main() {
 	// Run returns nil when the conductor closes our stdin, which is how a
 	// chain ends.
-	err := injector.Run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	err := injector.Run(context.Background(), os.Args[1:], proxy.Stdin(), proxy.Stdout(), os.Stderr)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, injector.ErrUsage):

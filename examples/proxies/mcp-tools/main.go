@@ -53,7 +53,7 @@ func main() {
 	}
 	// Serve returns nil when the conductor closes our stdin, which is how a
 	// chain ends.
-	if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -22,7 +22,7 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix(fmt.Sprintf("[%s %d] ", name, os.Getpid()))
 	log.Print("started")
-	if err := (&proxy.Proxy{}).Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := (&proxy.Proxy{}).Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
 		log.Fatalf("serve: %v", err)
 	}
 	log.Print("stdin closed; exiting")

@@ -75,7 +75,7 @@ func main() {
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	log.Print("started")
-	if err := p.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
 		log.Fatal(err)
 	}
 	log.Print("stdin closed; exiting")
