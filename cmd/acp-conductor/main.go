@@ -16,9 +16,16 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
 )
 
 func main() {
+	// A supervisor is started once per component, at every chain start:
+	// skip building the command tree for it.
+	if len(os.Args) > 2 && os.Args[1] == conductor.SuperviseCommand && os.Args[2] == "--" {
+		os.Exit(conductor.Supervise(os.Args[3:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
