@@ -24,28 +24,7 @@ func TestMCPNative(t *testing.T) {
 				},
 				Agent: fake(t, dir, "agent", "mcp-agent"),
 			})
-			e.send(initLine)
-			e.recvMsg()
-			e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
-			got := map[string]string{}
-			for {
-				m := e.recvMsg()
-				if m.IsResponse() && string(m.ID) == "2" {
-					break
-				}
-				if string(m.ID) == "1" {
-					e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
-					continue
-				}
-				var u struct {
-					Update struct {
-						Content struct{ Text string } `json:"content"`
-					} `json:"update"`
-				}
-				json.Unmarshal(m.Params, &u)
-				label, rest, _ := strings.Cut(u.Update.Content.Text, " ")
-				got[label] = rest
-			}
+			got := mcpReports(e)
 			want := map[string]string{
 				"declared":   mustJSON([]map[string]any{{"_meta": map[string]any{"kept": true}, spelling: "srv-1", "name": "owner-tools", "type": "acp"}}),
 				"connect":    `{"connectionId":"conn-1","_meta":{"got":{"` + map[string]string{"id": "acpId", "serverId": "serverId"}[spelling] + `":"srv-1"}}}`,
@@ -81,28 +60,7 @@ func TestMCPBridgedStdio(t *testing.T) {
 		Agent:     fake(t, dir, "agent", "mcp-stdio-agent"),
 		MCPBridge: BridgeStdio,
 	})
-	e.send(initLine)
-	e.recvMsg()
-	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
-	got := map[string]string{}
-	for {
-		m := e.recvMsg()
-		if m.IsResponse() && string(m.ID) == "2" {
-			break
-		}
-		if string(m.ID) == "1" {
-			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
-			continue
-		}
-		var u struct {
-			Update struct {
-				Content struct{ Text string } `json:"content"`
-			} `json:"update"`
-		}
-		json.Unmarshal(m.Params, &u)
-		label, rest, _ := strings.Cut(u.Update.Content.Text, " ")
-		got[label] = rest
-	}
+	got := mcpReports(e)
 	var decl map[string]any
 	json.Unmarshal([]byte(got["declared"]), &decl)
 	exe, _ := os.Executable()
@@ -128,5 +86,34 @@ func TestMCPBridgedStdio(t *testing.T) {
 		if !strings.Contains(string(owner), want) {
 			t.Errorf("owner never saw %s:\n%s", want, owner)
 		}
+	}
+}
+
+// mcpReports initializes the chain, opens a session and runs one prompt,
+// and returns what the MCP test agents reported in their updates ("label
+// rest"), by label.
+func mcpReports(e *editor) map[string]string {
+	e.t.Helper()
+	e.send(initLine)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	got := map[string]string{}
+	for {
+		m := e.recvMsg()
+		if m.IsResponse() && string(m.ID) == "2" {
+			return got
+		}
+		if string(m.ID) == "1" {
+			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+			continue
+		}
+		var u struct {
+			Update struct {
+				Content struct{ Text string } `json:"content"`
+			} `json:"update"`
+		}
+		json.Unmarshal(m.Params, &u)
+		label, rest, _ := strings.Cut(u.Update.Content.Text, " ")
+		got[label] = rest
 	}
 }

@@ -1,4 +1,4 @@
 // Package permissionpolicy holds the permission-policy example proxy, which
-// is a Python program (permission_policy.py); the Go files are only its test,
-// which runs it in a real chain. See README.md.
+// is a Python program (permission_policy.py); the Go side embeds it (Script)
+// and tests it in a real chain. See README.md.
 package permissionpolicy
