@@ -117,3 +117,61 @@ func mcpReports(e *editor) map[string]string {
 		got[label] = rest
 	}
 }
+
+// TestMCPEditorOwner lets the editor own an acp MCP server: the native
+// agent's mcp/connect and mcp/message reach the editor plainly, past a
+// proxy that never sees them.
+func TestMCPEditorOwner(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "middle", "proxy")},
+		Agent:   fake(t, dir, "agent", "mcp-agent"),
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"editor-tools","id":"ed-1"}]}}`)
+	got := map[string]string{}
+	for {
+		m := e.recvMsg()
+		switch {
+		case m.IsResponse() && string(m.ID) == "1":
+			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+		case m.IsResponse() && string(m.ID) == "2":
+			for k, v := range map[string]string{
+				"connect":    `{"connectionId":"ed-conn"}`,
+				"call":       `{"content":[{"type":"text","text":"from the editor"}]}`,
+				"disconnect": `{}`,
+			} {
+				if got[k] != v {
+					t.Errorf("%s: got %s, want %s", k, got[k], v)
+				}
+			}
+			e.close()
+			middle, _ := os.ReadFile(filepath.Join(dir, "middle.txt"))
+			if strings.Contains(string(middle), `"method":"mcp/`) {
+				t.Errorf("the proxy in between saw MCP traffic:\n%s", middle)
+			}
+			return
+		case m.Method == "mcp/connect":
+			if string(m.Params) != `{"acpId":"ed-1"}` {
+				t.Errorf("mcp/connect params %s", m.Params)
+			}
+			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"connectionId":"ed-conn"}}`)
+		case m.Method == "mcp/message":
+			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"from the editor"}]}}`)
+		case m.Method == "mcp/disconnect":
+			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
+		case m.Method == "session/update":
+			var u struct {
+				Update struct {
+					Content struct{ Text string } `json:"content"`
+				} `json:"update"`
+			}
+			json.Unmarshal(m.Params, &u)
+			label, rest, _ := strings.Cut(u.Update.Content.Text, " ")
+			got[label] = rest
+		default:
+			t.Fatalf("unexpected %s", e.seen[len(e.seen)-1])
+		}
+	}
+}
