@@ -117,8 +117,9 @@ func (cfg *Config) check() error {
 	return nil
 }
 
-// runner owns the goroutines of one Run. Shutdown has one path, stop, which
-// every ending (client EOF, ctx, a component failing) goes through.
+// runner owns the goroutines of one Run, all in one errgroup. Shutdown has
+// one path, the goroutine in run that waits for stopping, which every ending
+// (client EOF, ctx, a component failing) reaches through beginStop.
 type runner struct {
 	cfg   Config
 	log   *zap.Logger
