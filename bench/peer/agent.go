@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strconv"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -116,17 +115,11 @@ func promptParams(params []byte) prompt {
 // its pid.
 func runProxy() error {
 	if path := os.Getenv("BENCH_PROXY_CPUPROFILE"); path != "" {
-		f, err := os.Create(path + "." + strconv.Itoa(os.Getpid()))
+		stop, err := startCPUProfile(path + "." + strconv.Itoa(os.Getpid()))
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+		defer stop()
 	}
 	return (&proxy.Proxy{}).Serve(context.Background(), proxy.Stdin(), proxy.Stdout())
 }

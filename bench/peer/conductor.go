@@ -28,17 +28,11 @@ func runConductor(args []string) error {
 		runtime.GOMAXPROCS(n) // for this process only, unlike GOMAXPROCS
 	}
 	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
+		stop, err := startCPUProfile(path)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+		defer stop()
 	}
 	if path := os.Getenv("BENCH_TRACE"); path != "" {
 		f, err := os.Create(path)
@@ -72,4 +66,20 @@ func runConductor(args []string) error {
 		f.Close()
 	}
 	return err
+}
+
+// startCPUProfile writes a CPU profile to path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
