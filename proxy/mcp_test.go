@@ -86,6 +86,17 @@ func serveMCP(t *testing.T, p *proxy.Proxy, names ...string) *mcpHarness {
 	return h
 }
 
+// connectS1 opens session s1 and connects to its server, and returns the
+// served connection and its "connectionId" member, for params.
+func (h *mcpHarness) connectS1() (served, string) {
+	h.t.Helper()
+	h.newSession(1, "s1")
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c","result":{"connectionId":"ID2"}}`)
+	sv := h.conn()
+	return sv, `"connectionId":"` + sv.conn.ID() + `"`
+}
+
 // conn returns the next connection served.
 func (h *mcpHarness) conn() served {
 	h.t.Helper()
@@ -281,11 +292,7 @@ func TestMCPManyConnections(t *testing.T) {
 // answered, and the connection is unknown from then on.
 func TestMCPDisconnect(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
-	h.newSession(1, "s1")
-	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
-	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c","result":{"connectionId":"ID2"}}`)
-	sv := h.conn()
-	conn := `"connectionId":"` + sv.conn.ID() + `"`
+	sv, conn := h.connectS1()
 
 	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call","params":{"name":"slow"}}}}`)
 	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{` + conn + `}}}`)
@@ -319,11 +326,7 @@ func TestMCPDisconnect(t *testing.T) {
 // dropped.
 func TestMCPCancel(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
-	h.newSession(1, "s1")
-	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
-	h.recv()
-	sv := h.conn()
-	conn := `"connectionId":"` + sv.conn.ID() + `"`
+	sv, conn := h.connectS1()
 
 	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call"}}}`)
 	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
@@ -339,11 +342,7 @@ func TestMCPCancel(t *testing.T) {
 // cancelled. The client may still disconnect.
 func TestMCPServerCloses(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
-	h.newSession(1, "s1")
-	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
-	h.recv()
-	sv := h.conn()
-	conn := `"connectionId":"` + sv.conn.ID() + `"`
+	sv, conn := h.connectS1()
 
 	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call"}}}`)
 	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
