@@ -26,12 +26,12 @@ type peer struct {
 	link atomic.Pointer[link]
 
 	nextID atomic.Int64
+	rust   atomic.Bool // speaks the Rust SDK's _proxy/* dialect; read per wrapped message
 
 	mu       sync.Mutex
 	calls    map[int64]*call  // requests sent to this peer, by the id it saw
 	inflight map[string]*call // requests from this peer, by the id it used
 	gone     error            // set once the peer can no longer answer
-	dialect  dialect          // how this peer spells the proxy methods
 	restarts []time.Time      // when it was restarted, within the window
 
 	// For replaying a proxy's initialization after a restart.
@@ -280,17 +280,9 @@ func (p *peer) fail(cause error) []*call {
 	return calls
 }
 
-func (p *peer) getDialect() dialect {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.dialect
-}
+func (p *peer) getDialect() dialect { return dialect(p.rust.Load()) }
 
-func (p *peer) setDialect(d dialect) {
-	p.mu.Lock()
-	p.dialect = d
-	p.mu.Unlock()
-}
+func (p *peer) setDialect(d dialect) { p.rust.Store(bool(d)) }
 
 // send queues one encoded line (with its newline), in one or more
 // segments, on the current link.
