@@ -43,6 +43,8 @@ func runFake(role string) {
 		handle = fakeMCPOwner(ch, send)
 	case "mcp-agent":
 		handle = fakeMCPAgent(send)
+	case "mcp-many":
+		handle = fakeManyMCPAgent(send)
 	case "mcp-stdio-agent":
 		handle = fakeStdioMCPAgent(send)
 	case "streamer":
@@ -419,6 +421,78 @@ func fakeStdioMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 			in.Close() // the MCP client goes away: the bridge disconnects
 			report("shim-exit", []byte(fmt.Sprint(cmd.Wait())))
 			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+		}
+	}
+}
+
+// fakeManyMCPAgent speaks MCP-over-ACP natively and, on a prompt, opens two
+// connections to every acp server of its session at once, then lists the
+// tools on all of them at once, then disconnects them all, and reports which
+// server answered on which connection.
+func fakeManyMCPAgent(send func(*wire.Message)) func(*wire.Message) {
+	var servers []string
+	var prompt json.RawMessage
+	serverOf := map[string]string{} // connectionId -> server
+	answers := map[string]string{}  // connectionId -> tools/list result
+	pending := 0
+	request := func(id, method, params string) {
+		pending++
+		send(&wire.Message{ID: json.RawMessage(strconv.Quote(id)), Method: method, Params: json.RawMessage(params)})
+	}
+	return func(m *wire.Message) {
+		switch {
+		case m.Method == "initialize":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)})
+		case m.Method == "session/new" || m.Method == "session/load":
+			var p struct{ MCPServers []struct{ Type, ID string } }
+			json.Unmarshal(m.Params, &p)
+			for _, s := range p.MCPServers {
+				if s.Type == "acp" {
+					servers = append(servers, s.ID)
+				}
+			}
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"sessionId":"s1"}`)})
+		case m.Method == "session/prompt":
+			prompt = m.ID
+			for _, s := range servers {
+				for k := range 2 {
+					request(fmt.Sprintf("c|%s|%d", s, k), "mcp/connect", `{"acpId":`+strconv.Quote(s)+`}`)
+				}
+			}
+		case m.IsResponse():
+			pending--
+			var id string
+			json.Unmarshal(m.ID, &id)
+			kind, rest, _ := strings.Cut(id, "|")
+			switch kind {
+			case "c":
+				var r struct{ ConnectionID string }
+				json.Unmarshal(m.Result, &r)
+				server, _, _ := strings.Cut(rest, "|")
+				serverOf[r.ConnectionID] = server
+				if pending == 0 {
+					for c := range serverOf {
+						request("l|"+c, "mcp/message", `{"connectionId":`+strconv.Quote(c)+`,"method":"tools/list"}`)
+					}
+				}
+			case "l":
+				answers[rest] = string(m.Result)
+				if pending == 0 {
+					for c := range serverOf {
+						request("d|"+c, "mcp/disconnect", `{"connectionId":`+strconv.Quote(c)+`}`)
+					}
+				}
+			case "d":
+				if pending == 0 {
+					report := map[string]string{}
+					for c, s := range serverOf {
+						report[c] = s + " " + answers[c]
+					}
+					send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
+						`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}`, mustJSON(report)))})
+					send(&wire.Message{ID: prompt, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+				}
+			}
 		}
 	}
 }

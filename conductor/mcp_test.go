@@ -175,3 +175,67 @@ func TestMCPEditorOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPManyServers runs two servers with different owners (the editor and
+// a proxy) in one session, with two connections to each, all at once: each
+// message reaches the owner of its connection, and the proxy in between sees
+// none of them.
+func TestMCPManyServers(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{
+			fake(t, dir, "owner", "mcp-owner", "ACP_TEST_MCP_SPELLING=id"),
+			fake(t, dir, "middle", "proxy"),
+		},
+		Agent: fake(t, dir, "agent", "mcp-many"),
+	})
+	e.send(initLine)
+	e.recvMsg()
+	// The owner proxy declares srv-1 in session/new (replacing the list);
+	// the editor declares ed-1 in session/load, which the proxy passes on.
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"s1","cwd":"/","mcpServers":[{"type":"acp","name":"editor-tools","id":"ed-1"}]}}`)
+	editorConns := 0
+	for {
+		m := e.recvMsg()
+		switch {
+		case m.IsResponse() && string(m.ID) == "2":
+			e.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+		case m.IsResponse() && string(m.ID) == "3":
+			e.close()
+			middle, _ := os.ReadFile(filepath.Join(dir, "middle.txt"))
+			if strings.Contains(string(middle), `"method":"mcp/`) {
+				t.Errorf("the proxy in between saw MCP traffic:\n%s", middle)
+			}
+			return
+		case m.Method == "mcp/connect":
+			editorConns++
+			e.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"connectionId":"ed-conn-%d"}}`, m.ID, editorConns))
+		case m.Method == "mcp/message":
+			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tools":[{"name":"editor-tool"}]}}`)
+		case m.Method == "mcp/disconnect":
+			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
+		case m.Method == "session/update":
+			var u struct {
+				Update struct {
+					Content struct{ Text string } `json:"content"`
+				} `json:"update"`
+			}
+			json.Unmarshal(m.Params, &u)
+			var report map[string]string
+			json.Unmarshal([]byte(u.Update.Content.Text), &report)
+			want := map[string]string{
+				"ed-conn-1": `ed-1 {"tools":[{"name":"editor-tool"}]}`,
+				"ed-conn-2": `ed-1 {"tools":[{"name":"editor-tool"}]}`,
+				"conn-1":    `srv-1 {"tools":[{"name":"echo"}]}`,
+				"conn-2":    `srv-1 {"tools":[{"name":"echo"}]}`,
+			}
+			if fmt.Sprint(report) != fmt.Sprint(want) {
+				t.Errorf("connections answered by:\n%v\nwant\n%v", report, want)
+			}
+		default:
+			t.Fatalf("unexpected %s", e.seen[len(e.seen)-1])
+		}
+	}
+}
