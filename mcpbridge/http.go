@@ -321,7 +321,7 @@ type post struct {
 
 func parsePost(body []byte) (*post, error) {
 	body = bytes.TrimSpace(body)
-	if !json.Valid(body) {
+	if !wire.Valid(body) {
 		return nil, wire.ErrNotJSON
 	}
 	body, _ = oneLine(body) // valid JSON, so it compacts

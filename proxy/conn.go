@@ -332,7 +332,7 @@ func checkParams(raw json.RawMessage) (json.RawMessage, error) {
 	if raw == nil {
 		return nil, nil
 	}
-	if !json.Valid(raw) {
+	if !wire.Valid(raw) {
 		return nil, errInvalidJSON
 	}
 	if bytes.IndexByte(raw, '\n') >= 0 {

@@ -53,7 +53,7 @@ func (e *Error) encode() json.RawMessage {
 		}
 	}
 	w := &wire.Error{Code: jrpc2.Code(e.Code), Message: e.Message}
-	if len(e.Data) > 0 && json.Valid(e.Data) {
+	if len(e.Data) > 0 && wire.Valid(e.Data) {
 		w.Data = e.Data
 	}
 	return w.Encode()

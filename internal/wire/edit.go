@@ -54,7 +54,7 @@ func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage)
 	if len(val) == 0 {
 		return orig, nil
 	}
-	if !json.Valid(val) {
+	if !Valid(val) {
 		return nil, fmt.Errorf("new value of %q is not valid JSON", name)
 	}
 	if bytes.IndexByte(val, '\n') >= 0 { // a line must stay one line

@@ -76,7 +76,7 @@ func AppendWrappedHead(buf []byte, id json.RawMessage, envelope, method string) 
 func IsBatch(line []byte) bool {
 	s := scanner{data: line}
 	s.skipSpace()
-	return s.pos < len(line) && line[s.pos] == '[' && json.Valid(line)
+	return s.pos < len(line) && line[s.pos] == '[' && Valid(line)
 }
 
 // EachElement calls fn with the raw bytes of each element of the JSON array

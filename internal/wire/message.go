@@ -41,7 +41,7 @@ var (
 // its top level: nested values are kept as raw sub-slices of data, never
 // decoded. data must not be modified while the message is in use.
 func Parse(data []byte) (*Message, error) {
-	if !json.Valid(data) {
+	if !Valid(data) {
 		return nil, ErrNotJSON
 	}
 	m := new(Message)
@@ -349,7 +349,7 @@ func Peek(head []byte) (id json.RawMessage, method string, isResponse bool) {
 		}
 		switch string(key) {
 		case `"id"`:
-			if json.Valid(val) && validID(val) {
+			if Valid(val) && validID(val) {
 				id = val
 			}
 		case `"method"`:

@@ -185,3 +185,18 @@ func FuzzPeek(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValid checks Valid against encoding/json.Valid, which it replaces.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"a":2}`, " \t{\"x\":[1,2.5e-3,true,null]}\r\n", `"\ud800"`, "\"\xff\"",
+		`{"a":"\u00e9"}`, `01`, `1.`, `[1,]`, `{"a" 1}`, ``, ` `, `"\x"`, "\"\x01\"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := Valid(data), json.Valid(data); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", data, got, want)
+		}
+	})
+}
