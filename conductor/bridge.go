@@ -75,7 +75,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		return
 	}
 	owner := c.peers[srv.owner]
-	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil), c.log)
+	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb), c.log)
 	log := p.log.With(zap.String("transport", conn.Transport))
 
 	connect, err := json.Marshal(map[string]string{map[string]string{"id": "acpId", "serverId": "serverId"}[srv.spelling]: conn.ServerID})

@@ -42,11 +42,11 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		cfg:      cfg,
 		log:      log,
 		stopping: make(chan struct{}),
-		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.InitTimeout},
+		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.InitTimeout, hb: new(holdback)},
 	}
 	r.chain.topo.Store(topo)
 	r.chain.failed = r.componentFailed
-	client := newPeer("client", 0, newLink(wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), nil), log)
+	client := newPeer("client", 0, newLink(wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), nil, r.chain.hb), log)
 	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
 	for i, c := range comps {
@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 			}
 			return refuse(ctx, cfg, in, out, startError(c, err), c.Name)
 		}
-		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), p), log)
+		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), p, r.chain.hb), log)
 		pr.comp = c
 		r.comps = append(r.comps, pr)
 		r.chain.peers = append(r.chain.peers, pr)
@@ -222,22 +222,44 @@ func (r *runner) stopError(p *peer) *wire.Error {
 }
 
 // readLoop feeds every line from l into the chain until l's input ends.
+// While more lines are buffered it holds back the chain's writes, and it
+// releases them before it reads again (see holdback).
 func (r *runner) readLoop(p *peer, l *link) {
+	more, _ := l.ch.(interface{ More() bool })
+	hb, holding := r.chain.hb, false
 	for {
 		line, err := l.ch.Recv()
-		var big *wire.OversizeError
-		switch {
-		case errors.As(err, &big):
-			r.chain.oversize(p, big)
-			continue
-		case err != nil:
-			if !errors.Is(err, io.EOF) {
-				p.log.Debug("read ended", zap.Error(err))
-			}
+		burst := more != nil && err == nil && more.More()
+		if burst && !holding {
+			hb.hold()
+		}
+		ok := r.handle(p, line, err)
+		if holding && !burst { // an error ends any burst
+			hb.release()
+		}
+		holding = burst
+		if !ok {
 			return
 		}
+	}
+}
+
+// handle relays one line read from p, or deals with the error reading it;
+// it reports false when p's input has ended.
+func (r *runner) handle(p *peer, line []byte, err error) bool {
+	var big *wire.OversizeError
+	switch {
+	case errors.As(err, &big):
+		r.chain.oversize(p, big)
+	case err != nil:
+		if !errors.Is(err, io.EOF) {
+			p.log.Debug("read ended", zap.Error(err))
+		}
+		return false
+	default:
 		r.chain.receive(p, line)
 	}
+	return true
 }
 
 // linkEnded handles the end of a component's output: expected while
@@ -307,7 +329,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	if err != nil {
 		return startError(p.comp, err)
 	}
-	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes), proc)
+	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes), proc, r.chain.hb)
 	var replay *call
 	if params := p.recordedInit(); params != nil {
 		d := delivery{to: p.pos, method: p.getDialect().initialize()}

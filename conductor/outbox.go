@@ -14,18 +14,24 @@ import (
 // which dominates the relay's latency; so when nothing is queued and no one
 // is writing, put first tries to write the line itself, without blocking,
 // and queues only what the peer would not take at once. One flag, busy,
-// says someone (put or the writer) is writing, and keeps the order.
+// says someone (put, a flush or the writer) is writing, and keeps the order.
+//
+// While some reader is working through a burst of lines it read at once
+// (see holdback), put only queues, and the outbox is flushed, all its lines
+// in one system call, when the burst is done.
 type outbox struct {
 	mu     sync.Mutex
 	queue  [][]byte
 	closed bool
 	busy   bool          // a write is in progress
+	held   bool          // on hb's list, waiting for a flush
 	ready  chan struct{} // has a value when queue is non-empty or closed
 	try    func([][]byte) ([][]byte, error)
+	hb     *holdback // nil: never hold lines back
 }
 
-func newOutbox() *outbox {
-	return &outbox{ready: make(chan struct{}, 1)}
+func newOutbox(hb *holdback) *outbox {
+	return &outbox{ready: make(chan struct{}, 1), hb: hb}
 }
 
 // put appends one line, given as segments that only together end in a
@@ -36,29 +42,60 @@ func (o *outbox) put(segments ...[]byte) bool {
 		o.mu.Unlock()
 		return false
 	}
-	if o.try != nil && !o.busy && len(o.queue) == 0 {
-		o.busy = true
-		o.mu.Unlock()
-		rest, err := o.try(segments) // never blocks
-		o.mu.Lock()
-		o.busy = false
-		if err == nil && len(rest) == 0 && len(o.queue) == 0 && !o.closed {
-			o.mu.Unlock()
-			return true
-		}
-		// Otherwise the writer has work, or was closed while this write
-		// held busy and went back to waiting: wake it either way.
-		// What the peer did not take goes first; lines queued meanwhile
-		// follow it. A write error is the writer's to report.
-		o.queue = append(rest, o.queue...)
+	o.queue = append(o.queue, segments...)
+	switch {
+	case o.busy || o.try == nil:
 		o.mu.Unlock()
 		o.signal()
-		return true
+	case o.hb.holding():
+		if !o.held {
+			o.held = true
+			o.mu.Unlock()
+			o.hb.add(o)
+			return true
+		}
+		o.mu.Unlock()
+	default:
+		o.writeNow()
 	}
-	o.queue = append(o.queue, segments...)
+	return true
+}
+
+// flush writes what put held back, unless a write is already under way:
+// its end hands the queue to the writer. A closed outbox's writer takes
+// held lines on its own.
+func (o *outbox) flush() {
+	o.mu.Lock()
+	o.held = false
+	if o.busy || len(o.queue) == 0 || o.closed {
+		o.mu.Unlock()
+		return
+	}
+	o.writeNow()
+}
+
+// writeNow writes the queue without blocking, with o.mu held and released.
+// What the peer does not take at once, and what is queued meanwhile, is
+// left to the writer goroutine.
+func (o *outbox) writeNow() {
+	segs := o.queue
+	o.queue = nil
+	o.busy = true
+	o.mu.Unlock()
+	rest, err := o.try(segs) // never blocks
+	o.mu.Lock()
+	o.busy = false
+	if err == nil && len(rest) == 0 && len(o.queue) == 0 && !o.closed {
+		o.mu.Unlock()
+		return
+	}
+	// Otherwise the writer has work, or was closed while this write held
+	// busy and went back to waiting: wake it either way. What the peer did
+	// not take goes first; lines queued meanwhile follow it. A write error
+	// is the writer's to report.
+	o.queue = append(rest, o.queue...)
 	o.mu.Unlock()
 	o.signal()
-	return true
 }
 
 // close stops accepting messages; take still returns what was queued.
@@ -79,11 +116,11 @@ func (o *outbox) signal() {
 // take waits for queued lines and returns all of them, reusing spare as the
 // next queue's storage; the caller writes them and then calls written. It
 // returns no lines and false once the outbox is closed and empty, or when
-// done is closed.
+// done is closed. Lines held back for a flush wait for it.
 func (o *outbox) take(done <-chan struct{}, spare [][]byte) ([][]byte, bool) {
 	for {
 		o.mu.Lock()
-		if len(o.queue) > 0 && !o.busy {
+		if len(o.queue) > 0 && !o.busy && (!o.held || o.closed) {
 			lines := o.queue
 			o.queue = spare[:0]
 			o.busy = true

@@ -22,7 +22,7 @@ func TestOutboxCloseDuringDirectWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	l := newLink(wire.NewLineChannel(r, w, 0), nil)
+	l := newLink(wire.NewLineChannel(r, w, 0), nil, nil)
 	if l.out.try == nil {
 		t.Fatal("an os.Pipe should allow direct writes")
 	}

@@ -57,8 +57,10 @@ type channel interface {
 	Close() error
 }
 
-func newLink(ch channel, proc *process) *link {
-	l := &link{ch: ch, out: newOutbox(), proc: proc, readDone: make(chan struct{})}
+// newLink returns a link writing to ch, whose outbox holds lines back while
+// hb says so (hb may be nil).
+func newLink(ch channel, proc *process, hb *holdback) *link {
+	l := &link{ch: ch, out: newOutbox(hb), proc: proc, readDone: make(chan struct{})}
 	if t, ok := ch.(interface {
 		TryWriter() func([][]byte) ([][]byte, error)
 	}); ok {

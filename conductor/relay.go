@@ -25,6 +25,7 @@ type chain struct {
 	log    *zap.Logger
 	mcp    *mcpRoutes
 	bridge *bridge // nil in proxy mode, where the parent bridges
+	hb     *holdback
 
 	// failed reports a component that broke the protocol's promises (here:
 	// did not answer initialize in time) to the runner's failure policy.

@@ -100,7 +100,7 @@ func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 			r = &loopReader{line: []byte(line + "\n")}
 		}
 		outs = append(outs, w)
-		c.peers = append(c.peers, newPeer("bench", pos, newLink(wire.NewLineChannel(r, w, 0), nil), log))
+		c.peers = append(c.peers, newPeer("bench", pos, newLink(wire.NewLineChannel(r, w, 0), nil, nil), log))
 	}
 	return c, outs
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,18 @@ func (c *LineChannel) Recv() ([]byte, error) {
 			return line, nil
 		}
 	}
+}
+
+// More reports whether a whole line is already buffered, so that the next
+// Recv returns without a system call. A reader uses it to hold back its
+// writes while a burst it read at once is still being handled.
+func (c *LineChannel) More() bool {
+	n := c.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	buf, _ := c.r.Peek(n) // never reads: n bytes are buffered
+	return bytes.IndexByte(buf, '\n') >= 0
 }
 
 func (c *LineChannel) readLine() ([]byte, error) {

@@ -126,3 +126,23 @@ func FuzzLineChannel(f *testing.F) {
 		}
 	})
 }
+
+// TestMore: More says whether the next Recv has a whole line at hand.
+func TestMore(t *testing.T) {
+	r, w := io.Pipe()
+	c := NewLineChannel(r, nopWriteCloser{io.Discard}, 0)
+	go func() { w.Write([]byte("{\"a\":1}\n{\"b\":2}\n{\"c\"")) }()
+	for _, want := range []struct {
+		line string
+		more bool
+	}{{`{"a":1}`, true}, {`{"b":2}`, false}} {
+		line, err := c.Recv()
+		if err != nil || string(line) != want.line || c.More() != want.more {
+			t.Fatalf("Recv = %q, %v; More = %v, want %q, %v", line, err, c.More(), want.line, want.more)
+		}
+	}
+	go func() { w.Write([]byte(":3}\n")); w.Close() }()
+	if line, err := c.Recv(); err != nil || string(line) != `{"c":3}` || c.More() {
+		t.Fatalf("Recv = %q, %v; More = %v", line, err, c.More())
+	}
+}

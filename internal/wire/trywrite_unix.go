@@ -42,12 +42,10 @@ func (c *LineChannel) TryWriter() func(segs [][]byte) ([][]byte, error) {
 		var werr error
 		err := rc.Write(func(fd uintptr) bool {
 			for len(segs) > 0 {
-				n, err := syscall.Write(int(fd), segs[0])
+				n, err := writev(int(fd), segs)
 				switch {
 				case n > 0:
-					if segs[0] = segs[0][n:]; len(segs[0]) == 0 {
-						segs = segs[1:]
-					}
+					segs = advance(segs, n)
 				case errors.Is(err, syscall.EINTR):
 				case errors.Is(err, syscall.EAGAIN):
 					return true // full: the rest waits for the writer
@@ -63,4 +61,31 @@ func (c *LineChannel) TryWriter() func(segs [][]byte) ([][]byte, error) {
 		}
 		return segs, werr
 	}
+}
+
+// maxIovec bounds the segments of one writev(2); Linux allows 1024.
+const maxIovec = 1024
+
+// writev writes segs (up to maxIovec of them) with one system call.
+func writev(fd int, segs [][]byte) (int, error) {
+	if len(segs) == 1 {
+		return syscall.Write(fd, segs[0])
+	}
+	return unix.Writev(fd, segs[:min(len(segs), maxIovec)])
+}
+
+// advance drops the first n bytes of segs.
+func advance(segs [][]byte, n int) [][]byte {
+	for n > 0 && len(segs) > 0 {
+		if n < len(segs[0]) {
+			segs[0] = segs[0][n:]
+			return segs
+		}
+		n -= len(segs[0])
+		segs = segs[1:]
+	}
+	for len(segs) > 0 && len(segs[0]) == 0 {
+		segs = segs[1:]
+	}
+	return segs
 }
