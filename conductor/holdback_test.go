@@ -12,8 +12,15 @@ import (
 )
 
 // pipeLink is a link writing into an os.Pipe, with its writer running, and
-// the pipe's reading end.
+// the pipe's reading end. Closing the link's outbox ends the writer.
 func pipeLink(t *testing.T, hb *holdback) (*link, *bufio.Scanner) {
+	l, sc, _ := pipeLinkDone(t, hb)
+	return l, sc
+}
+
+// pipeLinkDone is pipeLink, also returning a channel closed when the
+// writer has ended.
+func pipeLinkDone(t *testing.T, hb *holdback) (*link, *bufio.Scanner, <-chan struct{}) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -26,8 +33,7 @@ func pipeLink(t *testing.T, hb *holdback) (*link, *bufio.Scanner) {
 	done := make(chan struct{})
 	go func() { defer close(done); l.writeLoop(zapNop()) }()
 	t.Cleanup(func() { l.out.close(); <-done; r.Close() })
-	sc := bufio.NewScanner(r)
-	return l, sc
+	return l, bufio.NewScanner(r), done
 }
 
 // TestHoldbackJoinsABurst: lines put while a reader holds go out together,

@@ -125,6 +125,9 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 // response and a cancel for it always find it.
 func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) {
 	cl.to, cl.id, cl.wrap = to, to.nextID.Add(1), d.wrap
+	// The id aliases the line it came in; kept as it is, it would keep all
+	// of that line (a 16 MiB prompt, say) live until the answer comes.
+	cl.fromID = append(json.RawMessage(nil), cl.fromID...)
 	if cl.from != nil {
 		cl.from.track(cl)
 	}

@@ -108,7 +108,7 @@ func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 // flush does what p's writer goroutine does with one batch: takes every
 // queued line and writes them with one SendBuffers. The caller knows that
 // something is queued.
-func flush(b *testing.B, p *peer, spare *[][]byte) {
+func flush(b testing.TB, p *peer, spare *[][]byte) {
 	l := p.link.Load()
 	lines, ok := l.out.take(nil, *spare)
 	if !ok {
@@ -126,7 +126,7 @@ func flush(b *testing.B, p *peer, spare *[][]byte) {
 
 // relay reads one line from the peer at pos and hands it to the chain, as a
 // reader goroutine does.
-func relay(b *testing.B, c *chain, pos int) {
+func relay(b testing.TB, c *chain, pos int) {
 	line, err := c.peers[pos].link.Load().ch.Recv()
 	if err != nil {
 		b.Fatal(err)

@@ -168,7 +168,9 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.R
 		return
 	}
 	ours := c.newID()
-	if err := c.register(ours, &call{relayFor: id}); err != nil {
+	// A copy: the id aliases the whole line it came in, which must not
+	// stay live until the answer.
+	if err := c.register(ours, &call{relayFor: bytes.Clone(id)}); err != nil {
 		return
 	}
 	c.mu.Lock()
