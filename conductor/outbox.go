@@ -82,11 +82,14 @@ func (o *outbox) writeNow() {
 	o.queue = nil
 	o.busy = true
 	o.mu.Unlock()
+	large := largeBytes(segs)
 	rest, err := o.try(segs) // never blocks
 	o.mu.Lock()
 	o.busy = false
 	if err == nil && len(rest) == 0 && len(o.queue) == 0 && !o.closed {
 		o.mu.Unlock()
+		clear(segs)
+		wroteLarge(large)
 		return
 	}
 	// Otherwise the writer has work, or was closed while this write held

@@ -327,6 +327,7 @@ func (l *link) writeLoop(log *zap.Logger) {
 			out = append(out, joined[start:])
 		}
 		bufs := out
+		large := largeBytes(out)
 		err := l.ch.SendBuffers(&bufs)
 		l.out.written()
 		if err != nil {
@@ -337,6 +338,7 @@ func (l *link) writeLoop(log *zap.Logger) {
 		clear(segs)
 		clear(out) // hold no written value past its write
 		spare = segs
+		wroteLarge(large)
 	}
 }
 
