@@ -177,16 +177,23 @@ func (c *chain) deliver(to *peer, id json.RawMessage, d delivery, params json.Ra
 	to.send(c.encode(to, id, d, params)...)
 }
 
+// The trailers of lines relayed in segments. They are shared, and only
+// ever read.
+var (
+	closeObject  = []byte("}\n")
+	closeWrapped = []byte("}}\n")
+)
+
 // encode returns the segments of the line that delivers a request (id !=
 // nil) or notification to peer to as d says: one segment, or for large
 // params a header, the params as they arrived, and a trailer.
 func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) [][]byte {
 	var head []byte
-	tail := "}\n"
+	tail := closeObject
 	switch {
 	case d.wrap && params != nil:
 		head = wire.AppendWrappedHead(make([]byte, 0, 96+len(d.method)), id, to.getDialect().successor(), d.method)
-		tail = "}}\n"
+		tail = closeWrapped
 	case d.wrap:
 		return [][]byte{append(wire.AppendWrapped(nil, id, to.getDialect().successor(), d.method, nil), '\n')}
 	case params != nil:
@@ -196,7 +203,7 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 		return [][]byte{append(m.Append(nil), '\n')}
 	}
 	if len(params) >= largeValue {
-		return [][]byte{head, params, []byte(tail)}
+		return [][]byte{head, params, tail}
 	}
 	return [][]byte{append(append(head, params...), tail...)}
 }
@@ -276,7 +283,7 @@ func failCalls(calls []*call, e *wire.Error) {
 // from where it arrived, as in encode.
 func encodeResponseTo(id json.RawMessage, m *wire.Message) [][]byte {
 	if m.Error == nil && len(m.Result) >= largeValue {
-		return [][]byte{wire.AppendResultHead(make([]byte, 0, 32+len(id)), id), m.Result, []byte("}\n")}
+		return [][]byte{wire.AppendResultHead(make([]byte, 0, 32+len(id)), id), m.Result, closeObject}
 	}
 	out := wire.Message{ID: id, Result: m.Result, Error: m.Error}
 	return [][]byte{append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(id)+32)), '\n')}

@@ -36,9 +36,9 @@ func (e *OversizeError) Error() string {
 // requires. Recv skips blank lines and never buffers more than the limit of
 // one line.
 type LineChannel struct {
-	r      *bufio.Reader
-	limit  int
-	chunks []*[]byte // reused by readLong
+	r     *bufio.Reader
+	limit int
+	long  []byte // scratch region for lines longer than r's buffer; see readLong
 
 	wmu sync.Mutex
 	w   io.WriteCloser
@@ -70,6 +70,9 @@ func (c *LineChannel) Recv() ([]byte, error) {
 	for {
 		line, err := c.readLine()
 		if err != nil {
+			if _, skipped := err.(*OversizeError); !skipped {
+				c.long = unmapScratch(c.long) // reading is over
+			}
 			return nil, err
 		}
 		if !isBlank(line) {
@@ -111,35 +114,24 @@ func (c *LineChannel) readLine() ([]byte, error) {
 }
 
 // readLong reads a line longer than the read buffer, whose first fragment
-// is frag. The fragments are copied into pooled chunks and the line is
-// assembled once, at its final size: one allocation whatever its length,
-// where growing a buffer would cost a dozen and several times the payload.
+// is frag. The fragments are gathered in the channel's scratch region,
+// mapped outside the Go heap, and the line is copied out of it once, at
+// its final size: one allocation whatever its length. What a long line
+// touched beyond the first MiB of the region goes back to the system as it
+// is copied out, rather than when the collector gets to it: a 16 MiB line
+// never holds 32 MiB.
 func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
-	chunks := c.chunks[:0]
-	defer func() {
-		for i, ch := range chunks {
-			chunkPool.Put(ch)
-			chunks[i] = nil
-		}
-		c.chunks = chunks[:0]
-	}()
-	total := 0
+	buf := c.scratch()
+	defer func() { c.long = keepScratch(c.long, len(buf)) }()
 	for {
-		if total+len(frag) > c.limit+1 { // +1: the newline may still be in frag
-			var head []byte
-			if len(chunks) > 0 {
-				head = *chunks[0]
-			}
+		if len(buf)+len(frag) > c.limit+1 { // +1: the newline may still be in frag
 			var err error
 			if len(frag) == 0 || frag[len(frag)-1] != '\n' {
 				err = bufio.ErrBufferFull
 			}
-			return nil, c.oversize(head, frag, err)
+			return nil, c.oversize(buf, frag, err)
 		}
-		ch := chunkPool.Get().(*[]byte)
-		*ch = append((*ch)[:0], frag...)
-		chunks = append(chunks, ch)
-		total += len(frag)
+		buf = append(buf, frag...) // a mapped region has room for the whole line
 		if len(frag) > 0 && frag[len(frag)-1] == '\n' {
 			break
 		}
@@ -154,17 +146,27 @@ func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
 			}
 		}
 	}
-	line := make([]byte, 0, total)
-	for _, ch := range chunks {
-		line = append(line, *ch...)
-	}
+	line := buf
 	if n := len(line); n > 0 && line[n-1] == '\n' {
 		line = line[:n-1]
 	}
 	if len(line) > c.limit {
 		return nil, &OversizeError{Limit: c.limit, Head: append([]byte(nil), line[:min(len(line), headBytes)]...)}
 	}
-	return trimCR(line), nil
+	return trimCR(copyOut(c.long, line)), nil
+}
+
+// scratch returns the channel's scratch buffer, empty: its mapped region,
+// mapped on first use, or where mapping is not possible a heap buffer
+// that grows as needed.
+func (c *LineChannel) scratch() []byte {
+	if c.long == nil {
+		c.long = mapScratch(c.limit + 1)
+	}
+	if c.long == nil {
+		return make([]byte, 0, 4*readBufferSize)
+	}
+	return c.long[:0]
 }
 
 // oversize skips the rest of a line that has grown past the limit and
@@ -182,14 +184,6 @@ func (c *LineChannel) oversize(buf, frag []byte, err error) error {
 	}
 	return &OversizeError{Limit: c.limit, Head: head}
 }
-
-// chunkPool holds the buffers long lines are read into; the pool, not each
-// channel, keeps them, so a channel that once saw a large line does not
-// hold its memory.
-var chunkPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, readBufferSize)
-	return &b
-}}
 
 // discardLine consumes input up to and including the next newline.
 func (c *LineChannel) discardLine() error {

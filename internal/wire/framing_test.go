@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -144,5 +145,35 @@ func TestMore(t *testing.T) {
 	go func() { w.Write([]byte(":3}\n")); w.Close() }()
 	if line, err := c.Recv(); err != nil || string(line) != `{"c":3}` || c.More() {
 		t.Fatalf("Recv = %q, %v; More = %v", line, err, c.More())
+	}
+}
+
+// TestLongLinesInTurn reads long lines of every kind the scratch region
+// handles (huge, gave back as copied; a few MiB, the first kept resident;
+// just over the read buffer) in turn, and then an oversize one: each must
+// come out whole and the same, whatever the one before left behind.
+func TestLongLinesInTurn(t *testing.T) {
+	var in strings.Builder
+	var want []string
+	for i, n := range []int{5<<20 + 3, 70 << 10, 3<<20 + 1, 1 << 20, 9 << 20, 100} {
+		line := strings.Repeat(string(rune('a'+i)), n-7) + fmt.Sprintf("%07d", i)
+		want = append(want, line)
+		in.WriteString(line + "\n")
+	}
+	in.WriteString(strings.Repeat("o", 11<<20) + "\nlast\n")
+	want = append(want, "last")
+	ch := NewLineChannel(strings.NewReader(in.String()), nopWriteCloser{io.Discard}, 10<<20)
+	for i, w := range want {
+		got, err := ch.Recv()
+		var big *OversizeError
+		if i == len(want)-1 && errors.As(err, &big) {
+			got, err = ch.Recv() // the oversize line, skipped
+		}
+		if err != nil || string(got) != w {
+			t.Fatalf("line %d: %d bytes (%v), want %d bytes ending %q", i, len(got), err, len(w), w[max(0, len(w)-7):])
+		}
+	}
+	if _, err := ch.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last line: %v, want EOF", err)
 	}
 }
