@@ -137,7 +137,7 @@ func TestHoldbackAddAfterLastRelease(t *testing.T) {
 	l.out.queue = append(l.out.queue, []byte("{}\n"))
 	l.out.held = true
 	l.out.mu.Unlock()
-	hb.release() // ...the last holder lets go...
+	hb.release()  // ...the last holder lets go...
 	hb.add(l.out) // ...and then put adds the outbox
 	done := make(chan bool, 1)
 	go func() { done <- sc.Scan() && sc.Text() == "{}" }()
