@@ -60,11 +60,11 @@ type plan struct {
 }
 
 func newPlan(quick bool, rounds int) plan {
-	p := plan{rounds: 3, warmup: 200, latency: 2000, tp3: 1000, tp100: 100,
+	p := plan{rounds: 3, warmup: 200, latency: 2000, tp3: 1000, tp100: 300,
 		bigRuns: 3, bigBytes: 16 << 20, sessions: 200, prompts: 20, concUpdate: 3, concRuns: 2,
 		startRepeat: 15, benchtime: "1s"}
 	if quick {
-		p = plan{rounds: 1, warmup: 50, latency: 400, tp3: 200, tp100: 20,
+		p = plan{rounds: 1, warmup: 50, latency: 400, tp3: 200, tp100: 100,
 			bigRuns: 1, bigBytes: 16 << 20, sessions: 200, prompts: 20, concUpdate: 3, concRuns: 1,
 			startRepeat: 5, benchtime: "200ms"}
 	}
