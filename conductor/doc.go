@@ -23,6 +23,14 @@
 // for the agent). A proxy that answers proxy/initialize with method-not-found
 // is spoken to in the Rust SDK's _proxy/* dialect from then on.
 //
+// A line goes out from the goroutine that routed it, with one non-blocking
+// write, when the destination is idle; the writer goroutine takes only what
+// a full pipe would not. A reader that got several lines from one read
+// holds writes back until it has routed them all (holdback.go), so a burst
+// costs one write per destination. Large params and results are written
+// from the line they arrived in, and once large lines have gone out their
+// memory is collected at once (memory.go).
+//
 // The relay does not use jrpc2's Server or Client: they run handlers and
 // deliver notifications on separate goroutines, so a relayed prompt result
 // could overtake its updates and a session/cancel could run before the
