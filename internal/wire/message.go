@@ -195,17 +195,28 @@ func (s *scanner) value() []byte {
 	return s.data[start:s.pos]
 }
 
+// skipString moves past the string starting at pos. It jumps from quote to
+// quote (bytes.IndexByte is vectorized; strings are most of a payload's
+// bytes): a quote ends the string unless an odd run of backslashes
+// precedes it.
 func (s *scanner) skipString() {
-	for s.pos++; s.pos < len(s.data); {
-		switch s.data[s.pos] {
-		case '\\':
-			s.pos = min(s.pos+2, len(s.data))
-		case '"':
-			s.pos++
+	open := s.pos
+	for i := open + 1; ; {
+		j := bytes.IndexByte(s.data[i:], '"')
+		if j < 0 {
+			s.pos = len(s.data)
 			return
-		default:
-			s.pos++
 		}
+		quote := i + j
+		run := 0
+		for k := quote - 1; k > open && s.data[k] == '\\'; k-- {
+			run++
+		}
+		if run%2 == 0 {
+			s.pos = quote + 1
+			return
+		}
+		i = quote + 1
 	}
 }
 
