@@ -444,3 +444,6 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
+
+// Unwrap lets the channel find the file behind, to write to it directly.
+func (n nopCloser) Unwrap() io.Writer { return n.Writer }

@@ -72,3 +72,19 @@ func waitParked(t *testing.T, fn string) {
 	}
 	t.Fatalf("no goroutine parked in %s", fn)
 }
+
+// TestClientOutputWritesDirectly: the client's output is wrapped so that
+// the conductor never closes it, and the wrapper must not hide the pipe
+// from the direct-write path, or every message to the editor would wait
+// for the writer goroutine to wake.
+func TestClientOutputWritesDirectly(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if l := newLink(wire.NewLineChannel(r, nopCloser{w}, 0), nil, nil); l.out.try == nil {
+		t.Fatal("no direct writes to a pipe wrapped in nopCloser")
+	}
+}

@@ -4,6 +4,7 @@ package wire
 
 import (
 	"errors"
+	"io"
 	"os"
 	"syscall"
 
@@ -12,12 +13,14 @@ import (
 )
 
 // TryWriter returns a function that writes records without ever blocking,
-// or nil when the channel's writer cannot: it must be an *os.File whose
+// or nil when the channel's writer cannot: it must be an *os.File (or wrap
+// one, with an Unwrap() io.Writer method, as a writer that must not be
+// closed does) whose
 // descriptor is in non-blocking mode (as os.Pipe's are, and Stdout-like
 // files made pollable). The function writes as much of segs as the peer
 // takes at once and returns the rest, to be written later in order.
 func (c *LineChannel) TryWriter() func(segs [][]byte) ([][]byte, error) {
-	f, ok := c.w.(*os.File)
+	f, ok := underlyingFile(c.w)
 	if !ok {
 		return nil
 	}
@@ -77,4 +80,19 @@ func advance(segs [][]byte, n int) [][]byte {
 		segs = segs[1:]
 	}
 	return segs
+}
+
+// underlyingFile returns the *os.File w writes to, looking through writers
+// that wrap one.
+func underlyingFile(w io.Writer) (*os.File, bool) {
+	for {
+		switch v := w.(type) {
+		case *os.File:
+			return v, true
+		case interface{ Unwrap() io.Writer }:
+			w = v.Unwrap()
+		default:
+			return nil, false
+		}
+	}
 }
