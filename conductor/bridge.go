@@ -96,7 +96,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		log.Warn("the owner refused the MCP connection", zap.String("owner", owner.name), zap.ByteString("error", m.Error))
 		return
 	}
-	c.mcp.addConn(connID, &mcpConn{owner: srv.owner, bridge: p})
+	routed := c.mcp.openBridged(srv.owner, connID, p)
 	log.Debug("bridged MCP connection open", zap.String("owner", owner.name), zap.ByteString("connectionId", connID))
 
 	var g errgroup.Group
@@ -118,7 +118,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		c.fromBridge(p, owner, srv.owner, connID, line)
 	}
 
-	c.mcp.dropConn(connID)
+	c.mcp.close(routed)
 	bye := append(append([]byte(`{"connectionId":`), connID...), '}')
 	c.forward(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
 		c.toOwner(srv.owner, methodMCPDisconnect), bye)

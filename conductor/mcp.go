@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"go.uber.org/zap"
@@ -16,7 +17,10 @@ import (
 // mcp/disconnect on the connection it opens, then go straight to the owner
 // (wrapped as coming from its successor when the owner is a proxy), and the
 // owner's own mcp/message on that connection goes straight back: proxies in
-// between never see them. When the agent cannot speak MCP-over-ACP itself,
+// between never see them. Each owner picks its own connection ids; where two
+// owners pick the same one, the agent is given a variant of the second
+// (mcpRoutes.open), and messages on it are re-addressed both ways. When the
+// agent cannot speak MCP-over-ACP itself,
 // the declarations it receives are rewritten to stdio shims or loopback HTTP
 // servers of the conductor's bridge, and the conductor plays the agent's
 // part of the MCP-over-ACP exchange (bridge.go).
@@ -39,9 +43,17 @@ var sessionSetup = map[string]bool{
 type mcpRoutes struct {
 	mu      sync.Mutex
 	servers map[string]mcpServer // by declared server id
-	conns   map[string]*mcpConn  // by connectionId, as raw JSON
+	conns   map[string]*mcpConn  // by the connectionId the agent uses, as raw JSON
+	owned   map[ownedID]*mcpConn // by owner and the connectionId it gave
 	native  bool                 // the final agent speaks MCP-over-ACP itself
 	http    bool                 // the final agent can reach MCP servers over HTTP
+}
+
+// An ownedID is a connectionId as its owner gave it. Each owner picks its
+// own ids, so two owners may well give the same one.
+type ownedID struct {
+	owner int
+	id    string // raw JSON
 }
 
 type mcpServer struct {
@@ -51,12 +63,14 @@ type mcpServer struct {
 }
 
 type mcpConn struct {
-	owner  int
-	bridge *peer // the bridged connection, or nil when the agent holds it natively
+	owner   int
+	ownerID string // the connectionId the owner gave, raw JSON
+	agentID string // the one the agent uses (see open); "" when bridged
+	bridge  *peer  // the bridged connection, or nil when the agent holds it natively
 }
 
 func newMCPRoutes() *mcpRoutes {
-	return &mcpRoutes{servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}}
+	return &mcpRoutes{servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{}}
 }
 
 // agentCapabilities notes what the final agent's InitializeResponse says it
@@ -129,22 +143,76 @@ func (r *mcpRoutes) server(id string) (mcpServer, bool) {
 	return s, ok
 }
 
-func (r *mcpRoutes) conn(id []byte) *mcpConn {
+// open records a connection that owner opened for the agent under
+// ownerID, and returns the connectionId the agent is to use: ownerID, or
+// if a connection of another owner already has that id, a variant of it,
+// so that neither connection's messages reach the other's owner.
+func (r *mcpRoutes) open(owner int, ownerID []byte) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	agentID := string(ownerID)
+	for n := 2; r.conns[agentID] != nil; n++ {
+		agentID = variantID(ownerID, n)
+	}
+	c := &mcpConn{owner: owner, ownerID: string(ownerID), agentID: agentID}
+	r.conns[agentID] = c
+	r.owned[ownedID{owner, c.ownerID}] = c
+	return agentID
+}
+
+// openBridged records a connection that owner opened under ownerID for a
+// bridged client, which the agent never sees.
+func (r *mcpRoutes) openBridged(owner int, ownerID []byte, bridge *peer) *mcpConn {
+	c := &mcpConn{owner: owner, ownerID: string(ownerID), bridge: bridge}
+	r.mu.Lock()
+	r.owned[ownedID{owner, c.ownerID}] = c
+	r.mu.Unlock()
+	return c
+}
+
+// byAgent returns the connection the agent knows as id; byOwner the one
+// owner gave id.
+func (r *mcpRoutes) byAgent(id []byte) *mcpConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conns[string(id)]
 }
 
-func (r *mcpRoutes) addConn(id []byte, c *mcpConn) {
+func (r *mcpRoutes) byOwner(owner int, id []byte) *mcpConn {
 	r.mu.Lock()
-	r.conns[string(id)] = c
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	return r.owned[ownedID{owner, string(id)}]
 }
 
-func (r *mcpRoutes) dropConn(id []byte) {
+func (r *mcpRoutes) close(c *mcpConn) {
 	r.mu.Lock()
-	delete(r.conns, string(id))
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	if c.agentID != "" && r.conns[c.agentID] == c {
+		delete(r.conns, c.agentID)
+	}
+	if k := (ownedID{c.owner, c.ownerID}); r.owned[k] == c {
+		delete(r.owned, k)
+	}
+}
+
+// variantID returns a connectionId made from id for its nth holder.
+func variantID(id []byte, n int) string {
+	var s string
+	if json.Unmarshal(id, &s) != nil {
+		s = string(id)
+	}
+	return string(mustQuote(fmt.Sprintf("%s~%d", s, n)))
+}
+
+// withConnectionID returns obj with its connectionId set to id.
+func withConnectionID(obj json.RawMessage, id string) json.RawMessage {
+	out, err := wire.EditMember(obj, "connectionId", func(json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(id), nil
+	})
+	if err != nil {
+		return obj // it had a connectionId member: it is an object
+	}
+	return out
 }
 
 // field returns the raw value of one member of an object.
@@ -194,7 +262,9 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		cl := &call{from: from, fromID: m.ID, method: method, batch: b}
 		cl.onResponse = func(resp *wire.Message) bool {
 			if id := field(resp.Result, "connectionId"); id != nil {
-				c.mcp.addConn(id, &mcpConn{owner: srv.owner})
+				if agentID := c.mcp.open(srv.owner, id); agentID != string(id) {
+					resp.Result = withConnectionID(resp.Result, agentID)
+				}
 			}
 			return false
 		}
@@ -203,7 +273,10 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 
 	case method == methodMCPMessage || method == methodMCPDisconnect:
 		id := field(params, "connectionId")
-		conn := c.mcp.conn(id)
+		conn := c.mcp.byOwner(src, id)
+		if agentSide {
+			conn = c.mcp.byAgent(id)
+		}
 		if conn == nil {
 			c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
 				WithData(map[string]json.RawMessage{"connectionId": id}), b)
@@ -214,7 +287,10 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		case agentSide:
 			d = c.toOwner(conn.owner, method)
 			if method == methodMCPDisconnect {
-				c.mcp.dropConn(id)
+				c.mcp.close(conn)
+			}
+			if conn.ownerID != string(id) {
+				params = withConnectionID(params, conn.ownerID)
 			}
 		case conn.bridge != nil:
 			c.toBridge(conn.bridge, from, m, params, b)
@@ -222,6 +298,9 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		default: // the owner, to the agent
 			last := c.topo.Load().last()
 			d = delivery{to: last, wrap: c.topo.Load().role(last) == roleUpstream, method: method}
+			if conn.agentID != string(id) {
+				params = withConnectionID(params, conn.agentID)
+			}
 		}
 		to := c.peers[d.to]
 		if m.IsNotification() {

@@ -179,8 +179,19 @@ func TestMCPEditorOwner(t *testing.T) {
 // TestMCPManyServers runs two servers with different owners (the editor and
 // a proxy) in one session, with two connections to each, all at once: each
 // message reaches the owner of its connection, and the proxy in between sees
-// none of them.
+// none of them. Owners choose connection ids on their own; when the editor
+// picks the same ones as the proxy, the agent must still be able to tell the
+// four connections apart, and each owner must only ever see its own ids.
 func TestMCPManyServers(t *testing.T) {
+	for _, tt := range []struct{ name, editorIDs string }{
+		{"distinct ids", "ed-conn-%d"},
+		{"the same ids", "conn-%d"}, // as the owner proxy gives
+	} {
+		t.Run(tt.name, func(t *testing.T) { testMCPManyServers(t, tt.editorIDs) })
+	}
+}
+
+func testMCPManyServers(t *testing.T, editorIDs string) {
 	dir := t.TempDir()
 	e := startChain(t, Config{
 		Proxies: []Component{
@@ -197,6 +208,7 @@ func TestMCPManyServers(t *testing.T) {
 	e.recvMsg()
 	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"s1","cwd":"/","mcpServers":[{"type":"acp","name":"editor-tools","id":"ed-1"}]}}`)
 	editorConns := 0
+	given := map[string]bool{} // connection ids the editor gave
 	for {
 		m := e.recvMsg()
 		switch {
@@ -211,11 +223,20 @@ func TestMCPManyServers(t *testing.T) {
 			return
 		case m.Method == "mcp/connect":
 			editorConns++
-			e.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"connectionId":"ed-conn-%d"}}`, m.ID, editorConns))
-		case m.Method == "mcp/message":
-			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tools":[{"name":"editor-tool"}]}}`)
-		case m.Method == "mcp/disconnect":
-			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
+			id := fmt.Sprintf(editorIDs, editorConns)
+			given[id] = true
+			e.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"connectionId":%q}}`, m.ID, id))
+		case m.Method == "mcp/message" || m.Method == "mcp/disconnect":
+			var p struct{ ConnectionID string }
+			json.Unmarshal(m.Params, &p)
+			if !given[p.ConnectionID] {
+				t.Errorf("the editor got %s for connection %q, which it never gave", m.Method, p.ConnectionID)
+			}
+			result := `{}`
+			if m.Method == "mcp/message" {
+				result = `{"tools":[{"name":"editor-tool"}]}`
+			}
+			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`)
 		case m.Method == "session/update":
 			var u struct {
 				Update struct {
@@ -223,16 +244,18 @@ func TestMCPManyServers(t *testing.T) {
 				} `json:"update"`
 			}
 			json.Unmarshal(m.Params, &u)
-			var report map[string]string
+			var report map[string]string // the agent's connection ids: server and answer
 			json.Unmarshal([]byte(u.Update.Content.Text), &report)
-			want := map[string]string{
-				"ed-conn-1": `ed-1 {"tools":[{"name":"editor-tool"}]}`,
-				"ed-conn-2": `ed-1 {"tools":[{"name":"editor-tool"}]}`,
-				"conn-1":    `srv-1 {"tools":[{"name":"echo"}]}`,
-				"conn-2":    `srv-1 {"tools":[{"name":"echo"}]}`,
+			answered := map[string]int{}
+			for _, v := range report {
+				answered[v]++
 			}
-			if fmt.Sprint(report) != fmt.Sprint(want) {
-				t.Errorf("connections answered by:\n%v\nwant\n%v", report, want)
+			want := map[string]int{
+				`ed-1 {"tools":[{"name":"editor-tool"}]}`: 2,
+				`srv-1 {"tools":[{"name":"echo"}]}`:       2,
+			}
+			if len(report) != 4 || fmt.Sprint(answered) != fmt.Sprint(want) {
+				t.Errorf("connections answered by:\n%v\nwant two for each server, by its owner", report)
 			}
 		default:
 			t.Fatalf("unexpected %s", e.seen[len(e.seen)-1])
