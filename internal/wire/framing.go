@@ -153,7 +153,9 @@ func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
 	if len(line) > c.limit {
 		return nil, &OversizeError{Limit: c.limit, Head: append([]byte(nil), line[:min(len(line), headBytes)]...)}
 	}
-	return trimCR(copyOut(c.long, line)), nil
+	out := copyOut(c.long, line)
+	buf = buf[:0] // copyOut gave back what the line touched
+	return trimCR(out), nil
 }
 
 // scratch returns the channel's scratch buffer, empty: its mapped region,
