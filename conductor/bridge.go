@@ -247,17 +247,8 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 // toBridge delivers an owner's mcp/message to a bridged connection as the
 // plain MCP message it carries.
 func (c *chain) toBridge(to *peer, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
-	var method string
-	var inner json.RawMessage
-	wire.EachField(params, func(k, v []byte) {
-		switch string(k) {
-		case `"method"`:
-			_ = json.Unmarshal(v, &method)
-		case `"params"`:
-			inner = v
-		}
-	})
-	if method == "" {
+	method, inner, err := wire.Unwrap(params)
+	if err != nil {
 		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
 		return
 	}

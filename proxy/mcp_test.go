@@ -294,6 +294,8 @@ func TestMCPDisconnect(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
 	sv, conn := h.connectS1()
 
+	h.send(`{"jsonrpc":"2.0","id":"m0","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"params":{}}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m0","error":{"code":-32602,"message":"mcp/message without a method"}}`)
 	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call","params":{"name":"slow"}}}}`)
 	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{` + conn + `}}}`)
 	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32000,"message":"MCP connection closed"}}`)

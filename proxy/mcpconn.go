@@ -196,19 +196,7 @@ func (c *MCPConn) end(why error) {
 // fromClient delivers an mcp/message from the client, request (id != nil)
 // or notification. It runs on the reader.
 func (c *MCPConn) fromClient(id, params json.RawMessage) {
-	var method string
-	var inner json.RawMessage
-	wire.EachField(params, func(k, v []byte) {
-		switch string(k) {
-		case `"method"`:
-			_ = json.Unmarshal(v, &method)
-		case `"params"`:
-			inner = v
-		}
-	})
-	if string(inner) == "null" {
-		inner = nil
-	}
+	method, inner, err := wire.Unwrap(params)
 	refuse := func(e *wire.Error) {
 		if id != nil {
 			c.h.c.reply(wire.ErrorResponse(id, e))
@@ -216,7 +204,7 @@ func (c *MCPConn) fromClient(id, params json.RawMessage) {
 			c.h.c.log.Warn("dropped an mcp/message notification", "connectionId", c.id, "reason", e.Message)
 		}
 	}
-	if method == "" {
+	if err != nil {
 		refuse(wire.Errorf(jrpc2.InvalidParams, "mcp/message without a method"))
 		return
 	}

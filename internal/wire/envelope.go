@@ -29,8 +29,9 @@ func IsInitialize(method string) bool {
 }
 
 // Unwrap returns the method and raw params carried by the params of a
-// successor envelope. The envelope's own _meta (or meta) belongs to the hop
-// and is not returned. params must come from a parsed Message (and so be valid
+// successor envelope, or of an mcp/message, which carries an MCP message the
+// same way. Any other member (the envelope's own _meta, the connectionId)
+// belongs to the carrier and is not returned. params must come from a parsed Message (and so be valid
 // JSON); the result aliases it.
 func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err error) {
 	var has, bad bool
