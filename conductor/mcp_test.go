@@ -38,10 +38,7 @@ func TestMCPNative(t *testing.T) {
 				}
 			}
 			e.close()
-			middle, _ := os.ReadFile(filepath.Join(dir, "middle.txt"))
-			if strings.Contains(string(middle), `"method":"mcp/`) {
-				t.Errorf("the proxy in between saw MCP traffic:\n%s", middle)
-			}
+			sawNoMCP(t, dir, "middle")
 		})
 	}
 }
@@ -147,10 +144,7 @@ func TestMCPEditorOwner(t *testing.T) {
 				}
 			}
 			e.close()
-			middle, _ := os.ReadFile(filepath.Join(dir, "middle.txt"))
-			if strings.Contains(string(middle), `"method":"mcp/`) {
-				t.Errorf("the proxy in between saw MCP traffic:\n%s", middle)
-			}
+			sawNoMCP(t, dir, "middle")
 			return
 		case m.Method == "mcp/connect":
 			if string(m.Params) != `{"acpId":"ed-1"}` {
@@ -216,10 +210,7 @@ func testMCPManyServers(t *testing.T, editorIDs string) {
 			e.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
 		case m.IsResponse() && string(m.ID) == "3":
 			e.close()
-			middle, _ := os.ReadFile(filepath.Join(dir, "middle.txt"))
-			if strings.Contains(string(middle), `"method":"mcp/`) {
-				t.Errorf("the proxy in between saw MCP traffic:\n%s", middle)
-			}
+			sawNoMCP(t, dir, "middle")
 			return
 		case m.Method == "mcp/connect":
 			editorConns++
@@ -260,5 +251,15 @@ func testMCPManyServers(t *testing.T, editorIDs string) {
 		default:
 			t.Fatalf("unexpected %s", e.seen[len(e.seen)-1])
 		}
+	}
+}
+
+// sawNoMCP fails t if the fake named name, a proxy between an MCP server's
+// owner and the agent, saw any MCP-over-ACP traffic.
+func sawNoMCP(t *testing.T, dir, name string) {
+	t.Helper()
+	seen, _ := os.ReadFile(filepath.Join(dir, name+".txt"))
+	if strings.Contains(string(seen), `"method":"mcp/`) {
+		t.Errorf("the proxy in between saw MCP traffic:\n%s", seen)
 	}
 }
