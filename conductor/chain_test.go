@@ -250,3 +250,45 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("chain broken after bad input: %v", texts)
 	}
 }
+
+// TestNotificationBytes checks a notification that nothing changes on its
+// hop as the next peer gets it: byte for byte as sent when it is plain, and
+// re-encoded from what the conductor read when another reader could take
+// it otherwise.
+func TestNotificationBytes(t *testing.T) {
+	const canonical = `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}`
+	tests := []struct {
+		name, sent, want string
+	}{
+		{"plain, with spacing and an unknown member", ` { "jsonrpc" : "2.0", "method":"session/cancel", "params":{"sessionId":"s1"}, "x-trace":{"span":7} }`, ""},
+		{"no version", `{"method":"session/cancel","params":{"sessionId":"s1"}}`, canonical},
+		{"method repeated", `{"jsonrpc":"2.0","method":"x/other","method":"session/cancel","params":{"sessionId":"s1"}}`, canonical},
+		{"escaped member name", `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"},"meth\u006fd":"x/other"}`, canonical},
+	}
+	dir := t.TempDir()
+	e := startChain(t, Config{Agent: fake(t, dir, "agent", "agent")})
+	e.send(initLine)
+	e.recvMsg()
+	for _, tt := range tests {
+		e.send(tt.sent)
+	}
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	e.recvMsg() // the agent has read every notification before this
+	b, err := os.ReadFile(filepath.Join(dir, "agent.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(string(b), "\n")
+	if len(got) < 2+len(tests) {
+		t.Fatalf("agent saw:\n%s", b)
+	}
+	for i, tt := range tests {
+		want := tt.want
+		if want == "" {
+			want = tt.sent
+		}
+		if got[1+i] != want {
+			t.Errorf("%s: agent got\n%s\nwant\n%s", tt.name, got[1+i], want)
+		}
+	}
+}

@@ -102,6 +102,12 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		params = c.onSessionSetup(src, d, params)
 	}
 	if m.IsNotification() {
+		if m.Plain() && !enveloped && !d.wrap && d.method == m.Method && !sessionSetup[method] {
+			// Nothing in it changes on this hop (a session/update on its
+			// way to the client, say): the line goes on as it came.
+			to.send(m.Raw, newline)
+			return
+		}
 		c.deliver(to, nil, d, params)
 		return
 	}
@@ -180,6 +186,7 @@ func (c *chain) deliver(to *peer, id json.RawMessage, d delivery, params json.Ra
 // The trailers of lines relayed in segments. They are shared, and only
 // ever read.
 var (
+	newline      = []byte("\n")
 	closeObject  = []byte("}\n")
 	closeWrapped = []byte("}}\n")
 )
@@ -188,19 +195,25 @@ var (
 // nil) or notification to peer to as d says: one segment, or for large
 // params a header, the params as they arrived, and a trailer.
 func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) [][]byte {
+	// The head is made with room for small params and the trailer, so that
+	// the whole line is one allocation.
+	room := len(id) + len(d.method) + len(closeWrapped)
+	if len(params) < largeValue {
+		room += len(params)
+	}
 	var head []byte
 	tail := closeObject
 	switch {
 	case d.wrap && params != nil:
-		head = wire.AppendWrappedHead(make([]byte, 0, 96+len(d.method)), id, to.getDialect().successor(), d.method)
+		head = wire.AppendWrappedHead(make([]byte, 0, 96+room), id, to.getDialect().successor(), d.method)
 		tail = closeWrapped
 	case d.wrap:
-		return [][]byte{append(wire.AppendWrapped(nil, id, to.getDialect().successor(), d.method, nil), '\n')}
+		return [][]byte{append(wire.AppendWrapped(make([]byte, 0, 96+room), id, to.getDialect().successor(), d.method, nil), '\n')}
 	case params != nil:
-		head = wire.AppendHead(make([]byte, 0, 64+len(d.method)), id, d.method)
+		head = wire.AppendHead(make([]byte, 0, 64+room), id, d.method)
 	default:
 		m := wire.Message{ID: id, Method: d.method}
-		return [][]byte{append(m.Append(nil), '\n')}
+		return [][]byte{append(m.Append(make([]byte, 0, 64+room)), '\n')}
 	}
 	if len(params) >= largeValue {
 		return [][]byte{head, params, tail}

@@ -134,8 +134,6 @@ func relay(b testing.TB, c *chain, pos int) {
 	c.receive(c.peers[pos], line)
 }
 
-var newline = []byte("\n")
-
 func benchCopy(b *testing.B, line string) {
 	w := new(countingWriter)
 	ch := wire.NewLineChannel(&loopReader{line: []byte(line + "\n")}, w, 0)

@@ -19,7 +19,19 @@ type Message struct {
 	Params json.RawMessage // absent (nil) if the message had none
 	Result json.RawMessage
 	Error  json.RawMessage
+
+	// Raw is the whole message as it was parsed.
+	Raw json.RawMessage
+
+	plain bool // see Plain
 }
+
+// Plain reports whether Raw means to any reader exactly what m's fields
+// say, so that a relay may forward Raw itself when it changes nothing: it
+// has "jsonrpc":"2.0", and no top-level name is escaped or repeated. (A
+// reader that takes the first of two "method" members, or decodes an
+// escaped name, could otherwise see a different message from Parse's.)
+func (m *Message) Plain() bool { return m.plain }
 
 // IsRequest reports whether m is a request: a method and an id.
 func (m *Message) IsRequest() bool { return m.Method != "" && m.ID != nil }
@@ -44,21 +56,31 @@ func Parse(data []byte) (*Message, error) {
 	if !Valid(data) {
 		return nil, ErrNotJSON
 	}
-	m := new(Message)
+	m := &Message{Raw: data}
 	var hasMethod, hasResult, hasError, badMethod bool
+	var seen uint8 // a bit for each member JSON-RPC defines
+	version, odd := false, false
 	ok := EachField(data, func(key, val []byte) {
+		var bit uint8
 		switch string(key) { // the compiler avoids allocating for this switch
+		case `"jsonrpc"`:
+			bit, version = 1<<0, string(val) == `"2.0"`
 		case `"id"`:
-			m.ID = val
+			bit, m.ID = 1<<1, val
 		case `"method"`:
+			bit = 1 << 2
 			m.Method, hasMethod = unquoteOr(val, &badMethod)
 		case `"params"`:
-			m.Params = val
+			bit, m.Params = 1<<3, val
 		case `"result"`:
-			m.Result, hasResult = val, true
+			bit, m.Result, hasResult = 1<<4, val, true
 		case `"error"`:
-			m.Error, hasError = val, true
+			bit, m.Error, hasError = 1<<5, val, true
+		default:
+			odd = odd || bytes.IndexByte(key, '\\') >= 0
 		}
+		odd = odd || seen&bit != 0
+		seen |= bit
 	})
 	if !ok {
 		return nil, fmt.Errorf("%w: not an object", ErrNotJSONRPC)
@@ -78,6 +100,7 @@ func Parse(data []byte) (*Message, error) {
 	case m.ID != nil && !validID(m.ID):
 		return nil, fmt.Errorf("%w: id must be a string, number or null", ErrNotJSONRPC)
 	}
+	m.plain = version && !odd
 	return m, nil
 }
 

@@ -39,6 +39,36 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParsePlain(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"x":1}}`, true},
+		{` {"params":{"method":"a","method":"b"},"method":"m","jsonrpc":"2.0","extra":[1]} `, true}, // nested repeats are the params' business
+		{`{"jsonrpc":"2.0","id":1,"result":{},"x":1,"x":2}`, true},                                  // an unknown name repeated
+		{`{"method":"m"}`, false},                                 // no version
+		{`{"jsonrpc":"1.0","method":"m"}`, false},                 // another version
+		{`{"jsonrpc":"2.0","jsonrpc":"2.0","method":"m"}`, false}, // version repeated
+		{`{"jsonrpc":"2.0","method":"proxy/successor","method":"m"}`, false},
+		{`{"jsonrpc":"2.0","method":"m","params":1,"params":2}`, false},
+		{`{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, false},
+		{`{"jsonrpc":"2.0","method":"m","meth\u006fd":"proxy/successor"}`, false}, // an escaped name
+	}
+	for _, tt := range tests {
+		m, err := Parse([]byte(tt.in))
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", tt.in, err)
+		}
+		if m.Plain() != tt.want {
+			t.Errorf("Parse(%s).Plain() = %v, want %v", tt.in, m.Plain(), tt.want)
+		}
+		if string(m.Raw) != tt.in {
+			t.Errorf("Parse(%s).Raw = %s", tt.in, m.Raw)
+		}
+	}
+}
+
 func TestUnwrapAndWrap(t *testing.T) {
 	params := raw(`{"method":"session/update","params":{"x":[1,"}"]},"_meta":{"hop":1}}`)
 	method, inner, err := Unwrap(params)
