@@ -8,8 +8,9 @@
 // It builds the conductor (./cmd/acp-conductor) and the helper program
 // bench/peer (a fast agent, a passthrough proxy built with package proxy, and
 // the editor), then runs every scenario against the same agent and editor:
-// directly, through a byte-copying relay, and through the conductor with 0, 1,
-// 3 and 10 proxies. It prints a markdown table in which every figure stands
+// directly, through two byte-copying relays (one in Go, and one in C when
+// the machine has a C compiler), and through the conductor with 0, 1, 3 and
+// 10 proxies. It prints a markdown table in which every figure stands
 // beside its ratio to the direct run of the same invocation, and a list of the
 // project's performance targets, each PASS or MISS. See bench/README.md.
 //
@@ -80,6 +81,7 @@ type bench struct {
 	dir       string // build output
 	conductor string // the acp-conductor binary
 	peer      string // the bench/peer binary
+	crelay    string // bench/crelay, or "" without a C compiler
 	plan      plan
 }
 
@@ -107,6 +109,7 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool) error {
 	if err := b.goCmd("build", "-o", b.peer, "./bench/peer"); err != nil {
 		return err
 	}
+	b.buildCRelay()
 
 	if profileOnly {
 		return b.profile(profile)
@@ -169,16 +172,35 @@ func (b *bench) goCmd(args ...string) error {
 	return nil
 }
 
+// buildCRelay builds bench/crelay with the system's C compiler. Without
+// one, the run goes on without that baseline, and says so.
+func (b *bench) buildCRelay() {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		progress("no C compiler (cc): the C relay baseline is left out")
+		return
+	}
+	exe := filepath.Join(b.dir, "crelay")
+	cmd := exec.Command(cc, "-O2", "-pthread", "-o", exe, filepath.Join("bench", "crelay", "relay.c"))
+	cmd.Dir = b.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		progress("building bench/crelay failed, so its baseline is left out: %v\n%s", err, out)
+		return
+	}
+	b.crelay = exe
+}
+
 // A chain is one way of connecting the editor to the agent.
 type chain struct {
 	name    string
-	kind    string // "direct", "relay" or "conductor"
+	kind    string // "direct", "relay", "crelay" or "conductor"
 	proxies int
 }
 
 var (
 	direct = chain{name: "direct (no conductor)", kind: "direct"}
-	relay  = chain{name: "byte-copying relay process", kind: "relay"}
+	relay  = chain{name: "byte-copying relay process (Go, io.Copy)", kind: "relay"}
+	crelay = chain{name: "byte-copying relay process (C, blocking threads)", kind: "crelay"}
 )
 
 func conductorChain(n int) chain {
@@ -197,6 +219,8 @@ func (b *bench) argv(c chain) []string {
 		return agent
 	case "relay":
 		return append([]string{b.peer, "relay"}, agent...)
+	case "crelay":
+		return append([]string{b.crelay}, agent...)
 	}
 	argv := []string{b.conductor, "agent"}
 	if c.kind == "harness" {

@@ -102,7 +102,11 @@ func medianF(v []float64) float64 {
 // sweep runs the stream scenario through every chain, in interleaved
 // rounds so that a change in the machine's load touches all chains alike.
 func (b *bench) sweep() ([]sweepRow, error) {
-	chains := []chain{direct, relay, conductorChain(0), conductorChain(1), conductorChain(3), conductorChain(10)}
+	chains := []chain{direct, relay}
+	if b.crelay != "" {
+		chains = append(chains, crelay)
+	}
+	chains = append(chains, conductorChain(0), conductorChain(1), conductorChain(3), conductorChain(10))
 	runs := make([][]streamResult, len(chains))
 	p := b.plan
 	for round := range p.rounds {
