@@ -414,7 +414,7 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 	defer cancel()
 	ch := wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes)
 	first := make(chan *wire.Message, 1)
-	go func() { // owned: it ends when in closes, which Run's caller does
+	go func() { // owned: refuse waits for first to close
 		defer close(first)
 		for {
 			line, err := ch.Recv()
@@ -437,6 +437,10 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 	}
 	if c, ok := in.(io.Closer); ok {
 		c.Close()
+	}
+	for range first {
+		// The reader has not seen the end of in yet. As in run, a reader
+		// that Run cannot close is waited for: nothing of Run outlives it.
 	}
 	return cause
 }

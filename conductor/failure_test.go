@@ -1,7 +1,9 @@
 package conductor
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -182,5 +185,34 @@ func TestStartFailure(t *testing.T) {
 	}
 	if err := e.close(); err == nil || !strings.Contains(err.Error(), "locked-agent") {
 		t.Errorf("Run = %v", err)
+	}
+}
+
+// TestStartFailureLeavesNothing runs a chain that cannot start with a done
+// context and an input Run cannot close: Run returns only once that input
+// has ended, with nothing of it left reading.
+func TestStartFailureLeavesNothing(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	pr, pw := io.Pipe()
+	returned, leaks := make(chan struct{}), make(chan error, 1)
+	go func() {
+		err := Run(ctx, Config{Agent: Component{Name: "missing", Command: filepath.Join(t.TempDir(), "no-such-agent")}},
+			struct{ io.Reader }{pr}, io.Discard)
+		close(returned)
+		if err == nil || !strings.Contains(err.Error(), "missing") {
+			t.Errorf("Run = %v", err)
+		}
+		leaks <- goleak.Find(ignore)
+	}()
+	select {
+	case <-returned:
+		t.Fatal("Run returned while its input was still open")
+	case <-time.After(100 * time.Millisecond):
+	}
+	pw.Close()
+	if err := <-leaks; err != nil {
+		t.Errorf("left behind: %v", err)
 	}
 }
