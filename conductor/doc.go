@@ -20,8 +20,10 @@
 // id, whatever its type. Params, results, errors and _meta are carried as the
 // bytes that arrived; only proxy/successor envelopes are unwrapped or built,
 // and only initialize is renamed (proxy/initialize for a proxy, initialize
-// for the agent). A proxy that answers proxy/initialize with method-not-found
-// is spoken to in the Rust SDK's _proxy/* dialect from then on.
+// for the agent). A plain notification that none of that touches goes on as
+// the very line that came (wire.Message.Plain says when that is safe). A
+// proxy that answers proxy/initialize with method-not-found is spoken to in
+// the Rust SDK's _proxy/* dialect from then on.
 //
 // A line goes out from the goroutine that routed it, with one non-blocking
 // write, when the destination is idle; the writer goroutine takes only what
