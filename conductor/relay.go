@@ -98,11 +98,12 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 	if d.method == wire.MethodProxyInitialize {
 		d.method = to.getDialect().initialize()
 	}
-	if sessionSetup[method] {
+	setup := sessionSetup[method]
+	if setup {
 		params = c.onSessionSetup(src, d, params)
 	}
 	if m.IsNotification() {
-		if m.Plain() && !enveloped && !d.wrap && d.method == m.Method && !sessionSetup[method] {
+		if m.Plain() && !enveloped && !d.wrap && d.method == m.Method && !setup {
 			// Nothing in it changes on this hop (a session/update on its
 			// way to the client, say): the line goes on as it came.
 			to.send(m.Raw, newline)
