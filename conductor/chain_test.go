@@ -31,13 +31,7 @@ func converse(t *testing.T, e *editor, updates int) ([]string, string) {
 		if m.IsResponse() {
 			return texts, string(m.Result)
 		}
-		var u struct {
-			Update struct {
-				Content struct{ Text string } `json:"content"`
-			} `json:"update"`
-		}
-		json.Unmarshal(m.Params, &u)
-		texts = append(texts, u.Update.Content.Text)
+		texts = append(texts, updateText(m))
 	}
 }
 
@@ -181,13 +175,7 @@ func TestConcurrentOrder(t *testing.T) {
 			done++
 			continue
 		}
-		var u struct {
-			Update struct {
-				Content struct{ Text string } `json:"content"`
-			} `json:"update"`
-		}
-		json.Unmarshal(m.Params, &u)
-		tag, idx, _ := strings.Cut(u.Update.Content.Text, "#")
+		tag, idx, _ := strings.Cut(updateText(m), "#")
 		if want := fmt.Sprint(next[tag]); idx != want {
 			t.Fatalf("update %s#%s arrived, want #%s", tag, idx, want)
 		}

@@ -130,6 +130,17 @@ func (e *editor) close() error {
 	}
 }
 
+// updateText returns the text of a session/update's content chunk.
+func updateText(m *wire.Message) string {
+	var u struct {
+		Update struct {
+			Content struct{ Text string } `json:"content"`
+		} `json:"update"`
+	}
+	json.Unmarshal(m.Params, &u)
+	return u.Update.Content.Text
+}
+
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {

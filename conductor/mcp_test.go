@@ -104,13 +104,7 @@ func mcpReports(e *editor) map[string]string {
 			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
 			continue
 		}
-		var u struct {
-			Update struct {
-				Content struct{ Text string } `json:"content"`
-			} `json:"update"`
-		}
-		json.Unmarshal(m.Params, &u)
-		label, rest, _ := strings.Cut(u.Update.Content.Text, " ")
+		label, rest, _ := strings.Cut(updateText(m), " ")
 		got[label] = rest
 	}
 }
@@ -156,13 +150,7 @@ func TestMCPEditorOwner(t *testing.T) {
 		case m.Method == "mcp/disconnect":
 			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
 		case m.Method == "session/update":
-			var u struct {
-				Update struct {
-					Content struct{ Text string } `json:"content"`
-				} `json:"update"`
-			}
-			json.Unmarshal(m.Params, &u)
-			label, rest, _ := strings.Cut(u.Update.Content.Text, " ")
+			label, rest, _ := strings.Cut(updateText(m), " ")
 			got[label] = rest
 		default:
 			t.Fatalf("unexpected %s", e.seen[len(e.seen)-1])
@@ -229,14 +217,8 @@ func testMCPManyServers(t *testing.T, editorIDs string) {
 			}
 			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`)
 		case m.Method == "session/update":
-			var u struct {
-				Update struct {
-					Content struct{ Text string } `json:"content"`
-				} `json:"update"`
-			}
-			json.Unmarshal(m.Params, &u)
 			var report map[string]string // the agent's connection ids: server and answer
-			json.Unmarshal([]byte(u.Update.Content.Text), &report)
+			json.Unmarshal([]byte(updateText(m)), &report)
 			answered := map[string]int{}
 			for _, v := range report {
 				answered[v]++
