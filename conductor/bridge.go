@@ -118,10 +118,11 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		c.fromBridge(p, owner, srv.owner, connID, line)
 	}
 
-	c.mcp.close(routed)
-	bye := append(append([]byte(`{"connectionId":`), connID...), '}')
-	c.forward(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
-		c.toOwner(srv.owner, methodMCPDisconnect), bye)
+	if c.mcp.close(routed) { // else the owner went away first (ownerGone)
+		bye := append(append([]byte(`{"connectionId":`), connID...), '}')
+		c.forward(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
+			c.toOwner(srv.owner, methodMCPDisconnect), bye)
+	}
 	// The owner's own requests to this client can no longer be answered.
 	failCalls(p.fail(errors.New("the MCP client disconnected")), wire.Errorf(codeInternalError, "MCP client of %s disconnected", srv.name))
 	l.out.close()

@@ -301,7 +301,9 @@ func (r *runner) componentFailed(p *peer, cause error) {
 		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(err))
 	}
 	if p.comp.OnFailure == PolicyBypass && r.bypass(p) {
+		endMCP := r.chain.ownerGone(p.pos)
 		failCalls(p.fail(cause), report)
+		endMCP()
 		return
 	}
 	// The failure is recorded before anyone hears of it, so that a client
@@ -342,7 +344,9 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 		l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params)...)
 	}
 	old := p.link.Load()
+	endMCP := r.chain.ownerGone(p.pos)
 	failCalls(p.replace(l, replay), report)
+	endMCP()
 	r.g.Go(func() error { old.out.close(); old.proc.stop(r.cfg.GracePeriod); return nil })
 	r.goLink(p, l)
 	r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", proc.cmd.Process.Pid))

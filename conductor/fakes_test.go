@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -291,6 +292,9 @@ func fakeMCPOwner(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mes
 			}
 			json.Unmarshal(params, &p)
 			if p.Method == "tools/call" {
+				if os.Getenv("ACP_TEST_MCP_CRASH") != "" {
+					os.Exit(9)
+				}
 				pendingCall = m
 				ch.Send(wire.AppendWrapped(nil, json.RawMessage("900"), wire.MethodSuccessor, "mcp/message",
 					json.RawMessage(`{"connectionId":"`+p.ConnectionID+`","method":"sampling/createMessage","params":{"q":"ok?"}}`)))
@@ -348,6 +352,12 @@ func fakeMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 			request(`"c2"`, "mcp/message", `{"connectionId":"`+conn+`","method":"tools/call","params":{"name":"echo"}}`)
 		case m.Method == "mcp/message" && m.IsRequest(): // the server asks us something
 			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"answer":"yes"}`)})
+		case string(m.ID) == `"c2"` && m.Error != nil: // the server went away: is its connection gone?
+			report("call-failed", m.Error)
+			request(`"c5"`, "mcp/message", `{"connectionId":"`+conn+`","method":"tools/list"}`)
+		case string(m.ID) == `"c5"`:
+			report("after", m.Error)
+			send(&wire.Message{ID: prompt, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 		case string(m.ID) == `"c2"`:
 			report("call", m.Result)
 			request(`"c3"`, "mcp/message", `{"connectionId":"no-such-conn","method":"tools/list"}`)
@@ -414,6 +424,24 @@ func fakeStdioMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 			mcp.Send([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
 			report("list", next().Result)
 			mcp.Send([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}`))
+			if os.Getenv("ACP_TEST_MCP_CRASH") != "" {
+				// The server goes away during the call: an MCP error for
+				// it, then the end of the shim's output, with nothing
+				// asked of the client in between.
+				report("call-failed", next().Error)
+				eof := make(chan error, 1)
+				go func() { _, err := mcp.Recv(); eof <- err }()
+				select {
+				case err := <-eof:
+					report("after", []byte(fmt.Sprint(err)))
+				case <-time.After(10 * time.Second):
+					report("after", []byte("still open after 10s"))
+				}
+				in.Close()
+				report("shim-exit", []byte(fmt.Sprint(cmd.Wait())))
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+				return
+			}
 			ask := next() // the server's own question, before its answer
 			report("asked", []byte(ask.Method))
 			mcp.Send((&wire.Message{ID: ask.ID, Result: json.RawMessage(`{"answer":"yes"}`)}).Bytes())

@@ -184,15 +184,40 @@ func (r *mcpRoutes) byOwner(owner int, id []byte) *mcpConn {
 	return r.owned[ownedID{owner, string(id)}]
 }
 
-func (r *mcpRoutes) close(c *mcpConn) {
+// close forgets a connection, reporting false if it was forgotten already.
+func (r *mcpRoutes) close(c *mcpConn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.closeLocked(c)
+}
+
+func (r *mcpRoutes) closeLocked(c *mcpConn) bool {
 	if c.agentID != "" && r.conns[c.agentID] == c {
 		delete(r.conns, c.agentID)
 	}
-	if k := (ownedID{c.owner, c.ownerID}); r.owned[k] == c {
-		delete(r.owned, k)
+	k := ownedID{c.owner, c.ownerID}
+	if r.owned[k] != c {
+		return false
 	}
+	delete(r.owned, k)
+	return true
+}
+
+// dropOwner forgets every connection the component at owner opened, and
+// returns the bridged ones.
+func (r *mcpRoutes) dropOwner(owner int) (bridged []*peer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, c := range r.owned {
+		if k.owner != owner {
+			continue
+		}
+		r.closeLocked(c)
+		if c.bridge != nil {
+			bridged = append(bridged, c.bridge)
+		}
+	}
+	return bridged
 }
 
 // variantID returns a connectionId made from id for its nth holder.
@@ -311,6 +336,22 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		return true
 	}
 	return false
+}
+
+// ownerGone forgets the MCP connections opened by the proxy at pos, which
+// is being restarted or bypassed: the agent's messages on them are refused
+// as on any unknown connection, instead of reaching a process that never
+// opened them. It returns a function that ends the bridged ones, so that
+// their MCP clients see the server go away (the shim exits, the HTTP
+// session ends); call it once the calls pending on the old process have
+// been answered, so that those answers reach the clients first.
+func (c *chain) ownerGone(pos int) (end func()) {
+	bridged := c.mcp.dropOwner(pos)
+	return func() {
+		for _, p := range bridged {
+			p.link.Load().out.close() // the writer drains it, then closes the connection
+		}
+	}
 }
 
 // toOwner says how a message from the agent side reaches the owner of an

@@ -86,10 +86,59 @@ func TestMCPBridgedStdio(t *testing.T) {
 	}
 }
 
+// TestMCPOwnerGone crashes the proxy that owns an MCP server in the middle
+// of a tool call, under each policy that keeps the chain going. The call
+// fails with an error naming the owner; then the connection is gone: a
+// native agent's next message on it is refused as unknown instead of
+// reaching the restarted process (or the bypassed one), and a bridged
+// client sees its shim's output end and the shim exit cleanly, without the
+// new owner hearing of a connection it never opened.
+func TestMCPOwnerGone(t *testing.T) {
+	for _, policy := range []Policy{PolicyRestart, PolicyBypass} {
+		for _, agent := range []string{"mcp-agent", "mcp-stdio-agent"} {
+			t.Run(string(policy)+"/"+agent, func(t *testing.T) {
+				dir := t.TempDir()
+				owner := fake(t, dir, "owner", "mcp-owner", "ACP_TEST_MCP_SPELLING=id", "ACP_TEST_MCP_CRASH=1")
+				owner.OnFailure = policy
+				e := startChain(t, Config{
+					Proxies:   []Component{owner, fake(t, dir, "middle", "proxy")},
+					Agent:     fake(t, dir, "agent", agent, "ACP_TEST_MCP_CRASH=1"),
+					MCPBridge: BridgeStdio,
+				})
+				last := map[string]string{"mcp-agent": "after", "mcp-stdio-agent": "shim-exit"}[agent]
+				got := mcpReports(e, last)
+				if !strings.Contains(got["call-failed"], `owner`) {
+					t.Errorf("the failed call's error does not name the owner: %q", got["call-failed"])
+				}
+				want := map[string]string{
+					"mcp-agent":       `{"code":-32602,"message":"mcp/message: unknown MCP connection","data":{"connectionId":"conn-1"}}`,
+					"mcp-stdio-agent": "EOF",
+				}[agent]
+				if got["after"] != want {
+					t.Errorf("after the owner went away, the client got %q, want %q", got["after"], want)
+				}
+				if agent == "mcp-stdio-agent" && got["shim-exit"] != "<nil>" {
+					t.Errorf("shim exit: %s", got["shim-exit"])
+				}
+				if err := e.close(); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+				// Nothing reached the owner after the call it crashed on.
+				saw, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
+				if i := strings.Index(string(saw), `"tools/call"`); i < 0 || strings.Contains(string(saw[i:]), `"method":"mcp/`) {
+					t.Errorf("the owner saw MCP traffic after the call it crashed on:\n%s", saw)
+				}
+				sawNoMCP(t, dir, "middle")
+			})
+		}
+	}
+}
+
 // mcpReports initializes the chain, opens a session and runs one prompt,
 // and returns what the MCP test agents reported in their updates ("label
-// rest"), by label.
-func mcpReports(e *editor) map[string]string {
+// rest"), by label: all of them once the prompt is answered or, if last is
+// given, once the agent reported last.
+func mcpReports(e *editor, last ...string) map[string]string {
 	e.t.Helper()
 	e.send(initLine)
 	e.recvMsg()
@@ -97,8 +146,11 @@ func mcpReports(e *editor) map[string]string {
 	got := map[string]string{}
 	for {
 		m := e.recvMsg()
-		if m.IsResponse() && string(m.ID) == "2" {
+		if m.IsResponse() && string(m.ID) == "2" && len(last) == 0 {
 			return got
+		}
+		if m.IsResponse() && string(m.ID) == "2" {
+			continue
 		}
 		if string(m.ID) == "1" {
 			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
@@ -106,6 +158,9 @@ func mcpReports(e *editor) map[string]string {
 		}
 		label, rest, _ := strings.Cut(updateText(m), " ")
 		got[label] = rest
+		if len(last) > 0 && label == last[0] {
+			return got
+		}
 	}
 }
 
