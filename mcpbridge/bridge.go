@@ -90,13 +90,11 @@ func New(opts Options) (*Bridge, error) {
 		}
 		b.exe = exe
 	}
-	// MkdirTemp creates the directory 0700: only this user can reach the
-	// socket, and the token then tells declarations apart.
-	dir, err := os.MkdirTemp("", "acp-conductor-mcp-")
+	dir, socket, err := socketDir()
 	if err != nil {
 		return nil, fmt.Errorf("mcpbridge: %w", err)
 	}
-	b.dir, b.socket = dir, filepath.Join(dir, "bridge.sock")
+	b.dir, b.socket = dir, socket
 	b.unix, err = net.ListenUnix("unix", &net.UnixAddr{Name: b.socket, Net: "unix"})
 	if err != nil {
 		os.RemoveAll(dir)
@@ -114,6 +112,31 @@ func New(opts Options) (*Bridge, error) {
 		}
 	}
 	return b, nil
+}
+
+// maxSocketPath is the longest path a Unix socket can have everywhere:
+// sun_path holds 108 bytes on Linux and 104 on macOS and the BSDs, the
+// terminating NUL included.
+const maxSocketPath = 103
+
+// socketDir creates the bridge's private directory and names its socket.
+// The directory is made 0700, so only this user can reach the socket (the
+// token then tells declarations apart), under the temporary directory, or
+// under /tmp when that one's path is too long for a socket or it cannot be
+// written.
+func socketDir() (dir, socket string, err error) {
+	for _, parent := range []string{os.TempDir(), "/tmp"} {
+		if dir, err = os.MkdirTemp(parent, "acp-conductor-mcp-"); err != nil {
+			continue
+		}
+		socket = filepath.Join(dir, "bridge.sock")
+		if len(socket) <= maxSocketPath {
+			return dir, socket, nil
+		}
+		os.RemoveAll(dir)
+		err = fmt.Errorf("socket path %s is longer than %d bytes", socket, maxSocketPath)
+	}
+	return "", "", err
 }
 
 // Serve accepts connections until ctx is done or Close is called, calling

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -176,6 +177,27 @@ func TestShimRelaysBothWays(t *testing.T) {
 	}
 	sh.write(t, `{"jsonrpc":"2.0","id":"s1","result":{}}`)
 	if msg, err := recv(t, c); err != nil || string(msg) != `{"jsonrpc":"2.0","id":"s1","result":{}}` {
+		t.Errorf("Recv = %s, %v", msg, err)
+	}
+}
+
+// TestLongTempDir gives the bridge a temporary directory whose path is too
+// long for a Unix socket: it makes its socket under /tmp instead, and a shim
+// still reaches it.
+func TestLongTempDir(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	accept, conns := parked()
+	b := startBridge(t, Options{}, accept)
+	if len(b.socket) > maxSocketPath || !strings.HasPrefix(b.socket, "/tmp/") {
+		t.Errorf("socket at %s", b.socket)
+	}
+	sh := startShim(t, t.Context(), b.Stdio("srv-1", "tools"))
+	sh.write(t, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if msg, err := recv(t, next(t, conns)); err != nil || string(msg) != `{"jsonrpc":"2.0","id":1,"method":"ping"}` {
 		t.Errorf("Recv = %s, %v", msg, err)
 	}
 }
