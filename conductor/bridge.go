@@ -37,15 +37,17 @@ type bridge struct {
 
 // newBridge starts the transports of the MCP bridge for an agent-mode chain.
 // Stdio declarations run exe (the conductor's own binary) as a shim.
-func newBridge(mode BridgeMode, exe string, maxBytes int, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbridge.Bridge, error) {
+func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbridge.Bridge, error) {
+	mode := cfg.MCPBridge
 	if mode == "" {
 		mode = BridgeAuto
 	}
 	t, err := mcpbridge.New(mcpbridge.Options{
-		Executable:      exe,
+		Executable:      cfg.ShimExecutable,
 		Logger:          log.With(zap.String("component", "mcp-bridge")),
 		HTTP:            mode != BridgeStdio,
-		MaxMessageBytes: maxBytes,
+		HTTPIdleTimeout: cfg.MCPHTTPIdle,
+		MaxMessageBytes: cfg.MaxMessageBytes,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp bridge: %w", err)

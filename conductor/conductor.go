@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	} else {
 		// The parent of a proxy-mode conductor bridges for the whole tree;
 		// an agent-mode conductor bridges for its agent.
-		b, t, err := newBridge(cfg.MCPBridge, cfg.ShimExecutable, cfg.MaxMessageBytes, log, r.chain.mcp)
+		b, t, err := newBridge(cfg, log, r.chain.mcp)
 		if err != nil {
 			for _, p := range r.comps {
 				p.proc().kill()

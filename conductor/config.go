@@ -77,6 +77,11 @@ type Config struct {
 	// MCPBridge selects how acp MCP servers reach an agent without native
 	// MCP-over-ACP support. Empty means BridgeAuto.
 	MCPBridge BridgeMode
+	// MCPHTTPIdle ends a bridged MCP HTTP session that has had no request
+	// for that long, since a client that vanished without ending its
+	// session never says so. Zero means mcpbridge.DefaultHTTPIdleTimeout;
+	// negative keeps sessions until their client ends them.
+	MCPHTTPIdle time.Duration
 	// ShimExecutable is the acp-conductor binary that stdio-bridged MCP
 	// servers run as their shim ("acp-conductor mcp-shim"). Empty means the
 	// running executable.

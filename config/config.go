@@ -23,7 +23,8 @@ type Config struct {
 	RestartLimit    int
 	RestartWindow   time.Duration
 	MCPBridge       string
-	File            string // the chain file, or "" if the chain came from arguments
+	MCPHTTPIdle     time.Duration // 0: sessions end only when their client ends them
+	File            string        // the chain file, or "" if the chain came from arguments
 }
 
 // Conductor returns the conductor's configuration for c, logging to log.
@@ -38,6 +39,10 @@ func (c *Config) Conductor(log *zap.Logger) conductor.Config {
 		RestartLimit:    c.RestartLimit,
 		RestartWindow:   c.RestartWindow,
 		MCPBridge:       conductor.BridgeMode(c.MCPBridge),
+		MCPHTTPIdle:     c.MCPHTTPIdle,
+	}
+	if c.MCPHTTPIdle == 0 {
+		cc.MCPHTTPIdle = -1 // the conductor's zero is the default
 	}
 	for i, p := range c.Proxies {
 		cc.Proxies[i] = p.Conductor()

@@ -27,6 +27,7 @@
 //	restart_limit      --restart-limit      ACP_CONDUCTOR_RESTART_LIMIT       3
 //	restart_window     --restart-window     ACP_CONDUCTOR_RESTART_WINDOW      1m
 //	mcp_bridge         --mcp-bridge         ACP_CONDUCTOR_MCP_BRIDGE          auto
+//	mcp_http_idle_timeout  --mcp-http-idle-timeout  ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT  30m (0: never)
 //
 // Each component may also say what happens when it fails (on_failure: fail,
 // the default; restart or bypass, for proxies only).

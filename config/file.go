@@ -25,6 +25,7 @@ type File struct {
 	RestartLimit    int           `yaml:"restart_limit"`
 	RestartWindow   time.Duration `yaml:"restart_window"`
 	MCPBridge       string        `yaml:"mcp_bridge"`
+	MCPHTTPIdle     time.Duration `yaml:"mcp_http_idle_timeout"`
 
 	path  string
 	nodes index // where each key sits, for messages and for layering

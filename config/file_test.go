@@ -182,6 +182,7 @@ func TestFailureSettings(t *testing.T) {
 		{"init_timeout: 0s\n", "chain.yaml:1: init_timeout: must be positive"},
 		{"restart_limit: 0\n", "chain.yaml:1: restart_limit: must be at least 1"},
 		{"mcp_bridge: carrier-pigeon\n", `chain.yaml:1: mcp_bridge: invalid bridge "carrier-pigeon"`},
+		{"mcp_http_idle_timeout: -1s\n", `chain.yaml:1: mcp_http_idle_timeout: must not be negative`},
 	} {
 		_, err := Parse("chain.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -150,16 +150,17 @@ func layers(f *File, fs *pflag.FlagSet) (*viper.Viper, error) {
 // so that an absent key falls through to the default.
 func (f *File) settings() map[string]any {
 	vals := map[string]any{
-		"name":              f.Name,
-		"logging.level":     f.Logging.Level,
-		"logging.format":    f.Logging.Format,
-		"logging.file":      f.Logging.File,
-		"shutdown_grace":    f.ShutdownGrace,
-		"max_message_bytes": f.MaxMessageBytes,
-		"init_timeout":      f.InitTimeout,
-		"restart_limit":     f.RestartLimit,
-		"restart_window":    f.RestartWindow,
-		"mcp_bridge":        f.MCPBridge,
+		"name":                  f.Name,
+		"logging.level":         f.Logging.Level,
+		"logging.format":        f.Logging.Format,
+		"logging.file":          f.Logging.File,
+		"shutdown_grace":        f.ShutdownGrace,
+		"max_message_bytes":     f.MaxMessageBytes,
+		"init_timeout":          f.InitTimeout,
+		"restart_limit":         f.RestartLimit,
+		"restart_window":        f.RestartWindow,
+		"mcp_bridge":            f.MCPBridge,
+		"mcp_http_idle_timeout": f.MCPHTTPIdle,
 	}
 	m := make(map[string]any)
 	for key, val := range vals {
@@ -240,6 +241,12 @@ func (c *Config) settle(v *viper.Viper, f *File, fs *pflag.FlagSet) error {
 	c.MCPBridge = v.GetString("mcp_bridge")
 	if err := checkBridge(c.MCPBridge); err != nil {
 		bad("mcp_bridge", err)
+	}
+	if c.MCPHTTPIdle, err = duration(v.Get("mcp_http_idle_timeout")); err == nil {
+		err = checkNotNegative(c.MCPHTTPIdle)
+	}
+	if err != nil {
+		bad("mcp_http_idle_timeout", err)
 	}
 	return ps.err()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/mcpbridge"
 )
 
 // writeChain writes a chain file into a fresh directory and returns its path.
@@ -60,6 +61,7 @@ func TestLoadDefaults(t *testing.T) {
 		RestartLimit:    conductor.DefaultRestartLimit,
 		RestartWindow:   conductor.DefaultRestartWindow,
 		MCPBridge:       string(conductor.BridgeAuto),
+		MCPHTTPIdle:     mcpbridge.DefaultHTTPIdleTimeout,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", c, want)
@@ -163,6 +165,8 @@ func TestLoadBadSettings(t *testing.T) {
 			`max_message_bytes: invalid integer "big"`},
 		{"log file on stdout from flag", nil, []string{"--log-file=/dev/stdout"},
 			`logging.file: "/dev/stdout" is standard output`},
+		{"negative MCP idle timeout from environment", map[string]string{"ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT": "-5m"}, nil,
+			`mcp_http_idle_timeout: must not be negative, got -5m0s (from environment variable ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearEnv(t)
@@ -255,12 +259,23 @@ func TestConductorConfig(t *testing.T) {
 		RestartLimit:    5,
 		RestartWindow:   2 * time.Minute,
 		MCPBridge:       conductor.BridgeStdio,
+		MCPHTTPIdle:     2 * time.Hour,
 	}
 	if !reflect.DeepEqual(cc, want) {
 		t.Errorf("Conductor =\n%+v\nwant\n%+v", cc, want)
 	}
 	if c.Name != "my-chain" || c.Logging.Level != "debug" {
 		t.Errorf("settings = %q %+v", c.Name, c.Logging)
+	}
+
+	// An idle timeout of 0 keeps HTTP sessions, which the conductor spells
+	// as negative: its own zero means the default.
+	c, err = Load(Options{Mode: conductor.AgentMode, Components: []string{"a"}, Flags: flags(t, "--mcp-http-idle-timeout=0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Conductor(nil).MCPHTTPIdle; got >= 0 {
+		t.Errorf("mcp_http_idle_timeout 0 gave the conductor %v, want a negative duration", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/mcpbridge"
 )
 
 // EnvPrefix starts the name of every environment variable Load consults.
@@ -35,6 +36,7 @@ var settings = []setting{
 	{"restart_limit", "restart-limit", conductor.DefaultRestartLimit, "how many times a proxy with on_failure: restart is restarted within restart_window before the chain fails"},
 	{"restart_window", "restart-window", conductor.DefaultRestartWindow, "the window restart_limit counts restarts in"},
 	{"mcp_bridge", "mcp-bridge", string(conductor.BridgeAuto), "how acp MCP servers reach an agent without native MCP-over-ACP: auto, stdio or http"},
+	{"mcp_http_idle_timeout", "mcp-http-idle-timeout", mcpbridge.DefaultHTTPIdleTimeout, "how long a bridged MCP HTTP session may go without a request before it ends; 0 keeps it until the client ends it"},
 }
 
 // envVar returns the environment variable that sets key.

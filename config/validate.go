@@ -90,6 +90,9 @@ func (f *File) validate() Problems {
 	if err := checkBridge(f.MCPBridge); err != nil && f.nodes.has("mcp_bridge") {
 		add("mcp_bridge", "%v", err)
 	}
+	if err := checkNotNegative(f.MCPHTTPIdle); err != nil {
+		add("mcp_http_idle_timeout", "%v", err)
+	}
 	return ps
 }
 
@@ -137,6 +140,13 @@ func checkGrace(d time.Duration) error {
 func checkPositive(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("must be positive, got %v", d)
+	}
+	return nil
+}
+
+func checkNotNegative(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("must not be negative, got %v", d)
 	}
 	return nil
 }
