@@ -13,13 +13,14 @@ import (
 // BenchmarkPassthrough measures what a proxy built with this package costs
 // per message it only forwards, the share of each added hop that is not
 // system calls and scheduling: a session/update from the successor, which
-// leaves unwrapped, and a prompt from the predecessor, which leaves wrapped.
+// leaves unwrapped, and a session/cancel from the predecessor, which leaves
+// wrapped.
 func BenchmarkPassthrough(b *testing.B) {
 	const update = `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s"}}}}}` + "\n"
-	const prompt = `{"jsonrpc":"2.0","method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"%s"}]}}` + "\n"
+	const cancel = `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"%s"}}` + "\n"
 	for _, tc := range []struct{ name, line string }{
 		{"update", fmt.Sprintf(update, "hello")},
-		{"prompt", fmt.Sprintf(prompt, "hello")},
+		{"cancel", fmt.Sprintf(cancel, "s1")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			const batch = 1000 // lines per Serve, so that start-up is noise
