@@ -36,7 +36,8 @@ type bridge struct {
 }
 
 // newBridge starts the transports of the MCP bridge for an agent-mode chain.
-// Stdio declarations run exe (the conductor's own binary) as a shim.
+// Stdio declarations run cfg.ShimExecutable (the conductor's own binary) as
+// a shim.
 func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbridge.Bridge, error) {
 	mode := cfg.MCPBridge
 	if mode == "" {

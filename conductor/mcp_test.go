@@ -146,11 +146,11 @@ func mcpReports(e *editor, last ...string) map[string]string {
 	got := map[string]string{}
 	for {
 		m := e.recvMsg()
-		if m.IsResponse() && string(m.ID) == "2" && len(last) == 0 {
-			return got
-		}
 		if m.IsResponse() && string(m.ID) == "2" {
-			continue
+			if len(last) == 0 {
+				return got
+			}
+			continue // failed with a proxy it passed through; the agent goes on
 		}
 		if string(m.ID) == "1" {
 			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
