@@ -5,7 +5,8 @@ package proxy
 import (
 	"os"
 	"sync"
-	"syscall"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // Stdin returns the process's standard input for [Proxy.Serve]'s in. When
@@ -32,22 +33,6 @@ func Stdin() *os.File { return stdin() }
 func Stdout() *os.File { return stdout() }
 
 var (
-	stdin  = sync.OnceValue(func() *os.File { return pollable(os.Stdin, 0, "/dev/stdin") })
-	stdout = sync.OnceValue(func() *os.File { return pollable(os.Stdout, 1, "/dev/stdout") })
+	stdin  = sync.OnceValue(func() *os.File { return wire.Pollable(os.Stdin, 0, "/dev/stdin") })
+	stdout = sync.OnceValue(func() *os.File { return wire.Pollable(os.Stdout, 1, "/dev/stdout") })
 )
-
-// pollable returns a pollable file for descriptor fd, or f as it is. It
-// does not call f.Fd, which would put the descriptor back in blocking mode.
-func pollable(f *os.File, fd int, name string) *os.File {
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil {
-		return f
-	}
-	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK {
-		return f
-	}
-	if syscall.SetNonblock(fd, true) != nil {
-		return f
-	}
-	return os.NewFile(uintptr(fd), name)
-}
