@@ -275,15 +275,24 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, d *declarat
 	}
 }
 
-func (t *httpTransport) getStream(w http.ResponseWriter, r *http.Request, d *declaration) {
+// sessionOf returns the session a GET or DELETE names, or answers it with
+// why there is none.
+func (t *httpTransport) sessionOf(w http.ResponseWriter, r *http.Request, d *declaration) *session {
 	id := r.Header.Get(headerSession)
 	if id == "" {
-		writeError(w, http.StatusBadRequest, jrpc2.InvalidRequest, "GET needs an Mcp-Session-Id header")
-		return
+		writeError(w, http.StatusBadRequest, jrpc2.InvalidRequest, r.Method+" needs an Mcp-Session-Id header")
+		return nil
 	}
 	s := t.lookup(id, d)
 	if s == nil {
 		writeError(w, http.StatusNotFound, jrpc2.InvalidRequest, "session not found")
+	}
+	return s
+}
+
+func (t *httpTransport) getStream(w http.ResponseWriter, r *http.Request, d *declaration) {
+	s := t.sessionOf(w, r, d)
+	if s == nil {
 		return
 	}
 	st, err := s.openGet()
@@ -297,14 +306,8 @@ func (t *httpTransport) getStream(w http.ResponseWriter, r *http.Request, d *dec
 }
 
 func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request, d *declaration) {
-	id := r.Header.Get(headerSession)
-	if id == "" {
-		writeError(w, http.StatusBadRequest, jrpc2.InvalidRequest, "DELETE needs an Mcp-Session-Id header")
-		return
-	}
-	s := t.lookup(id, d)
+	s := t.sessionOf(w, r, d)
 	if s == nil {
-		writeError(w, http.StatusNotFound, jrpc2.InvalidRequest, "session not found")
 		return
 	}
 	s.end()
