@@ -1,6 +1,8 @@
 package conductor
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -90,7 +92,7 @@ type Config struct {
 	// under ("acp-conductor component-supervisor -- CMD..."), so that even
 	// SIGKILL of the conductor leaves no grandchild behind (Linux). The CLI
 	// sets it to itself; a program embedding Run leaves it empty unless its
-	// binary calls Supervise for that argument.
+	// binary calls supervisor.Run for that argument.
 	Supervisor string
 }
 
@@ -101,3 +103,54 @@ const (
 	DefaultRestartLimit  = 3
 	DefaultRestartWindow = time.Minute
 )
+
+// validate reports a Config that Run cannot start. It changes nothing: the
+// zero values of the durations and limits stand for their defaults, which
+// the accessors below apply.
+func (cfg *Config) validate() error {
+	for i, c := range cfg.Proxies {
+		if c.Command == "" {
+			return fmt.Errorf("proxy %d: no command", i)
+		}
+	}
+	if cfg.Mode == AgentMode {
+		if cfg.Agent.Command == "" {
+			return errors.New("agent mode needs an agent command")
+		}
+		if p := cfg.Agent.OnFailure; p != "" && p != PolicyFail {
+			return fmt.Errorf("agent %q: on_failure %q: only a proxy can be restarted or bypassed", componentName(cfg.Agent), p)
+		}
+	}
+	for _, c := range cfg.Proxies {
+		switch c.OnFailure {
+		case "", PolicyFail, PolicyRestart, PolicyBypass:
+		default:
+			return fmt.Errorf("proxy %q: unknown on_failure policy %q", componentName(c), c.OnFailure)
+		}
+	}
+	return nil
+}
+
+func (cfg *Config) grace() time.Duration {
+	return orDefault(cfg.GracePeriod, DefaultGracePeriod)
+}
+
+func (cfg *Config) initTimeout() time.Duration {
+	return orDefault(cfg.InitTimeout, DefaultInitTimeout)
+}
+
+func (cfg *Config) restartLimit() int {
+	return orDefault(cfg.RestartLimit, DefaultRestartLimit)
+}
+
+func (cfg *Config) restartWindow() time.Duration {
+	return orDefault(cfg.RestartWindow, DefaultRestartWindow)
+}
+
+// orDefault returns v, or def when v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -42,7 +42,7 @@
 // # Lifecycle
 //
 // Run starts every component in its own process group and owns all
-// goroutines through one errgroup. Shutdown has one path, whatever ends the
+// goroutines through one WaitGroup. Shutdown has one path, whatever ends the
 // run (the client closing its input, ctx, a component failing): input is
 // closed along the chain so that what is in flight drains, then each
 // component gets a grace period, then SIGTERM and SIGKILL go to its process

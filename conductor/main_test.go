@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acp-conductor/acp-conductor/mcpbridge"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 func TestMain(m *testing.M) {
@@ -18,8 +19,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if len(os.Args) > 2 && os.Args[1] == SuperviseCommand && os.Args[2] == "--" {
-		os.Exit(Supervise(os.Args[3:]))
+	if len(os.Args) > 2 && os.Args[1] == supervisor.Command && os.Args[2] == "--" {
+		os.Exit(supervisor.Run(os.Args[3:]))
 	}
 	if role := os.Getenv("ACP_TEST_ROLE"); role != "" {
 		runFake(role)

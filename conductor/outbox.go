@@ -1,7 +1,10 @@
 package conductor
 
 import (
+	"net"
 	"sync"
+
+	"go.uber.org/zap"
 )
 
 // An outbox is a peer's FIFO of encoded lines. Readers of other peers append
@@ -153,3 +156,54 @@ func (o *outbox) written() {
 		o.signal()
 	}
 }
+
+// writeLoop drains l's outbox to its channel until the outbox is closed,
+// then closes the channel's writing side. Small lines queued together are
+// joined and written with one system call; large segments are written from
+// where they are, never copied.
+func (l *link) writeLoop(log *zap.Logger) {
+	defer l.ch.Close()
+	var spare [][]byte
+	var out net.Buffers
+	joined := make([]byte, 0, coalesceBytes)
+	for {
+		segs, ok := l.out.take(nil, spare)
+		if !ok {
+			return
+		}
+		out, joined = out[:0], joined[:0]
+		start := 0 // of the run of small segments in joined
+		for _, seg := range segs {
+			if len(seg) >= largeValue || len(joined)+len(seg) > cap(joined) {
+				if len(joined) > start {
+					out = append(out, joined[start:])
+					start = len(joined)
+				}
+				if len(seg) >= largeValue || len(seg) > cap(joined)-len(joined) {
+					out = append(out, seg)
+					continue
+				}
+			}
+			joined = append(joined, seg...)
+		}
+		if len(joined) > start {
+			out = append(out, joined[start:])
+		}
+		bufs := out
+		large := largeBytes(out)
+		err := l.ch.SendBuffers(&bufs)
+		l.out.written()
+		if err != nil {
+			log.Debug("write failed", zap.Error(err))
+			l.out.close()
+			return // the reader side reports the peer's end
+		}
+		clear(segs)
+		clear(out) // hold no written value past its write
+		spare = segs
+		wroteLarge(large)
+	}
+}
+
+// coalesceBytes bounds how many bytes of small lines one write joins.
+const coalesceBytes = 64 << 10

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 // A process is one running component. It lives in its own process group so
@@ -38,10 +40,10 @@ type process struct {
 
 // startProcess starts c with piped stdio. The caller runs wait and
 // pumpStderr, and reads stdout.
-func startProcess(c Component, supervisor string) (p *process, err error) {
+func startProcess(c Component, supervisorExe string) (p *process, err error) {
 	cmd := exec.Command(c.Command, c.Args...)
-	if supervisor != "" {
-		cmd = exec.Command(supervisor, append([]string{SuperviseCommand, "--", c.Command}, c.Args...)...)
+	if supervisorExe != "" {
+		cmd = exec.Command(supervisorExe, append([]string{supervisor.Command, "--", c.Command}, c.Args...)...)
 	}
 	cmd.Dir = c.Dir
 	if len(c.Env) > 0 {
@@ -51,7 +53,7 @@ func startProcess(c Component, supervisor string) (p *process, err error) {
 		}
 		cmd.Env = env // later entries win
 	}
-	cmd.SysProcAttr = sysProcAttr(supervisor != "")
+	cmd.SysProcAttr = sysProcAttr(supervisorExe != "")
 
 	var theirs []*os.File
 	defer func() {

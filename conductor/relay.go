@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -367,4 +368,45 @@ func (c *chain) bypass(pos int) {
 	t.bypassed = append(append([]bool(nil), t.bypassed...), make([]bool, max(0, pos+1-len(t.bypassed)))...)
 	t.bypassed[pos] = true
 	c.topo.Store(&t)
+}
+
+// readLoop feeds every line from l, a link of p, into the chain until l's
+// input ends. While more lines are buffered it holds back the chain's
+// writes, and it releases them before it reads again (see holdback).
+func (c *chain) readLoop(p *peer, l *link) {
+	more, _ := l.ch.(interface{ More() bool })
+	hb, holding := c.hb, false
+	for {
+		line, err := l.ch.Recv()
+		burst := more != nil && err == nil && more.More()
+		if burst && !holding {
+			hb.hold()
+		}
+		ok := c.handle(p, line, err)
+		if holding && !burst { // an error ends any burst
+			hb.release()
+		}
+		holding = burst
+		if !ok {
+			return
+		}
+	}
+}
+
+// handle relays one line read from p, or deals with the error reading it;
+// it reports false when p's input has ended.
+func (c *chain) handle(p *peer, line []byte, err error) bool {
+	var big *wire.OversizeError
+	switch {
+	case errors.As(err, &big):
+		c.oversize(p, big)
+	case err != nil:
+		if !errors.Is(err, io.EOF) {
+			p.log.Debug("read ended", zap.Error(err))
+		}
+		return false
+	default:
+		c.receive(p, line)
+	}
+	return true
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 func main() {
@@ -33,8 +33,8 @@ func main() {
 	}
 	// A supervisor is started once per component, at every chain start:
 	// skip building the command tree for it.
-	if len(os.Args) > 2 && os.Args[1] == conductor.SuperviseCommand && os.Args[2] == "--" {
-		os.Exit(conductor.Supervise(os.Args[3:]))
+	if len(os.Args) > 2 && os.Args[1] == supervisor.Command && os.Args[2] == "--" {
+		os.Exit(supervisor.Run(os.Args[3:]))
 	}
 	os.Exit(run(os.Args[1:]))
 }

@@ -5,12 +5,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 func newSuperviseCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   conductor.SuperviseCommand + " -- COMMAND [ARG...]",
+		Use:   supervisor.Command + " -- COMMAND [ARG...]",
 		Short: "Run one component so that it cannot outlive its conductor",
 		Long: `Run COMMAND as a component of the chain. The conductor starts each component
 this way so that, should the conductor itself be killed outright (SIGKILL),
@@ -22,7 +22,7 @@ be run by hand.`,
 			if len(args) > 0 && args[0] == "--" {
 				args = args[1:]
 			}
-			os.Exit(conductor.Supervise(args))
+			os.Exit(supervisor.Run(args))
 			return nil
 		},
 	}

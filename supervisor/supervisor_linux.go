@@ -1,4 +1,4 @@
-package conductor
+package supervisor
 
 import (
 	"fmt"
@@ -8,18 +8,13 @@ import (
 	"syscall"
 )
 
-// SuperviseCommand is the argument that makes the conductor's binary a
-// component supervisor: "acp-conductor component-supervisor -- CMD ARGS...".
-const SuperviseCommand = "component-supervisor"
-
-// Supervise runs args as a component and returns the exit status to leave
-// with. It exists for one case: the conductor killed with SIGKILL, which no
-// handler sees. The kernel then sends the supervisor SIGTERM (its parent-death
-// signal), and the supervisor kills its whole process group, component and
-// grandchildren alike. The component inherits the supervisor's stdio and
-// process group, so nothing is copied and the conductor's own shutdown (which
-// signals the group) works as before.
-func Supervise(args []string) int {
+// Run runs args as a component and returns the exit status to leave with.
+// The component inherits the supervisor's stdio and process group, so
+// nothing is copied and the conductor's own shutdown (which signals the
+// group) works as before. When the conductor is gone, the kernel sends the
+// supervisor SIGTERM (its parent-death signal), and the supervisor kills its
+// whole process group, component and grandchildren alike.
+func Run(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "component-supervisor: no command")
 		return 2
@@ -34,7 +29,7 @@ func Supervise(args []string) int {
 		return 127
 	}
 	done := make(chan struct{})
-	go func() { // owned: Supervise waits for done below
+	go func() { // owned: Run waits for done below
 		defer close(done)
 		_ = cmd.Wait()
 	}()

@@ -1,0 +1,117 @@
+package conductor
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// linkEnded handles the end of a component's output: expected while
+// stopping or after the component was replaced, a failure otherwise.
+func (r *runner) linkEnded(p *peer, l *link) {
+	select {
+	case <-r.stopping:
+		failCalls(p.fail(errStopped), r.stopError(p))
+		return
+	default:
+	}
+	if p.link.Load() != l {
+		return // already restarted or bypassed
+	}
+	// Its output is closed; give its exit status and the rest of its stderr
+	// a moment to arrive, so that the report carries them.
+	bound := time.After(time.Second)
+	for _, c := range []chan struct{}{l.proc.exited, l.proc.drained} {
+		select {
+		case <-c:
+		case <-bound:
+		}
+	}
+	r.componentFailed(p, fmt.Errorf("component %q ended unexpectedly (%s)", p.name, l.proc.describeExit().Status))
+}
+
+// componentFailed applies p's failure policy: everything pending on it is
+// answered at once, then it is restarted, bypassed, or the chain stops.
+func (r *runner) componentFailed(p *peer, cause error) {
+	exit := p.proc().describeExit()
+	r.log.Error("component failed", zap.String("component", p.name), zap.Error(cause),
+		zap.String("status", exit.Status), zap.Strings("stderr", exit.Stderr))
+	report := goneError(p, cause)
+	if p.comp.OnFailure == PolicyRestart {
+		err := r.restart(p, report)
+		if err == nil {
+			return
+		}
+		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(err))
+	}
+	if p.comp.OnFailure == PolicyBypass && r.bypass(p) {
+		endMCP := r.chain.ownerGone(p.pos)
+		failCalls(p.fail(cause), report)
+		endMCP()
+		return
+	}
+	// The failure is recorded before anyone hears of it, so that a client
+	// that hangs up on the error cannot make this a clean end.
+	r.beginStop(p, cause)
+	failCalls(p.fail(cause), report)
+}
+
+// restart replaces a failed proxy's process and replays its initialization:
+// proxy/initialize with the params it first got goes first on the new link,
+// and when the proxy forwards initialize, the conductor answers as its
+// successor did the first time. Requests that arrive meanwhile queue behind
+// the replay; those that were pending on the old process are answered with
+// report.
+func (r *runner) restart(p *peer, report *wire.Error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return errStopped
+	}
+	limit, window := r.cfg.restartLimit(), r.cfg.restartWindow()
+	if !p.allowRestart(time.Now(), limit, window) {
+		return fmt.Errorf("restarted %d times within %v", limit, window)
+	}
+	proc, err := startProcess(p.comp, r.cfg.Supervisor)
+	if err != nil {
+		return startError(p.comp, err)
+	}
+	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes), proc, r.chain.hb)
+	var replay *call
+	if params := p.recordedInit(); params != nil {
+		d := delivery{to: p.pos, method: p.getDialect().initialize()}
+		replay = &call{to: p, id: p.nextID.Add(1), method: d.method, onResponse: func(resp *wire.Message) bool {
+			if resp.Error != nil {
+				r.log.Error("restarted component failed to initialize", zap.String("component", p.name), zap.ByteString("error", resp.Error))
+			}
+			return true
+		}}
+		l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params)...)
+	}
+	old := p.link.Load()
+	endMCP := r.chain.ownerGone(p.pos)
+	failCalls(p.replace(l, replay), report)
+	endMCP()
+	r.wg.Go(func() { old.out.close(); old.proc.stop(r.cfg.grace()) })
+	r.goLink(p, l)
+	r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", proc.cmd.Process.Pid))
+	return nil
+}
+
+// bypass takes a failed proxy out of the chain, so that its predecessor now
+// talks to its successor.
+func (r *runner) bypass(p *peer) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	r.chain.bypass(p.pos)
+	old := p.link.Load()
+	r.wg.Go(func() { old.out.close(); old.proc.stop(r.cfg.grace()) })
+	r.log.Error("BYPASSED component: the chain now runs without it", zap.String("component", p.name))
+	return true
+}
