@@ -3,7 +3,9 @@ module github.com/acp-conductor/acp-conductor
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/creachadair/jrpc2 v1.3.6
+	github.com/go-json-experiment/json v0.0.0-20260820222146-c27c302e5fc3
 	github.com/mattn/go-shellwords v1.0.16
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
@@ -18,7 +20,6 @@ require (
 require (
 	github.com/creachadair/mds v0.31.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
-	github.com/go-json-experiment/json v0.0.0-20260820222146-c27c302e5fc3 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect

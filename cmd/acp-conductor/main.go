@@ -105,6 +105,7 @@ fastest setting on small machines, unless GOMAXPROCS is set.`,
 		newContextInjectorCmd(),
 		newMCPShimCmd(),
 		newSuperviseCmd(),
+		newServeCmd(),
 	)
 	return root
 }

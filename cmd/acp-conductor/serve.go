@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/transport"
+)
+
+// envToken names the variable serve reads its token from when no
+// --token-file is given. serve removes it from its environment, so that no
+// component inherits it.
+const envToken = "ACP_CONDUCTOR_TOKEN"
+
+type serveFlags struct {
+	listen         string
+	path           string
+	tokenFile      string
+	insecureNoAuth bool
+	maxConns       int
+	tlsCert        string
+	tlsKey         string
+	allowHosts     []string
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve --listen ADDR [flags] [--config FILE | [--] [PROXY...] AGENT]",
+		Short: "Serve a chain over the network (WebSocket and Streamable HTTP)",
+		Long: `Serve the chain to remote editors at the /acp endpoint of ACP's Streamable
+HTTP and WebSocket transport. Every ACP connection gets a chain of its own,
+started by its initialize and stopped, as "agent" stops one, when the
+connection ends (WebSocket close, DELETE, or an HTTP connection idle for five
+minutes). The chain is given as for "agent".
+
+Every request must carry "Authorization: Bearer TOKEN". The token is read from
+--token-file or the ` + envToken + ` environment variable, never from the
+command line, and never logged; it is compared in constant time. Without a
+token serve refuses to start, unless --insecure-no-auth is given and the
+address is a loopback one. Host and Origin are checked against DNS rebinding:
+on a loopback address both must name this machine (or an --allow-host).
+
+The address is loopback by default. A non-loopback address needs
+--tls-cert and --tls-key (HTTP/2 over TLS); on loopback, plain HTTP serves
+HTTP/1.1 and cleartext HTTP/2 (h2c). Who connected and when each connection
+ended is logged.`,
+		Example: `  # A chain on a dev box, reached through an SSH tunnel to its loopback port:
+  ACP_CONDUCTOR_TOKEN=$(cat ~/.acp-token) acp-conductor serve --listen 127.0.0.1:8765 \
+      -- "ctx-proxy --flag x" "npx -y some-agent --acp"
+
+  # Over TLS on every interface, the chain from a file:
+  acp-conductor serve --listen :8443 --tls-cert cert.pem --tls-key key.pem \
+      --token-file /etc/acp/token --config chain.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runServe(cmd, f, args)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8765", "address to listen on, HOST:PORT")
+	fs.StringVar(&f.path, "path", "/acp", "the endpoint's path")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (else $"+envToken+")")
+	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "serve without a token (loopback addresses only)")
+	fs.IntVar(&f.maxConns, "max-connections", 16, "most connections (chains) at once; 0 means no bound")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (PEM)")
+	fs.StringSliceVar(&f.allowHosts, "allow-host", nil, "further host names accepted in Host and Origin (repeatable)")
+	addChainFlags(cmd)
+	return cmd
+}
+
+// readToken returns the token from file or the environment, and removes it
+// from the environment.
+func readToken(file string) (string, error) {
+	env := os.Getenv(envToken)
+	os.Unsetenv(envToken)
+	if file == "" {
+		return strings.TrimSpace(env), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", file)
+	}
+	return tok, nil
+}
+
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && transport.IsLoopbackHost(host)
+}
+
+func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
+	token, err := readToken(f.tokenFile)
+	if err != nil {
+		return err
+	}
+	loopback := isLoopbackAddr(f.listen)
+	switch {
+	case token == "" && !f.insecureNoAuth:
+		return fmt.Errorf("no token: give --token-file or set %s (or, on a loopback address only, --insecure-no-auth)", envToken)
+	case token == "" && !loopback:
+		return fmt.Errorf("--insecure-no-auth is allowed on a loopback address only, not %s", f.listen)
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case !loopback && f.tlsCert == "":
+		return fmt.Errorf("%s is not a loopback address: serve it over TLS (--tls-cert, --tls-key), or listen on loopback behind a tunnel", f.listen)
+	}
+
+	file, _ := cmd.Flags().GetString("config")
+	cfg, err := config.Load(config.Options{Mode: conductor.AgentMode, File: file, Components: args, Flags: cmd.Flags()})
+	if err != nil {
+		return err
+	}
+	if err := cfg.CheckCommands(); err != nil {
+		return err
+	}
+	log, closeLog, err := newLogger(cfg.Logging, cfg.Name)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
+	cc := cfg.Conductor(log)
+	if exe, err := os.Executable(); err == nil {
+		cc.Supervisor = exe
+	}
+	srv := &transport.Server{
+		MaxConnections:  f.maxConns,
+		MaxMessageBytes: cc.MaxMessageBytes,
+		Logger:          log,
+		Serve: func(ctx context.Context, c transport.Conn, info transport.ConnInfo) {
+			serveChain(ctx, cc, c, log.With(zap.String("connection", info.ID)))
+		},
+	}
+	guard := &transport.Guard{Token: token, Loopback: loopback, AllowedHosts: f.allowHosts, Logger: log}
+	mux := http.NewServeMux()
+	mux.Handle(f.path, guard.Wrap(srv))
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+		Protocols:         new(http.Protocols),
+	}
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetHTTP2(true)
+	if f.tlsCert == "" {
+		hs.Protocols.SetUnencryptedHTTP2(true) // h2c, loopback only (checked above)
+	} else {
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	scheme := "ws"
+	if f.tlsCert != "" {
+		scheme = "wss"
+	}
+	log.Info("serving", zap.String("url", scheme+"://"+ln.Addr().String()+f.path), zap.String("chain", cfg.Summary()),
+		zap.Bool("auth", token != ""), zap.Int("max_connections", f.maxConns), zap.String("version", version()))
+
+	served := make(chan error, 1)
+	go func() {
+		if f.tlsCert != "" {
+			served <- hs.ServeTLS(ln, f.tlsCert, f.tlsKey)
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		log.Info("stopping", zap.Int("connections", srv.Active()))
+	}
+	// Chains first, along their own shutdown path; then the listener and
+	// the requests still open.
+	srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), cc.GracePeriod+time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	hs.Close()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("server failed", zap.Error(err))
+		return reportedError{err}
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// serveChain runs one chain for c, from its first message to its end. A
+// WebSocket is opened before its initialize; the chain starts only once a
+// first message has come, so an idle socket costs no process.
+func serveChain(ctx context.Context, cc conductor.Config, c transport.Conn, log *zap.Logger) {
+	first, err := c.Read(ctx)
+	if err != nil {
+		log.Info("connection ended before its first message")
+		return
+	}
+	cc.Logger = log
+	r, w := transport.Lines(ctx, &primed{Conn: c, first: first})
+	err = conductor.Run(ctx, cc, r, w)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		log.Info("chain stopped")
+	default:
+		log.Error("chain failed", zap.Error(err))
+	}
+}
+
+// primed is a Conn whose first message has already been read.
+type primed struct {
+	transport.Conn
+	first []byte
+}
+
+func (p *primed) Read(ctx context.Context) ([]byte, error) {
+	if m := p.first; m != nil {
+		p.first = nil
+		return m, nil
+	}
+	return p.Conn.Read(ctx)
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/transport"
+)
+
+func TestServeRefusesToStart(t *testing.T) {
+	self := shellQuote(binary) + " sample-agent"
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no token", nil, []string{"serve", "--", self}, "no token"},
+		{"no auth off loopback", nil, []string{"serve", "--insecure-no-auth", "--listen", "0.0.0.0:0", "--", self}, "loopback address only"},
+		{"no TLS off loopback", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "0.0.0.0:0", "--", self}, "over TLS"},
+		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", self}, "is empty"},
+	} {
+		r := acp(t, "", tc.env, tc.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q, want 1 and %q", tc.name, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// startServe runs "acp-conductor serve" on a free loopback port and returns
+// its endpoint URL (http://...) once it listens.
+func startServe(t *testing.T, env []string, args ...string) (string, *exec.Cmd, *lockedLog) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(cleanEnv(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	log := &lockedLog{}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`"url": "ws://([^"]+)"`)
+		for sc.Scan() {
+			log.add(sc.Text())
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- "http://" + m[1]
+			}
+		}
+		close(urls)
+	}()
+	select {
+	case u, ok := <-urls:
+		if !ok {
+			t.Fatalf("serve exited:\n%s", log)
+		}
+		return u, cmd, log
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not start:\n%s", log)
+	}
+	return "", nil, nil
+}
+
+type lockedLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lockedLog) add(s string) { l.mu.Lock(); l.lines = append(l.lines, s); l.mu.Unlock() }
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// TestServe serves the built-in sample chain and talks to it over both
+// profiles, with the token; a request without it gets 401.
+func TestServe(t *testing.T) {
+	self := shellQuote(binary)
+	u, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--", self+" sample-proxy", self+" sample-agent")
+
+	resp, err := http.Post(u, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without a token: %s, want 401", resp.Status)
+	}
+
+	auth := http.Header{"Authorization": {"Bearer tok-123"}}
+	for _, url := range []string{"ws" + strings.TrimPrefix(u, "http"), u} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := transport.Dial(ctx, url, transport.DialOptions{Header: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, msg := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`,
+		} {
+			if err := c.Write(ctx, []byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", url, err, log)
+			}
+			if want := []string{`"protocolVersion":1`, `"sessionId"`}[i]; !strings.Contains(string(got), want) {
+				t.Errorf("%s: answer %s, want %s", url, got, want)
+			}
+		}
+		c.Close()
+		cancel()
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGTERM: %v\n%s", err, log)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve still running 20s after SIGTERM\n%s", log)
+	}
+	out := log.String()
+	for _, want := range []string{"refused request", "connection opened", "connection ended", "chain stopped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tok-123") {
+		t.Errorf("the token was logged:\n%s", out)
+	}
+}

@@ -1,0 +1,60 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+
+	"github.com/coder/websocket"
+)
+
+// DialOptions configure Dial.
+type DialOptions struct {
+	// Header is sent with every request (Authorization, for one).
+	Header http.Header
+	// MaxMessageBytes bounds one message from the server. Zero means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// HTTPClient makes the requests. Nil means one with a fresh cookie jar,
+	// as the RFD requires clients to keep the server's cookies for the
+	// connection's life.
+	HTTPClient *http.Client
+}
+
+// Dial opens the client side of an ACP connection to rawURL. A ws:// or
+// wss:// URL is a WebSocket; an http:// or https:// one is tried as a
+// WebSocket first and spoken to over Streamable HTTP if the server refuses
+// the upgrade. Over Streamable HTTP the first message written must be
+// initialize.
+func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.HTTPClient == nil {
+		jar, _ := cookiejar.New(nil)
+		opts.HTTPClient = &http.Client{Jar: jar}
+	}
+	switch u.Scheme {
+	case "ws", "wss", "http", "https":
+	default:
+		return nil, fmt.Errorf("%s: not a ws, wss, http or https URL", u.Redacted())
+	}
+	ws, resp, err := websocket.Dial(ctx, rawURL, &websocket.DialOptions{HTTPClient: opts.HTTPClient, HTTPHeader: opts.Header})
+	if err == nil {
+		return newWSConn(ws, opts.MaxMessageBytes), nil
+	}
+	refused := resp != nil && resp.StatusCode != http.StatusSwitchingProtocols
+	if (u.Scheme == "http" || u.Scheme == "https") && refused && resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return newHTTPClient(u.String(), opts), nil
+	}
+	if refused {
+		return nil, fmt.Errorf("%s: %s", u.Redacted(), resp.Status)
+	}
+	return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
+}

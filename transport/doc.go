@@ -1,0 +1,31 @@
+// Package transport carries ACP over the network, as the Streamable HTTP and
+// WebSocket transport RFD describes: one /acp endpoint that upgrades to a
+// WebSocket (one text frame per JSON-RPC message) or speaks Streamable HTTP
+// (POST for the client's messages, long-lived SSE streams opened with GET for
+// the server's, DELETE to end the connection).
+//
+// # Design
+//
+// Both profiles are reduced to one abstraction, a Conn: a full-duplex
+// sequence of JSON-RPC messages, each one compact line of JSON. Server hands
+// each new ACP connection to a function that serves it (acp-conductor runs a
+// chain per connection); Dial opens the client side, WebSocket first and
+// Streamable HTTP when an http(s) server refuses the upgrade. Lines adapts a
+// Conn to the newline-delimited reader and writer of the stdio transport, so
+// that code written for stdio runs on a remote connection unchanged.
+//
+// Streamable HTTP needs the server to route each outgoing message to a
+// stream: a response goes where its request came from (the session named by
+// Acp-Session-Id or the request's params.sessionId, or the connection), a
+// request or notification to its params.sessionId's stream, anything else to
+// the connection-scoped stream. That is the TypeScript SDK 2.4's reading of
+// the RFD, which the package follows where the two differ (a GET for a
+// session the server has not seen yet opens its stream rather than 404, since
+// a client reopens a session's stream before session/load; a batch is
+// answered 400 with a JSON-RPC error). Streams buffer what is sent while no
+// client is attached, up to a bound.
+//
+// Guard checks what every request must carry before any of this runs: the
+// bearer token, compared in constant time, and a Host and Origin that a DNS
+// rebinding page cannot forge.
+package transport

@@ -1,0 +1,120 @@
+package transport
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// A Guard admits a request to the endpoint only if it carries the bearer
+// token and names a host a DNS rebinding page cannot: with a loopback
+// listener, Host and any Origin must be loopback names (or AllowedHosts);
+// otherwise an Origin must match Host or AllowedHosts. Refusals are logged
+// with the client's address and the reason, never the token.
+type Guard struct {
+	// Token is the bearer token every request must carry; empty admits
+	// any request (serve allows that only on loopback).
+	Token string
+	// Loopback says the listener is on a loopback address.
+	Loopback bool
+	// AllowedHosts are further host names (without port) accepted in Host
+	// and Origin, for a server reached through a tunnel or a proxy.
+	AllowedHosts []string
+	Logger       *zap.Logger
+}
+
+// Wrap returns h behind g.
+func (g *Guard) Wrap(h http.Handler) http.Handler {
+	log := g.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	var want [sha256.Size]byte
+	if g.Token != "" {
+		want = sha256.Sum256([]byte(g.Token))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refuse := func(status int, reason string) {
+			log.Warn("refused request", zap.String("remote", r.RemoteAddr), zap.String("method", r.Method),
+				zap.String("host", r.Host), zap.String("origin", r.Header.Get("Origin")), zap.String("reason", reason))
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="acp"`)
+			}
+			http.Error(w, reason, status)
+		}
+		if !g.hostAllowed(hostname(r.Host)) {
+			refuse(http.StatusForbidden, "forbidden Host")
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o, hostname(r.Host)) {
+			refuse(http.StatusForbidden, "forbidden Origin")
+			return
+		}
+		if g.Token != "" {
+			scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			// Hashing first makes the comparison's time independent of the
+			// lengths too.
+			got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+				refuse(http.StatusUnauthorized, "missing or wrong bearer token")
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (g *Guard) listed(host string) bool {
+	for _, h := range g.AllowedHosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Guard) hostAllowed(host string) bool {
+	if !g.Loopback || g.listed(host) {
+		return true
+	}
+	return IsLoopbackHost(host)
+}
+
+func (g *Guard) originAllowed(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false // includes "null", sent by sandboxed and file: pages
+	}
+	oh := u.Hostname()
+	switch {
+	case g.listed(oh):
+		return true
+	case g.Loopback:
+		return IsLoopbackHost(oh)
+	default:
+		return strings.EqualFold(oh, host)
+	}
+}
+
+// hostname strips the port from a Host header.
+func hostname(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return strings.Trim(h, "[]")
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+// IsLoopbackHost reports whether host (no port) names this machine only:
+// "localhost" or a loopback IP.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

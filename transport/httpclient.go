@@ -1,0 +1,382 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// httpClient is the client side of a Streamable HTTP connection: each
+// message written is POSTed, and what the server sends arrives on the
+// connection's SSE stream and one per session, opened as sessions appear.
+type httpClient struct {
+	url   string
+	hc    *http.Client
+	hdr   http.Header
+	limit int
+
+	ctx    context.Context // ends the streams
+	cancel context.CancelFunc
+	in     chan []byte
+	wg     sync.WaitGroup // the stream readers
+
+	failOnce sync.Once
+	failed   chan struct{} // closed when the connection is lost or closed
+	err      error         // why; valid once failed is closed
+
+	wmu    sync.Mutex // serializes writes, in order
+	connID string
+
+	mu          sync.Mutex
+	sessions    map[string]bool   // sessions whose stream is open
+	respSession map[string]string // server request id -> the session stream it came on
+}
+
+func newHTTPClient(u string, opts DialOptions) *httpClient {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &httpClient{
+		url: u, hc: opts.HTTPClient, hdr: opts.Header, limit: opts.MaxMessageBytes,
+		ctx: ctx, cancel: cancel,
+		in:          make(chan []byte, 64),
+		failed:      make(chan struct{}),
+		sessions:    make(map[string]bool),
+		respSession: make(map[string]string),
+	}
+}
+
+// fail ends the connection with err, the first cause kept.
+func (c *httpClient) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.failed)
+		c.cancel()
+	})
+}
+
+func (c *httpClient) Read(ctx context.Context) ([]byte, error) {
+	select {
+	case msg := <-c.in:
+		return msg, nil
+	default:
+	}
+	select {
+	case msg := <-c.in:
+		return msg, nil
+	case <-c.failed:
+		return nil, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// deliver hands a message from the server to Read.
+func (c *httpClient) deliver(msg []byte) bool {
+	select {
+	case c.in <- msg:
+		return true
+	case <-c.failed:
+		return false
+	}
+}
+
+func (c *httpClient) request(ctx context.Context, method string, body []byte, h http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range c.hdr {
+		req.Header[k] = v
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return c.hc.Do(req)
+}
+
+// statusError describes a refused request with the start of its body.
+func statusError(what string, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return fmt.Errorf("%s: %s: %s", what, resp.Status, strings.TrimSpace(string(b)))
+}
+
+func (c *httpClient) Write(ctx context.Context, msg []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.failed:
+		return c.err
+	default:
+	}
+	m, err := wire.Parse(msg)
+	if err != nil {
+		return fmt.Errorf("not a JSON-RPC message: %w", err)
+	}
+	if c.connID == "" {
+		return c.initialize(ctx, m)
+	}
+	h := http.Header{HeaderConnectionID: {c.connID}}
+	session := sessionOf(m.Params)
+	if m.IsResponse() {
+		c.mu.Lock()
+		session = c.respSession[idKey(m.ID)]
+		delete(c.respSession, idKey(m.ID))
+		c.mu.Unlock()
+	}
+	if session != "" {
+		h.Set(HeaderSessionID, session)
+		if err := c.openSession(ctx, session); err != nil {
+			return err
+		}
+	}
+	resp, err := c.request(ctx, http.MethodPost, msg, h)
+	if err != nil {
+		c.fail(fmt.Errorf("POST: %w", err))
+		return c.err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	err = statusError("POST "+m.Method, resp)
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+		c.fail(err) // the connection is unusable or gone
+		return err
+	}
+	if m.IsRequest() {
+		// Only this request failed: answer it, as the server would have.
+		e := wire.Errorf(-32603, "%v", err).WithData(map[string]any{"status": resp.StatusCode})
+		c.deliver(wire.ErrorResponse(m.ID, e).Bytes())
+		return nil
+	}
+	return err
+}
+
+// initialize POSTs the first message, which must be initialize, takes the
+// connection id from the answer and opens the connection's stream.
+func (c *httpClient) initialize(ctx context.Context, m *wire.Message) error {
+	if m.Method != "initialize" || m.ID == nil {
+		return errors.New("the first message over Streamable HTTP must be initialize")
+	}
+	resp, err := c.request(ctx, http.MethodPost, m.Raw, nil)
+	if err != nil {
+		c.fail(fmt.Errorf("initialize: %w", err))
+		return c.err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.fail(statusError("initialize", resp))
+		return c.err
+	}
+	id := resp.Header.Get(HeaderConnectionID)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.limit)))
+	if err != nil || id == "" {
+		c.fail(fmt.Errorf("initialize: no %s or no body (%v)", HeaderConnectionID, err))
+		return c.err
+	}
+	c.connID = id
+	if err := c.openStream(ctx, ""); err != nil {
+		c.fail(err)
+		return err
+	}
+	c.deliver(compact(body))
+	return nil
+}
+
+// openSession opens a session's stream if it is not open.
+func (c *httpClient) openSession(ctx context.Context, session string) error {
+	c.mu.Lock()
+	open := c.sessions[session]
+	c.sessions[session] = true
+	c.mu.Unlock()
+	if open {
+		return nil
+	}
+	return c.openStream(ctx, session)
+}
+
+// openStream GETs the connection's stream (session "") or a session's, and
+// reads it on its own goroutine once the server has accepted it.
+func (c *httpClient) openStream(ctx context.Context, session string) error {
+	h := http.Header{HeaderConnectionID: {c.connID}, "Accept": {"text/event-stream"}}
+	if session != "" {
+		h.Set(HeaderSessionID, session)
+	}
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url, nil)
+	if err != nil {
+		return err
+	}
+	for k, v := range c.hdr {
+		req.Header[k] = v
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() { resp, err := c.hc.Do(req); got <- result{resp, err} }()
+	var r result
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if r.err != nil {
+		return fmt.Errorf("opening a stream: %w", r.err)
+	}
+	if r.resp.StatusCode != http.StatusOK {
+		defer r.resp.Body.Close()
+		err := statusError("opening a stream", r.resp)
+		if session == "" {
+			c.fail(err)
+		}
+		c.forgetSession(session)
+		return err
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer r.resp.Body.Close()
+		err := c.readStream(r.resp.Body, session)
+		select {
+		case <-c.failed:
+			return
+		default:
+		}
+		if session == "" {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			c.fail(fmt.Errorf("the connection's stream ended: %w", err))
+			return
+		}
+		c.forgetSession(session) // the next message for it reopens it
+	}()
+	return nil
+}
+
+func (c *httpClient) forgetSession(session string) {
+	c.mu.Lock()
+	delete(c.sessions, session)
+	c.mu.Unlock()
+}
+
+// readStream delivers each SSE event's data as a message.
+func (c *httpClient) readStream(body io.Reader, session string) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	var data []byte
+	for {
+		line, err := readLine(br, c.limit)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(line) == 0:
+			if len(data) > 0 {
+				msg := compact(data)
+				data = nil
+				c.route(msg, session)
+				if !c.deliver(msg) {
+					return nil
+				}
+			}
+		case bytes.HasPrefix(line, []byte("data:")):
+			v := bytes.TrimPrefix(line[5:], []byte(" "))
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+			if len(data) > c.limit {
+				return fmt.Errorf("message exceeds %d bytes", c.limit)
+			}
+		}
+		// Comments, event names and ids carry nothing ACP needs.
+	}
+}
+
+// route notes what an incoming message tells about streams: a request on a
+// session's stream is answered with that session's header, and a response
+// naming a new session means its stream should open.
+func (c *httpClient) route(msg []byte, session string) {
+	m, err := wire.Parse(msg)
+	if err != nil {
+		return
+	}
+	if m.IsRequest() && session != "" {
+		c.mu.Lock()
+		c.respSession[idKey(m.ID)] = session
+		c.mu.Unlock()
+	}
+	if m.IsResponse() && len(m.Result) > 0 {
+		if s := sessionOf(m.Result); s != "" {
+			c.wg.Add(1) // while this reader holds the group
+			go func() {
+				defer c.wg.Done()
+				// Best effort: the first message for the session retries.
+				ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+				defer cancel()
+				_ = c.openSession(ctx, s)
+			}()
+		}
+	}
+}
+
+// readLine reads one SSE line without its terminator, bounded by limit.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		line = append(line, frag...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			if err == io.EOF && len(line) > 0 {
+				break
+			}
+			return nil, err
+		}
+		if len(line) > limit+16 {
+			return nil, fmt.Errorf("message exceeds %d bytes", limit)
+		}
+	}
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), nil
+}
+
+// Close ends the connection with DELETE and stops its streams.
+func (c *httpClient) Close() error {
+	c.wmu.Lock()
+	id := c.connID
+	c.wmu.Unlock()
+	select {
+	case <-c.failed:
+	default:
+		if id != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if resp, err := c.request(ctx, http.MethodDelete, nil, http.Header{HeaderConnectionID: {id}}); err == nil {
+				resp.Body.Close()
+			}
+			cancel()
+		}
+	}
+	c.fail(ErrClosed)
+	c.wg.Wait()
+	return nil
+}

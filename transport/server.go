@@ -1,0 +1,385 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// Header names of the RFD.
+const (
+	HeaderConnectionID = "Acp-Connection-Id"
+	HeaderSessionID    = "Acp-Session-Id"
+)
+
+// Defaults for the zero values of Server.
+const (
+	DefaultMaxMessageBytes = 64 << 20
+	DefaultMaxBuffered     = 64 << 20
+	DefaultIdleTimeout     = 5 * time.Minute
+	DefaultInitTimeout     = 2 * time.Minute
+)
+
+// ConnInfo describes a new connection, for logs.
+type ConnInfo struct {
+	ID        string // its Acp-Connection-Id
+	Transport string // "websocket" or "http"
+	Remote    string // the client's address
+	UserAgent string
+}
+
+// A Server serves the /acp endpoint. Each ACP connection, a WebSocket or a
+// Streamable HTTP connection created by its initialize, is handed to Serve
+// on its own goroutine; the connection ends when Serve returns, and Serve
+// sees io.EOF from Read when the client ends it.
+type Server struct {
+	Serve func(ctx context.Context, c Conn, info ConnInfo)
+
+	// MaxConnections bounds the connections served at once (503 beyond);
+	// zero means no bound.
+	MaxConnections int
+	// MaxMessageBytes bounds one message from the client (413 or close
+	// status 1009 beyond). Zero means DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// MaxBuffered bounds what one HTTP connection holds for streams its
+	// client has not opened or is not reading; beyond it the connection is
+	// closed. Zero means DefaultMaxBuffered.
+	MaxBuffered int
+	// IdleTimeout ends an HTTP connection that has had no request and no
+	// open stream for that long: a client that vanished never says DELETE.
+	// Zero means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// InitTimeout bounds how long an HTTP initialize waits for its answer.
+	// Zero means DefaultInitTimeout.
+	InitTimeout time.Duration
+	// Logger receives who connected and when each connection ended. Nil
+	// discards.
+	Logger *zap.Logger
+
+	once   sync.Once
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // one per connection being served
+
+	refuseUpgrade bool // tests: a server with Streamable HTTP only
+
+	mu     sync.Mutex
+	active int
+	http   map[string]*httpConn
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.http = make(map[string]*httpConn)
+		if s.Logger == nil {
+			s.Logger = zap.NewNop()
+		}
+		if s.MaxMessageBytes <= 0 {
+			s.MaxMessageBytes = DefaultMaxMessageBytes
+		}
+		if s.MaxBuffered <= 0 {
+			s.MaxBuffered = DefaultMaxBuffered
+		}
+		if s.IdleTimeout <= 0 {
+			s.IdleTimeout = DefaultIdleTimeout
+		}
+		if s.InitTimeout <= 0 {
+			s.InitTimeout = DefaultInitTimeout
+		}
+	})
+}
+
+// Close ends every connection and waits until each Serve has returned.
+func (s *Server) Close() {
+	s.init()
+	s.cancel()
+	s.mu.Lock()
+	conns := make([]*httpConn, 0, len(s.http))
+	for _, c := range s.http {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	s.wg.Wait()
+}
+
+// Active returns the number of connections being served.
+func (s *Server) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.init()
+	switch r.Method {
+	case http.MethodPost:
+		s.post(w, r)
+	case http.MethodGet:
+		if isUpgrade(r) && !s.refuseUpgrade {
+			s.websocket(w, r)
+			return
+		}
+		s.stream(w, r)
+	case http.MethodDelete:
+		s.delete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func isUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		for _, p := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "websocket") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// acquire takes a connection slot, or reports that none is free.
+func (s *Server) acquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil || s.MaxConnections > 0 && s.active >= s.MaxConnections {
+		return false
+	}
+	s.active++
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) release() {
+	s.mu.Lock()
+	s.active--
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// run serves c until Serve returns, then closes it. It owns the slot
+// acquire took.
+func (s *Server) run(c Conn, info ConnInfo) {
+	defer s.release()
+	start := time.Now()
+	log := s.Logger.With(zap.String("connection", info.ID))
+	log.Info("connection opened", zap.String("transport", info.Transport),
+		zap.String("remote", info.Remote), zap.String("user_agent", info.UserAgent))
+	s.Serve(s.ctx, c, info)
+	c.Close()
+	log.Info("connection ended", zap.Duration("after", time.Since(start).Round(time.Millisecond)))
+}
+
+func newID() string { return rand.Text() }
+
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	if !s.acquire() {
+		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+		return
+	}
+	id := newID()
+	w.Header().Set(HeaderConnectionID, id)
+	// The library's own Origin check stays on beneath Guard's: a browser
+	// page may only open a socket to the host that served it.
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		s.release()
+		s.Logger.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.Error(err))
+		return
+	}
+	s.run(newWSConn(ws, s.MaxMessageBytes), ConnInfo{ID: id, Transport: "websocket", Remote: r.RemoteAddr, UserAgent: r.UserAgent()})
+}
+
+// sessionMethods are the methods whose POST must name their session in
+// Acp-Session-Id (the TypeScript SDK's list).
+var sessionMethods = map[string]bool{
+	"session/cancel": true, "session/close": true, "session/delete": true,
+	"session/fork": true, "session/load": true, "session/prompt": true,
+	"session/resume": true, "session/set_config_option": true,
+	"session/set_mode": true, "session/set_model": true,
+}
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		http.Error(w, "Unsupported Media Type: POST a JSON-RPC message as application/json", http.StatusUnsupportedMediaType)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.MaxMessageBytes)))
+	if err != nil {
+		var big *http.MaxBytesError
+		if errors.As(err, &big) {
+			http.Error(w, fmt.Sprintf("message exceeds %d bytes", s.MaxMessageBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if wire.IsBatch(body) {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorResponse(json.RawMessage("null"),
+			wire.Errorf(-32600, "JSON-RPC batches are not supported")).Bytes(), nil)
+		return
+	}
+	body = compact(body)
+	m, err := wire.Parse(body)
+	if err != nil {
+		http.Error(w, "not a JSON-RPC message: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	cid := r.Header.Get(HeaderConnectionID)
+	if m.Method == "initialize" && m.ID != nil {
+		if cid != "" {
+			http.Error(w, "initialize is not allowed on an existing connection", http.StatusBadRequest)
+			return
+		}
+		s.initialize(w, r, m)
+		return
+	}
+	if cid == "" {
+		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
+		return
+	}
+	c := s.lookup(cid)
+	if c == nil {
+		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
+		return
+	}
+	if m.Method != "" {
+		hdr, inParams := r.Header.Get(HeaderSessionID), sessionOf(m.Params)
+		switch {
+		case hdr == "" && (sessionMethods[m.Method] || inParams != ""):
+			http.Error(w, "missing "+HeaderSessionID, http.StatusBadRequest)
+			return
+		case hdr != "" && inParams != "" && hdr != inParams:
+			http.Error(w, "mismatched "+HeaderSessionID, http.StatusBadRequest)
+			return
+		}
+		if m.ID != nil {
+			route := hdr
+			if m.Method == "session/load" {
+				route = "" // its answer precedes the session's stream
+			}
+			c.setRoute(m.ID, route)
+		}
+	}
+	if err := c.receive(r.Context(), m.Raw); err != nil {
+		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// initialize creates an HTTP connection, starts serving it, and answers the
+// POST with the initialize response.
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Message) {
+	if !s.acquire() {
+		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+		return
+	}
+	c := newHTTPConn(s, newID(), idKey(m.ID))
+	s.mu.Lock()
+	s.http[c.id] = c
+	s.mu.Unlock()
+	go s.run(c, ConnInfo{ID: c.id, Transport: "http", Remote: r.RemoteAddr, UserAgent: r.UserAgent()})
+	go c.reapIdle()
+
+	timer := time.NewTimer(s.InitTimeout)
+	defer timer.Stop()
+	if err := c.receive(r.Context(), m.Raw); err == nil {
+		select {
+		case resp := <-c.initResp:
+			writeJSON(w, http.StatusOK, resp, http.Header{HeaderConnectionID: {c.id}})
+			return
+		case <-c.done:
+		case <-r.Context().Done():
+		case <-timer.C:
+		}
+	}
+	c.Close()
+	e := wire.Errorf(-32603, "initialize failed: the connection ended before it was answered")
+	writeJSON(w, http.StatusInternalServerError, wire.ErrorResponse(m.ID, e).Bytes(), nil)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte, h http.Header) {
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func (s *Server) lookup(id string) *httpConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.http[id]
+}
+
+func (s *Server) forget(c *httpConn) {
+	s.mu.Lock()
+	if s.http[c.id] == c {
+		delete(s.http, c.id)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	if !acceptsEventStream(r) {
+		http.Error(w, "Not Acceptable: GET needs Accept: text/event-stream, or a WebSocket upgrade", http.StatusNotAcceptable)
+		return
+	}
+	cid := r.Header.Get(HeaderConnectionID)
+	if cid == "" {
+		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
+		return
+	}
+	c := s.lookup(cid)
+	if c == nil {
+		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
+		return
+	}
+	c.serveStream(w, r, r.Header.Get(HeaderSessionID))
+}
+
+func acceptsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, p := range strings.Split(v, ",") {
+			if mt, _, _ := mime.ParseMediaType(strings.TrimSpace(p)); mt == "text/event-stream" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	cid := r.Header.Get(HeaderConnectionID)
+	if cid == "" {
+		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
+		return
+	}
+	c := s.lookup(cid)
+	if c == nil {
+		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
+		return
+	}
+	c.Close()
+	w.WriteHeader(http.StatusAccepted)
+}

@@ -1,0 +1,295 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// agentish serves a Conn like a tiny agent: it answers initialize,
+// session/new (with a fresh session id) and session/prompt (after one
+// session/update and, for a prompt asking for permission, a round trip
+// through the client).
+func agentish(ctx context.Context, c Conn, _ ConnInfo) {
+	sessions := 0
+	for {
+		msg, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				SessionID string `json:"sessionId"`
+				Text      string `json:"text"`
+			} `json:"params"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(msg, &m) != nil {
+			continue
+		}
+		reply := func(result string) {
+			_ = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+`}`))
+		}
+		switch m.Method {
+		case "initialize":
+			reply(`{"protocolVersion":1}`)
+		case "session/new":
+			sessions++
+			reply(`{"sessionId":"s` + string(rune('0'+sessions)) + `"}`)
+		case "session/prompt":
+			sid := m.Params.SessionID
+			_ = c.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`+sid+`","n":1}}`))
+			if m.Params.Text == "permission" {
+				_ = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":"perm","method":"session/request_permission","params":{"sessionId":"`+sid+`"}}`))
+				for {
+					ans, err := c.Read(ctx)
+					if err != nil {
+						return
+					}
+					if strings.Contains(string(ans), `"perm"`) {
+						break
+					}
+				}
+			}
+			reply(`{"stopReason":"end_turn","sessionId":"` + sid + `"}`)
+		}
+	}
+}
+
+func newTestServer(t *testing.T, g *Guard) (*Server, string) {
+	t.Helper()
+	s := &Server{Serve: agentish}
+	var h http.Handler = s
+	if g != nil {
+		h = g.Wrap(s)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	return s, ts.URL + "/acp"
+}
+
+// converse runs initialize, session/new and a prompt with a permission
+// round trip over c, and returns what arrived in order.
+func converse(t *testing.T, c Conn) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []string
+	read := func() string {
+		msg, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		got = append(got, string(msg))
+		return string(msg)
+	}
+	write := func(s string) {
+		if err := c.Write(ctx, []byte(s)); err != nil {
+			t.Fatalf("write %s: %v", s, err)
+		}
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+	read()
+	write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}`)
+	read()
+	write(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","text":"permission"}}`)
+	read() // the update
+	if req := read(); !strings.Contains(req, "request_permission") {
+		t.Fatalf("want the permission request, got %s", req)
+	}
+	write(`{"jsonrpc":"2.0","id":"perm","result":{"outcome":"allow"}}`)
+	read()
+	return got
+}
+
+func TestConversation(t *testing.T) {
+	want := []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","n":1}}`,
+		`{"jsonrpc":"2.0","id":"perm","method":"session/request_permission","params":{"sessionId":"s1"}}`,
+		`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","sessionId":"s1"}}`,
+	}
+	for _, url := range []string{"ws", "http"} {
+		t.Run(url, func(t *testing.T) {
+			s, u := newTestServer(t, nil)
+			if url == "ws" {
+				u = "ws" + strings.TrimPrefix(u, "http")
+			} else {
+				// A server that refuses the upgrade makes Dial fall back.
+				s.refuseUpgrade = true
+			}
+			c, err := Dial(context.Background(), u, DialOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, isHTTP := c.(*httpClient); isHTTP != (url == "http") {
+				t.Fatalf("dialled %T", c)
+			}
+			got := converse(t, c)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			c.Close()
+			waitIdle(t, s)
+		})
+	}
+}
+
+// waitIdle waits until s serves no connection: ending the client's side
+// must end the server's.
+func waitIdle(t *testing.T, s *Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Active() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still served after the client closed", s.Active())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestHTTPStatusCodes(t *testing.T) {
+	s, u := newTestServer(t, nil)
+	_ = s
+	do := func(method, body string, h map[string]string) *http.Response {
+		req, _ := http.NewRequest(method, u, strings.NewReader(body))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	json := map[string]string{"Content-Type": "application/json"}
+	init := do("POST", `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{}}`, json)
+	body, _ := io.ReadAll(init.Body)
+	cid := init.Header.Get(HeaderConnectionID)
+	if init.StatusCode != 200 || cid == "" || string(body) != `{"jsonrpc":"2.0","id":7,"result":{"protocolVersion":1}}` {
+		t.Fatalf("initialize: %s %q %s", init.Status, cid, body)
+	}
+	with := func(extra map[string]string) map[string]string {
+		h := map[string]string{"Content-Type": "application/json", HeaderConnectionID: cid}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name, method, body string
+		h                  map[string]string
+		want               int
+	}{
+		{"not JSON content", "POST", `{}`, map[string]string{"Content-Type": "text/plain"}, 415},
+		{"batch", "POST", `[{"jsonrpc":"2.0","id":1,"method":"x"}]`, json, 400},
+		{"no connection", "POST", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`, json, 400},
+		{"unknown connection", "POST", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`, map[string]string{"Content-Type": "application/json", HeaderConnectionID: "nope"}, 404},
+		{"initialize again", "POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, with(nil), 400},
+		{"prompt without session header", "POST", `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1"}}`, with(nil), 400},
+		{"mismatched session", "POST", `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1"}}`, with(map[string]string{HeaderSessionID: "s2"}), 400},
+		{"accepted", "POST", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`, with(nil), 202},
+		{"GET without Accept", "GET", ``, map[string]string{HeaderConnectionID: cid}, 406},
+		{"GET without connection", "GET", ``, map[string]string{"Accept": "text/event-stream"}, 400},
+		{"GET unknown connection", "GET", ``, map[string]string{"Accept": "text/event-stream", HeaderConnectionID: "nope"}, 404},
+		{"PUT", "PUT", ``, nil, 405},
+		{"DELETE without connection", "DELETE", ``, nil, 400},
+	} {
+		resp := do(tc.method, tc.body, tc.h)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %s, want %d", tc.name, resp.Status, tc.want)
+		}
+	}
+
+	// The session/new answer waits on the connection's stream.
+	sse := do("GET", "", map[string]string{"Accept": "text/event-stream", HeaderConnectionID: cid})
+	if sse.StatusCode != 200 || sse.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET stream: %s %s", sse.Status, sse.Header.Get("Content-Type"))
+	}
+	second := do("GET", "", map[string]string{"Accept": "text/event-stream", HeaderConnectionID: cid})
+	if second.StatusCode != http.StatusConflict {
+		t.Errorf("a second GET of one stream: %s, want 409", second.Status)
+	}
+	second.Body.Close()
+	br := bufio.NewReader(sse.Body)
+	line, _ := br.ReadString('\n')
+	if line != "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"sessionId\":\"s1\"}}\n" {
+		t.Errorf("stream: %q", line)
+	}
+	del := do("DELETE", "", map[string]string{HeaderConnectionID: cid})
+	del.Body.Close()
+	if del.StatusCode != http.StatusAccepted {
+		t.Errorf("DELETE: %s", del.Status)
+	}
+	// The stream ends with the connection.
+	if _, err := io.Copy(io.Discard, br); err != nil && !errors.Is(err, io.EOF) {
+		t.Errorf("stream after DELETE: %v", err)
+	}
+	sse.Body.Close()
+	waitIdle(t, s)
+}
+
+func TestGuard(t *testing.T) {
+	s, u := newTestServer(t, &Guard{Token: "s3cret", Loopback: true})
+	for _, tc := range []struct {
+		name string
+		h    map[string]string
+		want int
+	}{
+		{"no token", nil, 401},
+		{"wrong token", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"wrong scheme", map[string]string{"Authorization": "Basic s3cret"}, 401},
+		{"rebinding Host", map[string]string{"Authorization": "Bearer s3cret", "Host": "evil.example:80"}, 403},
+		{"foreign Origin", map[string]string{"Authorization": "Bearer s3cret", "Origin": "https://evil.example"}, 403},
+		{"null Origin", map[string]string{"Authorization": "Bearer s3cret", "Origin": "null"}, 403},
+		{"good", map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://localhost:3000"}, 200},
+	} {
+		req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range tc.h {
+			if k == "Host" {
+				req.Host = v
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %s, want %d", tc.name, resp.Status, tc.want)
+		}
+		if tc.want == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: no WWW-Authenticate", tc.name)
+		}
+	}
+	// Only the good request made a connection; end it.
+	s.Close()
+	if n := s.Active(); n != 0 {
+		t.Errorf("%d connections after Close", n)
+	}
+
+	// A WebSocket needs the token too.
+	_, u2 := newTestServer(t, &Guard{Token: "s3cret", Loopback: true})
+	if _, err := Dial(context.Background(), "ws"+strings.TrimPrefix(u2, "http"), DialOptions{}); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("WebSocket without a token: %v, want a 401", err)
+	}
+	c, err := Dial(context.Background(), "ws"+strings.TrimPrefix(u2, "http"), DialOptions{Header: http.Header{"Authorization": {"Bearer s3cret"}}})
+	if err != nil {
+		t.Fatalf("WebSocket with the token: %v", err)
+	}
+	c.Close()
+}
