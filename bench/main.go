@@ -50,24 +50,25 @@ func main() {
 
 // plan is how much of everything one run does.
 type plan struct {
-	rounds                        int // chain sweep rounds, interleaved
-	warmup, latency, tp3, tp100   int // stream scenario prompts
-	bigRuns                       int
-	bigBytes                      int
-	sessions, prompts, concUpdate int
-	concRuns                      int
-	startRepeat                   int
-	benchtime                     string
+	rounds                          int // chain sweep rounds, interleaved
+	warmup, latency, tp3, tp100     int // stream scenario prompts
+	bigRuns                         int
+	bigBytes                        int
+	sessions, prompts, concUpdate   int
+	concRuns                        int
+	startRepeat                     int
+	benchtime                       string
+	sdkWarmup, sdkLatency, sdkTP100 int // sdk scenario prompts
 }
 
 func newPlan(quick bool, rounds int) plan {
 	p := plan{rounds: 3, warmup: 200, latency: 2000, tp3: 1000, tp100: 300,
 		bigRuns: 3, bigBytes: 16 << 20, sessions: 200, prompts: 20, concUpdate: 3, concRuns: 2,
-		startRepeat: 15, benchtime: "1s"}
+		startRepeat: 15, benchtime: "1s", sdkWarmup: 100, sdkLatency: 1000, sdkTP100: 50}
 	if quick {
 		p = plan{rounds: 1, warmup: 50, latency: 400, tp3: 200, tp100: 100,
 			bigRuns: 1, bigBytes: 16 << 20, sessions: 200, prompts: 20, concUpdate: 3, concRuns: 1,
-			startRepeat: 5, benchtime: "200ms"}
+			startRepeat: 5, benchtime: "200ms", sdkWarmup: 50, sdkLatency: 300, sdkTP100: 20}
 	}
 	if rounds > 0 {
 		p.rounds = rounds
@@ -116,6 +117,9 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool) error {
 	}
 	var r results
 	if r.sweep, err = b.sweep(); err != nil {
+		return err
+	}
+	if r.sdk, err = b.sdk(); err != nil {
 		return err
 	}
 	if r.big, err = b.big(); err != nil {

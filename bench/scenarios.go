@@ -88,6 +88,7 @@ type results struct {
 	conc  []concRow
 	start []startRow
 	relay []benchRow
+	sdk   []sdkRow // nil without Node.js
 }
 
 func medianF(v []float64) float64 {
