@@ -7,9 +7,11 @@
 //
 // Every connection (the client on stdin/stdout, each component on its pipes)
 // is a peer with exactly one reader goroutine and one FIFO writer. A reader
-// parses each line only at the top level (internal/wire), asks route where it
-// goes (route.go holds every routing rule, as a pure function of positions in
-// the chain), and appends the re-addressed line to the destination's outbox.
+// parses each line only at the top level (internal/wire), asks route what it
+// is and where it goes (route.go holds every routing rule, as a pure function
+// of positions in the chain and the dialect each peer speaks; the relay only
+// carries out the decision), and appends the re-addressed line to the
+// destination's outbox.
 // Because one goroutine handles a peer's messages in the order they arrived
 // and outboxes are FIFO, a session/update an agent sends before its prompt
 // response reaches the editor first, across any number of proxies.

@@ -37,7 +37,7 @@ type peer struct {
 	// For replaying a proxy's initialization after a restart.
 	initParams    json.RawMessage // the proxy/initialize params it was sent
 	successorInit json.RawMessage // what its successor answered its initialize
-	reinit        bool            // answer its next initialize from successorInit
+	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
 }
 
 // A link is one connection of a peer: its channel, the outbox its writer
@@ -152,7 +152,7 @@ func (p *peer) replace(l *link, replay *call) []*call {
 		p.calls[replay.id] = replay
 	}
 	p.gone = nil
-	p.reinit = p.successorInit != nil
+	p.reinit.Store(p.successorInit != nil)
 	p.link.Store(l)
 	return old
 }
@@ -201,12 +201,16 @@ func (p *peer) rememberSuccessorInit(result json.RawMessage) {
 func (p *peer) takeReinit() (json.RawMessage, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.reinit {
+	if !p.reinit.Load() {
 		return nil, false
 	}
-	p.reinit = false
+	p.reinit.Store(false)
 	return p.successorInit, true
 }
+
+// restarted reports whether takeReinit would answer. It is read for every
+// message the peer sends, so it takes no lock.
+func (p *peer) restarted() bool { return p.reinit.Load() }
 
 // pendingInitialize reports whether an initialize sent to p is unanswered.
 func (p *peer) pendingInitialize() bool {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,82 +50,66 @@ func (c *chain) receive(from *peer, line []byte) {
 	c.dispatch(pos, from, m, nil)
 }
 
-// dispatch relays one message; b is the batch it came in, if any.
+// dispatch carries out what route decides for one message; b is the batch
+// it came in, if any.
 func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
-	if m.IsResponse() {
+	dc := c.topo.Load().route(inbound{from: pos, msg: m, restarted: from.restarted()}, c)
+	if dc.learn != nil {
+		from.setDialect(*dc.learn)
+	}
+	switch dc.act {
+	case actComplete:
 		c.respond(from, m)
 		return
-	}
-	topo := c.topo.Load()
-	var err error
-
-	method, params, enveloped := m.Method, m.Params, false
-	if wire.IsSuccessor(method) {
-		if method, params, err = wire.Unwrap(m.Params); err != nil {
-			c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err), b)
-			return
-		}
-		enveloped = true
-	} else if pos == 0 && topo.mode == ProxyMode && method == wire.MethodProxyInitRust {
-		from.setDialect(dialectRust) // our parent speaks the Rust SDK's dialect
-	}
-
-	if method == wire.MethodCancelRequest && m.IsNotification() {
-		c.cancel(from, params)
+	case actRefuse:
+		c.reject(from, m, dc.err, b)
 		return
-	}
-	src := pos // the position it comes from: the parent's envelopes come from its successor side
-	if pos == 0 && enveloped && topo.mode == ProxyMode {
-		src = topo.last()
-	}
-	if enveloped && m.IsRequest() && wire.IsInitialize(method) {
+	case actCancel:
+		c.cancel(from, dc.raw)
+		return
+	case actAnswerInit:
 		if result, ok := from.takeReinit(); ok {
-			// A restarted proxy initializing its successor, which is
-			// initialized already: answer as the successor did.
 			from.send(encodeResponse(m.ID, result))
 			return
 		}
-	}
-	if strings.HasPrefix(method, "mcp/") && c.routeMCP(src, from, m, method, params, b) {
-		return
-	}
-	d, rerr := topo.route(pos, enveloped, method)
-	if rerr != nil {
-		c.reject(from, m, rerr, b)
-		return
-	}
-	to := c.peers[d.to]
-	if d.method == wire.MethodProxyInitialize {
-		d.method = to.getDialect().initialize()
-	}
-	setup := sessionSetup[method]
-	if setup {
-		params = c.onSessionSetup(src, d, params)
-	}
-	if m.IsNotification() {
-		if m.Plain() && !enveloped && !d.wrap && d.method == m.Method && !setup {
-			// Nothing in it changes on this hop (a session/update on its
-			// way to the client, say): the line goes on as it came.
-			to.send(m.Raw, newline)
+		// Answered meanwhile: it cannot be, as only from's reader takes it.
+	case actMCP:
+		if c.routeMCP(dc.src, from, m, dc.d.method, dc.raw, b) {
 			return
 		}
-		c.deliver(to, nil, d, params)
+		if dc.err != nil {
+			c.reject(from, m, dc.err, b)
+			return
+		}
+	case actRelayLine:
+		c.peers[dc.d.to].send(m.Raw, newline)
 		return
 	}
-
-	cl := &call{from: from, fromID: m.ID, method: d.method, batch: b}
-	if wire.IsInitialize(d.method) {
+	to := c.peers[dc.d.to]
+	params := dc.raw
+	if dc.setup {
+		params = c.onSessionSetup(dc.src, dc.d, params)
+	}
+	if m.IsNotification() {
+		c.deliver(to, nil, dc.d, params)
+		return
+	}
+	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b}
+	if dc.initialize {
 		cl.params = params
-		cl.onResponse = c.onInitialize(to, d, cl)
-		if topo.role(d.to) == roleProxy {
+		cl.onResponse = c.onInitialize(to, dc.d, cl)
+		if dc.rememberInit {
 			to.rememberInit(params)
 		}
-		if pos == 0 && !enveloped {
+		if dc.initTimer {
 			c.startInitTimer()
 		}
 	}
-	c.forward(to, cl, d, params)
+	c.forward(to, cl, dc.d, params)
 }
+
+// dialectAt returns the dialect the peer at pos speaks.
+func (c *chain) dialectAt(pos int) dialect { return c.peers[pos].getDialect() }
 
 // forward sends a request to `to` on behalf of cl.from, under an id of its
 // own. The call is tracked on both sides before the request leaves, so its

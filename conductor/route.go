@@ -1,6 +1,9 @@
 package conductor
 
 import (
+	"encoding/json"
+	"strings"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -57,7 +60,7 @@ type delivery struct {
 	method string // the method the destination sees inside or without the envelope
 }
 
-// route decides where a request or notification goes next, given the
+// hop decides where a request or notification goes next, given the
 // position it came from, whether it arrived in a successor envelope (already
 // unwrapped into method), and its method.
 //
@@ -73,7 +76,7 @@ type delivery struct {
 //     agent or for the parent (which converts it in turn).
 //   - A bypassed proxy is skipped, in either direction: its predecessor and
 //     successor talk as if it had never been there.
-func (t topology) route(from int, enveloped bool, method string) (delivery, *wire.Error) {
+func (t topology) hop(from int, enveloped bool, method string) (delivery, *wire.Error) {
 	var to int
 	switch t.role(from) {
 	case roleClient:
@@ -83,7 +86,7 @@ func (t topology) route(from int, enveloped bool, method string) (delivery, *wir
 			}
 			// The parent delivers what our successor sent: treat it as coming
 			// from position n+1.
-			return t.route(t.last(), false, method)
+			return t.hop(t.last(), false, method)
 		}
 		to = 1
 	case roleProxy:
@@ -129,4 +132,124 @@ func (t topology) route(from int, enveloped bool, method string) (delivery, *wir
 		// reaches the parent plain, exactly as an agent-mode client sees it.
 	}
 	return d, nil
+}
+
+// An action is what the relay does with one message, as route decides it.
+type action uint8
+
+const (
+	actRelay      action = iota // send it to d.to as d says
+	actRelayLine                // send the line itself, unchanged, to d.to
+	actComplete                 // a response: return it to whoever asked
+	actCancel                   // $/cancel_request: cancel the request's next hop
+	actAnswerInit               // answer from the successor's recorded initialize
+	actMCP                      // the MCP router's, if its tables know it; else actRelay
+	actRefuse                   // answer a request with err; drop a notification
+)
+
+// An inbound is what the router is told about one message.
+type inbound struct {
+	from int           // the position it came from
+	msg  *wire.Message // as parsed
+	// restarted says that from is a restarted proxy whose successor is
+	// initialized already: its initialize is answered by the conductor.
+	restarted bool
+}
+
+// dialects tells the router how the peer at each position spells the proxy
+// methods, which it learns at run time.
+type dialects interface {
+	dialectAt(pos int) dialect
+}
+
+// A decision is everything the relay needs to carry out one message.
+type decision struct {
+	act action
+	d   delivery        // the next hop, for actRelay, actRelayLine and actMCP
+	err *wire.Error     // for actRefuse
+	src int             // the position the message counts as coming from
+	raw json.RawMessage // the params to deliver (the envelope's inner params)
+
+	enveloped bool // it arrived in a successor envelope
+	setup     bool // a session set-up request: MCP declarations to note
+	// For a relayed initialize request: hook its answer; remember its
+	// params for a restart (a proxy); bound it with the init timer (the
+	// client's own).
+	initialize, rememberInit, initTimer bool
+	// learn, if set, is the dialect the sender has shown it speaks.
+	learn *dialect
+}
+
+var dialectRustValue = dialectRust
+
+// route classifies one message and decides how it goes on. It is the one
+// place that does: the relay only carries out what it returns.
+//
+//   - A response is completed: it goes back to the peer that asked.
+//   - A successor envelope is unwrapped; a malformed one is refused (-32602).
+//   - A $/cancel_request notification cancels the request's next hop.
+//   - A restarted proxy's initialize of its successor is answered by the
+//     conductor, with what the successor answered the first time.
+//   - mcp/* methods are offered to the MCP router (mcp.go) first.
+//   - Everything else goes where hop says, with proxy/initialize spelled
+//     in the dialect of the proxy it reaches.
+//   - A notification that nothing on this hop changes goes on as the very
+//     line it came in.
+func (t *topology) route(in inbound, dl dialects) decision {
+	m := in.msg
+	if m.IsResponse() {
+		return decision{act: actComplete, src: in.from}
+	}
+	dc := decision{src: in.from, raw: m.Params}
+	method := m.Method
+	if wire.IsSuccessor(method) {
+		var err error
+		if method, dc.raw, err = wire.Unwrap(m.Params); err != nil {
+			return decision{act: actRefuse, src: in.from, err: wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err)}
+		}
+		dc.enveloped = true
+	} else if in.from == 0 && t.mode == ProxyMode && method == wire.MethodProxyInitRust {
+		dc.learn = &dialectRustValue // our parent speaks the Rust SDK's dialect
+	}
+	if method == wire.MethodCancelRequest && m.IsNotification() {
+		dc.act = actCancel
+		return dc
+	}
+	if in.from == 0 && dc.enveloped && t.mode == ProxyMode {
+		dc.src = t.last() // the parent's envelopes come from its successor side
+	}
+	d, err := t.hop(in.from, dc.enveloped, method)
+	if err != nil {
+		if strings.HasPrefix(method, "mcp/") {
+			// The MCP router may know it even where ordinary routing does
+			// not: offer it, and refuse only if it declines.
+			dc.act, dc.d.method, dc.err = actMCP, method, err
+			return dc
+		}
+		dc.act, dc.err = actRefuse, err
+		return dc
+	}
+	if d.method == wire.MethodProxyInitialize {
+		d.method = dl.dialectAt(d.to).initialize()
+	}
+	dc.d = d
+	dc.setup = sessionSetup[method]
+	switch {
+	case dc.enveloped && in.restarted && m.IsRequest() && wire.IsInitialize(method):
+		dc.act = actAnswerInit
+	case strings.HasPrefix(method, "mcp/"):
+		dc.act = actMCP
+	case m.IsNotification() && m.Plain() && !dc.enveloped && !d.wrap && d.method == m.Method && !dc.setup:
+		// Nothing in it changes on this hop (a session/update on its way
+		// to the client, say): the line goes on as it came.
+		dc.act = actRelayLine
+	default:
+		dc.act = actRelay
+	}
+	if m.IsRequest() && wire.IsInitialize(d.method) {
+		dc.initialize = true
+		dc.rememberInit = t.role(d.to) == roleProxy
+		dc.initTimer = in.from == 0 && !dc.enveloped
+	}
+	return dc
 }
