@@ -74,7 +74,7 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	srv, ok := c.mcp.server(conn.ServerID)
 	if !ok {
-		c.log.Warn("bridged MCP connection for a server nobody declared", zap.String("server", conn.Name))
+		c.unavailable(conn)
 		return
 	}
 	owner := c.peers[srv.owner]
@@ -161,6 +161,33 @@ func (c *chain) fromBridge(p, owner *peer, ownerPos int, connID []byte, line []b
 		return
 	}
 	c.forward(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
+}
+
+// unavailable answers a bridged connection to a server the chain no longer
+// has, because the proxy that declared it was restarted or bypassed: the
+// client's first request gets an MCP error at once, then the connection
+// ends, as no owner will ever answer an mcp/connect for it.
+func (c *chain) unavailable(conn *mcpbridge.Conn) {
+	c.log.Warn("refused a bridged MCP connection: its server is gone", zap.String("server", conn.Name), zap.String("transport", conn.Transport))
+	e := wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the proxy that served it was restarted or bypassed", conn.Name)
+	for {
+		line, err := conn.Recv()
+		var big *wire.OversizeError
+		if errors.As(err, &big) {
+			if id, _, isResponse := wire.Peek(big.Head); id != nil && !isResponse {
+				conn.Send(encodeError(id, e))
+				return
+			}
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if m, err := wire.Parse(line); err == nil && m.IsRequest() {
+			conn.Send(encodeError(m.ID, e))
+			return
+		}
+	}
 }
 
 func mustQuote(s string) []byte {

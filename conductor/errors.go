@@ -3,7 +3,8 @@ package conductor
 import "github.com/creachadair/jrpc2"
 
 // JSON-RPC codes the conductor answers with. The standard ones come from
-// jrpc2; -32800 is ACP's request-cancelled code.
+// jrpc2; -32800 is ACP's request-cancelled code; -33001 is MCP-over-ACP's
+// "server unavailable".
 const (
 	codeParseError     = jrpc2.ParseError
 	codeInvalidRequest = jrpc2.InvalidRequest
@@ -11,4 +12,6 @@ const (
 	codeInvalidParams  = jrpc2.InvalidParams
 	codeInternalError  = jrpc2.InternalError
 	codeCancelled      = jrpc2.Code(-32800)
+
+	codeMCPServerUnavailable = jrpc2.Code(-33001)
 )

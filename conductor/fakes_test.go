@@ -439,6 +439,36 @@ func fakeStdioMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 				}
 				in.Close()
 				report("shim-exit", []byte(fmt.Sprint(cmd.Wait())))
+				// A new connection to the server that went away: its
+				// first request is answered at once, and the shim ends.
+				again := exec.Command(server.Command, server.Args...)
+				again.Env = cmd.Env
+				in2, _ := again.StdinPipe()
+				out2, _ := again.StdoutPipe()
+				again.Stderr = os.Stderr
+				if err := again.Start(); err != nil {
+					report("reconnect", []byte(err.Error()))
+				} else {
+					mcp2 := wire.NewLineChannel(out2, in2, 0)
+					mcp2.Send([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`))
+					answer := make(chan []byte, 1)
+					go func() {
+						line, err := mcp2.Recv()
+						if err != nil {
+							line = []byte(err.Error())
+						}
+						answer <- line
+					}()
+					select {
+					case line := <-answer:
+						report("reconnect", line)
+					case <-time.After(10 * time.Second):
+						report("reconnect", []byte("no answer after 10s"))
+						again.Process.Kill()
+					}
+					in2.Close()
+					report("reconnect-exit", []byte(fmt.Sprint(again.Wait())))
+				}
 				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 				return
 			}

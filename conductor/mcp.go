@@ -203,11 +203,18 @@ func (r *mcpRoutes) closeLocked(c *mcpConn) bool {
 	return true
 }
 
-// dropOwner forgets every connection the component at owner opened, and
-// returns the bridged ones.
+// dropOwner forgets every server the component at owner declared and every
+// connection it opened, and returns the bridged ones. The process now at
+// owner (restarted) or none (bypassed) serves none of them; one that
+// declares a server again owns it anew.
 func (r *mcpRoutes) dropOwner(owner int) (bridged []*peer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for id, s := range r.servers {
+		if s.owner == owner {
+			delete(r.servers, id)
+		}
+	}
 	for k, c := range r.owned {
 		if k.owner != owner {
 			continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -105,7 +106,7 @@ func TestMCPOwnerGone(t *testing.T) {
 					Agent:     fake(t, dir, "agent", agent, "ACP_TEST_MCP_CRASH=1"),
 					MCPBridge: BridgeStdio,
 				})
-				last := map[string]string{"mcp-agent": "after", "mcp-stdio-agent": "shim-exit"}[agent]
+				last := map[string]string{"mcp-agent": "after", "mcp-stdio-agent": "reconnect-exit"}[agent]
 				got := mcpReports(e, last)
 				if !strings.Contains(got["call-failed"], `owner`) {
 					t.Errorf("the failed call's error does not name the owner: %q", got["call-failed"])
@@ -117,8 +118,21 @@ func TestMCPOwnerGone(t *testing.T) {
 				if got["after"] != want {
 					t.Errorf("after the owner went away, the client got %q, want %q", got["after"], want)
 				}
-				if agent == "mcp-stdio-agent" && got["shim-exit"] != "<nil>" {
-					t.Errorf("shim exit: %s", got["shim-exit"])
+				if agent == "mcp-stdio-agent" {
+					if got["shim-exit"] != "<nil>" {
+						t.Errorf("shim exit: %s", got["shim-exit"])
+					}
+					// A new connection to the server gets an MCP error at
+					// once, and no goroutine stays behind for it.
+					if want := `{"jsonrpc":"2.0","id":1,"error":{"code":-33001,"message":"MCP server \"owner-tools\" is no longer available: the proxy that served it was restarted or bypassed"}}`; got["reconnect"] != want {
+						t.Errorf("reconnecting after the owner went away: got %s\nwant %s", got["reconnect"], want)
+					}
+					if got["reconnect-exit"] != "<nil>" {
+						t.Errorf("reconnected shim exit: %s", got["reconnect-exit"])
+					}
+					if n := goroutinesIn("conductor.(*chain).serveBridged"); n != 0 {
+						t.Errorf("%d bridged connections still served after their clients left", n)
+					}
 				}
 				if err := e.close(); err != nil {
 					t.Errorf("Run: %v", err)
@@ -132,6 +146,26 @@ func TestMCPOwnerGone(t *testing.T) {
 			})
 		}
 	}
+}
+
+// goroutinesIn counts the goroutines whose stack holds fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn+"(") {
+			count++
+		}
+	}
+	return count
 }
 
 // mcpReports initializes the chain, opens a session and runs one prompt,

@@ -123,8 +123,7 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 		cl.from.track(cl)
 	}
 	if err := to.register(cl); err != nil {
-		cl.done()
-		cl.reply(encodeError(cl.fromID, goneError(to, err)))
+		failCalls([]*call{cl}, goneError(to, err)) // its hook, if any, sees the failure
 		return
 	}
 	c.deliver(to, wire.IntID(cl.id), d, params)
