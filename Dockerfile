@@ -11,4 +11,4 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /acp-conductor ./cmd/ac
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /acp-conductor /acp-conductor
 ENTRYPOINT ["/acp-conductor"]
-CMD ["demo"]
+CMD ["--help"]

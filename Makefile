@@ -5,8 +5,11 @@ GO ?= go
 
 .PHONY: demo test build fuzz bench
 
+# The demo is a program of its own (examples/demo), not a part of the
+# product: it is built beside acp-conductor, which it runs.
 demo: ## run a complete sample chain with no set-up
-	$(GO) run ./cmd/acp-conductor demo
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	$(GO) build -o "$$d/" ./cmd/acp-conductor ./examples/demo && "$$d/demo"
 
 # Test-only modules: they hold the peers (the official MCP Go SDK) that must
 # stay out of the product's own go.mod.

@@ -4,8 +4,8 @@
 // Its agent and proxy commands follow the Rust sacp-conductor's command line:
 // each positional argument is one component, a shell-words string; in agent
 // mode the last one is the agent. A YAML chain file (--config) may replace
-// the arguments. The validate command checks a chain file, and demo runs a
-// complete sample chain built into the binary itself, with nothing to set up.
+// the arguments. The validate command checks a chain file. A complete chain
+// to watch at work is the demo, a separate program (examples/demo, make demo).
 // Standard output carries only the protocol; logs go to stderr or a file.
 package main
 
@@ -79,10 +79,7 @@ ACP_CONDUCTOR_MAX_MESSAGE_BYTES, ACP_CONDUCTOR_NAME), then the chain file,
 then defaults. Standard output carries only the protocol; logs go to stderr
 or to --log-file. The relay runs on one processor (GOMAXPROCS=1), its
 fastest setting on small machines, unless GOMAXPROCS is set.`,
-		Example: `  # See a complete chain at work, with nothing to install:
-  acp-conductor demo
-
-  # Put a proxy in front of an agent:
+		Example: `  # Put a proxy in front of an agent:
   acp-conductor agent "ctx-proxy --flag x" "npx -y some-agent --acp"
 
   # Check a chain file, then run it:
@@ -99,10 +96,6 @@ fastest setting on small machines, unless GOMAXPROCS is set.`,
 		newAgentCmd(),
 		newProxyCmd(),
 		newValidateCmd(),
-		newDemoCmd(),
-		newSampleAgentCmd(),
-		newSampleProxyCmd(),
-		newContextInjectorCmd(),
 		newMCPShimCmd(),
 		newSuperviseCmd(),
 		newServeCmd(),

@@ -20,8 +20,10 @@ import (
 )
 
 // binary is the acp-conductor built for these tests: the commands are tested
-// as a user runs them, exit status and streams included.
-var binary string
+// as a user runs them, exit status and streams included. demo is the demo
+// program (examples/demo), whose sample-proxy and sample-agent commands make
+// the chains of these tests.
+var binary, demo string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "acp-conductor-test")
@@ -29,9 +31,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "acp-conductor")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building acp-conductor: %v\n%s", err, out)
+	binary, demo = filepath.Join(dir, "acp-conductor"), filepath.Join(dir, "demo")
+	if out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../../examples/demo").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building acp-conductor and the demo: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -89,14 +91,11 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"Agent Client Protocol", "Available Commands:", "agent", "proxy", "validate", "demo", "Examples:"}},
+		{[]string{"--help"}, []string{"Agent Client Protocol", "Available Commands:", "agent", "proxy", "validate", "Examples:"}},
 		{[]string{"agent", "--help"}, []string{"Usage:\n  acp-conductor agent [flags] [PROXY...] AGENT", "Examples:", "--config", "--log-level", "ACP_CONDUCTOR_LOGGING_LEVEL", "--log-format", "--log-file", "--shutdown-grace", "--max-message-bytes", "--name"}},
 		{[]string{"proxy", "--help"}, []string{"proxy/initialize", "Examples:", "--config", "--shutdown-grace"}},
 		{[]string{"validate", "--help"}, []string{"--mode", "Examples:", "max_message_bytes:", "env: {API_KEY: abc}"}},
-		{[]string{"demo", "--help"}, []string{"--timeout", "--verbose", "Examples:"}},
 		{[]string{"help", "agent"}, []string{"Usage:"}},
-		{[]string{"sample-agent", "--help"}, []string{"Usage:"}},
-		{[]string{"sample-proxy", "--help"}, []string{"Usage:"}},
 	} {
 		r := acp(t, "", nil, tc.args...)
 		if r.code != 0 {
@@ -108,9 +107,9 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
-	// The sample components are parts of the demo, not tools to list.
-	if r := acp(t, "", nil, "--help"); strings.Contains(r.stdout, "sample-agent") {
-		t.Errorf("top-level help lists the hidden sample commands:\n%s", r.stdout)
+	// The supervisor is a part of the conductor, not a tool to list.
+	if r := acp(t, "", nil, "--help"); strings.Contains(r.stdout, "component-supervisor") {
+		t.Errorf("top-level help lists the hidden supervisor command:\n%s", r.stdout)
 	}
 }
 
@@ -198,11 +197,11 @@ func TestChainErrors(t *testing.T) {
 	}
 }
 
-// TestAgentServes runs a real chain of the built-in samples and checks that
+// TestAgentServes runs a real chain of the demo's samples and checks that
 // stdout carries only protocol messages while debug logs go to stderr.
 func TestAgentServes(t *testing.T) {
-	self := shellQuote(binary)
-	cmd := exec.Command(binary, "agent", self+" sample-proxy", self+" sample-agent")
+	samples := shellQuote(demo)
+	cmd := exec.Command(binary, "agent", samples+" sample-proxy", samples+" sample-agent")
 	cmd.Env = append(cleanEnv(), "ACP_CONDUCTOR_LOGGING_LEVEL=debug")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -263,8 +262,7 @@ func TestLogFile(t *testing.T) {
 // TestSignalStops checks that SIGTERM stops a running chain cleanly and
 // promptly, with the client still connected.
 func TestSignalStops(t *testing.T) {
-	self := shellQuote(binary)
-	cmd := exec.Command(binary, "agent", "--shutdown-grace", "1s", self+" sample-agent")
+	cmd := exec.Command(binary, "agent", "--shutdown-grace", "1s", shellQuote(demo)+" sample-agent")
 	cmd.Env = cleanEnv()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -312,4 +310,12 @@ func TestShellQuote(t *testing.T) {
 			t.Errorf("shellQuote(%q) = %s: parsed back as %+v, %v", s, shellQuote(s), c, err)
 		}
 	}
+}
+
+// shellQuote quotes s as one word for a command-line component.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func TestServeRefusesToStart(t *testing.T) {
-	self := shellQuote(binary) + " sample-agent"
+	self := shellQuote(demo) + " sample-agent"
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -86,10 +86,10 @@ func (l *lockedLog) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-// TestServe serves the built-in sample chain and talks to it over both
+// TestServe serves the demo's sample chain and talks to it over both
 // profiles, with the token; a request without it gets 401.
 func TestServe(t *testing.T) {
-	self := shellQuote(binary)
+	self := shellQuote(demo)
 	u, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--", self+" sample-proxy", self+" sample-agent")
 
 	resp, err := http.Post(u, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`))

@@ -1,19 +1,79 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/acp-conductor/acp-conductor/internal/samples"
+	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/examples/demo/internal/samples"
 )
 
+// binary is the demo built for these tests, with acp-conductor beside it as
+// make demo builds them: the demo is tested as a user runs it.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "acp-conductor-demo-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "demo")
+	if out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../../cmd/acp-conductor").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the demo and acp-conductor: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// demo runs the demo binary with args and extra environment, bounded in time.
+func demo(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("running %q: %v", args, err)
+	}
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
+}
+
+// cleanEnv is the environment without any ACP_CONDUCTOR_ setting the
+// developer running the tests may have.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // TestDemo runs the demo end to end: a real conductor process, running two
-// of the example proxies (context-injector from this binary, and
+// of the example proxies (context-injector from the demo's binary, and
 // permission-policy with python3) next to the sample proxy and sample
 // agent, driven by the sample client. Without a usable python3 the demo
 // leaves permission-policy out, and TestDemoWithoutPython checks that.
@@ -21,7 +81,7 @@ func TestDemo(t *testing.T) {
 	if _, err := findPython(t.Context()); err != nil {
 		t.Skipf("the demo would skip permission-policy: %v", err)
 	}
-	r := acp(t, "", nil, "demo", "--timeout", "30s", "--prompt", "Summarize the README")
+	r := demo(t, nil, "--timeout", "30s", "--prompt", "Summarize the README")
 	if r.code != 0 {
 		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -80,7 +140,7 @@ func TestDemoWithoutPython(t *testing.T) {
 		{"broken", fake("echo 'pyenv: python3: command not found' >&2; exit 127\n"), "does not run: pyenv: python3: command not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := acp(t, "", []string{"PATH=" + tc.path}, "demo", "--timeout", "30s")
+			r := demo(t, []string{"PATH=" + tc.path}, "--timeout", "30s")
 			if r.code != 0 {
 				t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
@@ -137,7 +197,7 @@ func checkCleanedUp(t *testing.T, transcript string) {
 }
 
 func TestDemoVerbose(t *testing.T) {
-	r := acp(t, "", nil, "demo", "--verbose")
+	r := demo(t, nil, "--verbose")
 	if r.code != 0 {
 		t.Fatalf("demo exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
@@ -150,8 +210,30 @@ func TestDemoVerbose(t *testing.T) {
 	}
 }
 
+// TestDemoNoConductor runs the demo where no acp-conductor is to be found:
+// it says what to do instead.
+func TestDemoNoConductor(t *testing.T) {
+	alone := filepath.Join(t.TempDir(), "demo")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(alone)
+	cmd.Env = append(cleanEnv(), "PATH="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if exit := (*exec.ExitError)(nil); !errors.As(err, &exit) || exit.ExitCode() != 1 ||
+		!strings.Contains(stderr.String(), "acp-conductor is neither beside this program nor in PATH") {
+		t.Errorf("got %v, stderr:\n%s", err, &stderr)
+	}
+}
+
 func TestDemoTimeout(t *testing.T) {
-	r := acp(t, "", nil, "demo", "--timeout", "1ms")
+	r := demo(t, nil, "--timeout", "1ms")
 	if r.code == 0 || !strings.Contains(r.stderr, "demo failed:\n  the demo did not finish within --timeout 1ms") {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
@@ -160,22 +242,22 @@ func TestDemoTimeout(t *testing.T) {
 // TestContextInjectorCommand checks the hidden command that runs the
 // context-injector example from this binary: its flags are the example's.
 func TestContextInjectorCommand(t *testing.T) {
-	r := acp(t, "", nil, "context-injector", "--help")
+	r := demo(t, nil, "context-injector", "--help")
 	if r.code != 0 || !strings.Contains(r.stderr, "usage: context-injector [--file NAME]... [--max-bytes N]") {
 		t.Errorf("--help: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	r = acp(t, "", nil, "context-injector", "--max-bytes", "0")
+	r = demo(t, nil, "context-injector", "--max-bytes", "0")
 	if r.code == 0 || strings.Count(r.stderr, "--max-bytes must be positive") != 1 {
 		t.Errorf("--max-bytes 0: exit %d, stderr (want the problem said once):\n%s", r.code, r.stderr)
 	}
-	r = acp(t, "", nil, "context-injector") // its input ends at once: a clean end
+	r = demo(t, nil, "context-injector") // its input ends at once: a clean end
 	if r.code != 0 || r.stdout != "" || r.stderr != "" {
 		t.Errorf("with no input: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
 
 // TestDemoOutputClosed runs the demo with its output piped into a reader
-// that goes away at once, as "acp-conductor demo | head" does: it must
+// that goes away at once, as "demo | head" does: it must
 // still remove its temporary directory.
 func TestDemoOutputClosed(t *testing.T) {
 	tmp := t.TempDir()
@@ -184,7 +266,7 @@ func TestDemoOutputClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	cmd := exec.Command(binary, "demo", "--timeout", "30s")
+	cmd := exec.Command(binary, "--timeout", "30s")
 	cmd.Env = append(cleanEnv(), "TMPDIR="+tmp)
 	cmd.Stdout = w
 	err = cmd.Run()

@@ -1,5 +1,5 @@
 // Package samples holds a small scripted ACP agent, client and proxy, so that
-// a whole chain can run with nothing installed: acp-conductor's demo command
+// a whole chain can run with nothing installed: the demo (examples/demo)
 // starts its own binary as the sample proxy and agent under a conductor and
 // drives them with the sample client. They speak through internal/wire, each
 // on a single goroutine that both handles what arrives and sends, so their

@@ -18,28 +18,31 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/acp-conductor/acp-conductor/internal/samples"
+	"github.com/acp-conductor/acp-conductor/examples/demo/internal/samples"
+	permissionpolicy "github.com/acp-conductor/acp-conductor/examples/proxies/permission-policy"
 )
 
 type demoOptions struct {
-	timeout time.Duration
-	verbose bool
-	prompt  string
+	conductor string // the acp-conductor binary
+	timeout   time.Duration
+	verbose   bool
+	prompt    string
 }
 
 func newDemoCmd() *cobra.Command {
 	var o demoOptions
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run a complete sample chain and show the conversation",
+		Use:   "demo [--conductor PATH]",
+		Short: "Run a complete acp-conductor chain and show the conversation",
 		Long: `Run a complete chain with nothing to set up, and print the conversation.
 
 The demo makes a temporary project directory holding an AGENTS.md and a
-README.md, writes a chain file next to it, and starts this same binary as a
-conductor on it (acp-conductor agent --config chain.yaml). The chain is
+README.md, writes a chain file next to it, and starts acp-conductor on it
+(acp-conductor agent --config chain.yaml): the binary given with --conductor,
+by default the acp-conductor beside this program or else in PATH. The chain is
 
   context-injector   the example proxy of examples/proxies/context-injector,
-                     built into this binary: it puts the project's AGENTS.md
+                     built into the demo: it puts the project's AGENTS.md
                      in front of every prompt
   permission-policy  the example proxy of examples/proxies/permission-policy,
                      a Python script carried in this binary and run with
@@ -63,9 +66,9 @@ Lines marked → go from the client into the chain; lines marked ← come back.
 The demo exits 0 if every step happened and 1 otherwise, and gives up after
 --timeout. The conductor's own logs are hidden unless --verbose is given, or
 shown on stderr if the demo fails.`,
-		Example: `  acp-conductor demo
-  acp-conductor demo --verbose
-  acp-conductor demo --prompt "Summarize the README" --timeout 10s`,
+		Example: `  make demo      # builds acp-conductor and this demo, and runs it
+  demo --conductor ./acp-conductor --verbose
+  demo --prompt "Summarize the README" --timeout 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -76,9 +79,16 @@ shown on stderr if the demo fails.`,
 			sigpipe := make(chan os.Signal, 1)
 			signal.Notify(sigpipe, syscall.SIGPIPE)
 			defer signal.Stop(sigpipe)
+			if o.conductor == "" {
+				var err error
+				if o.conductor, err = findConductor(); err != nil {
+					return err
+				}
+			}
 			return runDemo(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
+	cmd.Flags().StringVar(&o.conductor, "conductor", "", "the acp-conductor binary to run (default: beside this program, or in PATH)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Second, "give up if the demo has not finished after this long")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "show the conductor's debug logs on stderr")
 	cmd.Flags().StringVar(&o.prompt, "prompt", "What is this project about?", "the prompt to send")
@@ -93,7 +103,7 @@ const (
 		"- Read README.md before you answer.\n" +
 		"- Keep your answer to one paragraph.\n"
 	demoReadme = "# Demo project\n\n" +
-		"A project made up by acp-conductor demo. The agent reads this file through the client with fs/read_text_file.\n"
+		"A project made up by the acp-conductor demo. The agent reads this file through the client with fs/read_text_file.\n"
 )
 
 // The permission-policy example proxy's rule file in the demo: the agent's
@@ -164,7 +174,7 @@ func newDemoChain(ctx context.Context, self, dir string) (*demoChain, error) {
 			"the client answers the permission request itself.", err))
 	} else {
 		script, rules := filepath.Join(dir, "permission_policy.py"), filepath.Join(dir, "permission-rules.json")
-		files[script], files[rules] = string(samples.PermissionPolicyScript), demoRules
+		files[script], files[rules] = string(permissionpolicy.Script), demoRules
 		c.proxies = append(c.proxies, demoComponent{
 			Name: "permission-policy", Command: python, Args: []string{script, "--rules", rules},
 			about: "example proxy (Python, run by python3): answers permission requests by rule;\n" +
@@ -247,7 +257,7 @@ func findPython(ctx context.Context) (string, error) {
 func runDemo(ctx context.Context, stdout, stderr io.Writer, o demoOptions) error {
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("demo: cannot find this program to run it as the chain: %w", err)
+		return fmt.Errorf("demo: cannot find this program to run its components: %w", err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("the demo did not finish within --timeout %v", o.timeout))
 	defer cancel()
@@ -271,7 +281,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, o demoOptions) error
 	if o.verbose {
 		level = "debug"
 	}
-	conductorCmd := exec.Command(self, "agent", "--config", chain.file, "--log-level", level, "--log-format", "console")
+	conductorCmd := exec.Command(o.conductor, "agent", "--config", chain.file, "--log-level", level, "--log-format", "console")
 	logs := &tailBuffer{max: 64 << 10}
 	conductorCmd.Stderr = io.MultiWriter(logs, chain.policyLog)
 	if o.verbose {
@@ -344,6 +354,22 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, o demoOptions) error
 		"- The agent streamed %d characters back, the turn ended with %s, and the conductor exited cleanly.\n",
 		len(res.Reads), samples.ProxyMCPTool, len(res.Reply), res.StopReason)
 	return nil
+}
+
+// findConductor returns the acp-conductor beside this program, as make demo
+// builds it, or else the one in PATH.
+func findConductor() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(self), "acp-conductor")
+		if _, err := os.Stat(beside); err == nil {
+			return beside, nil
+		}
+	}
+	path, err := exec.LookPath("acp-conductor")
+	if err != nil {
+		return "", errors.New("acp-conductor is neither beside this program nor in PATH: install it, give --conductor, or run make demo")
+	}
+	return path, nil
 }
 
 // stopCause says why the demo's ctx ended: its --timeout, or an interrupt.
@@ -466,14 +492,6 @@ func awaitExit(ctx context.Context, cmd *exec.Cmd, exited <-chan error) error {
 	syscall.Kill(pgid, syscall.SIGKILL)
 	<-exited
 	return errors.New("did not exit when its input closed, nor on SIGTERM, and had to be killed")
-}
-
-// shellQuote quotes s as one word for a command-line component.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // A tailBuffer keeps the last max bytes written to it: enough of the
