@@ -23,6 +23,13 @@ type Component struct {
 	Env     map[string]string `yaml:"env"` // names keep their case
 	Cwd     string            `yaml:"cwd"` // empty means the conductor's
 
+	// URL makes the component a remote one, reached over ACP's WebSocket
+	// or Streamable HTTP transport instead of run (see RemoteCommand); it
+	// excludes Command, Args, Env and Cwd. Headers go with every request,
+	// each ${VAR} in their values taken from the environment.
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+
 	// OnFailure is fail (the default), restart or bypass; see conductor.Policy.
 	OnFailure string `yaml:"on_failure"`
 
@@ -33,6 +40,9 @@ type Component struct {
 
 // Conductor returns c as the conductor runs it.
 func (c Component) Conductor() conductor.Component {
+	if c.URL != "" {
+		return c.remoteConductor()
+	}
 	return conductor.Component{
 		Name:    c.Name,
 		Command: c.Command,
@@ -48,6 +58,13 @@ func (c Component) Conductor() conductor.Component {
 // "FOO=1 my-agent --acp 'a b'" into words as a POSIX shell would, without
 // expanding anything, and takes its leading NAME=value words as environment.
 func ParseComponent(s string) (Component, error) {
+	if IsRemote(s) {
+		c := Component{URL: strings.TrimSpace(s)}
+		if err := checkURL(c.URL); err != nil {
+			return Component{}, fmt.Errorf("component %q: %w", s, err)
+		}
+		return c, nil
+	}
 	p := shellwords.NewParser() // expansions stay off: nothing here runs a shell
 	words, err := p.Parse(s)
 	if err != nil {
@@ -164,7 +181,7 @@ func assignNames(cs []*Component) {
 	for _, c := range cs {
 		if c.Name != "" {
 			used[c.Name] = true
-		} else {
+		} else if c.URL == "" {
 			shared[defaultName(c.Command)]++
 		}
 	}
@@ -173,6 +190,9 @@ func assignNames(cs []*Component) {
 			continue
 		}
 		base := defaultName(c.Command)
+		if c.URL != "" {
+			base = urlName(c.URL)
+		}
 		if shared[base] > 1 || used[base] {
 			if arg := firstOperand(c.Args); arg != "" {
 				base += "-" + arg

@@ -117,6 +117,11 @@ func (c *Config) fromArgs(args []string) error {
 		c.Agent, comps = comps[len(comps)-1], comps[:len(comps)-1]
 	}
 	c.Proxies = comps
+	remotes := []*Component{&c.Agent}
+	for i := range c.Proxies {
+		remotes = append(remotes, &c.Proxies[i])
+	}
+	remoteTokenHeaders(remotes)
 	return nil
 }
 

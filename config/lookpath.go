@@ -35,6 +35,9 @@ func (c *Config) CheckCommands() error {
 }
 
 func findCommand(c Component) error {
+	if c.URL != "" {
+		return nil // connected, not run
+	}
 	if c.Cwd != "" {
 		if fi, err := os.Stat(c.Cwd); err != nil {
 			return fmt.Errorf("working directory: %w", err)

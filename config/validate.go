@@ -22,7 +22,9 @@ func (f *File) validate() Problems {
 	names := make(map[string]string) // explicit component name -> its path
 	checkComponent := func(path string, c *Component) {
 		c.Origin = f.origin(path)
-		if strings.TrimSpace(c.Command) == "" {
+		if c.URL != "" || f.nodes.has(path+".url") || len(c.Headers) > 0 {
+			ps = append(ps, f.checkRemote(path, c)...)
+		} else if strings.TrimSpace(c.Command) == "" {
 			add(path+".command", "required (the program to run)")
 		} else if strings.ContainsRune(c.Command, 0) {
 			add(path+".command", "contains a NUL byte")

@@ -43,7 +43,7 @@ func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
 	switch u.Scheme {
 	case "ws", "wss", "http", "https":
 	default:
-		return nil, fmt.Errorf("%s: not a ws, wss, http or https URL", u.Redacted())
+		return nil, fmt.Errorf("%s: not a ws, wss, http or https URL", display(u))
 	}
 	ws, resp, err := websocket.Dial(ctx, rawURL, &websocket.DialOptions{HTTPClient: opts.HTTPClient, HTTPHeader: opts.Header})
 	if err == nil {
@@ -54,7 +54,15 @@ func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
 		return newHTTPClient(u.String(), opts), nil
 	}
 	if refused {
-		return nil, fmt.Errorf("%s: %s", u.Redacted(), resp.Status)
+		return nil, fmt.Errorf("%s: %s", display(u), resp.Status)
 	}
-	return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
+	return nil, fmt.Errorf("%s: %w", display(u), err)
+}
+
+// display is u for messages: no password, query or fragment, which may hold
+// credentials.
+func display(u *url.URL) string {
+	v := *u
+	v.RawQuery, v.Fragment = "", ""
+	return v.Redacted()
 }

@@ -99,6 +99,7 @@ fastest setting on small machines, unless GOMAXPROCS is set.`,
 		newMCPShimCmd(),
 		newSuperviseCmd(),
 		newServeCmd(),
+		newRemoteConnectCmd(),
 	)
 	return root
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -145,5 +146,66 @@ func TestServe(t *testing.T) {
 	}
 	if strings.Contains(out, "tok-123") {
 		t.Errorf("the token was logged:\n%s", out)
+	}
+}
+
+// TestRemoteAgent runs "agent PROXY URL" against a chain that serve runs:
+// the nested case, editor -> conductor -> remote conductor -> agent, with a
+// proxy on each side, over both profiles. Then the remote side goes away,
+// and the local conductor fails naming the URL.
+func TestRemoteAgent(t *testing.T) {
+	self := shellQuote(binary)
+	for _, scheme := range []string{"ws", "http"} {
+		t.Run(scheme, func(t *testing.T) {
+			u, srv, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-9"}, "--", self+" sample-proxy", self+" sample-agent")
+			url := scheme + strings.TrimPrefix(u, "http")
+			cmd := exec.Command(binary, "agent", self+" sample-proxy", url)
+			cmd.Env = append(cleanEnv(), "ACP_CONDUCTOR_REMOTE_TOKEN=tok-9")
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			stderr := &lockedLog{}
+			errPipe, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			go func() {
+				sc := bufio.NewScanner(errPipe)
+				for sc.Scan() {
+					stderr.add(sc.Text())
+				}
+			}()
+			out := bufio.NewReader(stdout)
+			call := func(msg string) string {
+				if _, err := io.WriteString(stdin, msg+"\n"); err != nil {
+					t.Fatal(err)
+				}
+				line, err := out.ReadString('\n')
+				if err != nil {
+					t.Fatalf("no answer to %s: %v\nlocal:\n%s\nremote:\n%s", msg, err, stderr, log)
+				}
+				return line
+			}
+			if got := call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`); !strings.Contains(got, `"protocolVersion":1`) {
+				t.Fatalf("initialize: %s", got)
+			}
+			if got := call(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`); !strings.Contains(got, `"sessionId"`) {
+				t.Fatalf("session/new: %s", got)
+			}
+			// The remote side goes away: the local chain fails, naming the URL.
+			srv.Process.Kill()
+			srv.Wait()
+			io.Copy(io.Discard, out)
+			err := cmd.Wait()
+			if err == nil {
+				t.Errorf("the local conductor exited 0 after its agent was lost")
+			}
+			if !strings.Contains(stderr.String(), "connection to "+url+" ") {
+				t.Errorf("the local conductor's log does not name %s:\n%s", url, stderr)
+			}
+			if !strings.Contains(log.String(), "connection opened") {
+				t.Errorf("serve logged no connection:\n%s", log)
+			}
+		})
 	}
 }

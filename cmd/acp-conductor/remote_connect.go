@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/transport"
+)
+
+func newRemoteConnectCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   config.RemoteCommand + " URL",
+		Short: "Carry a remote component's stdio to its URL",
+		Long: `Connect stdin and stdout to the ACP endpoint at URL, over WebSocket (or
+Streamable HTTP when an http(s) server refuses the upgrade), one message per
+line. The conductor runs it for a component given as a URL, with the
+component's headers in ` + config.EnvRemoteHeaders + `; it is not meant to be run
+by hand. It exits 0 when stdin ends, and 1, naming the URL, when the
+connection cannot be made or is lost.`,
+		Hidden: true, // a part of the conductor, not a tool
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRemoteConnect(cmd.Context(), args[0])
+		},
+	}
+}
+
+// dialTimeout bounds connecting, so a black-holed host fails the component
+// rather than hang the editor's initialize.
+const dialTimeout = 30 * time.Second
+
+func runRemoteConnect(ctx context.Context, url string) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
+	hdr := http.Header{}
+	if s := os.Getenv(config.EnvRemoteHeaders); s != "" {
+		var h map[string]string
+		if err := json.Unmarshal([]byte(s), &h); err != nil {
+			return fmt.Errorf("%s: %w", config.EnvRemoteHeaders, err)
+		}
+		for k, v := range h {
+			hdr.Set(k, v)
+		}
+	}
+	os.Unsetenv(config.EnvRemoteHeaders)
+
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connecting to %w", err) // the error starts with the URL
+	}
+	defer c.Close()
+
+	lost := make(chan error, 1)
+	go func() { // ends with the process
+		out := bufio.NewWriterSize(os.Stdout, 64<<10)
+		for {
+			msg, err := c.Read(ctx)
+			if err != nil {
+				lost <- err
+				return
+			}
+			out.Write(msg)
+			out.WriteByte('\n')
+			if err := out.Flush(); err != nil {
+				lost <- fmt.Errorf("writing to the conductor: %w", err)
+				return
+			}
+		}
+	}()
+	sent := make(chan error, 1)
+	go func() { // ends with the process
+		in := bufio.NewReaderSize(os.Stdin, 64<<10)
+		for {
+			line, err := in.ReadBytes('\n')
+			if len(line) > 1 || (len(line) == 1 && line[0] != '\n') {
+				if werr := c.Write(ctx, trimEOL(line)); werr != nil {
+					sent <- werr
+					return
+				}
+			}
+			if err != nil {
+				sent <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-sent:
+		if errors.Is(err, io.EOF) {
+			return nil // the conductor is done with the component
+		}
+		return fmt.Errorf("connection to %s lost: %w", redact(url), err)
+	case err := <-lost:
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("connection to %s closed by the server", redact(url))
+		}
+		return fmt.Errorf("connection to %s lost: %w", redact(url), err)
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// redact drops a URL's query, which may hold a token.
+func redact(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '?' || s[i] == '#' {
+			return s[:i]
+		}
+	}
+	return s
+}

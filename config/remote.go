@@ -1,0 +1,158 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+// A remote component is an ACP endpoint reached over the network rather than
+// a program: "url: wss://host/acp" in a chain file, or a command-line
+// component that is just such a URL. The conductor runs it as a process like
+// any other, its own binary's RemoteCommand, which carries the component's
+// stdio to the URL. So routing, ids, dialects, MCP bridging, the failure
+// policies (restart reconnects) and shutdown treat it as they treat a
+// program, and a chain without one runs exactly as before.
+const (
+	// RemoteCommand is the hidden acp-conductor command that connects a
+	// remote component: "acp-conductor remote-connect URL".
+	RemoteCommand = "remote-connect"
+	// EnvRemoteHeaders passes the component's headers, a JSON object, to
+	// RemoteCommand: they hold credentials, which never go in argv.
+	EnvRemoteHeaders = "ACP_CONDUCTOR_REMOTE_HEADERS"
+	// EnvRemoteToken is the bearer token of the command-line URL
+	// components (a chain file sets headers instead). Load removes it from
+	// the environment, so that no other component inherits it.
+	EnvRemoteToken = "ACP_CONDUCTOR_REMOTE_TOKEN"
+)
+
+// IsRemote reports whether a command-line component is a URL.
+func IsRemote(s string) bool {
+	s = strings.TrimSpace(s)
+	for _, p := range []string{"ws://", "wss://", "http://", "https://"} {
+		if len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkURL reports a URL a remote component cannot connect to.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "ws", "wss", "http", "https":
+	default:
+		return fmt.Errorf("%q: want a ws, wss, http or https URL", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q: no host", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%s: credentials go in headers, not in the URL", u.Redacted())
+	}
+	return nil
+}
+
+// urlName is a remote component's default name: its URL without query.
+func urlName(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "remote"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandHeaders replaces each ${VAR} in the header values with the
+// variable's value, and reports the variables that are not set.
+func expandHeaders(h map[string]string) (map[string]string, []string) {
+	var missing []string
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+			name := envRef.FindStringSubmatch(ref)[1]
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				missing = append(missing, name)
+			}
+			return val
+		})
+	}
+	return out, missing
+}
+
+// remoteTokenHeaders gives each command-line URL component the token of
+// EnvRemoteToken, and takes the token out of the environment.
+func remoteTokenHeaders(comps []*Component) {
+	tok, ok := os.LookupEnv(EnvRemoteToken)
+	os.Unsetenv(EnvRemoteToken)
+	if !ok || strings.TrimSpace(tok) == "" {
+		return
+	}
+	for _, c := range comps {
+		if c.URL != "" {
+			c.Headers = map[string]string{"Authorization": "Bearer " + strings.TrimSpace(tok)}
+		}
+	}
+}
+
+// remoteConductor returns the process that connects the remote component c.
+func (c Component) remoteConductor() conductor.Component {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	env := map[string]string{}
+	if len(c.Headers) > 0 {
+		h, _ := json.Marshal(c.Headers)
+		env[EnvRemoteHeaders] = string(h)
+	}
+	name := c.Name
+	if name == "" {
+		name = urlName(c.URL)
+	}
+	return conductor.Component{
+		Name:      name,
+		Command:   exe,
+		Args:      []string{RemoteCommand, c.URL},
+		Env:       env,
+		OnFailure: conductor.Policy(c.OnFailure),
+	}
+}
+
+// checkRemote checks a chain file's remote component at path, and expands
+// its headers.
+func (f *File) checkRemote(path string, c *Component) Problems {
+	var ps Problems
+	add := func(key, format string, args ...any) {
+		ps = append(ps, f.problem(f.nodes.line(key), key+": "+format, args...))
+	}
+	if c.URL == "" {
+		add(path+".url", "required with headers (the endpoint to connect to)")
+		return ps
+	}
+	if err := checkURL(c.URL); err != nil {
+		add(path+".url", "%v", err)
+	}
+	for _, key := range []string{"command", "args", "env", "cwd"} {
+		if f.nodes.has(path + "." + key) {
+			add(path+"."+key, "not allowed with url: a remote component is connected, not run")
+		}
+	}
+	h, missing := expandHeaders(c.Headers)
+	for _, name := range missing {
+		add(path+".headers", "${%s} is not set in the environment", name)
+	}
+	c.Headers = h
+	return ps
+}

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/conductor"
+)
+
+func TestRemoteComponentArgs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"wss://box.example/acp", ""},
+		{" ws://127.0.0.1:8765/acp ", ""},
+		{"HTTPS://box.example/acp", ""},
+		{"https://user:pw@box.example/acp", "credentials go in headers"},
+		{"http:///acp", "no host"},
+	} {
+		c, err := ParseComponent(tc.in)
+		switch {
+		case tc.want == "" && (err != nil || c.URL != strings.TrimSpace(tc.in) || c.Command != ""):
+			t.Errorf("ParseComponent(%q) = %+v, %v", tc.in, c, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("ParseComponent(%q) error = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestRemoteComponentRuns checks what the conductor is given for a remote
+// component: this binary's RemoteCommand with the URL as its argument and
+// the headers, secrets included, in its environment only.
+func TestRemoteComponentRuns(t *testing.T) {
+	t.Setenv(EnvRemoteToken, "t0k")
+	cfg, err := Load(Options{Mode: conductor.AgentMode, Components: []string{"wss://a.example/acp?x=1", "ws://b.example:9/acp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := cfg.Conductor(nil)
+	p, a := cc.Proxies[0], cc.Agent
+	if p.Name != "wss://a.example/acp" || a.Name != "ws://b.example:9/acp" {
+		t.Errorf("names %q, %q", p.Name, a.Name)
+	}
+	if !reflect.DeepEqual(a.Args, []string{RemoteCommand, "ws://b.example:9/acp"}) || strings.Contains(strings.Join(a.Args, " "), "t0k") {
+		t.Errorf("agent args %q", a.Args)
+	}
+	if a.Env[EnvRemoteHeaders] != `{"Authorization":"Bearer t0k"}` {
+		t.Errorf("agent env %q", a.Env)
+	}
+	if v, ok := lookupEnv(EnvRemoteToken); ok {
+		t.Errorf("%s still set (%q): every component would inherit it", EnvRemoteToken, v)
+	}
+}
+
+func TestRemoteComponentFile(t *testing.T) {
+	t.Setenv("ACP_TEST_TOKEN", "abc")
+	f, err := Parse("chain.yaml", []byte(`
+agent:
+  url: wss://box.example/acp
+  headers: {Authorization: "Bearer ${ACP_TEST_TOKEN}", X-Other: "plain"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Agent.Headers; got["Authorization"] != "Bearer abc" || got["X-Other"] != "plain" {
+		t.Errorf("headers %q", got)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"agent:\n  url: wss://h/acp\n  command: x\n", "chain.yaml:3: agent.command: not allowed with url"},
+		{"agent:\n  headers: {A: b}\n", "agent.url: required with headers"},
+		{"agent:\n  url: ftp://h/acp\n", "want a ws, wss, http or https URL"},
+		{"agent:\n  url: wss://h/acp\n  headers: {A: \"${ACP_TEST_UNSET_VAR}\"}\n", "${ACP_TEST_UNSET_VAR} is not set"},
+	} {
+		_, err := Parse("chain.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func lookupEnv(name string) (string, bool) { return os.LookupEnv(name) }
