@@ -212,7 +212,7 @@ func (b *bench) startup() ([]startRow, error) {
 	return rows, nil
 }
 
-var benchLine = regexp.MustCompile(`^BenchmarkRelay/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?\s+(\d+) B/op\s+(\d+) allocs/op`)
+var benchLine = regexp.MustCompile(`^BenchmarkRelay/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?(?:\s+[\d.]+ \S+/op)*?\s+(\d+) B/op\s+(\d+) allocs/op`)
 
 // goBench runs the in-process relay benchmarks.
 func (b *bench) goBench() ([]benchRow, error) {

@@ -157,7 +157,7 @@ func (c *chain) fromBridge(p, owner *peer, ownerPos int, connID []byte, line []b
 	params = append(params, '}')
 	d := c.toOwner(ownerPos, methodMCPMessage)
 	if m.IsNotification() {
-		c.deliver(owner, nil, d, params)
+		c.deliver(p, owner, nil, d, params)
 		return
 	}
 	c.forward(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
@@ -285,7 +285,7 @@ func (c *chain) toBridge(to *peer, from *peer, m *wire.Message, params json.RawM
 	}
 	d := delivery{method: method}
 	if m.IsNotification() {
-		c.deliver(to, nil, d, inner)
+		c.deliver(from, to, nil, d, inner)
 		return
 	}
 	c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, inner)

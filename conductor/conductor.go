@@ -39,7 +39,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		cfg:      cfg,
 		log:      log,
 		stopping: make(chan struct{}),
-		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.initTimeout(), hb: new(holdback)},
+		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.initTimeout(), hb: new(holdback), trace: cfg.Trace},
 	}
 	r.chain.topo.Store(topo)
 	r.chain.failed = r.componentFailed

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/trace"
 )
 
 // Mode says which role the conductor plays toward its own client.
@@ -94,6 +96,9 @@ type Config struct {
 	// sets it to itself; a program embedding Run leaves it empty unless its
 	// binary calls supervisor.Run for that argument.
 	Supervisor string
+	// Trace, if set, records every message the chain relays (package
+	// trace). Run does not close it.
+	Trace *trace.Recorder
 }
 
 // Defaults for the zero values of Config.

@@ -176,11 +176,24 @@ func fakeAgent(send func(*wire.Message)) func(*wire.Message) {
 			`{"sessionId":` + strconv.Quote(session) + `,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` + strconv.Quote(text) + `}}}`)})
 	}
 	sessions := 0
+	// With ACP_TEST_MCP_TOOL set it speaks MCP-over-ACP too: after reading
+	// the file it calls a tool of the acp server its session declared.
+	mcpTool := os.Getenv("ACP_TEST_MCP_TOOL") != ""
+	var server, conn string
 	return func(m *wire.Message) {
 		switch {
+		case m.Method == "initialize" && mcpTool:
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)})
 		case m.Method == "initialize":
 			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"loadSession":false,"_meta":{"x.test/agent":true}}}`)})
 		case m.Method == "session/new":
+			var p struct{ MCPServers []struct{ Type, ID string } }
+			json.Unmarshal(m.Params, &p)
+			for _, s := range p.MCPServers {
+				if s.Type == "acp" {
+					server = s.ID
+				}
+			}
 			sessions++
 			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"sessionId":"sess-%d"}`, sessions))})
 		case m.Method == "session/prompt":
@@ -193,8 +206,23 @@ func fakeAgent(send func(*wire.Message)) func(*wire.Message) {
 			request("session/request_permission", `{"sessionId":`+strconv.Quote(session)+`,"toolCall":{"toolCallId":"t1","title":"read notes"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}`)
 		case m.IsResponse() && string(m.ID) == "1":
 			request("fs/read_text_file", `{"sessionId":`+strconv.Quote(session)+`,"path":"/notes.txt"}`)
+		case m.IsResponse() && string(m.ID) == "2" && mcpTool:
+			update("read: " + string(m.Result))
+			request("mcp/connect", `{"acpId":`+strconv.Quote(server)+`}`)
 		case m.IsResponse() && string(m.ID) == "2":
 			update("read: " + string(m.Result))
+			send(&wire.Message{ID: prompt.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+		case m.IsResponse() && string(m.ID) == "3":
+			var r struct{ ConnectionID string }
+			json.Unmarshal(m.Result, &r)
+			conn = r.ConnectionID
+			request("mcp/message", `{"connectionId":`+strconv.Quote(conn)+`,"method":"tools/call","params":{"name":"echo"}}`)
+		case m.Method == "mcp/message" && m.IsRequest(): // the server asks us something
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"answer":"yes"}`)})
+		case m.IsResponse() && string(m.ID) == "4":
+			update("tool: " + string(m.Result))
+			request("mcp/disconnect", `{"connectionId":`+strconv.Quote(conn)+`}`)
+		case m.IsResponse() && string(m.ID) == "5":
 			send(&wire.Message{ID: prompt.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 		case m.IsRequest():
 			send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "%s", m.Method)))

@@ -288,7 +288,7 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		}
 		d := c.toOwner(srv.owner, method)
 		if m.IsNotification() {
-			c.deliver(c.peers[d.to], nil, d, params)
+			c.deliver(from, c.peers[d.to], nil, d, params)
 			return true
 		}
 		cl := &call{from: from, fromID: m.ID, method: method, batch: b}
@@ -336,7 +336,7 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 		}
 		to := c.peers[d.to]
 		if m.IsNotification() {
-			c.deliver(to, nil, d, params)
+			c.deliver(from, to, nil, d, params)
 		} else {
 			c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
 		}

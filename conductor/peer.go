@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acp-conductor/acp-conductor/trace"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -100,6 +102,7 @@ type call struct {
 	wrap   bool            // whether it went inside a successor envelope
 	batch  *batch          // the batch it arrived in, if any
 	method string          // the method as sent
+	trace  *trace.Recorder // set when the chain is traced
 	params json.RawMessage // kept only where the request may be sent again
 
 	// onResponse, if set, sees the response first and may consume it

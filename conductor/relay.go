@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/trace"
 )
 
 // chain is the running relay: the peers at each position and the rules that
@@ -26,6 +27,7 @@ type chain struct {
 	mcp    *mcpRoutes
 	bridge *bridge // nil in proxy mode, where the parent bridges
 	hb     *holdback
+	trace  *trace.Recorder // nil unless the chain is traced
 
 	// failed reports a component that broke the protocol's promises (here:
 	// did not answer initialize in time) to the runner's failure policy.
@@ -82,6 +84,9 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 			return
 		}
 	case actRelayLine:
+		if c.trace != nil {
+			c.traceSend(from, c.peers[dc.d.to], nil, dc.d.method, dc.raw)
+		}
 		c.peers[dc.d.to].send(m.Raw, newline)
 		return
 	}
@@ -91,7 +96,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		params = c.onSessionSetup(dc.src, dc.d, params)
 	}
 	if m.IsNotification() {
-		c.deliver(to, nil, dc.d, params)
+		c.deliver(from, to, nil, dc.d, params)
 		return
 	}
 	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b}
@@ -122,11 +127,12 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 	if cl.from != nil {
 		cl.from.track(cl)
 	}
+	cl.trace = c.trace
 	if err := to.register(cl); err != nil {
 		failCalls([]*call{cl}, goneError(to, err)) // its hook, if any, sees the failure
 		return
 	}
-	c.deliver(to, wire.IntID(cl.id), d, params)
+	c.deliver(cl.from, to, wire.IntID(cl.id), d, params)
 }
 
 // cancel translates a $/cancel_request for a request the sender made
@@ -141,7 +147,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 		return
 	}
 	inner := append(append([]byte(`{"requestId":`), wire.IntID(cl.id)...), '}')
-	c.deliver(cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner)
+	c.deliver(from, cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
@@ -162,8 +168,12 @@ func requestID(params json.RawMessage) []byte {
 // being copied into a new line.
 const largeValue = 32 << 10
 
-// deliver sends a request (id != nil) or notification to peer to as d says.
-func (c *chain) deliver(to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
+// deliver sends a request (id != nil) or notification from peer from (nil:
+// the conductor itself) to peer to as d says.
+func (c *chain) deliver(from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
+	if c.trace != nil {
+		c.traceSend(from, to, id, d.method, params)
+	}
 	to.send(c.encode(to, id, d, params)...)
 }
 
@@ -213,6 +223,9 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 		return
 	}
 	cl.done()
+	if cl.trace != nil {
+		cl.traceReply(m.Result, m.Error)
+	}
 	if cl.onResponse != nil && cl.onResponse(m) {
 		return
 	}
@@ -269,6 +282,9 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
 		cl.done()
+		if cl.trace != nil {
+			cl.traceReply(nil, e.Encode())
+		}
 		if cl.onResponse != nil && cl.onResponse(&wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()}) {
 			continue // its hook took the failure, as it would an answer
 		}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/trace"
 )
 
 // BenchmarkRelay measures the relay path of one message inside the
@@ -32,6 +33,12 @@ import (
 //	request  a session/prompt from the client to the agent and its answer
 //	         back: two relayed messages per op, with per-hop id tracking.
 //	         The prompt carries the payload; the answer is small.
+//	notify_traced, request_traced
+//	         notify and request with a trace being recorded (package
+//	         trace, full detail, to io.Discard): what tracing costs the
+//	         relay's goroutine. The trace's writer runs on its own
+//	         goroutine; the events it had to leave out are reported as
+//	         dropped/op.
 func BenchmarkRelay(b *testing.B) {
 	for _, size := range []struct {
 		name string
@@ -49,8 +56,25 @@ func BenchmarkRelay(b *testing.B) {
 			b.Run("wrap", func(b *testing.B) { benchOneWay(b, 1, 2, 1, update) })
 			b.Run("unwrap", func(b *testing.B) { benchOneWay(b, 1, 1, 2, envelope) })
 			b.Run("request", func(b *testing.B) { benchRequest(b, prompt, answer) })
+			b.Run("notify_traced", func(b *testing.B) { traced(b, func(b *testing.B) { benchOneWay(b, 0, 1, 0, update) }) })
+			b.Run("request_traced", func(b *testing.B) { traced(b, func(b *testing.B) { benchRequest(b, prompt, answer) }) })
 		})
 	}
+}
+
+// benchTrace is the recorder of the chains benchChain makes: nil, except
+// while traced runs a benchmark.
+var benchTrace *trace.Recorder
+
+// traced runs bench with every chain it makes traced.
+func traced(b *testing.B, bench func(*testing.B)) {
+	benchTrace = trace.NewRecorder(io.Discard, trace.Options{})
+	defer func() {
+		benchTrace.Close()
+		b.ReportMetric(float64(benchTrace.Dropped())/float64(b.N), "dropped/op")
+		benchTrace = nil
+	}()
+	bench(b)
 }
 
 // loopReader returns line (which ends in a newline) over and over, as a
@@ -90,7 +114,7 @@ func (w *countingWriter) Close() error { return nil }
 // reads that line over and over; the others read nothing.
 func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 	log := zap.NewNop()
-	c := &chain{log: log, mcp: newMCPRoutes()}
+	c := &chain{log: log, mcp: newMCPRoutes(), trace: benchTrace}
 	c.topo.Store(&topology{mode: AgentMode, proxies: proxies})
 	var outs []*countingWriter
 	for pos := range proxies + 2 {

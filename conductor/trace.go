@@ -1,0 +1,37 @@
+package conductor
+
+import (
+	"encoding/json"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// Tracing (package trace) records each message where the relay hands it to
+// its destination (deliver, and dispatch's path for a line that goes on as
+// it came) and each answer where the relay returns it to the caller
+// (respond, failCalls). Each hook is behind one nil test of the chain's or
+// the call's recorder, so a chain that is not traced pays nothing else.
+
+// traceSend records a request (id != nil) or notification from `from` (nil:
+// the conductor) to `to`, as the destination sees it.
+func (c *chain) traceSend(from, to *peer, id json.RawMessage, method string, params json.RawMessage) {
+	c.trace.Send(traceName(from), to.name, id, method, params, to.pos < 0 || (from != nil && from.pos < 0))
+}
+
+// traceReply records the answer to cl: result, or an error object.
+func (cl *call) traceReply(result, err json.RawMessage) {
+	body := result
+	if err != nil {
+		body = err
+	}
+	cl.trace.Reply(cl.to.name, traceName(cl.from), wire.IntID(cl.id), body, err != nil)
+}
+
+// traceName names a peer in a trace; the conductor, for calls it makes
+// itself, is "conductor".
+func traceName(p *peer) string {
+	if p == nil {
+		return "conductor"
+	}
+	return p.name
+}

@@ -1,0 +1,20 @@
+// Package trace records every message that crosses the conductor as a
+// trace, one JSON object per line, and shows traces as a sequence diagram.
+//
+// A Recorder takes messages from the relay's goroutines (Send, Reply) and
+// hands them to one writer goroutine through a bounded buffer: recording
+// never blocks the relay. When the buffer is full the message is left out
+// of the trace, counted, and the first loss is logged. The writer turns each
+// message into an Event in the event shape of the Rust conductor's .jsons
+// traces, so that either project's viewer reads the other's files, and
+// writes it to a file and to a Hub that streams it to live viewers.
+//
+// The conductor is invisible in a trace: a proxy's proxy/successor envelope
+// is recorded as the message it carries, from that proxy to its successor,
+// and mcp/message as the MCP message it carries (protocol "mcp"). Each
+// request is recorded under the id its receiver saw, and its response under
+// the same id, so that from, to and id pair them.
+//
+// View renders a trace as one self-contained HTML page; Serve serves the
+// same page live, over loopback only, behind a random path token.
+package trace

@@ -1,0 +1,265 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultBuffer is how many messages a Recorder holds for its writer before
+// it starts leaving them out of the trace.
+const DefaultBuffer = 16 << 10
+
+// Options configure a Recorder.
+type Options struct {
+	// Detail is how much of each message is kept; empty means Full.
+	Detail Detail
+	// Buffer bounds the messages waiting for the writer; 0 means
+	// DefaultBuffer.
+	Buffer int
+	// Logger hears of lost events and write errors; nil discards.
+	Logger *zap.Logger
+	// Live, if set, receives every event as it is written, for Serve.
+	Live *Hub
+}
+
+// A Recorder writes the trace of a running chain. Its Send and Reply
+// methods are called on the relay's path and never block; a nil *Recorder
+// records nothing, so the relay tests for nil once and pays nothing more
+// when tracing is off.
+type Recorder struct {
+	start   time.Time
+	queue   chan record
+	dropped atomic.Int64
+	warned  atomic.Bool
+	log     *zap.Logger
+
+	mu     sync.RWMutex // held for reading by senders, for writing by Close
+	closed bool
+	done   chan struct{} // closed when the writer has flushed and returned
+	err    error         // the first write error, read after done
+}
+
+// A record is a message as the relay hands it over: only what it already
+// holds, so that recording costs the relay a copy of this struct. The writer
+// goroutine does the rest.
+type record struct {
+	at       time.Duration
+	kind     uint8
+	mcp      bool // crossed a bridged MCP connection
+	from, to string
+	id       json.RawMessage
+	method   string
+	body     json.RawMessage // params, result or error
+}
+
+const (
+	kindRequest uint8 = iota
+	kindNotification
+	kindResponse
+)
+
+// NewRecorder starts a recorder writing the trace to w (which may be nil
+// when the trace only goes to opts.Live). Close stops it.
+func NewRecorder(w io.Writer, opts Options) *Recorder {
+	if opts.Detail == "" {
+		opts.Detail = Full
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = DefaultBuffer
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	r := &Recorder{
+		start: time.Now(),
+		queue: make(chan record, opts.Buffer),
+		log:   opts.Logger,
+		done:  make(chan struct{}),
+	}
+	wr := &writer{detail: opts.Detail, live: opts.Live, pending: map[pendingKey]pending{}}
+	if w != nil {
+		wr.out = bufio.NewWriterSize(w, 64<<10)
+	}
+	go r.run(wr)
+	return r
+}
+
+// Send records a request (id != nil, the id the receiver sees) or a
+// notification going from one component to another, as it means: method
+// and params are those inside any proxy/successor envelope. mcp says that
+// one end is a bridged MCP client, whose messages are MCP, not ACP.
+func (r *Recorder) Send(from, to string, id json.RawMessage, method string, params json.RawMessage, mcp bool) {
+	k := kindNotification
+	if id != nil {
+		k = kindRequest
+	}
+	r.put(record{kind: k, mcp: mcp, from: from, to: to, id: id, method: method, body: params})
+}
+
+// Reply records the response to the request recorded under id from `to` to
+// `from`: from is the component that answered (or failed to), to the one
+// that asked. body is the result, or the error object when isError.
+func (r *Recorder) Reply(from, to string, id json.RawMessage, body json.RawMessage, isError bool) {
+	rec := record{kind: kindResponse, from: from, to: to, id: id, body: body}
+	if isError {
+		rec.method = "error" // the writer's marker; responses carry no method
+	}
+	r.put(rec)
+}
+
+func (r *Recorder) put(rec record) {
+	rec.at = time.Since(r.start)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return
+	}
+	select {
+	case r.queue <- rec:
+	default:
+		if r.dropped.Add(1) == 1 {
+			r.log.Warn("trace: the writer fell behind; events are being left out of the trace",
+				zap.Int("buffer", cap(r.queue)))
+		}
+	}
+}
+
+// Dropped reports how many messages were left out of the trace so far.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Close stops recording, waits until everything recorded is written, and
+// returns the first write error. It does not close the writer.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.queue)
+	}
+	r.mu.Unlock()
+	<-r.done
+	if n := r.dropped.Load(); n > 0 {
+		r.log.Warn("trace: events were left out of the trace", zap.Int64("dropped", n))
+	}
+	return r.err
+}
+
+// run is the writer goroutine: it writes each record, and flushes whenever
+// the queue runs empty, so that a file being followed is never far behind.
+func (r *Recorder) run(w *writer) {
+	defer close(r.done)
+	for rec := range r.queue {
+		w.write(&rec)
+		if len(r.queue) == 0 {
+			w.flush()
+		}
+	}
+	w.flush()
+	if w.err != nil {
+		r.err = w.err
+		r.log.Warn("trace: writing the trace failed; it is incomplete", zap.Error(w.err))
+	}
+}
+
+// writer turns records into events. Only the writer goroutine uses it.
+type writer struct {
+	detail  Detail
+	out     *bufio.Writer
+	live    *Hub
+	buf     bytes.Buffer
+	pending map[pendingKey]pending // requests awaiting their response
+	err     error
+}
+
+type pendingKey struct {
+	to string // who was asked
+	id string
+}
+
+type pending struct {
+	method, session, protocol string
+}
+
+func (w *writer) write(rec *record) {
+	e := Event{TS: rec.at.Seconds(), Protocol: ProtocolACP, From: rec.from, To: rec.to, Method: rec.method}
+	switch rec.kind {
+	case kindRequest, kindNotification:
+		e.Type = TypeNotification
+		body := rec.body
+		if rec.kind == kindRequest {
+			e.Type, e.ID = TypeRequest, rec.id
+		}
+		if rec.mcp {
+			e.Protocol = ProtocolMCP
+		} else if rec.method == "mcp/message" {
+			// MCP-over-ACP: the MCP message is what it means.
+			e.Protocol = ProtocolMCP
+			e.Method = stringMember(body, "method")
+			e.Session = stringMember(body, "sessionId")
+			body = member(body, "params")
+		}
+		if e.Session == "" {
+			e.Session = stringMember(body, "sessionId")
+		}
+		e.Params, e.Bytes = w.keep(body, false)
+		if rec.kind == kindRequest {
+			w.pending[pendingKey{rec.to, string(rec.id)}] = pending{e.Method, e.Session, e.Protocol}
+		}
+	case kindResponse:
+		isError := rec.method == "error"
+		e.Type, e.ID, e.IsError, e.Method = TypeResponse, rec.id, &isError, ""
+		k := pendingKey{rec.from, string(rec.id)}
+		if p, ok := w.pending[k]; ok {
+			delete(w.pending, k)
+			e.Method, e.Session, e.Protocol = p.method, p.session, p.protocol
+		}
+		if s := stringMember(rec.body, "sessionId"); s != "" && !isError {
+			e.Session = s // session/new's answer names the session it made
+		}
+		e.Payload, e.Bytes = w.keep(rec.body, isError)
+	}
+	w.buf.Reset()
+	if err := e.encode(&w.buf); err != nil {
+		// Not valid JSON, which the relay would not have passed on.
+		e.Params, e.Payload = nil, nil
+		w.buf.Reset()
+		if e.encode(&w.buf) != nil {
+			return
+		}
+	}
+	if w.out != nil && w.err == nil {
+		_, w.err = w.out.Write(w.buf.Bytes())
+	}
+	if w.live != nil {
+		w.live.publish(bytes.TrimSuffix(w.buf.Bytes(), []byte("\n")))
+	}
+}
+
+// keep returns what the trace keeps of a body at the writer's detail, and
+// the body's size.
+func (w *writer) keep(body json.RawMessage, isError bool) (json.RawMessage, int) {
+	if body == nil {
+		body = null
+	}
+	if w.detail == Full {
+		return body, len(body)
+	}
+	if isError {
+		if code := member(body, "code"); code != nil {
+			return append(append([]byte(`{"code":`), code...), '}'), len(body)
+		}
+	}
+	return null, len(body)
+}
+
+func (w *writer) flush() {
+	if w.out != nil && w.err == nil {
+		w.err = w.out.Flush()
+	}
+}
