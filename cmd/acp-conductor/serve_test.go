@@ -17,17 +17,17 @@ import (
 )
 
 func TestServeRefusesToStart(t *testing.T) {
-	self := shellQuote(demo) + " sample-agent"
+	agent := shellQuote(demo) + " sample-agent"
 	for _, tc := range []struct {
 		name string
 		env  []string
 		args []string
 		want string
 	}{
-		{"no token", nil, []string{"serve", "--", self}, "no token"},
-		{"no auth off loopback", nil, []string{"serve", "--insecure-no-auth", "--listen", "0.0.0.0:0", "--", self}, "loopback address only"},
-		{"no TLS off loopback", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "0.0.0.0:0", "--", self}, "over TLS"},
-		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", self}, "is empty"},
+		{"no token", nil, []string{"serve", "--", agent}, "no token"},
+		{"no auth off loopback", nil, []string{"serve", "--insecure-no-auth", "--listen", "0.0.0.0:0", "--", agent}, "loopback address only"},
+		{"no TLS off loopback", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "0.0.0.0:0", "--", agent}, "over TLS"},
+		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", agent}, "is empty"},
 	} {
 		r := acp(t, "", tc.env, tc.args...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
@@ -90,8 +90,8 @@ func (l *lockedLog) String() string {
 // TestServe serves the demo's sample chain and talks to it over both
 // profiles, with the token; a request without it gets 401.
 func TestServe(t *testing.T) {
-	self := shellQuote(demo)
-	u, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--", self+" sample-proxy", self+" sample-agent")
+	samples := shellQuote(demo)
+	u, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--", samples+" sample-proxy", samples+" sample-agent")
 
 	resp, err := http.Post(u, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`))
 	if err != nil {
@@ -154,12 +154,12 @@ func TestServe(t *testing.T) {
 // proxy on each side, over both profiles. Then the remote side goes away,
 // and the local conductor fails naming the URL.
 func TestRemoteAgent(t *testing.T) {
-	self := shellQuote(binary)
+	samples := shellQuote(demo)
 	for _, scheme := range []string{"ws", "http"} {
 		t.Run(scheme, func(t *testing.T) {
-			u, srv, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-9"}, "--", self+" sample-proxy", self+" sample-agent")
+			u, srv, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-9"}, "--", samples+" sample-proxy", samples+" sample-agent")
 			url := scheme + strings.TrimPrefix(u, "http")
-			cmd := exec.Command(binary, "agent", self+" sample-proxy", url)
+			cmd := exec.Command(binary, "agent", samples+" sample-proxy", url)
 			cmd.Env = append(cleanEnv(), "ACP_CONDUCTOR_REMOTE_TOKEN=tok-9")
 			stdin, _ := cmd.StdinPipe()
 			stdout, _ := cmd.StdoutPipe()
