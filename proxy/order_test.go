@@ -6,14 +6,22 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
-func jitter() { time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) }
+// jitter lets other goroutines run for a random while, so that concurrent
+// handlers finish in orders of their own: it varies the schedule, not the
+// clock, and synchronises nothing.
+func jitter() {
+	for range rand.IntN(20) {
+		runtime.Gosched()
+	}
+}
 
 // Under load, with handlers running concurrently and slowly, the client sees
 // the agent's traffic in exactly the order the agent sent it: every update
@@ -123,45 +131,57 @@ func testOrderUnderLoad(t *testing.T, osPipe bool) {
 }
 
 // A running handler holds its message's place: a cancel sent after a prompt
-// goes on after it, however long the handler takes.
+// goes on after it, however long the handler takes. (In a synctest bubble,
+// synctest.Wait returns once the proxy has done all it can with what it
+// read: then the handler, still running, lets go.)
 func TestOrderHandlerHoldsPlace(t *testing.T) {
-	c := serve(t, &proxy.Proxy{
-		FromPredecessor: map[string]proxy.Handler{
-			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
-				time.Sleep(30 * time.Millisecond)
-				return r.Forward(ctx)
+	synctest.Test(t, func(t *testing.T) {
+		proceed := make(chan struct{})
+		c := serve(t, &proxy.Proxy{
+			FromPredecessor: map[string]proxy.Handler{
+				"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+					<-proceed
+					return r.Forward(ctx)
+				},
 			},
-		},
+		})
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1"}}`)
+		c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}`)
+		synctest.Wait()
+		close(proceed)
+		c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1"}}}`)
+		c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"sessionId":"s1"}}}`)
 	})
-	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1"}}`)
-	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}`)
-	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1"}}}`)
-	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"sessionId":"s1"}}}`)
 }
 
 // A handler that rewrites an answer delivers it before what the agent sent
 // after the answer.
 func TestOrderRewrittenAnswer(t *testing.T) {
-	c := serve(t, &proxy.Proxy{
-		FromPredecessor: map[string]proxy.Handler{
-			"session/new": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
-				result, err := r.Forward(ctx)
-				if err != nil {
-					return nil, err
-				}
-				time.Sleep(30 * time.Millisecond)
-				return proxy.EditMember(result, "modes", func(json.RawMessage) (json.RawMessage, error) {
-					return json.RawMessage(`null`), nil
-				})
+	synctest.Test(t, func(t *testing.T) {
+		proceed := make(chan struct{})
+		c := serve(t, &proxy.Proxy{
+			FromPredecessor: map[string]proxy.Handler{
+				"session/new": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+					result, err := r.Forward(ctx)
+					if err != nil {
+						return nil, err
+					}
+					<-proceed
+					return proxy.EditMember(result, "modes", func(json.RawMessage) (json.RawMessage, error) {
+						return json.RawMessage(`null`), nil
+					})
+				},
 			},
-		},
+		})
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
+		c.recv()
+		c.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+		c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s1"}}}`)
+		synctest.Wait() // the update has arrived while the handler rewrites the answer
+		close(proceed)
+		c.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1","modes":null}}`)
+		c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}`)
 	})
-	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
-	c.recv()
-	c.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
-	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s1"}}}`)
-	c.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1","modes":null}}`)
-	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}`)
 }
 
 // A handler waiting for a peer holds nothing up. Here a hidden prompt can
@@ -169,13 +189,18 @@ func TestOrderRewrittenAnswer(t *testing.T) {
 // which passes the waiting handler both ways; once the hidden prompt is
 // answered, the handler is back in order, ahead of what arrived after.
 func TestOrderWaitingHandlerLetsTrafficPass(t *testing.T) {
+	synctest.Test(t, testOrderWaitingHandlerLetsTrafficPass)
+}
+
+func testOrderWaitingHandlerLetsTrafficPass(t *testing.T) {
+	proceed := make(chan struct{})
 	c := serve(t, &proxy.Proxy{
 		FromPredecessor: map[string]proxy.Handler{
 			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
 				if _, err := r.Conn().Call(ctx, proxy.Successor, "session/prompt", json.RawMessage(`{"hidden":true}`)); err != nil {
 					return nil, err
 				}
-				time.Sleep(30 * time.Millisecond)
+				<-proceed
 				return r.Forward(ctx)
 			},
 		},
@@ -192,6 +217,8 @@ func TestOrderWaitingHandlerLetsTrafficPass(t *testing.T) {
 
 	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"late":true}}`)
+	synctest.Wait() // the late cancel has arrived while the handler runs again
+	close(proceed)
 	c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
 	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"late":true}}}`)
 }
@@ -223,6 +250,10 @@ func TestOrderDetach(t *testing.T) {
 // not from its message's: here the writer is held up by another handler, and
 // an update that arrived before the answer must still go first.
 func TestOrderResumeTakesNewPlace(t *testing.T) {
+	synctest.Test(t, testOrderResumeTakesNewPlace)
+}
+
+func testOrderResumeTakesNewPlace(t *testing.T) {
 	release := make(chan struct{})
 	c := serve(t, &proxy.Proxy{
 		FromPredecessor: map[string]proxy.Handler{
@@ -235,10 +266,10 @@ func TestOrderResumeTakesNewPlace(t *testing.T) {
 	})
 	c.send(`{"jsonrpc":"2.0","id":"a","method":"_example/slow"}`)
 	c.send(`{"jsonrpc":"2.0","id":"b","method":"session/new","params":{}}`)
-	time.Sleep(20 * time.Millisecond) // for session/new to go out, under id 1, behind _example/slow
+	synctest.Wait() // session/new is queued, under id 1, behind _example/slow
 	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"first":true}}}`)
 	c.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait() // the update and the answer are in
 	close(release)
 	c.expect(`{"jsonrpc":"2.0","id":"a","result":"slow"}`)
 	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{}}}`)
@@ -249,7 +280,8 @@ func TestOrderResumeTakesNewPlace(t *testing.T) {
 // Through an operating-system pipe that the conductor is slow to read, so
 // that it fills and the proxy must queue what it cannot write at once, and
 // with handlers running concurrently, the proxy still sends everything in
-// the order it arrived.
+// the order it arrived. Now and then the test reads everything sent so far,
+// so that the queue is empty and the proxy writes without a hand-off.
 func TestOrderFullPipe(t *testing.T) {
 	slow := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
 		jitter()
@@ -260,6 +292,17 @@ func TestOrderFullPipe(t *testing.T) {
 		FromSuccessor:   map[string]proxy.Handler{"session/update": slow},
 	}, true)
 	var want []string
+	anyID := regexp.MustCompile(`^\{"jsonrpc":"2.0","id":\d+,`)
+	checked := 0
+	check := func() { // receives and checks everything sent so far
+		t.Helper()
+		for ; checked < len(want); checked++ {
+			got := anyID.ReplaceAllString(c.recv(), `{"jsonrpc":"2.0","id":_,`)
+			if w := want[checked]; got != w {
+				t.Fatalf("message %d:\n\tgot  %.100s\n\twant %.100s", checked, got, w)
+			}
+		}
+	}
 	for i := range 300 {
 		pad := ""
 		if rand.IntN(5) == 0 {
@@ -284,14 +327,8 @@ func TestOrderFullPipe(t *testing.T) {
 		case i == 50:
 			c.startReading()
 		case i > 50 && rand.IntN(20) == 0:
-			time.Sleep(time.Millisecond) // let the queue drain, for writes without a hand-off
+			check()
 		}
 	}
-	anyID := regexp.MustCompile(`^\{"jsonrpc":"2.0","id":\d+,`)
-	for i, w := range want {
-		got := anyID.ReplaceAllString(c.recv(), `{"jsonrpc":"2.0","id":_,`)
-		if got != w {
-			t.Fatalf("message %d:\n\tgot  %.100s\n\twant %.100s", i, got, w)
-		}
-	}
+	check()
 }
