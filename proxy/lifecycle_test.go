@@ -52,9 +52,11 @@ func TestShutdownAtEOF(t *testing.T) {
 func TestShutdownOnCancel(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	handlerErr := make(chan error, 1)
+	started := make(chan struct{})
 	c := serve(t, &proxy.Proxy{
 		FromPredecessor: map[string]proxy.Handler{
 			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				close(started)
 				<-ctx.Done()
 				handlerErr <- ctx.Err()
 				return nil, ctx.Err()
@@ -62,7 +64,7 @@ func TestShutdownOnCancel(t *testing.T) {
 		},
 	})
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`)
-	time.Sleep(10 * time.Millisecond)
+	<-started
 	c.cancel()
 	if err := c.wait(); !errors.Is(err, context.Canceled) {
 		t.Errorf("Serve: got %v, want context.Canceled", err)
