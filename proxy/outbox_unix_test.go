@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,17 +46,20 @@ func pipeOutbox(t *testing.T) (*outbox, *wire.LineChannel, *os.File, *atomic.Int
 	return o, ch, r, tries
 }
 
-// startWriter runs o's writer until the test ends.
-func startWriter(t *testing.T, o *outbox, ch *wire.LineChannel) {
+// startWriter runs o's writer until the test ends, or until stop, which
+// returns once the writer has.
+func startWriter(t *testing.T, o *outbox, ch *wire.LineChannel) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- o.run(ctx, ch) }()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("writer: %v", err)
 		}
 	})
+	t.Cleanup(stop)
+	return stop
 }
 
 // lineReader reads lines from r on a goroutine, once start is closed.
@@ -136,7 +140,7 @@ func TestOutboxFullPipe(t *testing.T) {
 
 	start := make(chan struct{})
 	lines := lineReader(t, r, start)
-	startWriter(t, o, ch)
+	stopWriter := startWriter(t, o, ch)
 	close(start)
 	if got := next(t, lines); got != string(big[:len(big)-1]) {
 		t.Fatalf("first line %s; want the big line whole", short(got))
@@ -146,10 +150,13 @@ func TestOutboxFullPipe(t *testing.T) {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 	}
-	select {
-	case l := <-lines:
-		t.Fatalf("%q went past a held place", short(l))
-	case <-time.After(30 * time.Millisecond):
+	// What was read was taken from the queue before it was written: the
+	// place is now at the head, and the writer cannot take what is behind it.
+	o.mu.Lock()
+	heldUp := len(o.queue) == 2 && o.queue[0].place == h && string(o.queue[1].line) == "after place\n"
+	o.mu.Unlock()
+	if !heldUp {
+		t.Fatalf("queue %v; want the held place, then the line after it", o.queue)
 	}
 	o.release(h)
 	if got := next(t, lines); got != "after place" {
@@ -157,19 +164,14 @@ func TestOutboxFullPipe(t *testing.T) {
 	}
 
 	// Once the queue has drained and the writer is idle, put writes inline
-	// again.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		o.mu.Lock()
-		idle := len(o.queue) == 0 && !o.busy
-		o.mu.Unlock()
-		if idle {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("writer never went idle")
-		}
-		time.Sleep(time.Millisecond)
+	// again: everything has been read, and the writer, stopped, is idle for
+	// good.
+	stopWriter()
+	o.mu.Lock()
+	queued, busy := len(o.queue), o.busy
+	o.mu.Unlock()
+	if queued != 0 || busy {
+		t.Fatalf("with everything written, %d entries queued, busy %v", queued, busy)
 	}
 	before := tries.Load()
 	o.put(nil, []byte("inline again\n"))
@@ -203,7 +205,13 @@ func TestOutboxWriteInProgress(t *testing.T) {
 				o.put(nil, []byte("after place\n"))
 			}()
 			<-done
-			time.Sleep(20 * time.Millisecond) // a slow write: the writer must not start
+			// The writer, woken by those puts, must take nothing while the
+			// write is in progress: ask take itself, as the writer would.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if lines, ok := o.take(ctx); ok {
+				t.Errorf("the writer would write %q during put's write", lines)
+			}
 		}
 		return rest, err
 	}
@@ -236,8 +244,10 @@ func TestOutboxCloseDuringWrite(t *testing.T) {
 			try := o.try
 			o.try = func(segs [][]byte) ([][]byte, error) {
 				rest, err := try(segs)
-				o.close()
-				time.Sleep(20 * time.Millisecond) // for the writer to see it closed
+				o.close() // wakes the writer while the write is in progress
+				// Let it run, or not: whether it sees the outbox closed
+				// before or after the write is over, the outcome is the same.
+				runtime.Gosched()
 				return rest, err
 			}
 			done := make(chan error, 1)
@@ -264,9 +274,10 @@ func TestOutboxCloseDuringWrite(t *testing.T) {
 
 // Handlers running concurrently hold their places while the reader goes on
 // queueing and writing, through a pipe that fills up now and then, and that
-// is drained now and then so that puts find the queue empty and write
-// inline: each handler's lines come out in its place, everything else in
-// the order it was put.
+// is drained now and then (the test waits for the handlers and reads
+// everything put so far) so that puts find the queue empty and write inline:
+// each handler's lines come out in its place, everything else in the order
+// it was put.
 func TestOutboxPlacesThroughPipe(t *testing.T) {
 	var inline, total int64
 	for round := range 20 {
@@ -278,6 +289,16 @@ func TestOutboxPlacesThroughPipe(t *testing.T) {
 		const steps, perHandler = 300, 3
 		var want []string
 		var wg sync.WaitGroup
+		checked := 0
+		drain := func() { // waits for the handlers, and reads and checks all put so far
+			t.Helper()
+			wg.Wait()
+			for ; checked < len(want); checked++ {
+				if got := next(t, lines); got != want[checked] {
+					t.Fatalf("round %d, line %d: got %s, want %s", round, checked, short(got), short(want[checked]))
+				}
+			}
+		}
 		line := func(name string) []byte {
 			pad := ""
 			if rand.IntN(8) == 0 {
@@ -297,7 +318,9 @@ func TestOutboxPlacesThroughPipe(t *testing.T) {
 				}
 				wg.Go(func() {
 					for _, l := range mine {
-						time.Sleep(time.Duration(rand.IntN(100)) * time.Microsecond)
+						for range rand.IntN(10) {
+							runtime.Gosched() // handlers finish in orders of their own
+						}
 						o.put(h, l)
 					}
 					o.release(h)
@@ -312,15 +335,10 @@ func TestOutboxPlacesThroughPipe(t *testing.T) {
 			case i == 20:
 				close(start) // the pipe was full; start draining it
 			case i > 20 && rand.IntN(10) == 0:
-				time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+				drain()
 			}
 		}
-		wg.Wait()
-		for i, w := range want {
-			if got := next(t, lines); got != w {
-				t.Fatalf("round %d, line %d: got %s, want %s", round, i, short(got), short(w))
-			}
-		}
+		drain()
 		inline += tries.Load()
 		total += int64(len(want))
 	}
