@@ -53,12 +53,16 @@ func TestCloseStopsServe(t *testing.T) {
 }
 
 func TestServeTwice(t *testing.T) {
-	accept, _ := parked()
+	accept, conns := parked()
 	b := startBridge(t, Options{}, accept)
 	// startBridge's Serve may not have begun: wait until it accepts.
 	sh := startShim(t, t.Context(), b.Stdio("srv-1", "tools"))
 	sh.write(t, `{}`)
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-conns:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bridge did not accept the shim")
+	}
 	if err := b.Serve(context.Background(), accept); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("second Serve: %v", err)
 	}

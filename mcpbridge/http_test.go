@@ -539,12 +539,31 @@ func TestHTTPKeepAlive(t *testing.T) {
 	keepAliveInterval = 20 * time.Millisecond
 	_, conns, c := httpBridge(t, Options{})
 	conn := initialize(t, c, conns)
-	got := async(t, func() *http.Response { return c.post(acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"slow"}`) })
+	resps := make(chan *http.Response, 1)
+	go func() { resps <- c.post(acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"slow"}`) }()
 	recv(t, conn)
-	time.Sleep(100 * time.Millisecond)
+	var resp *http.Response
+	select {
+	case resp = <-resps:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no response to a slow request: its stream never started")
+	}
+	defer resp.Body.Close()
+	// The request is pending: the stream carries keep-alive comments until
+	// the answer comes.
+	body := bufio.NewReader(resp.Body)
+	var got strings.Builder
+	for !strings.Contains(got.String(), ":\n\n") {
+		line, err := body.ReadString('\n')
+		got.WriteString(line)
+		if err != nil {
+			t.Fatalf("stream ended before a keep-alive: %q, %v", got.String(), err)
+		}
+	}
 	conn.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
-	if s := wait(t, got); !strings.Contains(s, ":\n\n") || !strings.Contains(s, `"id":1,"result"`) {
-		t.Errorf("slow SSE response: %q", s)
+	rest, err := io.ReadAll(body)
+	if err != nil || !strings.Contains(string(rest), `"id":1,"result"`) {
+		t.Errorf("slow SSE response: %q then %q, %v", got.String(), rest, err)
 	}
 }
 

@@ -260,14 +260,19 @@ func TestConnCloseEndsShim(t *testing.T) {
 }
 
 func TestShimContextEndsConn(t *testing.T) {
-	ended := make(chan error, 1)
+	connected, ended := make(chan struct{}), make(chan error, 1)
 	b := startBridge(t, Options{}, func(ctx context.Context, c *Conn) {
+		close(connected)
 		_, err := c.Recv()
 		ended <- err
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	sh := startShim(t, ctx, b.Stdio("srv-1", "tools"))
-	time.Sleep(50 * time.Millisecond) // let it connect
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shim did not connect")
+	}
 	cancel()
 	if err := sh.wait(t); !errors.Is(err, context.Canceled) {
 		t.Errorf("RunShim = %v, want context.Canceled", err)
