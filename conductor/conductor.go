@@ -91,13 +91,13 @@ type runner struct {
 
 	bridge *mcpbridge.Bridge // nil in proxy mode
 
-	mu      sync.Mutex // guards stopped against restarts
-	stopped bool
+	mu      sync.Mutex // guards what follows, and stopped against restarts
+	stopped bool       // the components are being stopped
+	failure error      // the first component failure
+	failed  *peer      // the component that failed, if one did
 
 	stopOnce sync.Once
-	stopping chan struct{}
-	failure  error // the first component failure, set before stopping closes
-	failed   *peer // the component that failed, if one did
+	stopping chan struct{} // closed when shutdown begins
 }
 
 func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
@@ -105,7 +105,10 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 	flushed := make(chan struct{})
 	r.wg.Go(func() {
 		r.chain.readLoop(client, cl)
-		r.beginStop(nil, nil) // the client closed its input
+		close(cl.readDone)
+		// The client closed its input: it can answer nothing more.
+		failCalls(client.fail(errClientGone), wire.Errorf(codeInternalError, "%s: %v", client.name, errClientGone))
+		r.beginStop(nil, nil)
 	})
 	r.wg.Go(func() { cl.writeLoop(client.log); close(flushed) })
 	for _, p := range r.comps {
@@ -127,11 +130,14 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 			r.beginStop(nil, nil)
 		case <-r.stopping:
 		}
-		r.shutdown(cl, flushed, in)
+		r.shutdown(client, flushed, in)
 	})
 	r.wg.Wait()
-	return r.failure
+	_, err := r.cause()
+	return err
 }
+
+var errClientGone = errors.New("closed its input")
 
 // goLink starts the goroutines that serve one link of a component.
 func (r *runner) goLink(p *peer, l *link) {

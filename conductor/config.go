@@ -66,9 +66,15 @@ type Config struct {
 
 	// Logger receives diagnostics and the components' stderr. Nil discards.
 	Logger *zap.Logger
-	// GracePeriod is how long shutdown waits after closing a component's stdin
-	// before signalling its process group. Zero means DefaultGracePeriod.
+	// GracePeriod bounds the orderly part of shutdown: requests in flight
+	// get until then to be answered, and the components until then to exit
+	// after their stdin closes, before their process groups are signalled.
+	// Zero means DefaultGracePeriod.
 	GracePeriod time.Duration
+	// Abort, when closed during shutdown, skips what is left of the grace
+	// period: the components are signalled at once. acp-conductor closes it
+	// on a second SIGINT or SIGTERM.
+	Abort <-chan struct{}
 	// MaxMessageBytes bounds one message on any connection. Zero means
 	// wire.DefaultMaxMessageBytes.
 	MaxMessageBytes int

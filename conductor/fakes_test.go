@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -77,6 +79,12 @@ func runFake(role string) {
 	for {
 		line, err := ch.Recv()
 		if err != nil {
+			if os.Getenv("ACP_TEST_IGNORE_TERM") != "" {
+				signal.Ignore(syscall.SIGTERM)
+			}
+			if os.Getenv("ACP_TEST_IGNORE_EOF") != "" {
+				time.Sleep(time.Hour) // as codex, claude and cursor agents do
+			}
 			return
 		}
 		if record != nil {
@@ -253,6 +261,9 @@ func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
 			}
 			if err := json.Unmarshal(m.Params, &p); err != nil {
 				panic(err)
+			}
+			if d, err := time.ParseDuration(os.Getenv("ACP_TEST_PROMPT_DELAY")); err == nil {
+				time.Sleep(d) // an agent at work
 			}
 			for i := range p.Meta.Updates {
 				send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(

@@ -46,13 +46,19 @@ type editor struct {
 
 func startChain(t *testing.T, cfg Config) *editor {
 	t.Helper()
+	return startChainCtx(t, context.Background(), cfg)
+}
+
+// startChainCtx is startChain with a context for Run.
+func startChainCtx(t *testing.T, ctx context.Context, cfg Config) *editor {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	if cfg.Logger == nil {
 		cfg.Logger = zaptest.NewLogger(t)
 	}
 	e := &editor{t: t, in: inW, ch: wire.NewLineChannel(outR, inW, 0), done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		err := Run(ctx, cfg, inR, outW)
 		outW.Close()

@@ -34,7 +34,11 @@ type peer struct {
 	calls    map[int64]*call  // requests sent to this peer, by the id it saw
 	inflight map[string]*call // requests from this peer, by the id it used
 	gone     error            // set once the peer can no longer answer
-	restarts []time.Time      // when it was restarted, within the window
+	refusing *wire.Error      // set once the peer may start no more requests
+	idle     chan struct{}    // closed when inflight empties, once someone waits
+	asked    chan struct{}    // closed at the peer's first request
+	hasAsked bool
+	restarts []time.Time // when it was restarted, within the window
 
 	// For replaying a proxy's initialization after a restart.
 	initParams    json.RawMessage // the proxy/initialize params it was sent
@@ -132,6 +136,7 @@ func newPeer(name string, pos int, l *link, log *zap.Logger) *peer {
 		log:      log.With(zap.String("peer", name)),
 		calls:    make(map[int64]*call),
 		inflight: make(map[string]*call),
+		asked:    make(chan struct{}),
 	}
 	p.link.Store(l)
 	return p
@@ -239,19 +244,55 @@ func (p *peer) register(c *call) error {
 	return nil
 }
 
-// track records c as in flight from p, so that p can cancel it by its own id.
-func (p *peer) track(c *call) {
+// track records c as in flight from p, so that p can cancel it by its own
+// id, or returns the error to refuse it with once p may start no more
+// requests (see stopTaking).
+func (p *peer) track(c *call) *wire.Error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.hasAsked {
+		p.hasAsked = true
+		close(p.asked)
+	}
+	if p.refusing != nil {
+		return p.refusing
+	}
 	p.inflight[string(c.fromID)] = c
-	p.mu.Unlock()
+	return nil
 }
 
 func (p *peer) untrack(c *call) {
 	p.mu.Lock()
 	if p.inflight[string(c.fromID)] == c {
 		delete(p.inflight, string(c.fromID))
+		if len(p.inflight) == 0 && p.idle != nil {
+			close(p.idle)
+			p.idle = nil
+		}
 	}
 	p.mu.Unlock()
+}
+
+// stopTaking makes p's further requests fail with e, and returns a channel
+// that is closed once none of its requests is in flight any more.
+func (p *peer) stopTaking(e *wire.Error) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refusing = e
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+		if len(p.inflight) == 0 {
+			close(p.idle)
+		}
+	}
+	return p.idle
+}
+
+// inFlightCount returns how many requests from p are awaiting an answer.
+func (p *peer) inFlightCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.inflight)
 }
 
 // inFlight returns the call p made under id, if it is still open.

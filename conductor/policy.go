@@ -9,14 +9,13 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
-// linkEnded handles the end of a component's output: expected while
-// stopping or after the component was replaced, a failure otherwise.
+// linkEnded handles the end of a component's output: expected once its
+// input has been closed or after it was replaced, a failure otherwise
+// (while the chain drains, too).
 func (r *runner) linkEnded(p *peer, l *link) {
-	select {
-	case <-r.stopping:
+	if r.isStopped() {
 		failCalls(p.fail(errStopped), r.stopError(p))
 		return
-	default:
 	}
 	if p.link.Load() != l {
 		return // already restarted or bypassed
@@ -95,7 +94,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	endMCP := r.chain.ownerGone(p.pos)
 	failCalls(p.replace(l, replay), report)
 	endMCP()
-	r.wg.Go(func() { old.out.close(); old.proc.stop(r.cfg.grace()) })
+	r.wg.Go(func() { old.stop(r.cfg.grace()) })
 	r.goLink(p, l)
 	r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", proc.cmd.Process.Pid))
 	return nil
@@ -111,7 +110,7 @@ func (r *runner) bypass(p *peer) bool {
 	}
 	r.chain.bypass(p.pos)
 	old := p.link.Load()
-	r.wg.Go(func() { old.out.close(); old.proc.stop(r.cfg.grace()) })
+	r.wg.Go(func() { old.stop(r.cfg.grace()) })
 	r.log.Error("BYPASSED component: the chain now runs without it", zap.String("component", p.name))
 	return true
 }

@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -121,26 +122,92 @@ func (p *process) pumpStderr(log *zap.Logger) {
 	_, _ = io.Copy(io.Discard, p.errOut)
 }
 
+// Bounds on the last steps of stopping a process, after its grace period:
+// how long SIGTERM has before SIGKILL, how long SIGKILL has to be seen to
+// work, and how long a component's output may stay open once its process
+// is gone (a grandchild outside its group may hold it). Shutdown takes at
+// most the grace period plus their sum.
+const (
+	termBound   = 400 * time.Millisecond
+	killBound   = 200 * time.Millisecond
+	outputBound = 100 * time.Millisecond
+)
+
 // stop ends the process and its group once its stdin has been closed (by
 // its peer's writer, after flushing what was queued): wait up to grace for
-// it to exit on its own, then SIGTERM the group, then SIGKILL it. It returns
-// once the process has been reaped (wait must be running).
+// it to exit on its own, then SIGTERM the group, then SIGKILL it. It
+// returns once the process has been reaped, or after the bounds above if
+// not even SIGKILL could end it (wait must be running).
 func (p *process) stop(grace time.Duration) {
-	pgid := p.cmd.Process.Pid
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
 	case <-p.exited:
+		return
 	case <-timer.C:
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		timer.Reset(grace)
+	}
+	p.signal(syscall.SIGTERM)
+	timer.Reset(termBound)
+	select {
+	case <-p.exited:
+		return
+	case <-timer.C:
+	}
+	p.signal(syscall.SIGKILL)
+	timer.Reset(killBound)
+	select {
+	case <-p.exited:
+	case <-timer.C:
+	}
+}
+
+// signal sends sig to the process's group.
+func (p *process) signal(sig syscall.Signal) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// hasExited reports whether the process has been reaped.
+func (p *process) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeOutputs closes the conductor's ends of the process's stdout and
+// stderr, so that their readers end even while something the component
+// left behind still holds the other ends.
+func (p *process) closeOutputs() {
+	p.stdout.Close()
+	p.errOut.Close()
+}
+
+// stop closes a component's input and stops its process, as process.stop
+// does, and returns once its outputs have been read to the end.
+func (l *link) stop(grace time.Duration) {
+	l.out.close()
+	l.proc.stop(grace)
+	ctx, cancel := context.WithTimeout(context.Background(), outputBound)
+	defer cancel()
+	l.endOutputs(ctx)
+}
+
+// endOutputs waits until a component's stdout and stderr have been read to
+// the end, or until ctx is done: then the conductor's ends are closed, so
+// that their readers end even though something the component left behind
+// still holds the pipes.
+func (l *link) endOutputs(ctx context.Context) {
+	for _, c := range []chan struct{}{l.readDone, l.proc.drained} {
 		select {
-		case <-p.exited:
-		case <-timer.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-p.exited
+		case <-c:
+		case <-ctx.Done():
+			l.proc.closeOutputs()
 		}
 	}
+	<-l.readDone
+	<-l.proc.drained
 }
 
 // kill ends a process whose wait is not running, for a chain that never

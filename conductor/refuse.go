@@ -7,6 +7,15 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
+// Refuse serves a client for a chain that cannot start (a bad chain file, a
+// program not found): it answers the client's first request on in and out
+// with a JSON-RPC error carrying cause, so that an editor shows why rather
+// than a closed pipe, and returns cause. It waits up to cfg's grace period
+// for that request, and only cfg.GracePeriod and cfg.MaxMessageBytes matter.
+func Refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause error) error {
+	return refuse(ctx, cfg, in, out, cause, "")
+}
+
 // refuse answers the client's first request with cause, a chain that could
 // not start, so that an editor shows why rather than a closed pipe; then Run
 // returns cause. It gives up after the grace period if no request comes.
@@ -31,7 +40,10 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 	select {
 	case m, ok := <-first:
 		if ok {
-			e := wire.Errorf(codeInternalError, "%v", cause).WithData(exitError{Component: component, Status: "did not start"})
+			e := wire.Errorf(codeInternalError, "%v", cause)
+			if component != "" {
+				e = e.WithData(exitError{Component: component, Status: "did not start"})
+			}
 			_ = ch.Send(wire.ErrorResponse(m.ID, e).Bytes())
 		}
 	case <-ctx.Done():

@@ -125,7 +125,10 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 	// of that line (a 16 MiB prompt, say) live until the answer comes.
 	cl.fromID = append(json.RawMessage(nil), cl.fromID...)
 	if cl.from != nil {
-		cl.from.track(cl)
+		if e := cl.from.track(cl); e != nil {
+			cl.reply(encodeError(cl.fromID, e)) // the conductor is stopping
+			return
+		}
 	}
 	cl.trace = c.trace
 	if err := to.register(cl); err != nil {

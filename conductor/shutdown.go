@@ -1,9 +1,12 @@
 package conductor
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
-	"sync"
+	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,20 +16,63 @@ import (
 
 var errStopped = errors.New("the conductor is shutting down")
 
-// beginStop starts the one shutdown path; the first caller's cause is kept.
+// beginStop starts the one shutdown path. The first failure is kept, even
+// one that happens while the chain drains.
 func (r *runner) beginStop(failed *peer, cause error) {
-	r.stopOnce.Do(func() {
-		r.failed, r.failure = failed, cause
-		close(r.stopping)
-	})
+	if cause != nil {
+		r.mu.Lock()
+		if r.failure == nil {
+			r.failed, r.failure = failed, cause
+		}
+		r.mu.Unlock()
+	}
+	r.stopOnce.Do(func() { close(r.stopping) })
 }
 
-// shutdown is the one shutdown path, run once stopping is closed: it stops
-// every component, answers what is still pending, and lets the client's
-// writer (cl, which closes flushed when done) finish within the grace
-// period before giving up on the client.
-func (r *runner) shutdown(cl *link, flushed <-chan struct{}, in io.Reader) {
-	r.stopAll()
+// cause returns the failure that stopped the chain, if one did.
+func (r *runner) cause() (*peer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed, r.failure
+}
+
+// isStopped reports whether the components are being stopped: from then on
+// a component's end is expected, and none is restarted.
+func (r *runner) isStopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
+}
+
+// shutdown is the one shutdown path, run once stopping is closed. Within
+// one deadline, the grace period from now:
+//
+//  1. the client may start no more requests, and those in flight are
+//     answered as they finish, with whatever the chain sends before them;
+//  2. input is closed along the chain, and the components exit;
+//
+// then every process group still alive gets SIGTERM, and SIGKILL a moment
+// later. Abort skips to the signals. What is left for the client gets until
+// one second past the deadline to be written.
+func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
+	start := time.Now()
+	grace := r.cfg.grace()
+	aborted, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if r.cfg.Abort != nil {
+		r.wg.Go(func() {
+			select {
+			case <-r.cfg.Abort:
+				r.log.Info("stopping at once")
+				cancel()
+			case <-aborted.Done():
+			}
+		})
+	}
+
+	var out outcome
+	out.unanswered = r.drain(aborted, client, start.Add(grace))
+	out.signalled = r.stopAll(aborted, start.Add(grace))
 	if r.bridge != nil {
 		r.bridge.Close()
 	}
@@ -34,13 +80,16 @@ func (r *runner) shutdown(cl *link, flushed <-chan struct{}, in io.Reader) {
 	for _, p := range r.comps {
 		failCalls(p.fail(errStopped), r.stopError(p))
 	}
+	cl := client.link.Load()
 	cl.out.close()
+	flush := time.NewTimer(max(time.Until(start.Add(grace+time.Second)), outputBound))
+	defer flush.Stop()
 	select {
 	case <-flushed:
-	case <-time.After(r.cfg.grace()):
+	case <-flush.C:
 		// The client stopped reading. Closing out (if Run may) is the
 		// only way to unblock the write; without it Run would hang.
-		r.log.Warn("the client is not reading; dropping what it has not read")
+		out.clientStuck = true
 		if c, ok := r.out.(io.Closer); ok {
 			c.Close()
 		}
@@ -48,44 +97,160 @@ func (r *runner) shutdown(cl *link, flushed <-chan struct{}, in io.Reader) {
 	if c, ok := in.(io.Closer); ok {
 		c.Close()
 	}
+	out.took = time.Since(start)
+	out.log(r.log, grace)
+}
+
+// drain stops the client's new requests and waits until those in flight
+// are answered, the deadline passes, or stop is done, and returns how many
+// are left. If the chain failed before the client asked anything, the
+// client's first request is waited for too, and answered with the failure,
+// so that an editor shows why the agent is gone.
+func (r *runner) drain(stop context.Context, client *peer, deadline time.Time) int {
+	ctx, cancel := context.WithDeadline(stop, deadline)
+	defer cancel()
+	idle := client.stopTaking(r.refusal())
+	r.log.Debug("draining: the client's new requests are refused", zap.Int("inFlight", client.inFlightCount()))
+	if failed, _ := r.cause(); failed != nil {
+		select {
+		case <-client.asked:
+		case <-client.link.Load().readDone: // its input ended
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-idle:
+		return 0
+	case <-ctx.Done():
+		return client.inFlightCount()
+	}
+}
+
+// refusal is the answer to a request the client makes while the chain
+// stops: the failure that stopped it, if one did.
+func (r *runner) refusal() *wire.Error {
+	if failed, cause := r.cause(); failed != nil {
+		return goneError(failed, cause)
+	}
+	return wire.Errorf(codeInternalError, "%v", errStopped)
 }
 
 // stopError is the answer to requests cut off by the shutdown: the failure
 // that caused it, if there was one, so the editor hears the real cause.
 func (r *runner) stopError(p *peer) *wire.Error {
-	if r.failed != nil {
-		return goneError(r.failed, r.failure)
+	if failed, cause := r.cause(); failed != nil {
+		return goneError(failed, cause)
 	}
 	return goneError(p, errStopped)
 }
 
-// stopAll stops every component. Input is closed along the chain, nearest
-// the client first, and each component gets up to the grace period to finish
-// and close its output before the next one's input closes: what a proxy
-// forwards on its way out still reaches its successor. Then each gets the
-// grace period before its process group is signalled. It returns when all
-// have been reaped.
-func (r *runner) stopAll() {
+// minEOF is how long components get to exit after their input closes when
+// draining took the whole grace period.
+const minEOF = 100 * time.Millisecond
+
+// stopAll stops every component and returns what had to be signalled.
+// Input is closed along the chain, nearest the client first, each once its
+// predecessor has closed its output (what a proxy forwards on its way out
+// still reaches its successor), or all at once when the deadline passes.
+// Components still running at the deadline get SIGTERM to their process
+// groups, all at once, and SIGKILL after termBound. It returns when every
+// component has been reaped and its output read to the end, or after
+// bounds that nothing can stretch.
+func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
 	r.mu.Lock()
 	r.stopped = true // no restart from here on
 	r.mu.Unlock()
-	grace := r.cfg.grace()
+	if soonest := time.Now().Add(minEOF); deadline.Before(soonest) {
+		deadline = soonest
+	}
+	ctx, cancel := context.WithDeadline(stop, deadline)
+	defer cancel()
 	for _, p := range r.comps {
 		l := p.link.Load()
 		l.out.close()
-		select {
-		case <-l.readDone:
-			p.log.Debug("component closed its output")
-		case <-time.After(grace):
-			p.log.Warn("component still writing after its input closed", zap.Duration("grace", grace))
+		if ctx.Err() == nil {
+			select {
+			case <-l.readDone:
+			case <-ctx.Done():
+			}
 		}
 	}
-	var wg sync.WaitGroup
 	for _, p := range r.comps {
-		wg.Go(func() { p.proc().stop(grace) })
+		select {
+		case <-p.proc().exited:
+		case <-ctx.Done():
+		}
 	}
-	wg.Wait()
+
+	var sent []signalled
+	escalate := func(sig string, send func(*process), bound time.Duration) {
+		var left []*process
+		for _, p := range r.comps {
+			if proc := p.proc(); !proc.hasExited() {
+				send(proc)
+				left = append(left, proc)
+				sent = append(sent, signalled{component: p.name, signal: sig})
+			}
+		}
+		wait := time.NewTimer(bound)
+		defer wait.Stop()
+		for _, proc := range left {
+			select {
+			case <-proc.exited:
+			case <-wait.C:
+				return
+			}
+		}
+	}
+	escalate("SIGTERM", func(p *process) { p.signal(syscall.SIGTERM) }, termBound)
+	escalate("SIGKILL", func(p *process) { p.signal(syscall.SIGKILL) }, killBound)
+
+	// Every process is gone, but whatever it started outside its group may
+	// still hold its output open: give up on that after outputBound.
+	outputs, cancelOutputs := context.WithTimeout(context.Background(), outputBound)
+	defer cancelOutputs()
 	for _, p := range r.comps {
-		<-p.link.Load().readDone
+		p.link.Load().endOutputs(outputs)
 	}
+	return sent
+}
+
+// A signalled component is one that did not exit in time by itself.
+type signalled struct{ component, signal string }
+
+// outcome is what shutdown says about itself, once.
+type outcome struct {
+	unanswered  int
+	signalled   []signalled
+	clientStuck bool
+	took        time.Duration
+}
+
+func (o outcome) log(log *zap.Logger, grace time.Duration) {
+	var problems []string
+	if o.unanswered > 0 {
+		problems = append(problems, fmt.Sprintf("%d request(s) from the client were still unanswered after the %v grace period", o.unanswered, grace))
+	}
+	killed := map[string]bool{}
+	for _, s := range o.signalled {
+		if s.signal == "SIGKILL" {
+			killed[s.component] = true
+		}
+	}
+	for _, s := range o.signalled {
+		switch {
+		case s.signal == "SIGTERM" && !killed[s.component]:
+			problems = append(problems, fmt.Sprintf("%s did not exit within the %v grace period and was stopped with SIGTERM", s.component, grace))
+		case s.signal == "SIGKILL":
+			problems = append(problems, fmt.Sprintf("%s did not exit on SIGTERM and was killed with SIGKILL", s.component))
+		}
+	}
+	if o.clientStuck {
+		problems = append(problems, "the client stopped reading; what it had not read was dropped")
+	}
+	if len(problems) == 0 {
+		log.Info("stopped: every component exited after its input closed", zap.Duration("took", o.took))
+		return
+	}
+	log.Warn("stopped: "+strings.Join(problems, "; "), zap.Duration("took", o.took))
 }

@@ -3,13 +3,17 @@ package config
 import (
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/mcpbridge"
 )
 
 // validate checks the values of a decoded file, each problem on its line.
@@ -166,4 +170,43 @@ func checkMaxBytes(n int) error {
 		return fmt.Errorf("must be at least %d, got %d", MinMessageBytes, n)
 	}
 	return nil
+}
+
+// UnknownEnv returns the names in environ (NAME=value entries) that start
+// with EnvPrefix but name no setting: a typo there would otherwise be
+// ignored without a word, while an unknown key in a chain file is an error.
+func UnknownEnv(environ []string) []string {
+	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true}
+	for _, s := range settings {
+		known[envVar(s.key)] = true
+	}
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix) && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
+// LogFileHint returns the log file the settings name, as far as they can be
+// read, for reporting a chain that cannot be loaded: the --log-file flag if
+// set, else ACP_CONDUCTOR_LOGGING_FILE, else the chain file's if it parses.
+func LogFileHint(file string, fs *pflag.FlagSet) string {
+	if fs != nil {
+		if fl := fs.Lookup("log-file"); fl != nil && fl.Changed {
+			return fl.Value.String()
+		}
+	}
+	if v, ok := os.LookupEnv(envVar("logging.file")); ok {
+		return v
+	}
+	if file != "" {
+		if f, err := ReadFile(file); err == nil {
+			return f.Logging.File
+		}
+	}
+	return ""
 }

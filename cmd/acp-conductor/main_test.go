@@ -259,10 +259,54 @@ func TestLogFile(t *testing.T) {
 	}
 }
 
-// TestSignalStops checks that SIGTERM stops a running chain cleanly and
-// promptly, with the client still connected.
+// TestSignalStops checks that SIGTERM, SIGINT and SIGHUP each stop a
+// running chain cleanly and promptly, with the client still connected.
 func TestSignalStops(t *testing.T) {
-	cmd := exec.Command(binary, "agent", "--shutdown-grace", "1s", shellQuote(demo)+" sample-agent")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(binary, "agent", "--shutdown-grace", "1s", shellQuote(demo)+" sample-agent")
+			cmd.Env = cleanEnv()
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until the chain answers, so the signal finds it running.
+			fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+			if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+				t.Fatalf("no initialize response: %v\n%s", err, &stderr)
+			}
+			cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("after %v: %v\nstderr:\n%s", sig, err, &stderr)
+				}
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("still running 15s after %v\nstderr:\n%s", sig, &stderr)
+			}
+		})
+	}
+}
+
+// TestSecondSignal sends SIGTERM while a request is in flight to an agent
+// that will never answer, with a long grace period, then SIGTERM again:
+// the second skips the drain, the request is answered with an error, and
+// the conductor exits long before the grace period ends.
+func TestSecondSignal(t *testing.T) {
+	cmd := exec.Command(binary, "agent", "--shutdown-grace", "60s", "--log-level", "debug", "sleep 1000")
 	cmd.Env = cleanEnv()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -273,27 +317,49 @@ func TestSignalStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the chain answers, so the signal finds it running.
-	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
-		t.Fatalf("no initialize response: %v\n%s", err, &stderr)
+	defer cmd.Process.Kill()
+	logs := bufio.NewScanner(stderr)
+	waitLog := func(s string) {
+		t.Helper()
+		for logs.Scan() {
+			if strings.Contains(logs.Text(), s) {
+				return
+			}
+		}
+		t.Fatalf("the conductor never logged %q", s)
 	}
+	waitLog("started component")
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
 	cmd.Process.Signal(syscall.SIGTERM)
+	waitLog("draining")
+	cmd.Process.Signal(syscall.SIGTERM)
+	go io.Copy(io.Discard, stderr)
+	answer := make(chan string, 1)
+	go func() { line, _ := bufio.NewReader(stdout).ReadString('\n'); answer <- line }()
+	select {
+	case line := <-answer:
+		if !strings.Contains(line, `"id":0`) || !strings.Contains(line, `"error"`) {
+			t.Errorf("initialize answered %q, want an error", line)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no answer 15s after the second SIGTERM")
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("after SIGTERM: %v\nstderr:\n%s", err, &stderr)
+			t.Errorf("exit: %v", err)
 		}
 	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("still running 15s after SIGTERM\nstderr:\n%s", &stderr)
+		t.Fatal("still running 15s after the second SIGTERM, with a 60s grace period")
 	}
 }
 

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -28,40 +28,39 @@ func addChainFlags(cmd *cobra.Command) {
 func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	file, _ := cmd.Flags().GetString("config")
 	cfg, err := config.Load(config.Options{Mode: mode, File: file, Components: args, Flags: cmd.Flags()})
-	if err != nil {
-		return err
+	if err == nil {
+		// Fail before the chain starts, naming the component, rather than
+		// midway through it.
+		err = cfg.CheckCommands()
 	}
-	// Fail before the editor's initialize, naming the component, rather than
-	// after it with a broken chain.
-	if err := cfg.CheckCommands(); err != nil {
-		return err
+	if err != nil {
+		return refuseChain(cmd, cfg, file, err)
 	}
 	log, closeLog, err := newLogger(cfg.Logging, cfg.Name)
 	if err != nil {
-		return err
+		return refuseChain(cmd, nil, file, err)
 	}
 	defer closeLog()
+	for _, name := range config.UnknownEnv(os.Environ()) {
+		log.Warn("ignored an unknown setting in the environment", zap.String("variable", name))
+	}
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// A client that hangs up makes writes to stdout fail with EPIPE. Without
 	// this the first such write would kill the conductor outright, leaving its
 	// components orphaned; a handler, unlike SIG_IGN, is not inherited by them.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, abort, stopSignals := onSignals(cmd.Context(), log)
+	defer stopSignals()
 
 	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()))
 	cc := cfg.Conductor(log)
+	cc.Abort = abort
 	if exe, err := os.Executable(); err == nil {
 		cc.Supervisor = exe // components die with the conductor, even by SIGKILL
 	}
 	err = conductor.Run(ctx, cc, conductor.Stdin(), conductor.Stdout())
-	switch {
-	case err == nil:
-		log.Info("stopped")
-		return nil
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		log.Info("stopped by signal")
-		return nil
+	if err == nil {
+		return nil // the conductor logged how it stopped
 	}
 	log.Error("conductor failed", zap.Error(err))
 	if cfg.Logging.File != "" {
@@ -69,4 +68,58 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 		fmt.Fprintf(os.Stderr, "acp-conductor: %v (see %s)\n", err, cfg.Logging.File)
 	}
 	return reportedError{err}
+}
+
+// refuseChain reports a chain that cannot start: to the log file the
+// settings name, if they name one and it can be opened, and to the editor
+// as the answer to its first request. It returns cause, for stderr.
+func refuseChain(cmd *cobra.Command, cfg *config.Config, file string, cause error) error {
+	logging, name := config.Logging{Level: "info", Format: "console"}, ""
+	if cfg != nil {
+		logging, name = cfg.Logging, cfg.Name
+	} else {
+		logging.File = config.LogFileHint(file, cmd.Flags())
+	}
+	if logging.File != "" {
+		if log, closeLog, err := newLogger(logging, name); err == nil {
+			log.Error("the chain cannot start", zap.Error(cause))
+			closeLog()
+		}
+	}
+	grace := conductor.DefaultGracePeriod
+	if cfg != nil && cfg.ShutdownGrace > 0 {
+		grace = cfg.ShutdownGrace
+	}
+	return conductor.Refuse(cmd.Context(), conductor.Config{GracePeriod: grace}, conductor.Stdin(), conductor.Stdout(), cause)
+}
+
+// onSignals returns a context that SIGINT, SIGTERM or SIGHUP (a closed
+// terminal, or a supervisor that says stop) cancels, so that the chain
+// drains and stops, and a channel that a second such signal closes, so that
+// it stops at once. stop releases the signals.
+func onSignals(parent context.Context, log *zap.Logger) (ctx context.Context, abort <-chan struct{}, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, cancel := context.WithCancelCause(parent)
+	aborted, done := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case s := <-sigs:
+			cancel(fmt.Errorf("%v (another one stops at once)", s))
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			close(aborted)
+		case <-done:
+		}
+	})
+	return ctx, aborted, func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+		cancel(nil)
+	}
 }

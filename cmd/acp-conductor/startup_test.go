@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const initRequest = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n"
+
+// TestStartupErrorsReachEditor checks that a chain that cannot start answers
+// the editor's first request with a JSON-RPC error that names the cause,
+// writes the cause to the configured log file, and exits 1.
+func TestStartupErrorsReachEditor(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string // in the error message
+	}{
+		{"program not in PATH", nil, []string{"agent", "cat", "no-such-agent-xyz --acp"}, []string{"no-such-agent-xyz", "not found in PATH"}},
+		{"missing cwd", nil, []string{"agent", "--config", writeFile(t, "cwd.yaml", "agent: {command: cat, cwd: /no/such/dir}\n")}, []string{"/no/such/dir", "working directory"}},
+		{"bad environment value", []string{"ACP_CONDUCTOR_SHUTDOWN_GRACE=soon"}, []string{"agent", "cat"}, []string{"ACP_CONDUCTOR_SHUTDOWN_GRACE", "soon"}},
+		{"bad chain file", nil, []string{"agent", "--config", writeFile(t, "bad.yaml", "agent: {command: cat\n")}, []string{"bad.yaml"}},
+		{"cannot exec", nil, []string{"agent", "--config", writeFile(t, "exec.yaml", "agent: {name: locked, command: "+notExec+"}\n")}, []string{"locked", "not executable"}},
+		{"dies before answering", nil, []string{"agent", "sh -c 'echo going away >&2; exit 3'"}, []string{`sh`, "exit status 3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logFile := filepath.Join(t.TempDir(), "acp.log")
+			r := acp(t, initRequest, append(tc.env, "ACP_CONDUCTOR_LOGGING_FILE="+logFile), tc.args...)
+			if r.code != 1 {
+				t.Errorf("exit %d, want 1", r.code)
+			}
+			var resp struct {
+				ID    json.RawMessage
+				Error *struct {
+					Code    int
+					Message string
+				}
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || string(resp.ID) != "0" || resp.Error == nil {
+				t.Fatalf("stdout %q: want the error answering initialize (%v)\nstderr: %s", r.stdout, err, r.stderr)
+			}
+			logged, _ := os.ReadFile(logFile)
+			for _, w := range tc.want {
+				if !strings.Contains(resp.Error.Message, w) && !strings.Contains(r.stdout, w) {
+					t.Errorf("the editor's error %q lacks %q", r.stdout, w)
+				}
+				if !strings.Contains(string(logged), w) {
+					t.Errorf("the log file lacks %q:\n%s", w, logged)
+				}
+			}
+		})
+	}
+}

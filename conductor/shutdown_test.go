@@ -1,0 +1,224 @@
+package conductor
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// slack is what a loaded test machine may add to the conductor's own bound
+// on shutdown (grace period + 1s), between its timers firing and the test
+// seeing Run return.
+const slack = 500 * time.Millisecond
+
+// stopped closes the editor's input and returns Run's result and how long
+// Run took to return after that.
+func (e *editor) stopped() (error, time.Duration) {
+	start := time.Now()
+	err := e.close()
+	return err, time.Since(start)
+}
+
+// TestShutdownBound stops chains of 0, 1 and 3 proxies whose components
+// exit at the end of their input, ignore it, or ignore SIGTERM too. Every
+// process must be gone when Run returns, within the grace period plus one
+// second, and the outcome is logged once, naming what had to be signalled.
+func TestShutdownBound(t *testing.T) {
+	behaviours := []struct {
+		name   string
+		env    []string
+		grace  time.Duration
+		signal string // in the outcome, for every component; "" for none
+	}{
+		{"exit on EOF", nil, 5 * time.Second, ""},
+		{"ignore EOF", []string{"ACP_TEST_IGNORE_EOF=1"}, time.Second, "SIGTERM"},
+		{"ignore SIGTERM", []string{"ACP_TEST_IGNORE_EOF=1", "ACP_TEST_IGNORE_TERM=1"}, time.Second, "SIGKILL"},
+	}
+	for _, b := range behaviours {
+		for _, n := range []int{0, 1, 3} {
+			t.Run(fmt.Sprintf("%s/%d proxies", b.name, n), func(t *testing.T) {
+				t.Parallel()
+				marker := fmt.Sprintf("ACP_TEST_SHUTDOWN=%d", rand.Int64())
+				env := append([]string{marker}, b.env...)
+				dir := t.TempDir()
+				var proxies []Component
+				for i := range n {
+					proxies = append(proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy", env...))
+				}
+				core, logs := observer.New(zap.InfoLevel)
+				e := startChain(t, Config{
+					Proxies:     proxies,
+					Agent:       fake(t, dir, "agent", "streamer", env...),
+					GracePeriod: b.grace,
+					Logger:      zap.New(core),
+				})
+				e.send(initLine)
+				e.recvMsg()
+				if got := len(markedProcesses(t, marker)); got != n+1 {
+					t.Fatalf("%d marked processes running, want %d", got, n+1)
+				}
+				err, took := e.stopped()
+				if err != nil {
+					t.Errorf("Run = %v", err)
+				}
+				if left := markedProcesses(t, marker); len(left) > 0 {
+					t.Errorf("processes left when Run returned: %v", left)
+				}
+				if bound := b.grace + time.Second + slack; took > bound {
+					t.Errorf("Run took %v after stdin closed, more than %v", took, bound)
+				}
+				outcome := logs.FilterMessageSnippet("stopped")
+				if outcome.Len() != 1 {
+					t.Fatalf("%d outcome entries, want 1: %v", outcome.Len(), logs.All())
+				}
+				msg := outcome.All()[0].Message
+				if b.signal == "" {
+					if msg != "stopped: every component exited after its input closed" || took >= b.grace {
+						t.Errorf("outcome %q after %v, want every component exiting by itself before the grace period", msg, took)
+					}
+					return
+				}
+				for _, c := range append(proxies, Component{Name: "agent"}) {
+					if !strings.Contains(msg, c.Name+" did not exit") || !strings.Contains(msg, b.signal) {
+						t.Errorf("outcome %q does not say %s needed %s", msg, c.Name, b.signal)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDrainAtEOF is an editor that writes initialize, session/new and a
+// prompt and closes its input at once, before any answer: the agent takes
+// a second over the prompt, and all three real answers still arrive, the
+// update the agent sends just before its answer too, through 1 and 3
+// proxies.
+func TestDrainAtEOF(t *testing.T) {
+	for _, n := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("%d proxies", n), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var proxies []Component
+			for i := range n {
+				proxies = append(proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy"))
+			}
+			e := startChain(t, Config{
+				Proxies:     proxies,
+				Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_PROMPT_DELAY=1s"),
+				GracePeriod: 10 * time.Second,
+			})
+			e.send(initLine)
+			e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[],"_meta":{"tag":"late","updates":1}}}`)
+			e.in.Close()
+			var got []string
+			for len(got) < 4 {
+				m := e.recvMsg()
+				switch {
+				case m.IsResponse() && m.Error != nil:
+					t.Fatalf("request %s failed: %s", m.ID, m.Error)
+				case m.IsResponse():
+					got = append(got, "answer "+string(m.ID))
+				default:
+					got = append(got, m.Method+" "+updateText(m))
+				}
+			}
+			want := []string{"answer 0", "answer 1", "session/update late#0", "answer 2"}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("editor got %q, want %q", got, want)
+			}
+			if err := e.close(); err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		})
+	}
+}
+
+// TestAbortSkipsDrain stops a chain (ctx, as a first SIGTERM does) with a
+// prompt in flight that will never be answered, then aborts (a second
+// SIGTERM): the prompt is answered with an error at once, not after the
+// grace period.
+func TestAbortSkipsDrain(t *testing.T) {
+	dir := t.TempDir()
+	abort := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	core, logs := observer.New(zap.DebugLevel)
+	e := startChainCtx(t, ctx, Config{
+		Proxies:     []Component{fake(t, dir, "p", "proxy")},
+		Agent:       fake(t, dir, "agent", "mute", "ACP_TEST_IGNORE_EOF=1"),
+		GracePeriod: time.Minute,
+		Abort:       abort,
+		Logger:      zap.New(core),
+	})
+	e.send(initLine)
+	for !transcriptHas(filepath.Join(dir, "agent.txt"), "initialize") {
+		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
+	}
+	cancel()
+	for logs.FilterMessageSnippet("draining").Len() == 0 {
+		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
+	}
+	// The stopping chain takes no new request: this one is refused, which
+	// shows that the drain has begun.
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
+	if m := e.recvMsg(); string(m.ID) != "1" || !strings.Contains(string(m.Error), "shutting down") {
+		t.Fatalf("request during the drain answered %s %s", m.ID, m.Error)
+	}
+	close(abort)
+	m := e.recvMsg()
+	if string(m.ID) != "0" || m.Error == nil {
+		t.Errorf("pending initialize answered %s %s %s, want an error", m.ID, m.Result, m.Error)
+	}
+	if err, took := e.stopped(); err != nil || took > 10*time.Second {
+		t.Errorf("Run = %v after %v", err, took)
+	}
+}
+
+// TestFailureBeforeFirstRequest has the agent die before the editor sends
+// anything: the editor's first request is answered with the failure,
+// naming the agent and how it ended.
+func TestFailureBeforeFirstRequest(t *testing.T) {
+	dir := t.TempDir()
+	core, logs := observer.New(zap.InfoLevel)
+	e := startChain(t, Config{
+		Agent:       fake(t, dir, "doomed", "crash"),
+		GracePeriod: 10 * time.Second,
+		Logger:      zap.New(core),
+	})
+	for logs.FilterMessage("component failed").Len() == 0 {
+		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
+	}
+	e.send(initLine)
+	m := e.recvMsg()
+	if m.Error == nil || !strings.Contains(string(m.Error), "doomed") || !strings.Contains(string(m.Error), "exit status 7") ||
+		!strings.Contains(string(m.Error), "crashing on purpose") {
+		t.Errorf("initialize answered %s %s, want the agent's failure", m.Result, m.Error)
+	}
+	if err, _ := e.stopped(); err == nil || !strings.Contains(err.Error(), "doomed") {
+		t.Errorf("Run = %v", err)
+	}
+}
+
+func transcriptHas(path, s string) bool {
+	b, _ := os.ReadFile(path)
+	return strings.Contains(string(b), s)
+}
+
+// supervised returns c run under this test binary as its supervisor, as
+// acp-conductor runs every component.
+func supervised(t *testing.T) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
