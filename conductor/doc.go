@@ -23,9 +23,26 @@
 // bytes that arrived; only proxy/successor envelopes are unwrapped or built,
 // and only initialize is renamed (proxy/initialize for a proxy, initialize
 // for the agent). A plain notification that none of that touches goes on as
-// the very line that came (wire.Message.Plain says when that is safe). A
-// proxy that answers proxy/initialize with method-not-found is spoken to in
-// the Rust SDK's _proxy/* dialect from then on.
+// the very line that came (wire.Message.Plain says when that is safe).
+//
+// # Dialects
+//
+// Proxies spell the proxy protocol in one of three dialects, which
+// wire.Dialects lists as data (the initialize method, the request and
+// notification envelopes, the MCP-over-ACP methods): the RFD's
+// (proxy/initialize, proxy/successor), the Rust SDK's (_proxy/initialize,
+// _proxy/successor) and that of @thinkwell/conductor and sacp-conductor
+// (initialize marked with _meta.proxy, _proxy/successor/request and
+// _proxy/successor/notification, _mcp/*). Each proxy is detected on its
+// own, in that order: proxy/initialize first; on method-not-found (-32601),
+// _proxy/initialize; on method-not-found again, initialize marked
+// _meta.proxy: true, whose answer must carry the same mark (else the
+// component is no proxy, and the editor is told so). Each refused try costs
+// one round trip to that proxy, once, before its initialize; an RFD proxy
+// costs nothing. From then on the conductor speaks to the proxy in its
+// dialect, accepts every dialect's envelopes from anyone, and spells
+// MCP-over-ACP methods as each destination does. In proxy mode the parent's
+// initialize tells its dialect the same way.
 //
 // A line goes out from the goroutine that routed it, with one non-blocking
 // write, when the destination is idle; the writer goroutine takes only what

@@ -21,6 +21,12 @@ func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message)
 		if resp.Error != nil {
 			return false
 		}
+		if cl.dialect != nil && cl.dialect.InitializeMeta && !wire.MarkedProxy(resp.Result) {
+			// It took initialize as an agent would: it is no proxy.
+			resp.Result, resp.Error = nil, wire.Errorf(codeInternalError,
+				"component %q is not an ACP proxy: it refused proxy/initialize and _proxy/initialize, and answered initialize without _meta.proxy", to.name).Encode()
+			return false
+		}
 		if c.topo.Load().role(d.to) == roleAgent {
 			c.mcp.agentCapabilities(resp.Result)
 		}
@@ -28,6 +34,13 @@ func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message)
 			resp.Result = r
 		} else {
 			to.log.Warn("initialize result is not an object; passed on unchanged", zap.Error(err))
+		}
+		if cl.from != nil && cl.from.pos == 0 && cl.from.getDialect().InitializeMeta {
+			// A parent of the Thinkwell dialect checks that we took the
+			// proxy's part.
+			if r, err := wire.Thinkwell.InitializeParams(resp.Result); err == nil {
+				resp.Result = r
+			}
 		}
 		switch {
 		case cl.from == nil:
@@ -40,20 +53,30 @@ func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message)
 	}
 }
 
-// retryInitialize speaks the Rust SDK's dialect to a proxy that did not know
-// proxy/initialize, and from then on to that proxy.
+// retryInitialize tries the next dialect (wire.Dialects) on a proxy that
+// refused its initialize with method-not-found, and speaks that dialect to
+// it from then on.
 func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Message) bool {
 	if resp.Error != nil && cl.from != nil && cl.from.pos == 0 {
 		c.stopInitTimer()
 	}
-	if resp.Error == nil || cl.method != wire.MethodProxyInitialize || errorCode(resp.Error) != codeMethodNotFound {
+	if resp.Error == nil || cl.dialect == nil || errorCode(resp.Error) != codeMethodNotFound {
 		return false
 	}
-	to.log.Info("proxy does not know proxy/initialize; retrying with the Rust SDK's _proxy/initialize")
-	to.setDialect(dialectRust)
-	d.method = wire.MethodProxyInitRust
-	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method, batch: cl.batch, params: cl.params}
+	next := cl.dialect.Next()
+	if next == nil {
+		return false
+	}
+	to.log.Info("proxy refused its initialize; retrying in the next dialect",
+		zap.String("refused", cl.method), zap.String("dialect", next.Name))
+	to.setDialect(next)
+	d.method = next.Initialize
+	params, err := next.InitializeParams(cl.params)
+	if err != nil {
+		return false // the refusal goes back as it is
+	}
+	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method, batch: cl.batch, params: cl.params, dialect: next}
 	retry.onResponse = c.onInitialize(to, d, retry)
-	c.forward(to, retry, d, cl.params)
+	c.forward(to, retry, d, params)
 	return true
 }

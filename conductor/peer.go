@@ -27,8 +27,8 @@ type peer struct {
 
 	link atomic.Pointer[link]
 
-	nextID atomic.Int64
-	rust   atomic.Bool // speaks the Rust SDK's _proxy/* dialect; read per wrapped message
+	nextID  atomic.Int64
+	dialect atomic.Pointer[wire.Dialect] // nil for wire.RFD; read per wrapped message
 
 	mu       sync.Mutex
 	calls    map[int64]*call  // requests sent to this peer, by the id it saw
@@ -67,34 +67,8 @@ type channel interface {
 // hb says so (hb may be nil).
 func newLink(ch channel, proc *process, hb *holdback) *link {
 	l := &link{ch: ch, out: newOutbox(hb), proc: proc, readDone: make(chan struct{})}
-	if t, ok := ch.(interface {
-		TryWriter() func([][]byte) ([][]byte, error)
-	}); ok {
-		l.out.try = t.TryWriter()
-	}
+	l.out.try = wire.TryWriterOf(ch)
 	return l
-}
-
-// A dialect is a spelling of the proxy methods: the RFD's or the Rust SDK's.
-type dialect bool
-
-const (
-	dialectRFD  dialect = false
-	dialectRust dialect = true
-)
-
-func (d dialect) successor() string {
-	if d == dialectRust {
-		return wire.MethodSuccessorRust
-	}
-	return wire.MethodSuccessor
-}
-
-func (d dialect) initialize() string {
-	if d == dialectRust {
-		return wire.MethodProxyInitRust
-	}
-	return wire.MethodProxyInitialize
 }
 
 // A call is a request the conductor sent to a peer on someone's behalf.
@@ -108,6 +82,8 @@ type call struct {
 	method string          // the method as sent
 	trace  *trace.Recorder // set when the chain is traced
 	params json.RawMessage // kept only where the request may be sent again
+	// dialect is, for a proxy's initialize, the dialect it was spelled in.
+	dialect *wire.Dialect
 
 	// onResponse, if set, sees the response first and may consume it
 	// (returning true) instead of letting it go back to from.
@@ -330,9 +306,15 @@ func (p *peer) fail(cause error) []*call {
 	return calls
 }
 
-func (p *peer) getDialect() dialect { return dialect(p.rust.Load()) }
+// getDialect returns the dialect p speaks: wire.RFD until it shows another.
+func (p *peer) getDialect() *wire.Dialect {
+	if d := p.dialect.Load(); d != nil {
+		return d
+	}
+	return wire.RFD
+}
 
-func (p *peer) setDialect(d dialect) { p.rust.Store(bool(d)) }
+func (p *peer) setDialect(d *wire.Dialect) { p.dialect.Store(d) }
 
 // send queues one encoded line (with its newline), in one or more
 // segments, on the current link.

@@ -81,7 +81,11 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes), proc, r.chain.hb)
 	var replay *call
 	if params := p.recordedInit(); params != nil {
-		d := delivery{to: p.pos, method: p.getDialect().initialize()}
+		dl := p.getDialect()
+		d := delivery{to: p.pos, method: dl.Initialize}
+		if params, err = dl.InitializeParams(params); err != nil {
+			return fmt.Errorf("replaying initialize: %w", err)
+		}
 		replay = &call{to: p, id: p.nextID.Add(1), method: d.method, onResponse: func(resp *wire.Message) bool {
 			if resp.Error != nil {
 				r.log.Error("restarted component failed to initialize", zap.String("component", p.name), zap.ByteString("error", resp.Error))

@@ -57,7 +57,7 @@ func (c *chain) receive(from *peer, line []byte) {
 func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 	dc := c.topo.Load().route(inbound{from: pos, msg: m, restarted: from.restarted()}, c)
 	if dc.learn != nil {
-		from.setDialect(*dc.learn)
+		from.setDialect(dc.learn)
 	}
 	switch dc.act {
 	case actComplete:
@@ -99,7 +99,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		c.deliver(from, to, nil, dc.d, params)
 		return
 	}
-	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b}
+	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b, dialect: dc.proxyInit}
 	if dc.initialize {
 		cl.params = params
 		cl.onResponse = c.onInitialize(to, dc.d, cl)
@@ -109,12 +109,19 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		if dc.initTimer {
 			c.startInitTimer()
 		}
+		if dc.proxyInit != nil {
+			var err error
+			if params, err = dc.proxyInit.InitializeParams(params); err != nil {
+				c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err), b)
+				return
+			}
+		}
 	}
 	c.forward(to, cl, dc.d, params)
 }
 
 // dialectAt returns the dialect the peer at pos speaks.
-func (c *chain) dialectAt(pos int) dialect { return c.peers[pos].getDialect() }
+func (c *chain) dialectAt(pos int) *wire.Dialect { return c.peers[pos].getDialect() }
 
 // forward sends a request to `to` on behalf of cl.from, under an id of its
 // own. The call is tracked on both sides before the request leaves, so its
@@ -155,15 +162,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 
 // requestID returns the raw requestId of $/cancel_request params.
 func requestID(params json.RawMessage) []byte {
-	var id []byte
-	if len(params) > 0 {
-		wire.EachField(params, func(key, val []byte) {
-			if string(key) == `"requestId"` {
-				id = val
-			}
-		})
-	}
-	return id
+	return wire.Member(params, "requestId")
 }
 
 // largeValue is the size from which params and results are relayed from
@@ -198,14 +197,18 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 	if len(params) < largeValue {
 		room += len(params)
 	}
+	dl := to.getDialect()
+	if dl.MCPMessage != wire.RFD.MCPMessage {
+		d.method = dl.SpellMCP(d.method)
+	}
 	var head []byte
 	tail := closeObject
 	switch {
 	case d.wrap && params != nil:
-		head = wire.AppendWrappedHead(make([]byte, 0, 96+room), id, to.getDialect().successor(), d.method)
+		head = wire.AppendWrappedHead(make([]byte, 0, 96+room), id, dl.Successor(id), d.method)
 		tail = closeWrapped
 	case d.wrap:
-		return [][]byte{append(wire.AppendWrapped(make([]byte, 0, 96+room), id, to.getDialect().successor(), d.method, nil), '\n')}
+		return [][]byte{append(wire.AppendWrapped(make([]byte, 0, 96+room), id, dl.Successor(id), d.method, nil), '\n')}
 	case params != nil:
 		head = wire.AppendHead(make([]byte, 0, 64+room), id, d.method)
 	default:
@@ -253,12 +256,8 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 		from.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
 		return
 	}
-	code := codeInvalidRequest
-	if errors.Is(err, wire.ErrNotJSON) {
-		code = codeParseError
-	}
 	from.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
-	answer(from, b, encodeError(nil, wire.Errorf(code, "%v", err)))
+	answer(from, b, encodeError(nil, wire.ParseError(err)))
 }
 
 // oversize deals with a message that was too long to keep. A request is

@@ -159,7 +159,7 @@ type inbound struct {
 // dialects tells the router how the peer at each position spells the proxy
 // methods, which it learns at run time.
 type dialects interface {
-	dialectAt(pos int) dialect
+	dialectAt(pos int) *wire.Dialect
 }
 
 // A decision is everything the relay needs to carry out one message.
@@ -176,11 +176,12 @@ type decision struct {
 	// params for a restart (a proxy); bound it with the init timer (the
 	// client's own).
 	initialize, rememberInit, initTimer bool
+	// proxyInit is, for an initialize reaching a proxy, the dialect it is
+	// spelled in there (and whose params it takes).
+	proxyInit *wire.Dialect
 	// learn, if set, is the dialect the sender has shown it speaks.
-	learn *dialect
+	learn *wire.Dialect
 }
-
-var dialectRustValue = dialectRust
 
 // route classifies one message and decides how it goes on. It is the one
 // place that does: the relay only carries out what it returns.
@@ -208,8 +209,16 @@ func (t *topology) route(in inbound, dl dialects) decision {
 			return decision{act: actRefuse, src: in.from, err: wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err)}
 		}
 		dc.enveloped = true
-	} else if in.from == 0 && t.mode == ProxyMode && method == wire.MethodProxyInitRust {
-		dc.learn = &dialectRustValue // our parent speaks the Rust SDK's dialect
+	} else if in.from == 0 && t.mode == ProxyMode && m.IsRequest() {
+		// Our parent initializes us in its dialect: speak it back.
+		if pd := wire.ProxyInitDialect(method); pd != nil {
+			dc.learn = pd
+		} else if method == wire.MethodInitialize && wire.MarkedProxy(m.Params) {
+			dc.learn = wire.Thinkwell
+		}
+	}
+	if mcp, ok := wire.MCPMethod(method); ok {
+		method = mcp // spelled for its destination on the way out
 	}
 	if method == wire.MethodCancelRequest && m.IsNotification() {
 		dc.act = actCancel
@@ -230,7 +239,8 @@ func (t *topology) route(in inbound, dl dialects) decision {
 		return dc
 	}
 	if d.method == wire.MethodProxyInitialize {
-		d.method = dl.dialectAt(d.to).initialize()
+		dc.proxyInit = dl.dialectAt(d.to)
+		d.method = dc.proxyInit.Initialize
 	}
 	dc.d = d
 	dc.setup = sessionSetup[method]
@@ -246,7 +256,7 @@ func (t *topology) route(in inbound, dl dialects) decision {
 	default:
 		dc.act = actRelay
 	}
-	if m.IsRequest() && wire.IsInitialize(d.method) {
+	if m.IsRequest() && (wire.IsInitialize(d.method) || dc.proxyInit != nil) {
 		dc.initialize = true
 		dc.rememberInit = t.role(d.to) == roleProxy
 		dc.initTimer = in.from == 0 && !dc.enveloped

@@ -94,14 +94,20 @@ func TestHop(t *testing.T) {
 }
 
 // fixedDialects gives the dialect of each position for route's tests.
-type fixedDialects map[int]dialect
+type fixedDialects map[int]*wire.Dialect
 
-func (f fixedDialects) dialectAt(pos int) dialect { return f[pos] }
+func (f fixedDialects) dialectAt(pos int) *wire.Dialect {
+	if d := f[pos]; d != nil {
+		return d
+	}
+	return wire.RFD
+}
 
 func TestRouteClassifies(t *testing.T) {
 	agent2 := topology{mode: AgentMode, proxies: 2}
 	proxy2 := topology{mode: ProxyMode, proxies: 2}
-	rust1 := fixedDialects{1: dialectRust}
+	rust1 := fixedDialects{1: wire.Rust}
+	thinkwell2 := fixedDialects{2: wire.Thinkwell}
 	tests := []struct {
 		name      string
 		topo      topology
@@ -132,13 +138,21 @@ func TestRouteClassifies(t *testing.T) {
 		{"a cancel request (not notification) is relayed", agent2, 0, `{"jsonrpc":"2.0","id":1,"method":"$/cancel_request","params":{}}`, false, nil,
 			decision{act: actRelay, src: 0, d: delivery{to: 1, method: "$/cancel_request"}, raw: []byte(`{}`)}},
 		{"the client's initialize is hooked, remembered and timed", agent2, 0, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, false, nil,
-			decision{act: actRelay, src: 0, d: delivery{to: 1, method: "proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, initTimer: true}},
+			decision{act: actRelay, src: 0, d: delivery{to: 1, method: "proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, initTimer: true, proxyInit: wire.RFD}},
 		{"proxy/initialize is spelled in the proxy's dialect", agent2, 0, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, false, rust1,
-			decision{act: actRelay, src: 0, d: delivery{to: 1, method: "_proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, initTimer: true}},
+			decision{act: actRelay, src: 0, d: delivery{to: 1, method: "_proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, initTimer: true, proxyInit: wire.Rust}},
+		{"a Thinkwell proxy is initialized with initialize", agent2, 1, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{}}}`, false, thinkwell2,
+			decision{act: actRelay, src: 1, enveloped: true, d: delivery{to: 2, method: "initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, proxyInit: wire.Thinkwell}},
+		{"a Thinkwell request envelope is unwrapped", agent2, 2, `{"jsonrpc":"2.0","id":1,"method":"_proxy/successor/request","params":{"method":"session/new","params":{}}}`, false, thinkwell2,
+			decision{act: actRelay, src: 2, enveloped: true, d: delivery{to: 3, method: "session/new"}, raw: []byte(`{}`), setup: true}},
+		{"a Thinkwell notification envelope is unwrapped", agent2, 2, `{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"session/cancel","params":{}}}`, false, thinkwell2,
+			decision{act: actRelay, src: 2, enveloped: true, d: delivery{to: 3, method: "session/cancel"}, raw: []byte(`{}`)}},
+		{"_mcp/message is the MCP router's, in the RFD's spelling", agent2, 2, `{"jsonrpc":"2.0","id":1,"method":"_mcp/message","params":{}}`, false, thinkwell2,
+			decision{act: actMCP, src: 2, d: delivery{to: 1, wrap: true, method: "mcp/message"}, raw: []byte(`{}`)}},
 		{"the last proxy's initialize reaches the agent, hooked only", agent2, 2, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{}}}`, false, nil,
 			decision{act: actRelay, src: 2, enveloped: true, d: delivery{to: 3, method: "initialize"}, raw: []byte(`{}`), initialize: true}},
 		{"a restarted proxy's initialize is answered here", agent2, 1, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{}}}`, true, nil,
-			decision{act: actAnswerInit, src: 1, enveloped: true, d: delivery{to: 2, method: "proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true}},
+			decision{act: actAnswerInit, src: 1, enveloped: true, d: delivery{to: 2, method: "proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, proxyInit: wire.RFD}},
 		{"a restarted proxy's other requests are relayed", agent2, 1, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{}}}`, true, nil,
 			decision{act: actRelay, src: 1, enveloped: true, d: delivery{to: 2, method: "session/new"}, raw: []byte(`{}`), setup: true}},
 		{"session/new is a set-up", agent2, 0, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`, false, nil,
@@ -154,7 +168,9 @@ func TestRouteClassifies(t *testing.T) {
 
 		// Proxy mode: the parent is position 0 and, for its envelopes, 3.
 		{"the parent's Rust initialize teaches its dialect", proxy2, 0, `{"jsonrpc":"2.0","id":1,"method":"_proxy/initialize","params":{}}`, false, nil,
-			decision{act: actRelay, src: 0, learn: &dialectRustValue, d: delivery{to: 1, method: "proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, initTimer: true}},
+			decision{act: actRelay, src: 0, learn: wire.Rust, d: delivery{to: 1, method: "proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, initTimer: true, proxyInit: wire.RFD}},
+		{"a Thinkwell parent's marked initialize teaches its dialect", proxy2, 0, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"_meta":{"proxy":true}}}`, false, nil,
+			decision{act: actRelay, src: 0, learn: wire.Thinkwell, d: delivery{to: 1, method: "proxy/initialize"}, raw: []byte(`{"_meta":{"proxy":true}}`), initialize: true, rememberInit: true, initTimer: true, proxyInit: wire.RFD}},
 		{"the parent's envelope comes from its successor side", proxy2, 0, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{}}}`, false, nil,
 			decision{act: actRelay, src: 3, enveloped: true, d: delivery{to: 2, wrap: true, method: "session/update"}, raw: []byte(`{}`)}},
 		{"the last proxy's envelope goes up wrapped", proxy2, 2, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`, false, nil,

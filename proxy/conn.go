@@ -26,8 +26,8 @@ type Conn struct {
 	cancel   context.CancelFunc
 	handlers errgroup.Group // every running handler
 	lastID   atomic.Int64
-	rust     atomic.Bool // initialized as _proxy/initialize: wrap in _proxy/successor
-	mcp      *mcpHost    // serves p.MCPServers; nil if there are none
+	dialect  atomic.Pointer[wire.Dialect] // the one it was initialized in; nil for wire.RFD
+	mcp      *mcpHost                     // serves p.MCPServers; nil if there are none
 
 	mu     sync.Mutex
 	calls  map[string]*call   // requests sent, by id, until answered
@@ -285,6 +285,14 @@ func (c *Conn) forget(id json.RawMessage) bool {
 	return ok
 }
 
+// getDialect returns the dialect the conductor initialized the proxy in.
+func (c *Conn) getDialect() *wire.Dialect {
+	if d := c.dialect.Load(); d != nil {
+		return d
+	}
+	return wire.RFD
+}
+
 func (c *Conn) newID() json.RawMessage { return wire.IntID(c.lastID.Add(1)) }
 
 // encode builds the line that sends a request (id != nil) or notification
@@ -292,11 +300,7 @@ func (c *Conn) newID() json.RawMessage { return wire.IntID(c.lastID.Add(1)) }
 func (c *Conn) encode(to Side, id json.RawMessage, method string, params json.RawMessage) []byte {
 	buf := make([]byte, 0, len(params)+len(method)+64)
 	if to == Successor {
-		envelope := wire.MethodSuccessor
-		if c.rust.Load() {
-			envelope = wire.MethodSuccessorRust
-		}
-		buf = wire.AppendWrapped(buf, id, envelope, method, params)
+		buf = wire.AppendWrapped(buf, id, c.getDialect().Successor(id), method, params)
 	} else {
 		m := wire.Message{ID: id, Method: method, Params: params}
 		buf = m.Append(buf)

@@ -29,6 +29,12 @@ func initializeHandler(fn Handler) Handler {
 		if err != nil {
 			return nil, fmt.Errorf("initialize result: %w", err)
 		}
+		if r.conn != nil && r.conn.getDialect().InitializeMeta {
+			// The conductor checks that we took a proxy's part.
+			if result, err = r.conn.getDialect().InitializeParams(result); err != nil {
+				return nil, fmt.Errorf("initialize result: %w", err)
+			}
+		}
 		return result, nil
 	}
 }

@@ -69,11 +69,7 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 	ch := wire.NewLineChannel(in, out, p.MaxMessageBytes)
 	g, gctx := errgroup.WithContext(ctx)
 	c := newConn(gctx, p)
-	if t, ok := any(ch).(interface {
-		TryWriter() func([][]byte) ([][]byte, error)
-	}); ok {
-		c.out.try = t.TryWriter() // nil unless out can be written without blocking
-	}
+	c.out.try = wire.TryWriterOf(ch) // nil unless out can be written without blocking
 
 	g.Go(func() error { return c.out.run(gctx, ch) })
 	stopped := make(chan struct{})

@@ -35,12 +35,8 @@ func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
 		}
 		m, err := wire.Parse(line)
 		if err != nil {
-			code := jrpc2.InvalidRequest
-			if errors.Is(err, wire.ErrNotJSON) {
-				code = jrpc2.ParseError
-			}
 			c.log.Warn("rejected input", "error", err)
-			c.reply(wire.ErrorResponse(nil, wire.Errorf(code, "%v", err)))
+			c.reply(wire.ErrorResponse(nil, wire.ParseError(err)))
 			continue
 		}
 		c.dispatch(m)
@@ -63,9 +59,14 @@ func (c *Conn) dispatch(m *wire.Message) {
 			return
 		}
 		c.receive(m.ID, Successor, method, params)
-	case m.Method == wire.MethodProxyInitialize || m.Method == wire.MethodProxyInitRust:
+	case wire.ProxyInitDialect(m.Method) != nil:
 		// Speak the dialect we were addressed in from now on.
-		c.rust.Store(m.Method == wire.MethodProxyInitRust)
+		c.dialect.Store(wire.ProxyInitDialect(m.Method))
+		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
+	case m.Method == wire.MethodInitialize && wire.MarkedProxy(m.Params):
+		// A conductor of the Thinkwell dialect (@thinkwell/conductor,
+		// sacp-conductor).
+		c.dialect.Store(wire.Thinkwell)
 		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
 	case m.Method == wire.MethodInitialize:
 		c.reject(m, wire.Errorf(jrpc2.InvalidRequest,

@@ -7,7 +7,7 @@ import (
 
 // Envelope methods: a proxy and its conductor exchange everything that
 // concerns the proxy's successor inside one of these. The underscore spelling
-// is the Rust SDK's dialect.
+// is the Rust SDK's dialect; Dialects has them all.
 const (
 	MethodSuccessor       = "proxy/successor"
 	MethodSuccessorRust   = "_proxy/successor"
@@ -16,17 +16,6 @@ const (
 	MethodInitialize      = "initialize"
 	MethodCancelRequest   = "$/cancel_request"
 )
-
-// IsSuccessor reports whether method names a successor envelope in either
-// dialect.
-func IsSuccessor(method string) bool {
-	return method == MethodSuccessor || method == MethodSuccessorRust
-}
-
-// IsInitialize reports whether method is any spelling of initialize.
-func IsInitialize(method string) bool {
-	return method == MethodInitialize || method == MethodProxyInitialize || method == MethodProxyInitRust
-}
 
 // Unwrap returns the method and raw params carried by the params of a
 // successor envelope, or of an mcp/message, which carries an MCP message the

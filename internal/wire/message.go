@@ -354,6 +354,17 @@ func ErrorResponse(id json.RawMessage, e *Error) *Message {
 // Request-cancelled code from ACP's request cancellation RFD.
 const CodeRequestCancelled jrpc2.Code = -32800
 
+// ParseError returns the error that answers a line Parse refused: -32700
+// (parse error) for what is not JSON, -32600 (invalid request) for JSON
+// that is not a JSON-RPC message, as JSON-RPC 2.0 section 5.1 assigns them.
+func ParseError(err error) *Error {
+	code := jrpc2.InvalidRequest
+	if errors.Is(err, ErrNotJSON) {
+		code = jrpc2.ParseError
+	}
+	return Errorf(code, "%v", err)
+}
+
 // Peek recovers what it can of a message from the first bytes of a line that
 // was too long to keep: its id and method, where the head holds them whole.
 // It lets the conductor answer a request, or fail the call awaiting a

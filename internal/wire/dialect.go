@@ -1,0 +1,210 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// A Dialect is one spelling of the proxy protocol between a conductor and a
+// proxy: how the conductor initializes the proxy, the envelopes in which
+// they exchange what concerns the proxy's successor, and the MCP-over-ACP
+// methods. The conductor and the proxy library speak each peer's dialect
+// from this table, so a new dialect is a new entry, not new branches.
+//
+// Every known dialect shapes an envelope's params the same way, as the
+// carried message's {"method", "params"} (Unwrap, AppendWrapped); the
+// carrier's own members, such as _meta, stay outside.
+type Dialect struct {
+	Name string // for logs: "rfd", "rust", "thinkwell"
+
+	// Initialize is the method a conductor initializes a proxy with. With
+	// InitializeMeta, it is the agent's own initialize marked as a proxy's
+	// by _meta.proxy (and sacp's _meta.symposium.proxy), and the proxy's
+	// answer carries the same mark.
+	Initialize     string
+	InitializeMeta bool
+
+	// The envelope methods for a request and for a notification.
+	SuccessorRequest, SuccessorNotification string
+
+	// The MCP-over-ACP methods.
+	MCPConnect, MCPMessage, MCPDisconnect string
+}
+
+// The dialects in use. A conductor tries them in this order (Dialects): each
+// try that a proxy refuses with method-not-found costs one round trip before
+// its initialize, once per proxy.
+var (
+	// RFD is the proxy-chains RFD's, which the TypeScript SDK follows.
+	RFD = &Dialect{
+		Name:                  "rfd",
+		Initialize:            MethodProxyInitialize,
+		SuccessorRequest:      MethodSuccessor,
+		SuccessorNotification: MethodSuccessor,
+		MCPConnect:            "mcp/connect",
+		MCPMessage:            "mcp/message",
+		MCPDisconnect:         "mcp/disconnect",
+	}
+	// Rust is the Rust SDK's: the RFD's methods, each with an underscore.
+	Rust = &Dialect{
+		Name:                  "rust",
+		Initialize:            MethodProxyInitRust,
+		SuccessorRequest:      MethodSuccessorRust,
+		SuccessorNotification: MethodSuccessorRust,
+		MCPConnect:            "mcp/connect",
+		MCPMessage:            "mcp/message",
+		MCPDisconnect:         "mcp/disconnect",
+	}
+	// Thinkwell is that of @thinkwell/conductor and sacp-conductor up to
+	// 11: initialize marked with _meta.proxy, one envelope for requests
+	// and another for notifications, and _mcp/* methods whose servers are
+	// declared as {"type":"http","url":"acp:<uuid>"}.
+	Thinkwell = &Dialect{
+		Name:                  "thinkwell",
+		Initialize:            MethodInitialize,
+		InitializeMeta:        true,
+		SuccessorRequest:      "_proxy/successor/request",
+		SuccessorNotification: "_proxy/successor/notification",
+		MCPConnect:            "_mcp/connect",
+		MCPMessage:            "_mcp/message",
+		MCPDisconnect:         "_mcp/disconnect",
+	}
+
+	// Dialects lists them in the order a conductor tries them.
+	Dialects = []*Dialect{RFD, Rust, Thinkwell}
+)
+
+// Successor returns the envelope method for a request (id != nil) or a
+// notification.
+func (d *Dialect) Successor(id json.RawMessage) string {
+	if id != nil {
+		return d.SuccessorRequest
+	}
+	return d.SuccessorNotification
+}
+
+// Next returns the dialect to try after a proxy refused d's initialize, or
+// nil if there is none.
+func (d *Dialect) Next() *Dialect {
+	for i, x := range Dialects[:len(Dialects)-1] {
+		if x == d {
+			return Dialects[i+1]
+		}
+	}
+	return nil
+}
+
+// EnvelopeDialect returns the dialect whose envelope method is method, or
+// nil if method is not an envelope.
+func EnvelopeDialect(method string) *Dialect {
+	for _, d := range Dialects {
+		if method == d.SuccessorRequest || method == d.SuccessorNotification {
+			return d
+		}
+	}
+	return nil
+}
+
+// IsSuccessor reports whether method names a successor envelope in any
+// dialect.
+func IsSuccessor(method string) bool { return EnvelopeDialect(method) != nil }
+
+// ProxyInitDialect returns the dialect whose proxy initialize method is
+// method, for the dialects that have one of their own, or nil.
+func ProxyInitDialect(method string) *Dialect {
+	for _, d := range Dialects {
+		if method == d.Initialize && !d.InitializeMeta {
+			return d
+		}
+	}
+	return nil
+}
+
+// IsInitialize reports whether method is any spelling of initialize.
+func IsInitialize(method string) bool {
+	return method == MethodInitialize || ProxyInitDialect(method) != nil
+}
+
+// MCPMethod returns the MCP-over-ACP method that method spells in any
+// dialect, in the RFD's spelling ("mcp/connect", ...), and whether it is one.
+func MCPMethod(method string) (string, bool) {
+	for _, d := range Dialects {
+		switch method {
+		case d.MCPConnect:
+			return RFD.MCPConnect, true
+		case d.MCPMessage:
+			return RFD.MCPMessage, true
+		case d.MCPDisconnect:
+			return RFD.MCPDisconnect, true
+		}
+	}
+	return "", false
+}
+
+// SpellMCP returns method, an MCP-over-ACP method in the RFD's spelling, as
+// d spells it; any other method is returned as it is.
+func (d *Dialect) SpellMCP(method string) string {
+	switch method {
+	case RFD.MCPConnect:
+		return d.MCPConnect
+	case RFD.MCPMessage:
+		return d.MCPMessage
+	case RFD.MCPDisconnect:
+		return d.MCPDisconnect
+	}
+	return method
+}
+
+// InitializeParams returns the params of an initialize for a proxy of
+// dialect d: params as they are, or marked as a proxy's where d says so.
+func (d *Dialect) InitializeParams(params json.RawMessage) (json.RawMessage, error) {
+	if !d.InitializeMeta {
+		return params, nil
+	}
+	p, err := SetPath(params, []string{"_meta", "proxy"}, json.RawMessage("true"))
+	if err != nil {
+		return nil, err
+	}
+	return SetPath(p, []string{"_meta", "symposium", "proxy"}, json.RawMessage("true"))
+}
+
+// MarkedProxy reports whether an initialize request's params or result
+// carry the proxy mark of the Thinkwell dialect, in either spelling.
+func MarkedProxy(obj json.RawMessage) bool {
+	meta := Member(obj, "_meta")
+	if meta == nil {
+		return false
+	}
+	return bytes.Equal(Member(meta, "proxy"), []byte("true")) ||
+		bytes.Equal(Member(Member(meta, "symposium"), "proxy"), []byte("true"))
+}
+
+// Member returns the raw value of the member name of the JSON object obj,
+// or nil if obj is not an object or has none. obj must be valid JSON, as
+// every part of a parsed Message is. Names are compared as JSON decoders
+// compare them, escapes decoded; of repeated names the last wins, as with
+// encoding/json.
+func Member(obj json.RawMessage, name string) json.RawMessage {
+	if len(obj) == 0 {
+		return nil
+	}
+	var val json.RawMessage
+	EachField(obj, func(key, v []byte) {
+		if keyIs(key, name) {
+			val = v
+		}
+	})
+	return val
+}
+
+// keyIs reports whether the raw JSON string key names name.
+func keyIs(key []byte, name string) bool {
+	if len(key) == len(name)+2 && string(key[1:len(key)-1]) == name {
+		return true
+	}
+	if bytes.IndexByte(key, '\\') < 0 {
+		return false
+	}
+	s, ok := unquote(key)
+	return ok && s == name
+}

@@ -1,0 +1,124 @@
+package wire
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestDialectDetectionOrder(t *testing.T) {
+	var got []string
+	for d := RFD; d != nil; d = d.Next() {
+		got = append(got, d.Initialize)
+	}
+	want := []string{"proxy/initialize", "_proxy/initialize", "initialize"}
+	if len(got) != len(want) {
+		t.Fatalf("detection order %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("detection order %q, want %q", got, want)
+		}
+	}
+}
+
+func TestDialectTable(t *testing.T) {
+	for _, tt := range []struct {
+		method    string
+		envelope  *Dialect
+		proxyInit *Dialect
+		mcp       string
+	}{
+		{"proxy/successor", RFD, nil, ""},
+		{"_proxy/successor", Rust, nil, ""},
+		{"_proxy/successor/request", Thinkwell, nil, ""},
+		{"_proxy/successor/notification", Thinkwell, nil, ""},
+		{"proxy/initialize", nil, RFD, ""},
+		{"_proxy/initialize", nil, Rust, ""},
+		{"initialize", nil, nil, ""},
+		{"mcp/connect", nil, nil, "mcp/connect"},
+		{"_mcp/connect", nil, nil, "mcp/connect"},
+		{"_mcp/message", nil, nil, "mcp/message"},
+		{"_mcp/disconnect", nil, nil, "mcp/disconnect"},
+		{"session/update", nil, nil, ""},
+	} {
+		if got := EnvelopeDialect(tt.method); got != tt.envelope {
+			t.Errorf("EnvelopeDialect(%q) = %v, want %v", tt.method, got, tt.envelope)
+		}
+		if got := ProxyInitDialect(tt.method); got != tt.proxyInit {
+			t.Errorf("ProxyInitDialect(%q) = %v, want %v", tt.method, got, tt.proxyInit)
+		}
+		if got, ok := MCPMethod(tt.method); got != tt.mcp || ok != (tt.mcp != "") {
+			t.Errorf("MCPMethod(%q) = %q, %v, want %q", tt.method, got, ok, tt.mcp)
+		}
+	}
+	if got := Thinkwell.SpellMCP("mcp/message"); got != "_mcp/message" {
+		t.Errorf("Thinkwell spells mcp/message %q", got)
+	}
+	if got := Rust.SpellMCP("mcp/message"); got != "mcp/message" {
+		t.Errorf("Rust spells mcp/message %q", got)
+	}
+	if Thinkwell.Successor(json.RawMessage("1")) != "_proxy/successor/request" || Thinkwell.Successor(nil) != "_proxy/successor/notification" {
+		t.Error("Thinkwell's envelopes are not told apart by id")
+	}
+}
+
+func TestInitializeParams(t *testing.T) {
+	for _, tt := range []struct {
+		d       *Dialect
+		in, out string
+	}{
+		{RFD, `{"protocolVersion":1}`, `{"protocolVersion":1}`},
+		{Thinkwell, `{"protocolVersion":1}`, `{"protocolVersion":1,"_meta":{"proxy":true,"symposium":{"proxy":true}}}`},
+		{Thinkwell, `{"_meta":{"x":1},"protocolVersion":1}`, `{"_meta":{"x":1,"proxy":true,"symposium":{"proxy":true}},"protocolVersion":1}`},
+		{Thinkwell, `null`, `{"_meta":{"proxy":true,"symposium":{"proxy":true}}}`},
+	} {
+		got, err := tt.d.InitializeParams(json.RawMessage(tt.in))
+		if err != nil || string(got) != tt.out {
+			t.Errorf("%s.InitializeParams(%s) = %s, %v, want %s", tt.d.Name, tt.in, got, err, tt.out)
+		}
+		if marked := MarkedProxy(got); marked != tt.d.InitializeMeta {
+			t.Errorf("MarkedProxy(%s) = %v", got, marked)
+		}
+	}
+	for _, tt := range []struct {
+		obj  string
+		want bool
+	}{
+		{`{"_meta":{"proxy":true}}`, true},
+		{`{"_meta":{"symposium":{"proxy":true}}}`, true},
+		{`{"_meta":{"proxy":false}}`, false},
+		{`{"_meta":{"pr\u006fxy":true}}`, true},
+		{`{"proxy":true}`, false},
+		{`[1]`, false},
+	} {
+		if got := MarkedProxy(json.RawMessage(tt.obj)); got != tt.want {
+			t.Errorf("MarkedProxy(%s) = %v, want %v", tt.obj, got, tt.want)
+		}
+	}
+}
+
+func TestMember(t *testing.T) {
+	for _, tt := range []struct {
+		obj, name, want string
+	}{
+		{`{"requestId":3}`, "requestId", "3"},
+		{`{"r\u0065questId":3}`, "requestId", "3"},
+		{`{"requestId":3,"requestId":"x"}`, "requestId", `"x"`},
+		{`{"requestIdx":3}`, "requestId", ""},
+		{`{"a":{"requestId":3}}`, "requestId", ""},
+		{`[]`, "requestId", ""},
+		{``, "requestId", ""},
+	} {
+		got := Member(json.RawMessage(tt.obj), tt.name)
+		if string(got) != tt.want {
+			t.Errorf("Member(%s, %q) = %s, want %s", tt.obj, tt.name, got, tt.want)
+		}
+		// Member agrees with encoding/json.
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(tt.obj), &m) == nil {
+			if string(m[tt.name]) != string(got) {
+				t.Errorf("Member(%s, %q) = %s, encoding/json says %s", tt.obj, tt.name, got, m[tt.name])
+			}
+		}
+	}
+}
