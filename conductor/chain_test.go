@@ -280,3 +280,115 @@ func TestNotificationBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestThreeDialects runs a whole turn through an RFD proxy, a Rust-dialect
+// proxy and a Thinkwell-dialect proxy at once: each is detected on its own
+// and spoken to in its dialect, in both directions.
+func TestThreeDialects(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{
+			fake(t, dir, "rfd", "proxy"),
+			fake(t, dir, "rust", "proxy", "ACP_TEST_RUST_ONLY=1"),
+			fake(t, dir, "thinkwell", "thinkwell"),
+		},
+		Agent: fake(t, dir, "agent", "agent"),
+	})
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"traceparent":"00-abc-def-01"}}}`)
+	if m := e.recvMsg(); m.Error != nil || !strings.Contains(string(m.Result), `"x.test/agent":true`) {
+		t.Fatalf("initialize: %s", e.seen[len(e.seen)-1])
+	}
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	if m := e.recvMsg(); string(m.Result) != `{"sessionId":"sess-1"}` {
+		t.Fatalf("session/new: %s", e.seen[len(e.seen)-1])
+	}
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[]}}`)
+	if m := e.recvMsg(); updateText(m) != "thinking" {
+		t.Fatalf("want the first update, got %s", e.seen[len(e.seen)-1])
+	}
+	perm := e.recvMsg()
+	if perm.Method != "session/request_permission" {
+		t.Fatalf("want a permission request, got %s", e.seen[len(e.seen)-1])
+	}
+	e.send(`{"jsonrpc":"2.0","id":` + string(perm.ID) + `,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`)
+	read := e.recvMsg()
+	if read.Method != "fs/read_text_file" {
+		t.Fatalf("want fs/read_text_file, got %s", e.seen[len(e.seen)-1])
+	}
+	e.send(`{"jsonrpc":"2.0","id":` + string(read.ID) + `,"result":{"content":"remember the milk"}}`)
+	if m := e.recvMsg(); !strings.Contains(updateText(m), "remember the milk") {
+		t.Fatalf("want the second update, got %s", e.seen[len(e.seen)-1])
+	}
+	if m := e.recvMsg(); string(m.ID) != "2" || string(m.Result) != `{"stopReason":"end_turn"}` {
+		t.Fatalf("want the prompt's answer, got %s", e.seen[len(e.seen)-1])
+	}
+	e.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess-1"}}`)
+	if err := e.close(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	saw := func(name string) []string {
+		b, _ := os.ReadFile(filepath.Join(dir, name+".txt"))
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	// Each proxy's envelopes, from its successor, in its own dialect.
+	for _, tt := range []struct {
+		name  string
+		first []string // the methods of its first messages: the detection
+		envs  []string // the envelopes it may see
+	}{
+		{"rfd", []string{"proxy/initialize"}, []string{"proxy/successor"}},
+		{"rust", []string{"proxy/initialize", "_proxy/initialize"}, []string{"_proxy/successor"}},
+		{"thinkwell", []string{"proxy/initialize", "_proxy/initialize", "initialize"}, []string{"_proxy/successor/request", "_proxy/successor/notification"}},
+	} {
+		lines := saw(tt.name)
+		var envelopes int
+		for i, line := range lines {
+			m, err := wire.Parse([]byte(line))
+			if err != nil {
+				t.Fatalf("%s saw %s: %v", tt.name, line, err)
+			}
+			if i < len(tt.first) && m.Method != tt.first[i] {
+				t.Errorf("%s's message %d is %s, want %s", tt.name, i, m.Method, tt.first[i])
+			}
+			if !strings.Contains(m.Method, "proxy/successor") {
+				continue
+			}
+			envelopes++
+			switch {
+			case m.Method == tt.envs[0] && (len(tt.envs) == 1 || m.IsRequest()):
+			case len(tt.envs) == 2 && m.Method == tt.envs[1] && m.IsNotification():
+			default:
+				t.Errorf("%s got an envelope not of its dialect: %s", tt.name, line)
+			}
+		}
+		// Two updates and two requests came up from the agent through it.
+		if envelopes < 4 {
+			t.Errorf("%s got %d envelopes, want at least 4:\n%s", tt.name, envelopes, strings.Join(lines, "\n"))
+		}
+	}
+	if init := saw("thinkwell")[2]; !strings.Contains(init, `"_meta":{"traceparent":"00-abc-def-01","proxy":true`) {
+		t.Errorf("the Thinkwell proxy's initialize is not marked as a proxy's: %s", init)
+	}
+	for _, line := range saw("agent") {
+		if strings.Contains(line, "proxy") {
+			t.Errorf("the agent saw proxy protocol: %s", line)
+		}
+	}
+}
+
+// TestNotAProxy: a component in a proxy's place that refuses every proxy
+// initialize and answers a marked initialize as an agent would is no proxy,
+// and the editor is told which.
+func TestNotAProxy(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "impostor", "agent")},
+		Agent:   fake(t, dir, "agent", "agent"),
+	})
+	e.send(initLine)
+	m := e.recvMsg()
+	if m.Error == nil || !strings.Contains(string(m.Error), `impostor`) || !strings.Contains(string(m.Error), `not an ACP proxy`) {
+		t.Fatalf("want an error naming the impostor, got %s", e.seen[len(e.seen)-1])
+	}
+}

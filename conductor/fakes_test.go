@@ -40,6 +40,8 @@ func runFake(role string) {
 		handle = fakeProxy(ch, send)
 	case "agent":
 		handle = fakeAgent(send)
+	case "thinkwell":
+		handle = fakeThinkwellProxy(ch, send)
 	case "canceller":
 		handle = fakeCanceller(send)
 	case "mcp-owner":
@@ -590,6 +592,96 @@ func fakeManyMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 					send(&wire.Message{ID: prompt, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 				}
 			}
+		}
+	}
+}
+
+// fakeThinkwellProxy is a proxy of the dialect @thinkwell/conductor and
+// sacp-conductor speak, written from their code rather than from the
+// conductor's table: it refuses proxy/initialize and _proxy/initialize,
+// takes initialize only when marked _meta.proxy (and says so in its
+// answer), and exchanges everything with its successor in
+// _proxy/successor/request and _proxy/successor/notification. Any other
+// envelope is a protocol error it reports on stderr and refuses.
+func fakeThinkwellProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
+	const (
+		request      = "_proxy/successor/request"
+		notification = "_proxy/successor/notification"
+	)
+	next := int64(500)
+	pending := map[string]*wire.Message{} // our id -> the request it serves
+	wrap := func(id json.RawMessage, envelope, method string, params json.RawMessage) {
+		inner := map[string]json.RawMessage{"method": json.RawMessage(strconv.Quote(method))}
+		if params != nil {
+			inner["params"] = params
+		}
+		b, _ := json.Marshal(inner)
+		send(&wire.Message{ID: id, Method: envelope, Params: b})
+	}
+	ours := func(m *wire.Message) json.RawMessage {
+		if !m.IsRequest() {
+			return nil
+		}
+		next++
+		id := wire.IntID(next)
+		pending[string(id)] = m
+		return id
+	}
+	return func(m *wire.Message) {
+		switch {
+		case m.IsResponse():
+			orig, ok := pending[string(m.ID)]
+			if !ok {
+				fmt.Fprintln(os.Stderr, "thinkwell proxy: unknown response id", string(m.ID))
+				return
+			}
+			delete(pending, string(m.ID))
+			result := m.Result
+			if orig.Method == "initialize" && m.Error == nil {
+				var r map[string]any
+				json.Unmarshal(result, &r)
+				meta, _ := r["_meta"].(map[string]any)
+				if meta == nil {
+					meta = map[string]any{}
+				}
+				meta["proxy"] = true
+				r["_meta"] = meta
+				result, _ = json.Marshal(r)
+			}
+			send(&wire.Message{ID: orig.ID, Result: result, Error: m.Error})
+		case m.Method == "proxy/initialize" || m.Method == "_proxy/initialize":
+			send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "method not found: %s", m.Method)))
+		case m.Method == "initialize":
+			var p map[string]any
+			json.Unmarshal(m.Params, &p)
+			meta, _ := p["_meta"].(map[string]any)
+			if meta["proxy"] != true {
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeInvalidParams, "this command requires the proxy capability")))
+				return
+			}
+			delete(meta, "proxy") // as sacp does: the successor is told by the conductor
+			delete(meta, "symposium")
+			params, _ := json.Marshal(p)
+			wrap(ours(m), request, "initialize", params)
+		case m.Method == request || m.Method == notification: // from the successor
+			var inner struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			json.Unmarshal(m.Params, &inner)
+			if (m.Method == request) != m.IsRequest() {
+				fmt.Fprintln(os.Stderr, "thinkwell proxy:", m.Method, "with the wrong kind of message")
+			}
+			send(&wire.Message{ID: ours(m), Method: inner.Method, Params: inner.Params})
+		case strings.Contains(m.Method, "proxy/successor"):
+			fmt.Fprintln(os.Stderr, "thinkwell proxy: an envelope of another dialect:", m.Method)
+			if m.IsRequest() {
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "method not found: %s", m.Method)))
+			}
+		case m.IsRequest(): // from the predecessor
+			wrap(ours(m), request, m.Method, m.Params)
+		default:
+			wrap(nil, notification, m.Method, m.Params)
 		}
 	}
 }

@@ -99,3 +99,24 @@ func TestRustDialect(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"n":2}}}`)
 	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`)
 }
+
+// Initialized by a conductor of the Thinkwell dialect (@thinkwell/conductor,
+// sacp-conductor), with initialize marked _meta.proxy, the proxy says it took
+// a proxy's part and speaks that dialect: requests and notifications go to
+// its successor in envelopes of their own.
+func TestThinkwellDialect(t *testing.T) {
+	c := serve(t, &proxy.Proxy{})
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"_proxy/successor/request","params":{"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	c.expect(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}},"_meta":{"proxy":true,"symposium":{"proxy":true}}}}`)
+
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"session/cancel","params":{"sessionId":"s"}}}`)
+	c.send(`{"jsonrpc":"2.0","id":7,"method":"session/new","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"method":"_proxy/successor/request","params":{"method":"session/new","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"session/update","params":{"n":1}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`)
+	c.send(`{"jsonrpc":"2.0","id":9,"method":"_proxy/successor/request","params":{"method":"fs/read_text_file","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"method":"fs/read_text_file","params":{}}`)
+}
