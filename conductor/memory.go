@@ -10,9 +10,9 @@ import (
 // collector only runs once the heap has grown, after the next large line
 // has been allocated; and each hop's line is a little longer than the last
 // (it gains an envelope or an id), so it never fits the space the previous
-// one left. A 16 MiB prompt through three proxies thus kept four copies
-// resident. Collecting once enough large bytes have gone out keeps it to
-// about one.
+// one left. A large prompt through a chain thus stayed resident once per
+// hop. Collecting once enough large bytes have gone out keeps about one
+// copy (TestLargeWritesCollect; make bench reports the peak RSS).
 const (
 	largeLine    = 1 << 20 // a segment from this size counts
 	collectAfter = 4 << 20 // large bytes written between collections

@@ -15,65 +15,10 @@
 // answer a request itself, drop a notification, or send requests and
 // notifications of its own to either side through [Conn].
 //
-// This proxy adds a note to every prompt and hides the agent's thoughts from
-// the client:
-//
-//	package main
-//
-//	import (
-//		"context"
-//		"encoding/json"
-//		"log"
-//
-//		"github.com/acp-conductor/acp-conductor/proxy"
-//	)
-//
-//	func main() {
-//		p := &proxy.Proxy{
-//			FromPredecessor: map[string]proxy.Handler{"session/prompt": addNote},
-//			FromSuccessor:   map[string]proxy.Handler{"session/update": hideThoughts},
-//		}
-//		if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
-//			log.Fatal(err)
-//		}
-//	}
-//
-//	// addNote puts a text block at the start of the prompt, then sends the
-//	// prompt on and returns the agent's answer as the answer.
-//	func addNote(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
-//		params, err := proxy.EditMember(r.Params, "prompt", func(prompt json.RawMessage) (json.RawMessage, error) {
-//			var blocks []json.RawMessage
-//			if err := json.Unmarshal(prompt, &blocks); err != nil {
-//				return nil, err
-//			}
-//			note := json.RawMessage(`{"type":"text","text":"Note: the tests run with 'make test'."}`)
-//			// Join the raw blocks rather than re-encode them: every byte of
-//			// the editor's blocks reaches the agent as it was.
-//			out := append([]byte("["), note...)
-//			for _, b := range blocks {
-//				out = append(append(out, ','), b...)
-//			}
-//			return append(out, ']'), nil
-//		})
-//		if err != nil {
-//			return nil, err
-//		}
-//		r.Params = params
-//		return r.Forward(ctx)
-//	}
-//
-//	// hideThoughts forwards every session update except the agent's thoughts.
-//	func hideThoughts(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
-//		var p struct {
-//			Update struct {
-//				Kind string `json:"sessionUpdate"`
-//			} `json:"update"`
-//		}
-//		if json.Unmarshal(r.Params, &p) == nil && p.Update.Kind == "agent_thought_chunk" {
-//			return nil, nil
-//		}
-//		return r.Forward(ctx)
-//	}
+// A proxy program is a [Proxy] with its handlers, served on [Stdin] and
+// [Stdout]; the package's Example is a complete one, which adds a note to
+// every prompt and hides the agent's thoughts from the client, and
+// [Proxy.Serve]'s example runs it against a conductor played by hand.
 //
 // # Ordering
 //
