@@ -59,3 +59,20 @@ func AddFlags(fs *pflag.FlagSet) {
 		}
 	}
 }
+
+// An EnvVar is an environment variable that acp-conductor reads, and what
+// it sets.
+type EnvVar struct {
+	Name, Usage string
+}
+
+// Environment lists the environment variables a user may set for a chain:
+// one per layered setting, from the settings table, so that help made from
+// it cannot go stale, and the remote components' token.
+func Environment() []EnvVar {
+	vars := make([]EnvVar, 0, len(settings)+1)
+	for _, s := range settings {
+		vars = append(vars, EnvVar{envVar(s.key), s.usage + " (--" + s.flag + ")"})
+	}
+	return append(vars, EnvVar{EnvRemoteToken, "bearer token for the URL components given on the command line"})
+}

@@ -15,19 +15,20 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/acp-conductor/acp-conductor/config"
 	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 func main() {
 	// The relay does little work per message and shares the machine with
 	// the editor, the agent and every proxy. With one P its goroutines hand
-	// messages to each other on one thread instead of waking others: on two
-	// cores that relayed 15-50% more messages per second, at lower latency,
-	// than the default (go run ./bench). GOMAXPROCS in the environment
-	// still decides.
+	// messages to each other on one thread instead of waking others, which
+	// make bench measures against the default. GOMAXPROCS in the
+	// environment still decides.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
@@ -73,12 +74,12 @@ the agent. A chain is given either as arguments, one quoted string per
 component with the agent last, or as a YAML chain file with --config.
 
 Settings are taken from flags, then ACP_CONDUCTOR_* environment variables
-(ACP_CONDUCTOR_LOGGING_LEVEL, ACP_CONDUCTOR_LOGGING_FORMAT,
-ACP_CONDUCTOR_LOGGING_FILE, ACP_CONDUCTOR_SHUTDOWN_GRACE,
-ACP_CONDUCTOR_MAX_MESSAGE_BYTES, ACP_CONDUCTOR_NAME), then the chain file,
-then defaults. Standard output carries only the protocol; logs go to stderr
-or to --log-file. The relay runs on one processor (GOMAXPROCS=1), its
-fastest setting on small machines, unless GOMAXPROCS is set.`,
+(listed below), then the chain file, then defaults. Standard output carries
+only the protocol; logs go to stderr or to --log-file. The relay runs on one
+processor (GOMAXPROCS=1), its fastest setting on small machines, unless
+GOMAXPROCS is set.
+
+` + environmentHelp(),
 		Example: `  # Put a proxy in front of an agent:
   acp-conductor agent "ctx-proxy --flag x" "npx -y some-agent --acp"
 
@@ -102,6 +103,17 @@ fastest setting on small machines, unless GOMAXPROCS is set.`,
 		newRemoteConnectCmd(),
 	)
 	return root
+}
+
+// environmentHelp lists every environment variable a user may set, made
+// from config's settings table so that it cannot go stale.
+func environmentHelp() string {
+	var b strings.Builder
+	b.WriteString("Environment:")
+	for _, v := range append(config.Environment(), config.EnvVar{Name: envToken, Usage: "the token serve requires of clients, unless --token-file is given"}) {
+		fmt.Fprintf(&b, "\n  %s\n        %s", v.Name, v.Usage)
+	}
+	return b.String()
 }
 
 // version reports the module version the binary was built from.

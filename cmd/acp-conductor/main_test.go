@@ -107,6 +107,13 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
+	// The root help lists every environment variable.
+	r := acp(t, "", nil, "--help")
+	for _, v := range append(config.Environment(), config.EnvVar{Name: envToken}) {
+		if !strings.Contains(r.stdout, "\n  "+v.Name+"\n") {
+			t.Errorf("--help does not list %s:\n%s", v.Name, r.stdout)
+		}
+	}
 	// The supervisor is a part of the conductor, not a tool to list.
 	if r := acp(t, "", nil, "--help"); strings.Contains(r.stdout, "component-supervisor") {
 		t.Errorf("top-level help lists the hidden supervisor command:\n%s", r.stdout)
