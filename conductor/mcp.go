@@ -75,18 +75,15 @@ func newMCPRoutes() *mcpRoutes {
 
 // agentCapabilities notes what the final agent's InitializeResponse says it
 // can do with MCP servers.
+// ACP v1 says true, v2 an object (wire.MCPCapabilities).
 func (r *mcpRoutes) agentCapabilities(result json.RawMessage) {
-	var caps struct {
-		AgentCapabilities struct {
-			MCP struct {
-				ACP  bool `json:"acp"`
-				HTTP bool `json:"http"`
-			} `json:"mcpCapabilities"`
-		} `json:"agentCapabilities"`
+	caps := wire.MCPCapabilities(result)
+	has := func(name string) bool {
+		v := string(wire.Member(caps, name))
+		return v != "" && v != "false" && v != "null"
 	}
-	_ = json.Unmarshal(result, &caps)
 	r.mu.Lock()
-	r.native, r.http = caps.AgentCapabilities.MCP.ACP, caps.AgentCapabilities.MCP.HTTP
+	r.native, r.http = has("acp"), has("http")
 	r.mu.Unlock()
 }
 

@@ -91,9 +91,43 @@ func SetPath(obj json.RawMessage, path []string, val json.RawMessage) (json.RawM
 	})
 }
 
-// WithMCPOverACP sets agentCapabilities.mcpCapabilities.acp to true in an
-// InitializeResponse, keeping everything else as it is: what every proxy and
-// the conductor must advertise, whatever the agent behind them supports.
+// WithMCPOverACP advertises MCP-over-ACP in an InitializeResponse, keeping
+// everything else as it is: what every proxy and the conductor must
+// advertise, whatever the agent behind them supports. Where it goes depends
+// on the protocol version the response settles on: ACP v1 puts it at
+// agentCapabilities.mcpCapabilities.acp (true), v2 at
+// capabilities.session.mcp.acp ({}). A v2 agent that declares no session
+// capabilities supports no sessions, so no MCP servers: its answer is
+// left alone rather than made to claim sessions.
 func WithMCPOverACP(result json.RawMessage) (json.RawMessage, error) {
-	return SetPath(result, []string{"agentCapabilities", "mcpCapabilities", "acp"}, json.RawMessage("true"))
+	if !isV2(result) {
+		return SetPath(result, []string{"agentCapabilities", "mcpCapabilities", "acp"}, json.RawMessage("true"))
+	}
+	if t := bytes.TrimSpace(Member(Member(result, "capabilities"), "session")); len(t) == 0 || t[0] != '{' {
+		return result, nil
+	}
+	return SetPath(result, []string{"capabilities", "session", "mcp", "acp"}, json.RawMessage("{}"))
+}
+
+// MCPCapabilities returns the raw MCP capabilities an InitializeResponse
+// declares, from where its protocol version puts them (see WithMCPOverACP),
+// or nil. In v1 a capability is true; in v2 it is an object.
+func MCPCapabilities(result json.RawMessage) json.RawMessage {
+	if !Valid(result) {
+		return nil
+	}
+	if isV2(result) {
+		return Member(Member(Member(result, "capabilities"), "session"), "mcp")
+	}
+	return Member(Member(result, "agentCapabilities"), "mcpCapabilities")
+}
+
+// isV2 reports whether an InitializeRequest or InitializeResponse is of ACP
+// v2 or later, as its protocolVersion says.
+func isV2(obj json.RawMessage) bool {
+	if len(bytes.TrimSpace(obj)) == 0 || !Valid(obj) {
+		return false
+	}
+	var v int
+	return json.Unmarshal(Member(obj, "protocolVersion"), &v) == nil && v >= 2
 }

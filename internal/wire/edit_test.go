@@ -63,3 +63,39 @@ func TestWithMCPOverACP(t *testing.T) {
 		}
 	}
 }
+
+func TestWithMCPOverACPByVersion(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		// v1, and a result without a version: the v1 place.
+		{`{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}`,
+			`{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"mcpCapabilities":{"acp":true}}}`},
+		{`{}`, `{"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`},
+		{`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":false,"http":true}}}`,
+			`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true,"http":true}}}`},
+		// v2: capabilities.session.mcp.acp, an object.
+		{`{"protocolVersion":2,"info":{"name":"a"},"capabilities":{"session":{}}}`,
+			`{"protocolVersion":2,"info":{"name":"a"},"capabilities":{"session":{"mcp":{"acp":{}}}}}`},
+		{`{"protocolVersion":2,"capabilities":{"session":{"mcp":{"http":{}},"prompt":null}}}`,
+			`{"protocolVersion":2,"capabilities":{"session":{"mcp":{"http":{},"acp":{}},"prompt":null}}}`},
+		{`{"protocolVersion":2,"capabilities":{"session":{"mcp":{"acp":{"_meta":{"k":1}}}}}}`,
+			`{"protocolVersion":2,"capabilities":{"session":{"mcp":{"acp":{}}}}}`},
+		// v2 without sessions: nothing to claim.
+		{`{"protocolVersion":2,"capabilities":{}}`, `{"protocolVersion":2,"capabilities":{}}`},
+		{`{"protocolVersion":2,"capabilities":{"session":null}}`, `{"protocolVersion":2,"capabilities":{"session":null}}`},
+	} {
+		got, err := WithMCPOverACP(json.RawMessage(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("WithMCPOverACP(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ in, want string }{
+		{`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`, `{"acp":true}`},
+		{`{"protocolVersion":2,"capabilities":{"session":{"mcp":{"acp":{}}}}}`, `{"acp":{}}`},
+		{`{"protocolVersion":2,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`, ``},
+		{`{"protocolVersion":1}`, ``},
+	} {
+		if got := MCPCapabilities(json.RawMessage(tt.in)); string(got) != tt.want {
+			t.Errorf("MCPCapabilities(%s) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestACPv2 runs the TS SDK's experimental/v2 editor through the conductor
+// and two proxies (the proxy library's and the Python one) to a v2 agent and
+// to a v1 agent. The negotiation passes through unchanged but for the
+// MCP-over-ACP capability, which the chain advertises where the answer's
+// version puts it: capabilities.session.mcp.acp {} for v2, and
+// agentCapabilities.mcpCapabilities.acp true for v1.
+func TestACPv2(t *testing.T) {
+	requireConductor(t)
+	requireLibProxy(t)
+	v2 := filepath.Join(peersDir, "v2.mjs")
+	for _, tt := range []struct {
+		name  string
+		agent string
+		want  string // the initialize result the editor must see, byte for byte
+	}{
+		{"v2 agent", shellJoin(nodeBin, v2, "agent"),
+			`{"protocolVersion":2,"info":{"name":"acp-it-v2-agent","version":"1.0.0"},"capabilities":{"session":{"mcp":{"acp":{}}}}}`},
+		{"v1 agent", agentCmd("v1-agent"), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 60*time.Second)
+			record := filepath.Join(t.TempDir(), "agent.txt")
+			agent := tt.agent
+			if strings.Contains(agent, "v2.mjs") {
+				agent = shellJoin(nodeBin, v2, "agent", "--record", record)
+			}
+			argv := append([]string{nodeBin, v2, "client", "--"}, agentModeArgs(libProxyCmd("lib1"), pyProxyCmd("py2"), agent)...)
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Dir = peersDir
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			runErr := cmd.Run()
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			var s struct {
+				Initialize    json.RawMessage `json:"initialize"`
+				SDKInitialize json.RawMessage `json:"sdkInitialize"`
+				SessionID     string          `json:"sessionId"`
+				Failures      []string        `json:"failures"`
+			}
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+				t.Fatalf("client output %q: %v (%v)\nstderr:\n%s", stdout.String(), err, runErr, stderr.String())
+			}
+			if tt.want != "" {
+				if runErr != nil || len(s.Failures) > 0 {
+					t.Fatalf("client: %v %q\nstderr:\n%s", runErr, s.Failures, stderr.String())
+				}
+				if string(s.Initialize) != tt.want {
+					t.Errorf("the editor saw initialize result\n\t%s\nwant\n\t%s", s.Initialize, tt.want)
+				}
+				if !strings.Contains(string(s.SDKInitialize), `"acp":{}`) {
+					t.Errorf("the SDK did not read the capability: %s", s.SDKInitialize)
+				}
+				if s.SessionID != "v2-session-1" {
+					t.Errorf("session/new answered %q", s.SessionID)
+				}
+				saw, _ := os.ReadFile(record)
+				if first, _, _ := strings.Cut(string(saw), "\n"); first != `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"acp-it-v2-client","version":"1.0.0"},"capabilities":{}}}` {
+					t.Errorf("the agent's initialize is not the editor's:\n%s", saw)
+				}
+				return
+			}
+			// A v1 agent answers version 1, and its answer stays v1 (the v2
+			// SDK editor may then give up; that is its choice).
+			var r struct {
+				ProtocolVersion   int `json:"protocolVersion"`
+				AgentCapabilities struct {
+					MCP map[string]json.RawMessage `json:"mcpCapabilities"`
+				} `json:"agentCapabilities"`
+				Capabilities json.RawMessage `json:"capabilities"`
+			}
+			if err := json.Unmarshal(s.Initialize, &r); err != nil {
+				t.Fatalf("initialize result %s: %v\nstderr:\n%s", s.Initialize, err, stderr.String())
+			}
+			if r.ProtocolVersion != 1 || string(r.AgentCapabilities.MCP["acp"]) != "true" || r.Capabilities != nil {
+				t.Errorf("a v1 agent's answer did not stay v1: %s", s.Initialize)
+			}
+		})
+	}
+}
