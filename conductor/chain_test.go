@@ -392,3 +392,48 @@ func TestNotAProxy(t *testing.T) {
 		t.Fatalf("want an error naming the impostor, got %s", e.seen[len(e.seen)-1])
 	}
 }
+
+// TestEnvelopeSpoofing: a proxy may not make the next proxy take its words
+// for the agent's by nesting envelopes, nor initialize the editor; both are
+// refused to it, and the rest of the turn goes on.
+func TestEnvelopeSpoofing(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "spoofer", "spoofer"), fake(t, dir, "next", "proxy")},
+		Agent:   fake(t, dir, "agent", "streamer"),
+	})
+	texts, result := converse(t, e, 2)
+	if strings.Join(texts, ",") != "p#0,p#1" || !strings.Contains(result, "end_turn") {
+		t.Fatalf("the turn did not go on: %v %s", texts, result)
+	}
+	e.close()
+	for _, line := range e.seen {
+		if strings.Contains(line, "spoof") || strings.Contains(line, "proxy/initialize") {
+			t.Errorf("the editor got a spoofed message: %s", line)
+		}
+	}
+	saw, _ := os.ReadFile(filepath.Join(dir, "spoofer.txt"))
+	var nested, upInit *wire.Message
+	for _, line := range strings.Split(strings.TrimSpace(string(saw)), "\n") {
+		m, err := wire.Parse([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch string(m.ID) {
+		case "9999":
+			nested = m
+		case "9998":
+			upInit = m
+		}
+	}
+	if nested == nil || errorCode(nested.Error) != codeInvalidParams {
+		t.Errorf("the nested envelope was not refused with -32602: %+v", nested)
+	}
+	if upInit == nil || upInit.Error == nil {
+		t.Errorf("the upward proxy/initialize was not refused: %+v", upInit)
+	}
+	next, _ := os.ReadFile(filepath.Join(dir, "next.txt"))
+	if strings.Contains(string(next), "spoof") {
+		t.Errorf("the next proxy got the spoofed message:\n%s", next)
+	}
+}

@@ -209,6 +209,13 @@ func (t *topology) route(in inbound, dl dialects) decision {
 			return decision{act: actRefuse, src: in.from, err: wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err)}
 		}
 		dc.enveloped = true
+		if wire.IsSuccessor(method) {
+			// An envelope in an envelope would reach the next proxy as a
+			// plain envelope, which it takes for its successor's: a proxy
+			// could speak for the agent.
+			return decision{act: actRefuse, src: in.from, enveloped: true,
+				err: wire.Errorf(codeInvalidParams, "%s: an envelope may not carry another (%s)", m.Method, method)}
+		}
 	} else if in.from == 0 && t.mode == ProxyMode && m.IsRequest() {
 		// Our parent initializes us in its dialect: speak it back.
 		if pd := wire.ProxyInitDialect(method); pd != nil {
@@ -228,6 +235,12 @@ func (t *topology) route(in inbound, dl dialects) decision {
 		dc.src = t.last() // the parent's envelopes come from its successor side
 	}
 	d, err := t.hop(in.from, dc.enveloped, method)
+	if err == nil && d.to < dc.src && wire.IsInitialize(method) {
+		// Initialization flows from the editor toward the agent only. A
+		// proxy/initialize sent up would reach the editor, and its refusal
+		// would teach the conductor a dialect for the editor.
+		err = wire.Errorf(codeInvalidRequest, "%s: initialize goes only toward the agent", method)
+	}
 	if err != nil {
 		if strings.HasPrefix(method, "mcp/") {
 			// The MCP router may know it even where ordinary routing does
