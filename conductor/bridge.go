@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -23,7 +24,7 @@ type BridgeMode string
 const (
 	BridgeAuto  BridgeMode = "auto"  // HTTP when the agent supports it, else stdio
 	BridgeStdio BridgeMode = "stdio" // a stdio shim: the conductor's own binary
-	BridgeHTTP  BridgeMode = "http"  // a loopback HTTP server in the conductor
+	BridgeHTTP  BridgeMode = "http"  // a loopback HTTP server in the conductor, if the agent supports it, else stdio
 )
 
 // bridge rewrites acp MCP server declarations into ones the agent can use,
@@ -31,8 +32,11 @@ const (
 type bridge struct {
 	mode BridgeMode
 	mcp  *mcpRoutes
+	log  *zap.Logger
 	// declare returns the replacement declaration for one server.
 	declare func(serverID, name string, http bool) (json.RawMessage, error)
+
+	noHTTPOnce sync.Once // the warning that mode http falls back to stdio
 }
 
 // newBridge starts the transports of the MCP bridge for an agent-mode chain.
@@ -53,7 +57,7 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp bridge: %w", err)
 	}
-	b := &bridge{mode: mode, mcp: routes, declare: func(id, name string, http bool) (json.RawMessage, error) {
+	b := &bridge{mode: mode, mcp: routes, log: log, declare: func(id, name string, http bool) (json.RawMessage, error) {
 		if !http {
 			return json.Marshal(t.Stdio(id, name))
 		}
@@ -230,11 +234,19 @@ func (b bridgeChannel) SendBuffers(segments *net.Buffers) error {
 // declaration for it. The entry's other members (name, _meta, anything
 // unknown) are kept; entries of other types are not touched.
 func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
-	http := b.mode == BridgeHTTP
-	if b.mode == BridgeAuto {
-		b.mcp.mu.Lock()
-		http = b.mcp.http
-		b.mcp.mu.Unlock()
+	b.mcp.mu.Lock()
+	http := b.mcp.http // the agent said it can reach MCP servers over HTTP
+	b.mcp.mu.Unlock()
+	switch {
+	case b.mode == BridgeStdio:
+		http = false
+	case b.mode == BridgeHTTP && !http:
+		// An HTTP declaration would only be refused, or worse, ignored.
+		b.noHTTPOnce.Do(func() {
+			if b.log != nil {
+				b.log.Warn("mcp_bridge is http, but the agent did not advertise mcpCapabilities.http: bridging MCP servers over stdio")
+			}
+		})
 	}
 	var servers []json.RawMessage
 	if err := json.Unmarshal(field(params, "mcpServers"), &servers); err != nil {

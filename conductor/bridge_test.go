@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestRewriteDeclarations checks how acp MCP server declarations are
@@ -12,6 +15,7 @@ import (
 // and every other param alone.
 func TestRewriteDeclarations(t *testing.T) {
 	routes := newMCPRoutes()
+	routes.agentCapabilities(json.RawMessage(`{"agentCapabilities":{"mcpCapabilities":{"http":true}}}`))
 	b := &bridge{mode: BridgeStdio, mcp: routes, declare: func(id, name string, http bool) (json.RawMessage, error) {
 		if http {
 			return json.RawMessage(fmt.Sprintf(`{"type":"http","name":%q,"url":"http://127.0.0.1:1/mcp/%s","headers":[]}`, name, id)), nil
@@ -93,5 +97,29 @@ func TestRewriteAuto(t *testing.T) {
 		if want := caps != `{}`; gotHTTP != want {
 			t.Errorf("agent %s: bridged over HTTP = %v, want %v", caps, gotHTTP, want)
 		}
+	}
+}
+
+// TestRewriteHTTPFallback: mcp_bridge http for an agent that never said it
+// can reach MCP servers over HTTP bridges over stdio instead, and says so
+// once.
+func TestRewriteHTTPFallback(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	var gotHTTP []bool
+	b := &bridge{mode: BridgeHTTP, mcp: newMCPRoutes(), log: zap.New(core), declare: func(_, _ string, http bool) (json.RawMessage, error) {
+		gotHTTP = append(gotHTTP, http)
+		return json.RawMessage(`{"name":"n"}`), nil
+	}}
+	b.mcp.agentCapabilities(json.RawMessage(`{"agentCapabilities":{"mcpCapabilities":{"acp":false}}}`))
+	for range 2 {
+		if _, err := b.rewrite(json.RawMessage(`{"mcpServers":[{"type":"acp","name":"n","id":"a"}]}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(gotHTTP) != "[false false]" {
+		t.Errorf("bridged over HTTP: %v, want stdio each time", gotHTTP)
+	}
+	if n := logs.FilterMessageSnippet("mcpCapabilities.http").Len(); n != 1 {
+		t.Errorf("%d warnings, want 1", n)
 	}
 }

@@ -25,7 +25,8 @@ type Options struct {
 	// Logger receives refused connections and transport failures. The
 	// default discards them.
 	Logger *zap.Logger
-	// HTTP also serves the streamable HTTP transport on a loopback port.
+	// HTTP allows the streamable HTTP transport, on a loopback port that
+	// is opened by the first call to Bridge.HTTP.
 	HTTP bool
 	// HTTPIdleTimeout ends an HTTP session that has had no request in
 	// progress, GET stream included, for this long. Zero selects
@@ -50,8 +51,11 @@ type Bridge struct {
 	dir      string        // private directory holding the socket
 	socket   string
 	unix     *net.UnixListener
-	http     *httpTransport // nil without Options.HTTP
+	httpOK   bool          // Options.HTTP
+	httpIdle time.Duration // Options.HTTPIdleTimeout, defaulted
 	decls    registry
+	refusals *refusals
+	greeters chan struct{} // a slot per shim connection still handshaking
 
 	stop     chan struct{} // closed by Close
 	stopOnce sync.Once
@@ -63,22 +67,30 @@ type Bridge struct {
 	ctx      context.Context // given to accept
 	accept   func(context.Context, *Conn)
 	open     map[io.Closer]struct{} // Conns and shim sockets still handshaking
+	http     *httpTransport         // once the first HTTP declaration is made
 }
 
-// New creates the bridge's private socket directory and starts listening,
-// so that declarations can be handed out at once; connections wait until
-// Serve accepts them.
+// New creates the bridge's private socket directory and starts listening
+// on its socket, so that declarations can be handed out at once;
+// connections wait until Serve accepts them.
 func New(opts Options) (*Bridge, error) {
 	b := &Bridge{
 		log:      opts.Logger,
 		exe:      opts.Executable,
 		maxBytes: opts.MaxMessageBytes,
 		greeting: handshakeTimeout,
+		httpOK:   opts.HTTP,
+		httpIdle: opts.HTTPIdleTimeout,
+		greeters: make(chan struct{}, maxHandshakes),
 		stop:     make(chan struct{}),
 		open:     make(map[io.Closer]struct{}),
 	}
 	if b.log == nil {
 		b.log = zap.NewNop()
+	}
+	b.refusals = newRefusals(b.log)
+	if b.httpIdle == 0 {
+		b.httpIdle = DefaultHTTPIdleTimeout
 	}
 	if b.maxBytes <= 0 {
 		b.maxBytes = wire.DefaultMaxMessageBytes
@@ -100,18 +112,40 @@ func New(opts Options) (*Bridge, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("mcpbridge: %w", err)
 	}
-	if opts.HTTP {
-		idle := opts.HTTPIdleTimeout
-		if idle == 0 {
-			idle = DefaultHTTPIdleTimeout
-		}
-		if b.http, err = newHTTPTransport(b, idle); err != nil {
-			b.unix.Close()
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
 	return b, nil
+}
+
+// httpTransport returns the HTTP transport, opening its listener the first
+// time, and serving it at once if Serve runs.
+func (b *Bridge) httpTransport() (*httpTransport, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.http != nil:
+		return b.http, nil
+	case !b.httpOK:
+		return nil, ErrNoHTTP
+	case b.closed() || b.stopping:
+		return nil, ErrClosed
+	}
+	t, err := newHTTPTransport(b, b.httpIdle)
+	if err != nil {
+		return nil, err
+	}
+	b.http = t
+	if b.group != nil {
+		b.serveHTTPLocked()
+	}
+	b.log.Debug("MCP HTTP bridge listening", zap.String("address", t.host))
+	return t, nil
+}
+
+// serveHTTPLocked starts serving the HTTP transport in Serve's group; b.mu
+// is held and Serve is not stopping, so the group still runs.
+func (b *Bridge) serveHTTPLocked() {
+	t, ctx := b.http, b.ctx
+	b.group.Go(func() error { return t.serve() })
+	b.group.Go(func() error { t.reapIdle(ctx); return nil })
 }
 
 // maxSocketPath is the longest path a Unix socket can have everywhere:
@@ -159,6 +193,9 @@ func (b *Bridge) Serve(ctx context.Context, accept func(ctx context.Context, c *
 		return errors.New("mcpbridge: Serve called twice")
 	}
 	b.serving, b.group, b.ctx, b.accept = true, g, ctx, accept
+	if b.http != nil {
+		b.serveHTTPLocked()
+	}
 	b.mu.Unlock()
 
 	g.Go(func() error {
@@ -171,10 +208,7 @@ func (b *Bridge) Serve(ctx context.Context, accept func(ctx context.Context, c *
 		return nil
 	})
 	g.Go(func() error { return b.serveSocket(ctx) })
-	if b.http != nil {
-		g.Go(func() error { return b.http.serve() })
-		g.Go(func() error { b.http.reapIdle(ctx); return nil })
-	}
+	g.Go(func() error { b.refusals.run(ctx); return nil })
 	return g.Wait()
 }
 
@@ -187,14 +221,15 @@ func (b *Bridge) shutdown() {
 	for c := range b.open {
 		open = append(open, c)
 	}
+	t := b.http
 	b.mu.Unlock()
 
 	b.unix.Close()
 	for _, c := range open {
 		c.Close()
 	}
-	if b.http != nil {
-		b.http.shutdown()
+	if t != nil {
+		t.shutdown()
 	}
 }
 
@@ -203,8 +238,11 @@ func (b *Bridge) shutdown() {
 func (b *Bridge) Close() error {
 	b.stopOnce.Do(func() { close(b.stop) })
 	b.unix.Close() // for a bridge that never served
-	if b.http != nil {
-		b.http.ln.Close()
+	b.mu.Lock()
+	t := b.http
+	b.mu.Unlock()
+	if t != nil {
+		t.ln.Close()
 	}
 	if err := os.RemoveAll(b.dir); err != nil {
 		return fmt.Errorf("mcpbridge: %w", err)

@@ -68,22 +68,26 @@ func (b *Bridge) Stdio(serverID, name string) StdioServer {
 }
 
 // HTTP registers serverID like Stdio and returns a streamable HTTP
-// declaration for it. The URL's path holds the server's token.
+// declaration for it: a loopback URL whose path names the server, and the
+// server's token as a bearer token in an Authorization header. The first
+// call opens the HTTP listener.
 func (b *Bridge) HTTP(serverID, name string) (HTTPServer, error) {
-	if b.http == nil {
-		return HTTPServer{}, ErrNoHTTP
+	t, err := b.httpTransport()
+	if err != nil {
+		return HTTPServer{}, err
 	}
 	d := b.decls.declare(serverID, name)
 	return HTTPServer{
 		Type:    "http",
 		Name:    name,
-		URL:     b.http.base + httpPathPrefix + d.token,
-		Headers: []HTTPHeader{},
+		URL:     t.base + serverRoute(serverID),
+		Headers: []HTTPHeader{{Name: "Authorization", Value: "Bearer " + d.token}},
 	}, nil
 }
 
 // Revoke forgets serverID: from then on its token is refused, by the socket
-// and by HTTP, including on later requests of HTTP sessions already open.
+// and by HTTP (its route is unknown), including on later requests of HTTP
+// sessions already open.
 // Conns are not closed; that is the caller's to do.
 func (b *Bridge) Revoke(serverID string) { b.decls.revoke(serverID) }
 
@@ -132,6 +136,15 @@ func (r *registry) lookup(token string) (*declaration, bool) {
 		return nil, false
 	}
 	return d, true
+}
+
+// byServer returns serverID's declaration; the caller checks its token in
+// constant time.
+func (r *registry) byServer(serverID string) (*declaration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.byID[serverID]
+	return d, ok
 }
 
 func (r *registry) revoke(serverID string) {

@@ -24,18 +24,29 @@
 //
 // # HTTP
 //
-// The streamable HTTP transport listens on 127.0.0.1 only, at a path that
-// holds the declaration's secret. An initialize POST opens a session
-// (Mcp-Session-Id) and a Conn that lasts until DELETE, idleness or Close;
-// any other POST without a session is served by a Conn of its own, as the
-// sessionless 2026-07-28 revision expects. A request's response goes back on
-// its own POST, as JSON or as an SSE stream; server-initiated messages go to
-// the session's GET stream, else to an open SSE POST stream, else wait for
-// one. What only HTTP can express is done here, because the owner speaks MCP
-// as if over stdio: a POST abandoned before its response becomes a
-// notifications/cancelled, requests left unanswered when the Conn closes get
-// errors, and revision 2026-07-28's error statuses are set.
+// The streamable HTTP transport listens on 127.0.0.1 only, on a port opened
+// by the first HTTP declaration, at a path per server. An initialize POST
+// opens a session (Mcp-Session-Id) and a Conn that lasts until DELETE,
+// idleness or Close; any other POST without a session is served by a Conn of
+// its own, as the sessionless 2026-07-28 revision expects. A request's
+// response goes back on its own POST, as JSON or as an SSE stream;
+// server-initiated messages go to the session's GET stream, else to an open
+// SSE POST stream, else wait for one. What only HTTP can express is done
+// here, because the owner speaks MCP as if over stdio: a POST abandoned
+// before its response becomes a notifications/cancelled, requests left
+// unanswered when the Conn closes get errors, and revision 2026-07-28's
+// error statuses are set.
 //
-// Each declaration gets its own 32-byte secret, compared in constant time;
-// without it a shim is refused and an HTTP request gets 404.
+// # Admission
+//
+// Each declaration gets its own 32-byte secret, compared in constant time: a
+// shim presents it in its handshake, an HTTP client as a bearer token in the
+// Authorization header its declaration lists (never in the URL, which ends
+// up in logs). An HTTP request must also name the listener's own address as
+// its Host, and its own origin as its Origin if it has one, against DNS
+// rebinding. What a peer can hold before it shows the secret is bounded: a
+// 4 KiB handshake within a few seconds, a few seconds for request headers,
+// and a cap on handshaking shims and on HTTP connections, beyond which
+// connections wait in the kernel's queue. Refusals are logged without the
+// presented secret, at most one line per interval with a count of the rest.
 package mcpbridge

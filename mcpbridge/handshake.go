@@ -28,10 +28,16 @@ type welcome struct {
 const shimVersion = 1
 
 // handshakeTimeout bounds how long a peer may take to present its token.
-var handshakeTimeout = 10 * time.Second
+// The shim sends it as soon as it connects.
+var handshakeTimeout = 5 * time.Second
 
-// maxWelcomeBytes bounds the bridge's answer as the shim reads it.
-const maxWelcomeBytes = 4 << 10
+// maxHelloBytes bounds the shim's hello as the bridge reads it, and
+// maxWelcomeBytes the bridge's answer as the shim reads it: a peer that has
+// not shown a token gets no larger buffer than this.
+const (
+	maxHelloBytes   = 4 << 10
+	maxWelcomeBytes = 4 << 10
+)
 
 var errBadToken = errors.New("unknown token")
 

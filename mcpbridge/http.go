@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -21,9 +20,6 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
-// httpPathPrefix is followed, in a declaration's URL, by its token.
-const httpPathPrefix = "/mcp/"
-
 const (
 	headerSession  = "Mcp-Session-Id"
 	headerProtocol = "Mcp-Protocol-Version"
@@ -32,8 +28,9 @@ const (
 // httpTransport serves MCP's streamable HTTP transport on a loopback port.
 type httpTransport struct {
 	b    *Bridge
-	ln   net.Listener
+	ln   *limitListener
 	srv  *http.Server
+	host string // 127.0.0.1:PORT, the only Host admitted
 	base string // http://127.0.0.1:PORT
 	idle time.Duration
 
@@ -51,19 +48,26 @@ func newHTTPTransport(b *Bridge, idle time.Duration) (*httpTransport, error) {
 	}
 	t := &httpTransport{
 		b:        b,
-		ln:       ln,
+		ln:       newLimitListener(ln, maxHTTPConns),
+		host:     ln.Addr().String(),
 		base:     "http://" + ln.Addr().String(),
 		idle:     idle,
 		sessions: make(map[string]*session),
 	}
 	t.srv = &http.Server{
-		Handler:           t,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		Handler: t,
+		// Clients are on this machine: headers come at once, and a
+		// connection that sends none in time is someone else's.
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       30 * time.Second,
 		ErrorLog:          zap.NewStdLog(b.log.Named("http")),
 	}
 	return t, nil
 }
+
+// headerTimeout bounds how long an HTTP client may take to send a
+// request's headers.
+var headerTimeout = 3 * time.Second
 
 func (t *httpTransport) serve() error {
 	err := t.srv.Serve(t.ln)
@@ -165,21 +169,9 @@ func (t *httpTransport) forget(s *session) {
 }
 
 func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	token, ok := strings.CutPrefix(r.URL.Path, httpPathPrefix)
-	var d *declaration
-	if ok {
-		d, ok = t.b.decls.lookup(token)
-	}
-	if !ok {
-		// Never log the path: it may be a near miss of a real token.
-		t.b.log.Warn("refused MCP HTTP request: unknown path", zap.String("method", r.Method))
-		http.NotFound(w, r)
-		return
-	}
-	if !loopbackOrigin(r.Header.Get("Origin")) {
-		// A page in a browser; MCP requires 403 against DNS rebinding.
-		t.b.log.Warn("refused MCP HTTP request: foreign origin", zap.String("origin", r.Header.Get("Origin")))
-		writeError(w, http.StatusForbidden, jrpc2.InvalidRequest, "origin not allowed")
+	d, why := t.admit(r)
+	if why != nil {
+		t.refuse(w, r, why)
 		return
 	}
 	switch r.Method {
@@ -401,24 +393,6 @@ func acceptsSSE(accept []string) bool {
 		}
 	}
 	return false
-}
-
-// loopbackOrigin reports whether an Origin header is absent or names this
-// machine.
-func loopbackOrigin(origin string) bool {
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false // "null" included
-	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // writeError answers with a JSON-RPC error that has no id, as MCP allows

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -24,13 +25,19 @@ type httpClient struct {
 	t       *testing.T
 	hc      *http.Client
 	url     string
+	header  http.Header // the declaration's
 	session string
 }
 
-func newHTTPClient(t *testing.T, url string) *httpClient {
+// newHTTPClient returns a client that uses decl's URL and headers.
+func newHTTPClient(t *testing.T, decl HTTPServer) *httpClient {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &httpClient{t: t, hc: &http.Client{Transport: tr, Timeout: 20 * time.Second}, url: url}
+	h := http.Header{}
+	for _, kv := range decl.Headers {
+		h.Add(kv.Name, kv.Value)
+	}
+	return &httpClient{t: t, hc: &http.Client{Transport: tr, Timeout: 20 * time.Second}, url: decl.URL, header: h}
 }
 
 func (c *httpClient) do(ctx context.Context, method, accept, body string, header ...string) *http.Response {
@@ -38,6 +45,9 @@ func (c *httpClient) do(ctx context.Context, method, accept, body string, header
 	req, err := http.NewRequestWithContext(ctx, method, c.url, strings.NewReader(body))
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -49,7 +59,14 @@ func (c *httpClient) do(ctx context.Context, method, accept, body string, header
 		req.Header.Set(headerSession, c.session)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		switch {
+		case header[i] == "Host":
+			req.Host = header[i+1]
+		case header[i+1] == "":
+			req.Header.Del(header[i])
+		default:
+			req.Header.Set(header[i], header[i+1])
+		}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -169,7 +186,7 @@ func httpBridge(t *testing.T, opts Options) (*Bridge, chan *Conn, *httpClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, conns, newHTTPClient(t, decl.URL)
+	return b, conns, newHTTPClient(t, decl)
 }
 
 func TestHTTPDeclaration(t *testing.T) {
@@ -186,11 +203,16 @@ func TestHTTPDeclaration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if decl.Type != "http" || decl.Name != "tools" || u.Scheme != "http" || u.Hostname() != "127.0.0.1" {
+	if decl.Type != "http" || decl.Name != "tools" || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Path != "/mcp/c3J2LTE" {
 		t.Errorf("declaration = %+v", decl)
 	}
-	if !strings.HasSuffix(u.Path, env(b.Stdio("srv-1", "tools"))[EnvToken]) {
-		t.Errorf("URL %s does not carry the server's token", decl.URL)
+	// The token travels in a header, never in the URL.
+	token := env(b.Stdio("srv-1", "tools"))[EnvToken]
+	if strings.Contains(decl.URL, token) {
+		t.Errorf("URL %s carries the server's token", decl.URL)
+	}
+	if len(decl.Headers) != 1 || decl.Headers[0] != (HTTPHeader{Name: "Authorization", Value: "Bearer " + token}) {
+		t.Errorf("headers = %+v, want the token as a bearer token", decl.Headers)
 	}
 	// Loopback by construction: the listener is bound to 127.0.0.1.
 	addr := b.http.ln.Addr().(*net.TCPAddr)
@@ -198,49 +220,115 @@ func TestHTTPDeclaration(t *testing.T) {
 		t.Errorf("listening on %v", addr)
 	}
 	got, _ := json.Marshal(decl)
-	if want := `{"type":"http","name":"tools","url":"` + decl.URL + `","headers":[]}`; string(got) != want {
+	if want := `{"type":"http","name":"tools","url":"` + decl.URL + `","headers":[{"name":"Authorization","value":"Bearer ` + token + `"}]}`; string(got) != want {
 		t.Errorf("JSON:\n got %s\nwant %s", got, want)
+	}
+	// Any id makes one path segment, and its route names only it.
+	for _, id := range []string{"", "a/b?c#d", "ünï", strings.Repeat("x", 300)} {
+		d, err := b.HTTP(id, "tools")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := strings.TrimPrefix(d.URL, "http://"+addr.String())
+		if got, ok := routeServer(p); !ok || got != id || strings.Count(p, "/") != 2 {
+			t.Errorf("server %q: route %s names %q, %v", id, p, got, ok)
+		}
 	}
 }
 
-func TestHTTPWrongPath(t *testing.T) {
+// TestHTTPRefused sends requests that must not reach a server: unknown
+// routes, missing or wrong tokens, a foreign Host or Origin, duplicate
+// credentials. Each gets its status and a JSON-RPC error, is logged with
+// its method and path but not its token, and closes its connection.
+func TestHTTPRefused(t *testing.T) {
+	defer func(d time.Duration) { refusalInterval = d }(refusalInterval)
+	refusalInterval = 0 // log each one, to check what is logged
 	log, logs := observed()
-	b, _, c := httpBridge(t, Options{Logger: log})
+	b, conns, c := httpBridge(t, Options{Logger: log})
 	u, _ := url.Parse(c.url)
-	for _, path := range []string{"/", "/mcp/", "/mcp/" + strings.Repeat("0", 64), u.Path + "/", u.Path + "x", strings.TrimPrefix(u.Path, "/mcp")} {
-		bad := newHTTPClient(t, "http://"+u.Host+path)
-		resp := bad.post(acceptBoth, `{"jsonrpc":"2.0","id":0,"method":"initialize"}`)
-		readAll(t, resp)
-		if resp.StatusCode != http.StatusNotFound {
-			t.Errorf("POST %s: %s, want 404", path, resp.Status)
-		}
+	token := strings.TrimPrefix(c.header.Get("Authorization"), "Bearer ")
+	wrong := strings.Repeat("0", 64)
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize"}`
+	for _, tc := range []struct {
+		name   string
+		path   string
+		header []string
+		status int
+	}{
+		{"root", "/", nil, http.StatusNotFound},
+		{"no route", "/mcp/", nil, http.StatusNotFound},
+		{"other server", serverRoute("srv-2"), nil, http.StatusNotFound},
+		{"non-canonical route", u.Path + "=", nil, http.StatusNotFound},
+		{"trailing slash", u.Path + "/", nil, http.StatusNotFound},
+		{"token as path (the old URL)", "/mcp/" + token, []string{"Authorization", ""}, http.StatusNotFound},
+		{"no token", u.Path, []string{"Authorization", ""}, http.StatusUnauthorized},
+		{"wrong token", u.Path, []string{"Authorization", "Bearer " + wrong}, http.StatusUnauthorized},
+		{"token prefix", u.Path, []string{"Authorization", "Bearer " + token[:63]}, http.StatusUnauthorized},
+		{"other scheme", u.Path, []string{"Authorization", "Basic " + token}, http.StatusUnauthorized},
+		{"token in query", u.Path + "?token=" + token, []string{"Authorization", ""}, http.StatusUnauthorized},
+		{"foreign Host", u.Path, []string{"Host", "evil.example:" + u.Port()}, http.StatusForbidden},
+		{"localhost Host", u.Path, []string{"Host", "localhost:" + u.Port()}, http.StatusForbidden},
+		{"other port", u.Path, []string{"Host", "127.0.0.1:1"}, http.StatusForbidden},
+		{"foreign Origin", u.Path, []string{"Origin", "http://evil.example"}, http.StatusForbidden},
+		{"null Origin", u.Path, []string{"Origin", "null"}, http.StatusForbidden},
+		{"rebinding Origin", u.Path, []string{"Origin", "http://127.0.0.1.evil.example:" + u.Port()}, http.StatusForbidden},
+		{"other local Origin", u.Path, []string{"Origin", "http://localhost:3000"}, http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := newHTTPClient(t, HTTPServer{URL: "http://" + u.Host + tc.path, Headers: []HTTPHeader{{"Authorization", "Bearer " + token}}})
+			n := logs.Len()
+			resp := bad.post(acceptBoth, init, tc.header...)
+			body := readAll(t, resp)
+			if resp.StatusCode != tc.status || !strings.Contains(body, `"id":null,"error"`) || !resp.Close {
+				t.Errorf("%s: %s %s (close %v), want %d with a JSON-RPC error, closing", tc.path, resp.Status, body, resp.Close, tc.status)
+			}
+			if tc.status == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") != "Bearer" {
+				t.Errorf("401 without WWW-Authenticate: Bearer")
+			}
+			entries := logs.All()[n:]
+			if len(entries) != 1 || entries[0].Message != "refused MCP HTTP request" {
+				t.Fatalf("logged %v", entries)
+			}
+			f := entries[0].ContextMap()
+			if f["method"] != "POST" || f["path"] != strings.Split(tc.path, "?")[0] {
+				t.Errorf("logged %v, want the method and path", f)
+			}
+			for _, v := range f {
+				if s := fmt.Sprint(v); strings.Contains(s, token) && tc.name != "token as path (the old URL)" || strings.Contains(s, wrong) {
+					t.Errorf("the log shows a presented token: %v", f)
+				}
+			}
+		})
 	}
-	if logs.FilterMessage("refused MCP HTTP request: unknown path").Len() == 0 {
-		t.Error("refusals not logged")
+	// Two Authorization headers, even with the right token first.
+	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(init))
+	req.Header["Authorization"] = []string{"Bearer " + token, "Bearer " + wrong}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("two Authorization headers: %s, want 400", resp.Status)
+	}
+	select {
+	case conn := <-conns:
+		t.Errorf("a refused request reached server %s", conn.ServerID)
+	default:
+	}
+	// The bridge's own origin is allowed, like no Origin at all.
+	resp = c.post(acceptBoth, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Origin", "http://"+u.Host)
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("the bridge's own Origin: %s", resp.Status)
+	}
+	next(t, conns)
 	b.Revoke("srv-1")
-	resp := c.post(acceptBoth, `{"jsonrpc":"2.0","id":0,"method":"initialize"}`)
+	resp = c.post(acceptBoth, init)
 	readAll(t, resp)
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("revoked server: %s, want 404", resp.Status)
 	}
-}
-
-func TestHTTPOrigin(t *testing.T) {
-	_, conns, c := httpBridge(t, Options{})
-	for _, origin := range []string{"http://evil.example", "null", "http://127.0.0.1.evil.example:80"} {
-		resp := c.post(acceptBoth, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Origin", origin)
-		body := readAll(t, resp)
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `"id":null`) {
-			t.Errorf("Origin %s: %s %s, want 403 with a JSON-RPC error", origin, resp.Status, body)
-		}
-	}
-	resp := c.post(acceptBoth, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Origin", "http://localhost:3000")
-	readAll(t, resp)
-	if resp.StatusCode != http.StatusAccepted {
-		t.Errorf("Origin localhost: %s", resp.Status)
-	}
-	next(t, conns)
 }
 
 func TestHTTPSessionRequests(t *testing.T) {
@@ -390,6 +478,7 @@ func TestHTTPAbandonedRequestIsCancelled(t *testing.T) {
 	go func() {
 		defer close(done)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(`{"jsonrpc":"2.0","id":"slow","method":"tools/call"}`))
+		req.Header = c.header.Clone()
 		req.Header.Set("Accept", acceptBoth)
 		req.Header.Set(headerSession, c.session)
 		if resp, err := c.hc.Do(req); err == nil {
@@ -578,7 +667,7 @@ func TestHTTPServeStopsWithOpenStreams(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- b.Serve(ctx, accept) }()
 	decl, _ := b.HTTP("srv-1", "tools")
-	c := newHTTPClient(t, decl.URL)
+	c := newHTTPClient(t, decl)
 	conn := initialize(t, c, conns)
 	get := c.do(t.Context(), http.MethodGet, "text/event-stream", "")
 	defer get.Body.Close()
@@ -628,4 +717,109 @@ func TestHTTPSecondGETReplacesFirst(t *testing.T) {
 	if e := ev2.next(); e != `{"jsonrpc":"2.0","id":"s1","method":"ping"}` {
 		t.Errorf("second GET stream: %s", e)
 	}
+}
+
+// TestHTTPListenerOnDemand: a bridge that may serve HTTP opens no port until
+// a server is declared over HTTP, and serves it from then on, whether Serve
+// started before or after.
+func TestHTTPListenerOnDemand(t *testing.T) {
+	for _, early := range []bool{true, false} {
+		t.Run(fmt.Sprint("serving before the declaration: ", early), func(t *testing.T) {
+			accept, conns := parked()
+			b, err := New(Options{HTTP: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Stdio("srv-0", "stdio tools")
+			if b.http != nil {
+				t.Fatal("HTTP listener opened with no HTTP declaration")
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			serve := func() { go func() { done <- b.Serve(ctx, accept) }() }
+			if early {
+				serve()
+			}
+			decl, err := b.HTTP("srv-1", "tools")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !early {
+				serve()
+			}
+			initialize(t, newHTTPClient(t, decl), conns)
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			b.Close()
+		})
+	}
+	closed, err := New(Options{HTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	if _, err := closed.HTTP("srv-1", "tools"); !errors.Is(err, ErrClosed) || closed.http != nil {
+		t.Errorf("HTTP after Close: %v, want ErrClosed and no listener", err)
+	}
+	b, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.HTTP("srv-1", "tools"); !errors.Is(err, ErrNoHTTP) {
+		t.Errorf("HTTP without Options.HTTP: %v, want ErrNoHTTP", err)
+	}
+}
+
+// TestHTTPConnectionsCapped holds maxHTTPConns connections that never send
+// a request: the bridge accepts no more until one is done, so they cost it
+// a bounded number of descriptors; a real request gets in once one goes.
+func TestHTTPConnectionsCapped(t *testing.T) {
+	defer func(d time.Duration) { headerTimeout = d }(headerTimeout)
+	headerTimeout = time.Hour // only the test ends them
+	b, conns, c := httpBridge(t, Options{})
+	u, _ := url.Parse(c.url)
+	var silent []net.Conn
+	for range maxHTTPConns {
+		nc, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		silent = append(silent, nc)
+	}
+	waitFor(t, func() bool { return b.http.ln.open.Load() == maxHTTPConns })
+	got := async(t, func() *http.Response {
+		return c.post(acceptJSON, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	})
+	if n := b.http.ln.open.Load(); n != maxHTTPConns || len(conns) != 0 {
+		t.Errorf("%d connections open, %d served; want %d, none served", n, len(conns), maxHTTPConns)
+	}
+	silent[0].Close()
+	next(t, conns)
+	if s := wait(t, got); !strings.HasPrefix(s, "202") {
+		t.Errorf("once a connection was free: %s", s)
+	}
+}
+
+// TestHTTPSilentConnectionDropped: a connection that sends no request
+// headers within headerTimeout is closed.
+func TestHTTPSilentConnectionDropped(t *testing.T) {
+	defer func(d time.Duration) { headerTimeout = d }(headerTimeout)
+	headerTimeout = 50 * time.Millisecond
+	b, _, c := httpBridge(t, Options{})
+	u, _ := url.Parse(c.url)
+	nc, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	io.WriteString(nc, "POST "+u.Path+" HTTP/1.1\r\n") // and nothing more
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(nc); err != nil {
+		t.Errorf("the bridge kept a silent connection open: %v", err)
+	}
+	waitFor(t, func() bool { return b.http.ln.open.Load() == 0 })
 }

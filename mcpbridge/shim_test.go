@@ -288,6 +288,8 @@ func TestShimContextEndsConn(t *testing.T) {
 }
 
 func TestShimRefused(t *testing.T) {
+	defer func(d time.Duration) { refusalInterval = d }(refusalInterval)
+	refusalInterval = 0 // log each one, to check what is logged
 	log, logs := observed()
 	accepted := make(chan *Conn, 1)
 	b := startBridge(t, Options{Logger: log}, func(ctx context.Context, c *Conn) { accepted <- c })
@@ -504,4 +506,151 @@ func TestShimProcess(t *testing.T) {
 			t.Errorf("stderr: %q", stderr)
 		}
 	})
+}
+
+// TestShimHandshakeBounded sends handshakes that a shim never would: longer
+// than maxHelloBytes without a line end, and a line with more behind it.
+// Each is refused as soon as the bridge has read what it may.
+func TestShimHandshakeBounded(t *testing.T) {
+	accept, conns := parked()
+	b := startBridge(t, Options{MaxMessageBytes: 1 << 20}, accept)
+	e := env(b.Stdio("srv-1", "tools"))
+	hello := `{"mcpShim":1,"token":"` + e[EnvToken] + `"}`
+	for _, tc := range []struct{ name, send, want string }{
+		{"long", `{"mcpShim":1,"token":"` + strings.Repeat("a", 64<<10), "longer than 4096 bytes"},
+		{"padded", hello[:len(hello)-1] + strings.Repeat(" ", maxHelloBytes) + "}\n", "longer than 4096 bytes"},
+		{"more behind", hello + "\n" + `{"jsonrpc":"2.0","id":1,"method":"initialize"}` + "\n", "data after the handshake line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("unix", e[EnvSocket])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			// Written in the background: the bridge stops reading, and
+			// answers, before the rest is read.
+			go io.WriteString(nc, tc.send)
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			ans, _ := bufio.NewReader(nc).ReadString('\n')
+			if !strings.Contains(ans, `"error"`) || !strings.Contains(ans, tc.want) {
+				t.Errorf("answered %q, want an error saying %q", ans, tc.want)
+			}
+		})
+	}
+	// A peer that connects and leaves without a word is no refusal.
+	nc, err := net.Dial("unix", e[EnvSocket])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	// Only a good shim gets in.
+	startShim(t, t.Context(), b.Stdio("srv-1", "tools"))
+	if c := next(t, conns); len(conns) != 0 || c.ServerID != "srv-1" {
+		t.Errorf("%d more connections were accepted", len(conns))
+	}
+}
+
+// TestShimHandshakesCapped holds maxHandshakes connections that never say a
+// word: the bridge accepts no more until one is done, so they cost it a
+// bounded number of descriptors; a good shim gets in once one times out.
+func TestShimHandshakesCapped(t *testing.T) {
+	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
+	handshakeTimeout = time.Hour // only the test ends them
+	accept, conns := parked()
+	b := startBridge(t, Options{}, accept)
+	e := env(b.Stdio("srv-1", "tools"))
+	var silent []net.Conn
+	for range maxHandshakes {
+		nc, err := net.Dial("unix", e[EnvSocket])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		silent = append(silent, nc)
+	}
+	// The kernel queues the next connection; the bridge does not take it
+	// while all its slots are busy.
+	startShim(t, t.Context(), b.Stdio("srv-1", "tools"))
+	open := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.open)
+	}
+	waitFor(t, func() bool { return open() == maxHandshakes })
+	if len(b.greeters) != maxHandshakes || len(conns) != 0 {
+		t.Errorf("%d slots held, %d shims served; want all %d held, none served", len(b.greeters), len(conns), maxHandshakes)
+	}
+	silent[0].Close() // a slot frees: the shim's turn
+	next(t, conns)
+}
+
+// TestRefusalsRateLimited refuses many shims at once: one warning says what
+// the first was, one line counts the rest when the interval ends.
+func TestRefusalsRateLimited(t *testing.T) {
+	defer func(d time.Duration) { refusalInterval = d }(refusalInterval)
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		stop     bool // the count comes when the bridge stops, not before
+	}{
+		{"at the end of the interval", 50 * time.Millisecond, false},
+		{"when the bridge stops", time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusalInterval = tc.interval
+			log, logs := observed()
+			b, err := New(Options{Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- b.Serve(ctx, func(context.Context, *Conn) {}) }()
+			socket := env(b.Stdio("srv-1", "tools"))[EnvSocket]
+			const n = 20
+			for range n {
+				if err := RunShim(t.Context(), strings.NewReader(""), io.Discard, socket, strings.Repeat("0", 64)); err == nil {
+					t.Fatal("a wrong token was accepted")
+				}
+			}
+			counted := func() (lines, total int) {
+				for _, e := range logs.All() {
+					switch e.Message {
+					case "refused MCP shim connection":
+						lines, total = lines+1, total+1
+					case "more MCP bridge connections refused":
+						lines, total = lines+1, total+int(e.ContextMap()["count"].(int64))
+					}
+				}
+				return
+			}
+			if tc.stop {
+				if lines, _ := counted(); lines != 1 {
+					t.Errorf("%d lines logged before the interval ended, want 1", lines)
+				}
+				cancel()
+				<-done
+			} else {
+				waitFor(t, func() bool { _, total := counted(); return total == n })
+			}
+			lines, total := counted()
+			if total != n || lines >= n || (tc.stop && lines != 2) {
+				t.Errorf("%d refusals logged in %d lines, want %d in fewer", total, lines, n)
+			}
+			cancel()
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a while.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition never held")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +16,18 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
-// serveSocket accepts shim connections until the listener is closed.
+// serveSocket accepts shim connections until the listener is closed, at
+// most maxHandshakes of them handshaking at a time.
 func (b *Bridge) serveSocket(ctx context.Context) error {
 	for {
+		select {
+		case b.greeters <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		nc, err := b.unix.AcceptUnix()
 		if err != nil {
+			<-b.greeters
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil // stopping, or Close got here first
 			}
@@ -37,6 +45,7 @@ func (b *Bridge) serveSocket(ctx context.Context) error {
 			return fmt.Errorf("mcpbridge: accepting shim connection: %w", err)
 		}
 		if !b.track(nc) {
+			<-b.greeters
 			continue
 		}
 		b.group.Go(func() error { b.admit(nc); return nil })
@@ -46,9 +55,27 @@ func (b *Bridge) serveSocket(ctx context.Context) error {
 // admit checks a shim's handshake and, if its token is good, serves it as a
 // Conn on this goroutine.
 func (b *Bridge) admit(nc *net.UnixConn) {
-	ch := wire.NewLineChannel(nc, nc, b.maxBytes)
+	d, err := b.handshake(nc)
+	<-b.greeters
+	if err != nil {
+		b.untrack(nc)
+		nc.Close()
+		return
+	}
+	c := &Conn{ServerID: d.serverID, Name: d.name, Transport: TransportStdio, t: &socketConn{nc: nc, ch: wire.NewLineChannel(nc, nc, b.maxBytes)}}
+	if b.adopt(nc, c) {
+		b.run(c)
+	}
+}
+
+// handshake reads a shim's hello, at most maxHelloBytes, within the
+// greeting time, and answers it.
+func (b *Bridge) handshake(nc *net.UnixConn) (*declaration, error) {
 	nc.SetDeadline(time.Now().Add(b.greeting))
-	line, err := ch.Recv()
+	line, err := readHello(nc)
+	if errors.Is(err, io.EOF) && len(line) == 0 {
+		return nil, err // connected and left without a word: nothing to refuse
+	}
 	var d *declaration
 	if err == nil {
 		d, err = b.checkHello(line)
@@ -56,24 +83,41 @@ func (b *Bridge) admit(nc *net.UnixConn) {
 	if err != nil {
 		if !errors.Is(err, net.ErrClosed) { // else Serve is stopping
 			// Never log the presented token: it may be a near miss.
-			b.log.Warn("refused MCP shim connection", zap.Error(err))
+			b.refusals.refused("refused MCP shim connection", zap.Error(err))
 			ans, _ := json.Marshal(welcome{Error: err.Error()})
-			ch.Send(ans)
+			nc.Write(append(ans, '\n'))
 		}
-		b.untrack(nc)
-		nc.Close()
-		return
+		return nil, err
 	}
 	ans, _ := json.Marshal(welcome{OK: true})
-	if err := ch.Send(ans); err != nil {
-		b.untrack(nc)
-		nc.Close()
-		return
+	if _, err := nc.Write(append(ans, '\n')); err != nil {
+		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	c := &Conn{ServerID: d.serverID, Name: d.name, Transport: TransportStdio, t: &socketConn{nc: nc, ch: ch}}
-	if b.adopt(nc, c) {
-		b.run(c)
+	return d, nil
+}
+
+// readHello reads the hello line. The shim sends nothing else before the
+// answer, so the line is all there is to read, and anything after it is a
+// peer that is not a shim.
+func readHello(r io.Reader) ([]byte, error) {
+	buf := make([]byte, maxHelloBytes)
+	n := 0
+	for {
+		m, err := r.Read(buf[n:])
+		n += m
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			if i != n-1 {
+				return nil, errors.New("data after the handshake line")
+			}
+			return buf[:i], nil
+		}
+		if err != nil {
+			return buf[:n], err
+		}
+		if n == len(buf) {
+			return nil, fmt.Errorf("handshake longer than %d bytes", maxHelloBytes)
+		}
 	}
 }
 

@@ -47,7 +47,10 @@ func TestMCPOverACP(t *testing.T) {
 		{"stdio/auto", "none", "", "stdio"},
 		{"stdio/forced", "http", "stdio", "stdio"},
 		{"http/auto", "http", "", "http"},
-		{"http/forced", "none", "http", "http"},
+		{"http/forced", "http", "http", "http"},
+		// An agent that never said it can reach MCP over HTTP gets stdio,
+		// and the conductor says so.
+		{"http/forced-unadvertised", "none", "http", "stdio"},
 		{"native", "acp", "", "acp"},
 		{"native/bridge-configured", "acp,http", "http", "acp"},
 	} {
@@ -238,13 +241,18 @@ func runChain(t *testing.T, advertise, bridge, transport string) {
 			t.Errorf("the passthrough proxy saw MCP-over-ACP: %s", l)
 		}
 	}
-	checkQuiet(t, e.stderr.String())
+	var expected []string
+	if bridge == "http" && transport == "stdio" {
+		expected = append(expected, "did not advertise mcpCapabilities.http")
+	}
+	checkQuiet(t, e.stderr.String(), expected...)
 }
 
 // checkQuiet checks that nothing in the chain complained: no warning or
 // error from the conductor, from the proxy library in toolproxy (which logs
-// only traffic it dropped or refused), or from sdkagent.
-func checkQuiet(t *testing.T, log string) {
+// only traffic it dropped or refused), or from sdkagent; except the
+// conductor's warnings that contain one of expected, which must be there.
+func checkQuiet(t *testing.T, log string, expected ...string) {
 	t.Helper()
 	for _, l := range strings.Split(log, "\n") {
 		var entry struct {
@@ -255,12 +263,19 @@ func checkQuiet(t *testing.T, log string) {
 		if json.Unmarshal([]byte(l), &entry) != nil {
 			continue
 		}
+		if i := slices.IndexFunc(expected, func(e string) bool { return entry.Level == "warn" && strings.Contains(entry.Msg, e) }); i >= 0 {
+			expected = slices.Delete(expected, i, i+1)
+			continue
+		}
 		switch {
 		case entry.Level != "info" && entry.Level != "debug",
 			entry.Peer == "toolproxy" && (strings.Contains(entry.Msg, "level=WARN") || strings.Contains(entry.Msg, "level=ERROR")),
 			entry.Peer == "sdkagent" && strings.Contains(entry.Msg, "unexpected:"):
 			t.Errorf("a complaint in the conductor's log: %s", l)
 		}
+	}
+	for _, e := range expected {
+		t.Errorf("no warning saying %q in the conductor's log", e)
 	}
 }
 
@@ -367,8 +382,10 @@ func checkDeclaration(t *testing.T, transport string, raw json.RawMessage) {
 			bad("want type http and no id")
 		case !strings.HasPrefix(decl.URL, "http://127.0.0.1:") || !strings.Contains(decl.URL, "/mcp/"):
 			bad("want a loopback URL under /mcp/")
-		case decl.Headers == nil || len(decl.Headers) != 0:
-			bad("want an empty headers list")
+		case len(decl.Headers) != 1 || decl.Headers[0].Name != "Authorization" || !strings.HasPrefix(decl.Headers[0].Value, "Bearer "):
+			bad("want the server's token in an Authorization header")
+		case strings.Contains(decl.URL, strings.TrimPrefix(decl.Headers[0].Value, "Bearer ")):
+			bad("the URL carries the token")
 		}
 	}
 }

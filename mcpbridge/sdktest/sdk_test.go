@@ -236,9 +236,7 @@ func TestSDKClientOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	exercise(t, &mcp.StreamableClientTransport{Endpoint: decl.URL, HTTPClient: &http.Client{Transport: tr}}, "srv-http")
+	exercise(t, httpTransport(t, decl, false), "srv-http")
 }
 
 func TestSDKClientOverHTTPWithoutGETStream(t *testing.T) {
@@ -247,10 +245,49 @@ func TestSDKClientOverHTTPWithoutGETStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
 	// Server requests then travel on the tool call's own SSE stream.
-	exercise(t, &mcp.StreamableClientTransport{Endpoint: decl.URL, HTTPClient: &http.Client{Transport: tr}, DisableStandaloneSSE: true}, "srv-http")
+	exercise(t, httpTransport(t, decl, true), "srv-http")
+}
+
+// httpTransport is the SDK's streamable HTTP client for decl, sending its
+// headers as an agent does.
+func httpTransport(t *testing.T, decl mcpbridge.HTTPServer, noGET bool) *mcp.StreamableClientTransport {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	h := http.Header{}
+	for _, kv := range decl.Headers {
+		h.Add(kv.Name, kv.Value)
+	}
+	return &mcp.StreamableClientTransport{Endpoint: decl.URL, HTTPClient: &http.Client{Transport: withHeaders{h, tr}}, DisableStandaloneSSE: noGET}
+}
+
+// withHeaders adds headers to every request.
+type withHeaders struct {
+	h  http.Header
+	rt http.RoundTripper
+}
+
+func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range w.h {
+		r.Header[k] = v
+	}
+	return w.rt.RoundTrip(r)
+}
+
+// TestSDKClientWithoutToken: the SDK's client, given the URL but not the
+// declaration's headers, is refused before any MCP reaches the bridge.
+func TestSDKClientWithoutToken(t *testing.T) {
+	b := startBridge(t)
+	decl, err := b.HTTP("srv-http", "tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl.Headers = nil
+	_, err = mcp.NewClient(&mcp.Implementation{Name: "sdktest"}, nil).Connect(t.Context(), httpTransport(t, decl, false), nil)
+	if err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Errorf("Connect without the token: %v, want Unauthorized", err)
+	}
 }
 
 func TestSDKClientsConcurrently(t *testing.T) {
@@ -260,11 +297,7 @@ func TestSDKClientsConcurrently(t *testing.T) {
 		server := fmt.Sprint("srv-", i)
 		decl, _ := b.HTTP(server, "tools")
 		stdio := b.Stdio(server, "tools")
-		wg.Go(func() {
-			tr := &http.Transport{}
-			defer tr.CloseIdleConnections()
-			exercise(t, &mcp.StreamableClientTransport{Endpoint: decl.URL, HTTPClient: &http.Client{Transport: tr}}, server)
-		})
+		wg.Go(func() { exercise(t, httpTransport(t, decl, false), server) })
 		wg.Go(func() {
 			cmd := exec.Command(stdio.Command, stdio.Args...)
 			cmd.Env = os.Environ()

@@ -1,0 +1,106 @@
+package mcpbridge
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"strings"
+
+	"github.com/creachadair/jrpc2"
+	"go.uber.org/zap"
+)
+
+// Admission to the HTTP transport, checked before a body is read. Each
+// declared server has a route of its own (its id, in base64url, so that any
+// id makes one path segment) and its token travels in the declaration's
+// Authorization header, as the official ACP SDK's bridge does: a URL ends
+// up in logs and process listings, a header does not. The Host must be the
+// listener's own address and an Origin, when a browser sends one, its own
+// origin: a page that got the port through DNS rebinding names another.
+
+// httpPathPrefix is followed, in a declaration's URL, by its server's route.
+const httpPathPrefix = "/mcp/"
+
+func serverRoute(serverID string) string {
+	return httpPathPrefix + base64.RawURLEncoding.EncodeToString([]byte(serverID))
+}
+
+// routeServer returns the server id a path names, if it is a route made by
+// serverRoute: one spelling per server.
+func routeServer(path string) (string, bool) {
+	enc, ok := strings.CutPrefix(path, httpPathPrefix)
+	if !ok || len(enc) > 4096 {
+		return "", false
+	}
+	id, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || base64.RawURLEncoding.EncodeToString(id) != enc {
+		return "", false
+	}
+	return string(id), true
+}
+
+// A refusal is why a request is not admitted, and how it is answered.
+type refusal struct {
+	status int
+	code   jrpc2.Code
+	reason string
+}
+
+// admit returns the declaration a request is for, or why it is refused.
+func (t *httpTransport) admit(r *http.Request) (*declaration, *refusal) {
+	for _, name := range []string{"Origin", "Authorization"} {
+		if len(r.Header.Values(name)) > 1 {
+			return nil, &refusal{http.StatusBadRequest, jrpc2.InvalidRequest, "duplicate " + name + " header"}
+		}
+	}
+	if r.Host != t.host {
+		// MCP's streamable HTTP transport asks for this against DNS
+		// rebinding; the Go SDK answers it with 403 too.
+		return nil, &refusal{http.StatusForbidden, jrpc2.InvalidRequest, "invalid Host header"}
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && origin != "http://"+t.host {
+		return nil, &refusal{http.StatusForbidden, jrpc2.InvalidRequest, "origin not allowed"}
+	}
+	id, ok := routeServer(r.URL.Path)
+	var d *declaration
+	if ok {
+		d, ok = t.b.decls.byServer(id)
+	}
+	if !ok {
+		return nil, &refusal{http.StatusNotFound, jrpc2.MethodNotFound, "unknown MCP route"}
+	}
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(d.token)) != 1 {
+		return nil, &refusal{http.StatusUnauthorized, jrpc2.InvalidRequest, "unauthorized"}
+	}
+	return d, nil
+}
+
+// bearer returns the token of an Authorization header of the Bearer scheme.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || strings.ContainsAny(token, " \t") {
+		return "", false
+	}
+	return token, true
+}
+
+// refuse answers a request that was not admitted and logs it, with its
+// method and path but never its headers. The connection is closed after
+// the answer, so that a refused peer holds no descriptor in keep-alive.
+func (t *httpTransport) refuse(w http.ResponseWriter, r *http.Request, why *refusal) {
+	t.b.refusals.refused("refused MCP HTTP request", zap.String("reason", why.reason),
+		zap.String("method", r.Method), zap.String("path", clipString(r.URL.Path, 256)), zap.String("remote", r.RemoteAddr))
+	w.Header().Set("Connection", "close")
+	if why.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	writeError(w, why.status, why.code, why.reason)
+}
+
+func clipString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
