@@ -31,6 +31,12 @@ type clientConfig struct {
 	ChildEnv          map[string]string `json:"childEnv,omitempty"`
 	TimeoutMs         int               `json:"timeoutMs,omitempty"`
 	ExitTimeoutMs     int               `json:"exitTimeoutMs,omitempty"`
+	// A remote editor: connect to URL over Transport ("ws" or "http")
+	// instead of spawning a command.
+	URL                 string            `json:"url,omitempty"`
+	Transport           string            `json:"transport,omitempty"`
+	Headers             map[string]string `json:"headers,omitempty"`
+	CancelRequestPrompt string            `json:"cancelRequestPrompt,omitempty"`
 
 	expectResults []string // what checkConversation expects of the file reads
 }

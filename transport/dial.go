@@ -21,6 +21,9 @@ type DialOptions struct {
 	// as the RFD requires clients to keep the server's cookies for the
 	// connection's life.
 	HTTPClient *http.Client
+	// StreamableHTTP skips the WebSocket attempt for an http(s) URL, for
+	// networks whose proxies pass HTTP but break upgrades.
+	StreamableHTTP bool
 }
 
 // Dial opens the client side of an ACP connection to rawURL. A ws:// or
@@ -44,6 +47,9 @@ func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
 	case "ws", "wss", "http", "https":
 	default:
 		return nil, fmt.Errorf("%s: not a ws, wss, http or https URL", display(u))
+	}
+	if opts.StreamableHTTP && (u.Scheme == "http" || u.Scheme == "https") {
+		return newHTTPClient(u.String(), opts), nil
 	}
 	ws, resp, err := websocket.Dial(ctx, rawURL, &websocket.DialOptions{HTTPClient: opts.HTTPClient, HTTPHeader: opts.Header})
 	if err == nil {

@@ -20,6 +20,14 @@
 //                  see whether the conductor's cleanup reaches grandchildren.
 //   --ignore-eof   do not exit when stdin closes (the conductor must signal us).
 //   --name NAME    name reported in initialize's agentInfo.
+//   --listen HOST:PORT  serve remote editors instead of stdio, with the SDK's
+//                  experimental/server and its Node adapter (Streamable HTTP
+//                  and WebSocket at /acp), and print the endpoint's ws:// URL
+//                  as the first line on stdout. A prompt containing "drop"
+//                  then makes the whole agent exit after its first update,
+//                  dropping every connection mid-prompt.
+//   --no-websocket with --listen: refuse WebSocket upgrades (426), leaving
+//                  Streamable HTTP only.
 import * as acp from "@agentclientprotocol/sdk";
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -143,6 +151,10 @@ const app = acp
         return { stopReason: "cancelled" };
       }
       await say(`#${i}/${n} ${text}`);
+      if (i === 0 && text.includes("drop") && option("--listen")) {
+        log("dropping every connection mid-prompt");
+        process.exit(3);
+      }
       if (i === 0 && text.includes("hang")) {
         log("hanging in session", params.sessionId);
         await new Promise((resolve) => {
@@ -162,13 +174,50 @@ const app = acp
     session.wake.clear();
   });
 
-const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
-const connection = app.connect(stream);
-connection.closed.then(() => {
-  if (flag("--ignore-eof")) {
-    log("connection closed; staying alive (--ignore-eof)");
-    setInterval(() => {}, 1 << 30);
-    return;
+if (option("--listen")) {
+  await listen(option("--listen"));
+} else {
+  serveStdio();
+}
+
+async function listen(addr) {
+  const { AcpServer } = await import("@agentclientprotocol/sdk/experimental/server");
+  const { createNodeHttpHandler, createNodeWebSocketUpgradeHandler } = await import(
+    "@agentclientprotocol/sdk/experimental/node"
+  );
+  const { WebSocketServer } = await import("ws");
+  const { createServer } = await import("node:http");
+  const server = new AcpServer({ agent: app });
+  const wss = new WebSocketServer({ noServer: true });
+  const http = createServer(createNodeHttpHandler(server));
+  if (flag("--no-websocket")) {
+    // A Streamable-HTTP-only server, as the RFD allows a proxy in between
+    // to make it: the upgrade is refused.
+    http.on("upgrade", (_req, socket) => {
+      socket.end("HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    });
+  } else {
+    http.on("upgrade", createNodeWebSocketUpgradeHandler(server, wss));
   }
-  process.exit(0);
-});
+  const i = addr.lastIndexOf(":");
+  await new Promise((resolve) => http.listen(Number(addr.slice(i + 1)), addr.slice(0, i), resolve));
+  process.stdout.write(`ws://${addr.slice(0, i)}:${http.address().port}/acp\n`);
+  const stop = () => {
+    server.close().finally(() => process.exit(0));
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+}
+
+function serveStdio() {
+  const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
+  const connection = app.connect(stream);
+  connection.closed.then(() => {
+    if (flag("--ignore-eof")) {
+      log("connection closed; staying alive (--ignore-eof)");
+      setInterval(() => {}, 1 << 30);
+      return;
+    }
+    process.exit(0);
+  });
+}

@@ -9,6 +9,7 @@
 // It exits 0 only if "failures" is empty.
 //
 // Usage: node client.mjs --config '<json>' -- CMD [ARGS...]
+//        node client.mjs --config '<json with url>'
 //
 // Config (all optional):
 //   mode            "conversation" (default) | "concurrent" | "hold"
@@ -30,6 +31,14 @@
 //                   are read from disk
 //   cwd             session cwd (default process.cwd())
 //   childEnv        {NAME: value} added to the spawned command's environment
+//   cancelRequestPrompt conversation: then this prompt (containing "hang") is
+//                   sent and abandoned with $/cancel_request after its first
+//                   update; it must end cancelled (stopReason or -32800)
+//   url             instead of spawning a command, connect to this ACP
+//                   endpoint with the SDK's experimental remote transports
+//   transport       with url: "ws" (experimental/ws-client, the default) or
+//                   "http" (experimental/http-client, Streamable HTTP)
+//   headers         with url: sent with every request (Authorization)
 //   timeoutMs       overall deadline (default 60000)
 //   exitTimeoutMs   how long to wait for the command to exit after its stdin
 //                   is closed (default 20000)
@@ -46,13 +55,13 @@ import { Readable, Writable } from "node:stream";
 
 const argv = process.argv.slice(2);
 const sep = argv.indexOf("--");
-if (sep < 0 || sep === argv.length - 1) {
+const ci = argv.indexOf("--config");
+const config = ci >= 0 && (sep < 0 || ci < sep) ? JSON.parse(argv[ci + 1]) : {};
+if (!config.url && (sep < 0 || sep === argv.length - 1)) {
   console.error("usage: node client.mjs --config JSON -- CMD [ARGS...]");
   process.exit(2);
 }
-const ci = argv.indexOf("--config");
-const config = ci >= 0 && ci < sep ? JSON.parse(argv[ci + 1]) : {};
-const command = argv.slice(sep + 1);
+const command = sep >= 0 ? argv.slice(sep + 1) : [];
 
 const mode = config.mode ?? "conversation";
 const chunks = config.chunks ?? 3;
@@ -71,7 +80,10 @@ const emit = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
 // ---- the command under test -------------------------------------------------
 
-const child = spawn(command[0], command.slice(1), {
+// With a url there is no command: a stand-in "child" whose stdin ending
+// closes the remote connection, and which "exits" when that has closed.
+const remote = config.url ? await remoteStream(config) : null;
+const child = remote ? remote.child : spawn(command[0], command.slice(1), {
   stdio: ["pipe", "pipe", "inherit"],
   env: { ...process.env, ...(config.childEnv ?? {}) },
 });
@@ -191,7 +203,7 @@ const app = acp
     unexpected.push({ kind: "notification", method });
   });
 
-const raw = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const raw = remote ? remote.stream : acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 const inTap = new TransformStream({
   transform(msg, controller) {
     tapIncoming(msg);
@@ -204,7 +216,12 @@ const outTap = new TransformStream({
     controller.enqueue(msg);
   },
 });
-outTap.readable.pipeTo(raw.writable).catch((err) => log("writer closed:", err?.message ?? err));
+// Aborting the pipe aborts the transport, which for a remote one means
+// closing the connection (a WebSocket close, an HTTP DELETE).
+const pipeAbort = new AbortController();
+const piped = outTap.readable
+  .pipeTo(raw.writable, { signal: pipeAbort.signal })
+  .catch((err) => log("writer closed:", err?.message ?? err));
 const connection = app.connect({ readable: raw.readable.pipeThrough(inTap), writable: outTap.writable });
 const agent = connection.agent;
 
@@ -236,7 +253,7 @@ async function newSession() {
 }
 
 // Sends one prompt and records it. Returns the prompt record.
-async function prompt(sessionId, tag, text, n = chunks) {
+async function prompt(sessionId, tag, text, n = chunks, options = undefined) {
   const rec = sessionRecord(sessionId);
   const p = { tag, text, chunks: n, stopReason: null, error: null };
   rec.prompts.push(p);
@@ -247,7 +264,7 @@ async function prompt(sessionId, tag, text, n = chunks) {
       sessionId,
       prompt: [{ type: "text", text }],
       _meta: { "acp-it": { chunks: n, tag } },
-    });
+    }, options);
     p.stopReason = res.stopReason;
   } catch (err) {
     p.error = `${err?.code ?? ""} ${err?.message ?? err}`.trim();
@@ -368,6 +385,24 @@ async function conversation() {
       fail(`cancel: stopReason ${p.stopReason}, error ${p.error}, want stopReason cancelled`);
     }
   }
+  if (config.cancelRequestPrompt) {
+    // The same, abandoned with $/cancel_request (the SDK sends it when the
+    // request's cancellation signal aborts).
+    const rec = sessionRecord(sessionId);
+    const first = new Promise((resolve) => rec.firstUpdate.set("cancel-request", resolve));
+    const abort = new AbortController();
+    const pending = prompt(sessionId, "cancel-request", config.cancelRequestPrompt, chunks, {
+      cancellationSignal: abort.signal,
+    });
+    const p = rec.prompts[rec.prompts.length - 1];
+    p.hang = true;
+    await first;
+    abort.abort();
+    await pending;
+    if (p.stopReason !== "cancelled" && !/-32800/.test(p.error ?? "")) {
+      fail(`cancel-request: stopReason ${p.stopReason}, error ${p.error}, want cancelled`);
+    }
+  }
   verify();
   await closeAndWait();
 }
@@ -460,3 +495,33 @@ emit(summary());
 process.exitCode = failures.length === 0 ? 0 : 1;
 // Do not wait for stray handles (pipes of a command that left children behind).
 setImmediate(() => process.exit(process.exitCode));
+
+// remoteStream connects to config.url with the SDK's experimental client
+// transports, and returns the stream with a stand-in child process.
+async function remoteStream(config) {
+  const headers = config.headers ?? {};
+  let stream;
+  if ((config.transport ?? "ws") === "http") {
+    const { createHttpStream } = await import("@agentclientprotocol/sdk/experimental/http-client");
+    stream = createHttpStream(config.url, { headers });
+  } else {
+    const { createWebSocketStream } = await import("@agentclientprotocol/sdk/experimental/ws-client");
+    const { WebSocket } = await import("ws");
+    stream = createWebSocketStream(config.url, { WebSocket, headers });
+  }
+  const { EventEmitter } = await import("node:events");
+  const child = new EventEmitter();
+  child.pid = null;
+  child.kill = () => child.stdin.end();
+  child.stdin = new Writable({ write(_chunk, _enc, cb) { cb(); } });
+  // Ending stdin closes the connection; the "exit" follows once it closed.
+  child.stdin.on("finish", async () => {
+    try {
+      await connection.close();
+    } catch {}
+    pipeAbort.abort();
+    await piped;
+    child.emit("exit", 0, null);
+  });
+  return { stream, child };
+}
