@@ -24,7 +24,8 @@ type Config struct {
 	RestartWindow   time.Duration
 	MCPBridge       string
 	MCPHTTPIdle     time.Duration // 0: sessions end only when their client ends them
-	File            string        // the chain file, or "" if the chain came from arguments
+	Trace           Trace
+	File            string // the chain file, or "" if the chain came from arguments
 }
 
 // Conductor returns the conductor's configuration for c, logging to log.

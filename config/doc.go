@@ -28,6 +28,9 @@
 //	restart_window     --restart-window     ACP_CONDUCTOR_RESTART_WINDOW      1m
 //	mcp_bridge         --mcp-bridge         ACP_CONDUCTOR_MCP_BRIDGE          auto
 //	mcp_http_idle_timeout  --mcp-http-idle-timeout  ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT  30m (0: never)
+//	trace.file         --trace              ACP_CONDUCTOR_TRACE_FILE          "" (no trace)
+//	trace.detail       --trace-detail       ACP_CONDUCTOR_TRACE_DETAIL        full (or metadata)
+//	trace.serve        --trace-serve        ACP_CONDUCTOR_TRACE_SERVE         "" (no live viewer)
 //
 // Each component may also say what happens when it fails (on_failure: fail,
 // the default; restart or bypass, for proxies only).

@@ -26,6 +26,7 @@ type File struct {
 	RestartWindow   time.Duration `yaml:"restart_window"`
 	MCPBridge       string        `yaml:"mcp_bridge"`
 	MCPHTTPIdle     time.Duration `yaml:"mcp_http_idle_timeout"`
+	Trace           Trace         `yaml:"trace"`
 
 	path  string
 	nodes index // where each key sits, for messages and for layering
@@ -36,6 +37,13 @@ type Logging struct {
 	Level  string `yaml:"level"`  // debug, info, warn or error
 	Format string `yaml:"format"` // console or json
 	File   string `yaml:"file"`   // empty means stderr
+}
+
+// Trace says whether and how the chain's messages are traced.
+type Trace struct {
+	File   string `yaml:"file"`   // empty: no trace file
+	Detail string `yaml:"detail"` // full or metadata
+	Serve  string `yaml:"serve"`  // a loopback address for the live viewer; empty: none
 }
 
 // Values accepted for the logging settings.

@@ -166,6 +166,9 @@ func (f *File) settings() map[string]any {
 		"restart_window":        f.RestartWindow,
 		"mcp_bridge":            f.MCPBridge,
 		"mcp_http_idle_timeout": f.MCPHTTPIdle,
+		"trace.file":            f.Trace.File,
+		"trace.detail":          f.Trace.Detail,
+		"trace.serve":           f.Trace.Serve,
 	}
 	m := make(map[string]any)
 	for key, val := range vals {
@@ -252,6 +255,18 @@ func (c *Config) settle(v *viper.Viper, f *File, fs *pflag.FlagSet) error {
 	}
 	if err != nil {
 		bad("mcp_http_idle_timeout", err)
+	}
+	c.Trace.File = v.GetString("trace.file")
+	if err := checkTraceFile(c.Trace.File); err != nil {
+		bad("trace.file", err)
+	}
+	c.Trace.Detail = v.GetString("trace.detail")
+	if err := checkDetail(c.Trace.Detail); err != nil {
+		bad("trace.detail", err)
+	}
+	c.Trace.Serve = v.GetString("trace.serve")
+	if err := checkServe(c.Trace.Serve); err != nil {
+		bad("trace.serve", err)
 	}
 	return ps.err()
 }

@@ -62,6 +62,7 @@ func TestLoadDefaults(t *testing.T) {
 		RestartWindow:   conductor.DefaultRestartWindow,
 		MCPBridge:       string(conductor.BridgeAuto),
 		MCPHTTPIdle:     mcpbridge.DefaultHTTPIdleTimeout,
+		Trace:           Trace{Detail: "full"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", c, want)

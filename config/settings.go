@@ -9,6 +9,7 @@ import (
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/mcpbridge"
+	"github.com/acp-conductor/acp-conductor/trace"
 )
 
 // EnvPrefix starts the name of every environment variable Load consults.
@@ -37,6 +38,9 @@ var settings = []setting{
 	{"restart_window", "restart-window", conductor.DefaultRestartWindow, "the window restart_limit counts restarts in"},
 	{"mcp_bridge", "mcp-bridge", string(conductor.BridgeAuto), "how acp MCP servers reach an agent without native MCP-over-ACP: auto, stdio or http"},
 	{"mcp_http_idle_timeout", "mcp-http-idle-timeout", mcpbridge.DefaultHTTPIdleTimeout, "how long a bridged MCP HTTP session may go without a request before it ends; 0 keeps it until the client ends it"},
+	{"trace.file", "trace", "", "write a trace of every message the chain relays to this file, one JSON event per line (view it with acp-conductor trace view)"},
+	{"trace.detail", "trace-detail", string(trace.Full), "how much of each message a trace keeps: full, or metadata (no params, results or error data: safe to share)"},
+	{"trace.serve", "trace-serve", "", "serve a live trace viewer on this loopback address, such as 127.0.0.1:0; the URL, with its access token, is logged"},
 }
 
 // envVar returns the environment variable that sets key.

@@ -97,6 +97,7 @@ var typeWords = map[string]string{
 	reflect.TypeFor[[]Component]().String():   "a list of components",
 	reflect.TypeFor[Component]().String():     "a component mapping (" + strings.Join(yamlKeys[Component](), ", ") + ")",
 	reflect.TypeFor[Logging]().String():       "a mapping (" + strings.Join(yamlKeys[Logging](), ", ") + ")",
+	reflect.TypeFor[Trace]().String():         "a mapping (" + strings.Join(yamlKeys[Trace](), ", ") + ")",
 	reflect.TypeFor[File]().String():          "a mapping of chain settings",
 }
 
@@ -107,6 +108,8 @@ func knownKeys(path string) []string {
 		return yamlKeys[File]()
 	case path == "logging":
 		return yamlKeys[Logging]()
+	case path == "trace":
+		return yamlKeys[Trace]()
 	}
 	return yamlKeys[Component]()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/mcpbridge"
+	"github.com/acp-conductor/acp-conductor/trace"
 )
 
 // validate checks the values of a decoded file, each problem on its line.
@@ -92,6 +93,15 @@ func (f *File) validate() Problems {
 	}
 	if f.RestartLimit < 1 && f.nodes.has("restart_limit") {
 		add("restart_limit", "must be at least 1, got %d", f.RestartLimit)
+	}
+	if err := checkTraceFile(f.Trace.File); err != nil {
+		add("trace.file", "%v", err)
+	}
+	if err := checkDetail(f.Trace.Detail); err != nil && f.nodes.has("trace.detail") {
+		add("trace.detail", "%v", err)
+	}
+	if err := checkServe(f.Trace.Serve); err != nil {
+		add("trace.serve", "%v", err)
 	}
 	if err := checkBridge(f.MCPBridge); err != nil && f.nodes.has("mcp_bridge") {
 		add("mcp_bridge", "%v", err)
@@ -209,4 +219,27 @@ func LogFileHint(file string, fs *pflag.FlagSet) string {
 		}
 	}
 	return ""
+}
+
+func checkTraceFile(s string) error {
+	if s != "" && checkLogFile(s) != nil {
+		return fmt.Errorf("%q is standard output, which carries the protocol", s)
+	}
+	return nil
+}
+
+func checkDetail(s string) error {
+	if !slices.Contains(trace.Details, trace.Detail(s)) {
+		return fmt.Errorf("invalid detail %q: want full or metadata", s)
+	}
+	return nil
+}
+
+// checkServe accepts an empty address (no live viewer) or a loopback one:
+// the viewer shows every message, and only this machine may see it.
+func checkServe(s string) error {
+	if s == "" {
+		return nil
+	}
+	return trace.CheckLoopback(s)
 }

@@ -22,8 +22,7 @@ type Hub struct {
 }
 
 type subscriber struct {
-	ch   chan []byte // closed when the hub drops the subscriber
-	next int         // the sequence number of the next event to send
+	ch chan []byte // closed when the hub drops the subscriber
 }
 
 // NewHub returns a hub keeping up to maxBytes of history (0 means
@@ -54,7 +53,6 @@ func (h *Hub) publish(line []byte) {
 	for s := range h.subs {
 		select {
 		case s.ch <- line:
-			s.next++
 		default:
 			delete(h.subs, s) // too slow: it reloads and catches up
 			close(s.ch)
@@ -71,25 +69,24 @@ func (h *Hub) Snapshot() (events [][]byte, next int) {
 }
 
 // Subscribe returns a channel of the events from sequence number from on
-// (those still kept), and a function that ends the subscription. The
-// channel is closed when the hub closes or drops a subscriber that fell
-// behind by more than buffer events.
-func (h *Hub) Subscribe(from, buffer int) (<-chan []byte, func()) {
+// (those still kept), the sequence number of the first it will carry, and
+// a function that ends the subscription. The channel is closed when the hub
+// closes or drops a subscriber that fell behind by more than buffer events.
+func (h *Hub) Subscribe(from, buffer int) (<-chan []byte, int, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	from = max(from, h.first)
+	from = min(max(from, h.first), h.first+len(h.history))
 	backlog := h.history[min(from-h.first, len(h.history)):]
-	s := &subscriber{ch: make(chan []byte, buffer+len(backlog)), next: from}
+	s := &subscriber{ch: make(chan []byte, buffer+len(backlog))}
 	for _, line := range backlog {
 		s.ch <- line
-		s.next++
 	}
 	if h.closed {
 		close(s.ch)
-		return s.ch, func() {}
+		return s.ch, from, func() {}
 	}
 	h.subs[s] = struct{}{}
-	return s.ch, func() {
+	return s.ch, from, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if _, ok := h.subs[s]; ok {

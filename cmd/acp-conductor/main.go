@@ -101,6 +101,7 @@ GOMAXPROCS is set.
 		newSuperviseCmd(),
 		newServeCmd(),
 		newRemoteConnectCmd(),
+		newTraceCmd(),
 	)
 	return root
 }

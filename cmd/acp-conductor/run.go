@@ -55,6 +55,11 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()))
 	cc := cfg.Conductor(log)
 	cc.Abort = abort
+	var stopTrace func()
+	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, log); err != nil {
+		return err
+	}
+	defer stopTrace()
 	if exe, err := os.Executable(); err == nil {
 		cc.Supervisor = exe // components die with the conductor, even by SIGKILL
 	}

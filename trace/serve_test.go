@@ -1,0 +1,127 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func startServer(t *testing.T) (*Server, *Recorder) {
+	t.Helper()
+	hub := NewHub(0)
+	srv, err := Serve("127.0.0.1:0", hub, "live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(nil, Options{Live: hub})
+	t.Cleanup(func() { rec.Close(); srv.Close() })
+	return srv, rec
+}
+
+// TestServeGuards: only the URL with the token serves, only to a request
+// that names a loopback host, and only a loopback address is served at all.
+func TestServeGuards(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "example.com:0"} {
+		if _, err := Serve(addr, NewHub(0), "", nil); err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("Serve(%q) = %v, want a refusal", addr, err)
+		}
+	}
+	srv, _ := startServer(t)
+	base := strings.TrimSuffix(srv.URL(), "/")
+	root := base[:strings.LastIndex(base, "/")]
+	for _, tc := range []struct {
+		url, host string
+		want      int
+	}{
+		{srv.URL(), "", http.StatusOK},
+		{root + "/", "", http.StatusNotFound},
+		{root + "/" + strings.Repeat("0", 32) + "/", "", http.StatusNotFound},
+		{srv.URL() + "other", "", http.StatusNotFound},
+		{srv.URL(), "evil.example:80", http.StatusForbidden},
+		{srv.URL(), "localhost", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", tc.url, nil)
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s (Host %q): %d, want %d", tc.url, tc.host, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// TestServeStreams: the page carries the events so far and names the
+// stream of those after; the stream delivers each new event as it is
+// recorded.
+func TestServeStreams(t *testing.T) {
+	srv, rec := startServer(t)
+	rec.Send("client", "agent", json.RawMessage("1"), "initialize", json.RawMessage(`{}`), false)
+	waitHub(t, srv.hub, 1)
+
+	resp, err := http.Get(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `"method":"initialize"`) || !strings.Contains(string(page), `"events?from=1"`) {
+		t.Fatalf("the page lacks the first event or the stream's URL:\n%.2000s", page)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+
+	resp, err = http.Get(srv.URL() + "events?from=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	for i, method := range []string{"session/new", "session/prompt"} {
+		rec.Send("client", "agent", json.RawMessage("2"), method, json.RawMessage(`{}`), false)
+		var id, data string
+		for lines.Scan() && lines.Text() != "" {
+			k, v, _ := strings.Cut(lines.Text(), ": ")
+			switch k {
+			case "id":
+				id = v
+			case "data":
+				data = v
+			}
+		}
+		var e Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil || e.Method != method {
+			t.Fatalf("event %d: got %q (%v), want %s", i, data, err, method)
+		}
+		if want := []string{"1", "2"}[i]; id != want {
+			t.Errorf("event %d has id %s, want %s", i, id, want)
+		}
+	}
+}
+
+// waitHub waits until hub holds n events.
+func waitHub(t *testing.T, hub *Hub, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if events, _ := hub.Snapshot(); len(events) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub never got %d events", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

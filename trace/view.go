@@ -1,0 +1,105 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"strings"
+)
+
+// The viewer: a page, its style and its script, put together into one
+// file with the events, so that it needs nothing from the network.
+var (
+	//go:embed viewer/viewer.html
+	viewerHTML string
+	//go:embed viewer/viewer.css
+	viewerCSS string
+	//go:embed viewer/viewer.js
+	viewerJS string
+)
+
+// csp keeps the page from loading anything at all from elsewhere; a live
+// page may reach back to the server it came from, for its event stream.
+func csp(live bool) string {
+	const page = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+	if live {
+		return page + "; connect-src 'self'"
+	}
+	return page
+}
+
+// ViewOptions adjust a rendered viewer.
+type ViewOptions struct {
+	Title string // shown in the page's title and header
+	// Live, if set, is the URL (relative to the page) of a server-sent
+	// event stream of further events.
+	Live string
+}
+
+// View writes one self-contained HTML page that shows events (each one
+// JSON event, as ReadEvents returns them) as a sequence diagram.
+func View(w io.Writer, events [][]byte, opts ViewOptions) error {
+	if opts.Title == "" {
+		opts.Title = "ACP trace"
+	}
+	var data bytes.Buffer
+	data.WriteByte('[')
+	for i, e := range events {
+		if i > 0 {
+			data.WriteByte(',')
+		}
+		// HTMLEscape keeps "</script>" in a message from ending the script.
+		json.HTMLEscape(&data, e)
+	}
+	data.WriteByte(']')
+	live, _ := json.Marshal(opts.Live)
+	var out bytes.Buffer
+	json.HTMLEscape(&out, live)
+	page := strings.NewReplacer(
+		"{{TITLE}}", html.EscapeString(opts.Title),
+		"{{CSP}}", csp(opts.Live != ""),
+		"{{CSS}}", viewerCSS,
+		"{{JS}}", viewerJS,
+		"{{LIVE}}", out.String(),
+	).Replace(viewerHTML)
+	// The data goes in last and apart, so that nothing in it is replaced.
+	head, tail, ok := strings.Cut(page, "{{DATA}}")
+	if !ok {
+		return errors.New("trace: viewer template has no data slot")
+	}
+	bw := bufio.NewWriter(w)
+	bw.WriteString(head)
+	bw.Write(data.Bytes())
+	bw.WriteString(tail)
+	return bw.Flush()
+}
+
+// MaxEventBytes bounds one line of a trace file that ReadEvents accepts.
+const MaxEventBytes = 256 << 20
+
+// ReadEvents reads a trace: one JSON object per line, blank lines ignored.
+// A line that is not a JSON object is an error naming its line number.
+func ReadEvents(r io.Reader) ([][]byte, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxEventBytes)
+	var events [][]byte
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] != '{' || !json.Valid(line) {
+			return nil, fmt.Errorf("line %d: not a JSON trace event", n)
+		}
+		events = append(events, append([]byte(nil), line...))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the trace: %w", err)
+	}
+	return events, nil
+}

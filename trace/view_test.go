@@ -1,0 +1,187 @@
+package trace
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/browser"
+)
+
+// render writes events as a viewer page and returns the DOM a headless
+// browser makes of it, opened with the given URL fragment.
+func render(t *testing.T, events [][]byte, fragment string, height int) string {
+	t.Helper()
+	if _, err := browser.Find(); err != nil {
+		t.Skipf("no browser: %v", err)
+	}
+	var page bytes.Buffer
+	if err := View(&page, events, ViewOptions{Title: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "trace.html")
+	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dom, err := browser.DumpDOM(ctx, "file://"+path+fragment, 1400, height)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dom
+}
+
+// A page as the browser left it: what the viewer drew.
+type drawn struct {
+	lanes, arrows        int
+	shown, total, nLanes int
+	labels               []string
+	detail               string
+}
+
+var (
+	laneRe   = regexp.MustCompile(`class="lane-head"[^>]*>([^<]*)<`)
+	arrowRe  = regexp.MustCompile(`class="arrow [^"]*"`)
+	labelRe  = regexp.MustCompile(`class="label"[^>]*>([^<]*)<`)
+	statusRe = regexp.MustCompile(`id="status" data-shown="(\d+)" data-total="(\d+)" data-lanes="(\d+)"`)
+	detailRe = regexp.MustCompile(`(?s)<pre id="detail-body">(.*?)</pre>`)
+)
+
+func parseDOM(t *testing.T, dom string) drawn {
+	t.Helper()
+	var d drawn
+	d.lanes = len(laneRe.FindAllString(dom, -1))
+	d.arrows = len(arrowRe.FindAllString(dom, -1))
+	for _, m := range labelRe.FindAllStringSubmatch(dom, -1) {
+		d.labels = append(d.labels, m[1])
+	}
+	s := statusRe.FindStringSubmatch(dom)
+	if s == nil {
+		t.Fatalf("the viewer drew no status; the page is:\n%.3000s", dom)
+	}
+	d.shown, _ = strconv.Atoi(s[1])
+	d.total, _ = strconv.Atoi(s[2])
+	d.nLanes, _ = strconv.Atoi(s[3])
+	if m := detailRe.FindStringSubmatch(dom); m != nil {
+		d.detail = m[1]
+	}
+	return d
+}
+
+func goldenEvents(t *testing.T) [][]byte {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "conductor", "testdata", "golden", "trace-full.jsons"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+// TestViewInBrowser renders the golden chain's trace in headless Chromium:
+// one lane per component, one arrow per event, a selected event shown
+// whole; and the filters in the URL (a method, a session) leave exactly
+// the matching arrows.
+func TestViewInBrowser(t *testing.T) {
+	events := goldenEvents(t)
+	count := func(sub string) int {
+		n := 0
+		for _, e := range events {
+			if strings.Contains(string(e), sub) {
+				n++
+			}
+		}
+		return n
+	}
+	call := -1 // the MCP tool call
+	for n, e := range events {
+		if strings.Contains(string(e), `"method":"tools/call"`) && strings.Contains(string(e), `"type":"request"`) {
+			call = n
+		}
+	}
+	d := parseDOM(t, render(t, events, fmt.Sprintf("#select=%d", call), 3000))
+	if d.lanes != 4 || d.nLanes != 4 {
+		t.Errorf("%d lanes drawn (status %d), want 4: client, proxy-a, proxy-b, agent", d.lanes, d.nLanes)
+	}
+	if d.arrows != len(events) || d.total != len(events) || d.shown != len(events) {
+		t.Errorf("%d arrows drawn, status %d of %d; want %d", d.arrows, d.shown, d.total, len(events))
+	}
+	for _, want := range []string{`"protocol": "mcp"`, `"method": "tools/call"`, `"name": "echo"`} {
+		if !strings.Contains(d.detail, want) {
+			t.Errorf("the selected event's detail lacks %s:\n%s", want, d.detail)
+		}
+	}
+
+	d = parseDOM(t, render(t, events, "#method=session/update", 3000))
+	if want := count(`"method":"session/update"`); d.arrows != want || d.shown != want || want == 0 {
+		t.Errorf("method filter: %d arrows, status %d; want %d", d.arrows, d.shown, want)
+	}
+	for _, l := range d.labels {
+		if l != "session/update" {
+			t.Errorf("method filter let %q through", l)
+		}
+	}
+	d = parseDOM(t, render(t, events, "#session=sess-1", 3000))
+	if want := count(`"session":"sess-1"`); d.arrows != want || d.shown != want || want == 0 || want == len(events) {
+		t.Errorf("session filter: %d arrows, status %d; want %d", d.arrows, d.shown, want)
+	}
+}
+
+// TestViewLargeTrace renders 100,000 events: the page keeps them all but
+// draws only the rows in view, whatever the trace's length.
+func TestViewLargeTrace(t *testing.T) {
+	const n = 100_000
+	events := make([][]byte, n)
+	names := []string{"client", "p1", "p2", "p3", "agent"}
+	for i := range events {
+		hop := i % 4
+		from, to := names[hop], names[hop+1]
+		events[i] = fmt.Appendf(nil, `{"type":"notification","ts":%d.5,"protocol":"acp","from":%q,"to":%q,"method":"session/update","session":"s%d","params":{"sessionId":"s%d","n":%d},"bytes":30}`,
+			i, from, to, i%7, i%7, i)
+	}
+	d := parseDOM(t, render(t, events, "#session=s3", 1000))
+	if want := (n + 3) / 7; d.total != n || d.shown != want || d.lanes != 5 {
+		t.Errorf("status %d of %d, %d lanes; want %d of %d, 5", d.shown, d.total, d.lanes, want, n)
+	}
+	if d.arrows == 0 || d.arrows > 200 {
+		t.Errorf("%d arrows in the page; want only those in view (some dozens)", d.arrows)
+	}
+}
+
+// TestViewEscapes keeps a message that holds markup from breaking out of
+// the page's data.
+func TestViewEscapes(t *testing.T) {
+	var page bytes.Buffer
+	evil := []byte(`{"type":"notification","ts":0,"protocol":"acp","from":"a","to":"b","method":"x","params":{"t":"</script><script>alert(1)</script>"}}`)
+	if err := View(&page, [][]byte{evil}, ViewOptions{Title: "<b>t</b>"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page.String(), "<script>alert") || strings.Contains(page.String(), "<b>t</b>") {
+		t.Error("markup from the trace reached the page unescaped")
+	}
+	if strings.Contains(page.String(), "http://") || strings.Contains(page.String(), "https://") {
+		t.Error("the page refers to the network")
+	}
+}
+
+func TestReadEvents(t *testing.T) {
+	events, err := ReadEvents(strings.NewReader("{\"a\":1}\n\n  {\"b\":2}\n"))
+	if err != nil || len(events) != 2 {
+		t.Fatalf("got %d events, %v", len(events), err)
+	}
+	if _, err := ReadEvents(strings.NewReader("{\"a\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("got %v, want an error naming line 2", err)
+	}
+}

@@ -1,0 +1,223 @@
+// The acp-conductor trace viewer: draws a trace (one event per message, in
+// the Rust conductor's .jsons shape) as a sequence diagram, one lifeline per
+// component and one arrow per message. Only the rows in view are in the
+// page, so a trace of 100,000 events scrolls as easily as one of ten.
+"use strict";
+(function () {
+  const ROW = 24, LANE = 180, GUTTER = 84, OVERSCAN = 20;
+  const $ = (id) => document.getElementById(id);
+  const scroller = $("scroller"), canvas = $("canvas"), rows = $("rows"), heads = $("heads");
+  const lifelines = $("lifelines"), status = $("status"), sessionSel = $("session"), methodIn = $("method");
+
+  const events = [];       // every event, in order
+  const lanes = [];        // component names, in the order they are drawn
+  const laneOf = new Map();
+  const sessions = new Set(), methods = new Set();
+  let shown = [];          // indices into events that pass the filters
+  let selected = -1;
+  let filter = { session: "", method: "" };
+
+  function lane(name) {
+    if (!laneOf.has(name)) {
+      laneOf.set(name, lanes.length);
+      lanes.push(name);
+      lanesChanged = true;
+    }
+    return laneOf.get(name);
+  }
+  let lanesChanged = true;
+
+  // add takes one event into the model and reports whether it is shown.
+  function add(ev) {
+    if (!ev || typeof ev !== "object") return false;
+    const i = events.length;
+    events.push(ev);
+    lane(String(ev.from)); lane(String(ev.to));
+    if (ev.session && !sessions.has(ev.session)) {
+      sessions.add(ev.session);
+      const o = document.createElement("option");
+      o.value = o.textContent = ev.session;
+      sessionSel.appendChild(o);
+    }
+    if (ev.method && !methods.has(ev.method)) {
+      methods.add(ev.method);
+      const o = document.createElement("option");
+      o.value = ev.method;
+      $("methods").appendChild(o);
+    }
+    if (matches(ev)) { shown.push(i); return true; }
+    return false;
+  }
+
+  function matches(ev) {
+    if (filter.session && ev.session !== filter.session) return false;
+    if (filter.method && !String(ev.method || "").includes(filter.method)) return false;
+    return true;
+  }
+
+  function refilter() {
+    shown = [];
+    for (let i = 0; i < events.length; i++) if (matches(events[i])) shown.push(i);
+    writeHash();
+    layout();
+  }
+
+  const x = (l) => GUTTER + l * LANE + LANE / 2;
+
+  // layout sizes the canvas and draws the lanes; render draws the rows.
+  function layout() {
+    if (lanesChanged) {
+      lanesChanged = false;
+      heads.textContent = "";
+      lifelines.textContent = "";
+      lanes.forEach((name, l) => {
+        const h = document.createElement("div");
+        h.className = "lane-head";
+        h.style.left = (x(l) - (LANE - 16) / 2) + "px";
+        h.textContent = name;
+        h.title = name;
+        heads.appendChild(h);
+        const v = document.createElement("div");
+        v.className = "lifeline";
+        v.style.left = x(l) + "px";
+        lifelines.appendChild(v);
+      });
+    }
+    canvas.style.width = (GUTTER + lanes.length * LANE) + "px";
+    canvas.style.height = Math.max(shown.length * ROW, 1) + "px";
+    status.textContent = shown.length + " of " + events.length + " events, " + lanes.length + " components";
+    status.dataset.shown = shown.length;
+    status.dataset.total = events.length;
+    status.dataset.lanes = lanes.length;
+    render();
+  }
+
+  function render() {
+    heads.scrollLeft = scroller.scrollLeft;
+    const first = Math.max(0, Math.floor(scroller.scrollTop / ROW) - OVERSCAN);
+    const last = Math.min(shown.length, Math.ceil((scroller.scrollTop + scroller.clientHeight) / ROW) + OVERSCAN);
+    const frag = document.createDocumentFragment();
+    for (let r = first; r < last; r++) frag.appendChild(row(r, shown[r]));
+    rows.textContent = "";
+    rows.appendChild(frag);
+  }
+
+  function row(r, i) {
+    const ev = events[i];
+    const from = laneOf.get(String(ev.from)), to = laneOf.get(String(ev.to));
+    const d = document.createElement("div");
+    const isError = ev.type === "response" && ev.is_error;
+    d.className = "arrow " + ev.type + (isError ? " error" : "") + (ev.protocol === "mcp" ? " mcp" : "") +
+      (from === to ? " self" : "") + (i === selected ? " selected" : "");
+    d.style.top = (r * ROW) + "px";
+    d.dataset.index = i;
+    const ts = document.createElement("span");
+    ts.className = "ts";
+    ts.textContent = typeof ev.ts === "number" ? ev.ts.toFixed(3) + "s" : "";
+    d.appendChild(ts);
+    const a = x(from), b = from === to ? x(from) + 40 : x(to);
+    const left = Math.min(a, b), width = Math.abs(b - a);
+    const shaft = document.createElement("span");
+    shaft.className = "shaft";
+    shaft.style.left = left + "px";
+    shaft.style.width = width + "px";
+    d.appendChild(shaft);
+    const head = document.createElement("span");
+    const right = b >= a && from !== to;
+    head.className = "head " + (right ? "right" : "left");
+    head.style.left = (right ? b - 8 : (from === to ? a : b)) + "px";
+    d.appendChild(head);
+    const label = document.createElement("span");
+    label.className = "label";
+    label.style.left = (left + 4) + "px";
+    label.style.width = Math.max(width - 8, LANE) + "px";
+    let text = ev.method || "";
+    if (ev.protocol === "mcp") text = "mcp " + text;
+    if (ev.id !== undefined && ev.id !== null) text += "  #" + JSON.stringify(ev.id);
+    if (ev.type === "response") text = (isError ? "✗ " : "✓ ") + text;
+    label.textContent = text;
+    d.appendChild(label);
+    d.title = ev.type + " " + ev.from + " → " + ev.to;
+    return d;
+  }
+
+  function select(i) {
+    selected = i;
+    const ev = events[i];
+    const panel = $("detail");
+    if (!ev) { panel.hidden = true; writeHash(); render(); return; }
+    panel.hidden = false;
+    $("detail-title").textContent = ev.type + ": " + (ev.method || "") + " (" + ev.from + " → " + ev.to + ")";
+    $("detail-body").textContent = JSON.stringify(ev, null, 2);
+    writeHash();
+    render();
+  }
+
+  // The filters and the selection live in the URL's fragment, so that a
+  // view can be bookmarked or shared: #session=S&method=M&select=N.
+  function readHash() {
+    const p = new URLSearchParams(location.hash.replace(/^#/, ""));
+    filter = { session: p.get("session") || "", method: p.get("method") || "" };
+    return p.has("select") ? Number(p.get("select")) : -1;
+  }
+  function writeHash() {
+    const p = new URLSearchParams();
+    if (filter.session) p.set("session", filter.session);
+    if (filter.method) p.set("method", filter.method);
+    if (selected >= 0) p.set("select", selected);
+    const h = p.toString();
+    if (h !== location.hash.replace(/^#/, "")) history.replaceState(null, "", h ? "#" + h : location.pathname + location.search);
+  }
+
+  let pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    setTimeout(() => { pending = false; layout(); }, 0);
+  }
+
+  scroller.addEventListener("scroll", () => requestAnimationFrame(render));
+  window.addEventListener("resize", () => requestAnimationFrame(render));
+  rows.addEventListener("click", (e) => {
+    const d = e.target.closest(".arrow");
+    if (d) select(Number(d.dataset.index));
+  });
+  $("detail-close").addEventListener("click", () => select(-1));
+  sessionSel.addEventListener("change", () => { filter.session = sessionSel.value; refilter(); });
+  methodIn.addEventListener("input", () => { filter.method = methodIn.value.trim(); refilter(); });
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") select(-1);
+  });
+
+  const sel = readHash();
+  const data = JSON.parse($("trace-data").textContent);
+  for (const ev of data) add(ev);
+  // A session named in the URL but not yet seen still gets its option.
+  if (filter.session && !sessions.has(filter.session)) {
+    const o = document.createElement("option");
+    o.value = o.textContent = filter.session;
+    sessionSel.appendChild(o);
+  }
+  sessionSel.value = filter.session;
+  methodIn.value = filter.method;
+  layout();
+  if (sel >= 0 && sel < events.length) {
+    const r = shown.indexOf(sel);
+    if (r >= 0) scroller.scrollTop = Math.max(0, r * ROW - scroller.clientHeight / 2);
+    select(sel);
+  }
+
+  if (TRACE_LIVE) {
+    const es = new EventSource(TRACE_LIVE);
+    es.onmessage = (m) => {
+      const follow = scroller.scrollTop + scroller.clientHeight >= scroller.scrollHeight - ROW;
+      let ev;
+      try { ev = JSON.parse(m.data); } catch (e) { return; }
+      add(ev);
+      schedule();
+      if (follow) setTimeout(() => { scroller.scrollTop = scroller.scrollHeight; }, 0);
+    };
+    es.onerror = () => { status.dataset.live = "reconnecting"; };
+    es.onopen = () => { status.dataset.live = "live"; };
+  }
+})();
