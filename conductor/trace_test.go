@@ -2,13 +2,18 @@ package conductor
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/acp-conductor/acp-conductor/internal/browser"
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/trace"
 )
 
@@ -131,4 +136,199 @@ func byHop(t *testing.T, s string) map[[2]string][]string {
 		hops[hop] = append(hops[hop], line)
 	}
 	return hops
+}
+
+// readTrace parses a trace, failing on any line that is not an event.
+func readTrace(t *testing.T, s string) []trace.Event {
+	t.Helper()
+	var events []trace.Event
+	for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		var e trace.Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("not a trace event: %s (%v)", line, err)
+		}
+		events = append(events, e)
+	}
+	return events
+}
+
+// answeredOnce checks that every request in a trace has exactly one
+// response, from the one asked to the one asking, under its id.
+func answeredOnce(t *testing.T, events []trace.Event) {
+	t.Helper()
+	type key struct{ from, to, id string }
+	open := map[key]int{}
+	for _, e := range events {
+		switch e.Type {
+		case trace.TypeRequest:
+			open[key{e.From, e.To, string(e.ID)}]++
+		case trace.TypeResponse:
+			k := key{e.To, e.From, string(e.ID)}
+			if open[k] != 1 {
+				t.Errorf("response %s -> %s #%s (%s) answers no open request", e.From, e.To, e.ID, e.Method)
+			}
+			delete(open, k)
+		}
+	}
+	for k := range open {
+		t.Errorf("request %s -> %s #%s was never answered in the trace", k.from, k.to, k.id)
+	}
+}
+
+// TestTraceRestart traces a chain whose middle proxy crashes on a prompt
+// and is restarted: the trace shows the prompt failing at the crashed
+// proxy, the conductor replaying its initialization, and the next prompt
+// going through the new process; every request in it is answered once.
+func TestTraceRestart(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
+	crasher.OnFailure = PolicyRestart
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "first", "proxy"), crasher},
+		Agent:   fake(t, dir, "agent", "streamer"),
+		Trace:   rec,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	for i, crash := range []bool{false, true, false} {
+		e.send(promptLine(100+i, crash))
+		for {
+			m := e.recvMsg()
+			if m.IsResponse() {
+				if (m.Error != nil) != crash {
+					t.Fatalf("prompt %d: got %s", i, e.seen[len(e.seen)-1])
+				}
+				break
+			}
+		}
+	}
+	if err := e.close(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	var failed, replayed, reanswered, after bool
+	for _, ev := range events {
+		switch {
+		case ev.Type == trace.TypeResponse && ev.From == "crasher" && ev.To == "first" && ev.Method == "session/prompt" && *ev.IsError:
+			failed = true
+			if !strings.Contains(string(ev.Payload), "crasher") {
+				t.Errorf("the failed prompt's error does not name the proxy: %s", ev.Payload)
+			}
+		case ev.Type == trace.TypeRequest && ev.From == "conductor" && ev.To == "crasher" && ev.Method == wire.MethodProxyInitialize:
+			replayed = true
+		case replayed && ev.Type == trace.TypeResponse && ev.From == "crasher" && ev.To == "conductor" && !*ev.IsError:
+			reanswered = true
+		case failed && replayed && ev.Type == trace.TypeResponse && ev.From == "crasher" && ev.Method == "session/prompt" && !*ev.IsError:
+			after = true // the next prompt, through the new process
+		}
+	}
+	if !failed || !replayed || !reanswered || !after {
+		t.Errorf("trace: prompt failed at the crashed proxy %v, initialize replayed %v and answered %v, next prompt through %v:\n%s",
+			failed, replayed, reanswered, after, &out)
+	}
+}
+
+// TestTraceConcurrentSessions traces prompts in many sessions at once.
+// Each session's events, as the viewer's session filter selects them, are
+// exactly that session's messages, each hop in the order sent; and a
+// browser's rendering of the trace filtered to one session draws exactly
+// those arrows.
+func TestTraceConcurrentSessions(t *testing.T) {
+	const sessions, prompts, updates = 6, 4, 3
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p1", "proxy"), fake(t, dir, "p2", "proxy")},
+		Agent:   fake(t, dir, "agent", "streamer"),
+		Trace:   rec,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	for i := range sessions {
+		e.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"new-%d","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`, i))
+		e.recvMsg()
+	}
+	go func() {
+		for p := range prompts {
+			for s := range sessions {
+				e.ch.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"%d-%d","method":"session/prompt","params":{"sessionId":"s%d","prompt":[],"_meta":{"tag":"s%d-p%d","updates":%d}}}`,
+					s, p, s+1, s+1, p, updates))
+			}
+		}
+	}()
+	for answered := 0; answered < sessions*prompts; {
+		if e.recvMsg().IsResponse() {
+			answered++
+		}
+	}
+	if err := e.close(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+
+	// Per session: session/new's answer on 3 hops, then per prompt 3
+	// requests, 3 x updates notifications and 3 responses.
+	want := 3 + prompts*(3+3*updates+3)
+	for s := 1; s <= sessions; s++ {
+		id := fmt.Sprintf("s%d", s)
+		var mine []trace.Event
+		for _, ev := range events {
+			if ev.Session == id {
+				mine = append(mine, ev)
+			}
+		}
+		if len(mine) != want {
+			t.Errorf("session %s: %d events, want %d", id, len(mine), want)
+		}
+		// Each hop carries this session's updates in the order sent.
+		next := map[[2]string]int{}
+		for _, ev := range mine {
+			if ev.Method != "session/update" {
+				continue
+			}
+			hop := [2]string{ev.From, ev.To}
+			var u struct {
+				Update struct{ Content struct{ Text string } }
+			}
+			json.Unmarshal(ev.Params, &u)
+			n := next[hop]
+			if wantText := fmt.Sprintf("%s-p%d#%d", id, n/updates, n%updates); u.Update.Content.Text != wantText {
+				t.Errorf("session %s, %s -> %s: update %q, want %q", id, ev.From, ev.To, u.Update.Content.Text, wantText)
+			}
+			next[hop]++
+		}
+	}
+
+	if _, err := browser.Find(); err != nil {
+		t.Skipf("no browser for the rendering half: %v", err)
+	}
+	lines, err := trace.ReadEvents(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(t.TempDir(), "trace.html")
+	var html bytes.Buffer
+	if err := trace.View(&html, lines, trace.ViewOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(page, html.Bytes(), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dom, err := browser.DumpDOM(ctx, "file://"+page+"#session=s3", 1400, 4000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if arrows := strings.Count(dom, `class="arrow `); arrows != want {
+		t.Errorf("filtered to session s3, the viewer drew %d arrows, want %d", arrows, want)
+	}
+	if !strings.Contains(dom, fmt.Sprintf(`data-shown="%d" data-total="%d" data-lanes="4"`, want, len(events))) {
+		t.Errorf("the viewer's status is not %d of %d events in 4 lanes", want, len(events))
+	}
 }
