@@ -168,7 +168,7 @@ func (c *httpClient) Write(ctx context.Context, msg []byte) error {
 // initialize POSTs the first message, which must be initialize, takes the
 // connection id from the answer and opens the connection's stream.
 func (c *httpClient) initialize(ctx context.Context, m *wire.Message) error {
-	if m.Method != "initialize" || m.ID == nil {
+	if !wire.IsInitialize(m.Method) || m.ID == nil {
 		return errors.New("the first message over Streamable HTTP must be initialize")
 	}
 	resp, err := c.request(ctx, http.MethodPost, m.Raw, nil)

@@ -244,7 +244,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cid := r.Header.Get(HeaderConnectionID)
-	if m.Method == "initialize" && m.ID != nil {
+	if wire.IsInitialize(m.Method) && m.ID != nil { // a proxy-mode chain's too
 		if cid != "" {
 			http.Error(w, "initialize is not allowed on an existing connection", http.StatusBadRequest)
 			return

@@ -35,6 +35,7 @@ type serveFlags struct {
 	tlsCert        string
 	tlsKey         string
 	allowHosts     []string
+	proxy          bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -46,7 +47,8 @@ func newServeCmd() *cobra.Command {
 HTTP and WebSocket transport. Every ACP connection gets a chain of its own,
 started by its initialize and stopped, as "agent" stops one, when the
 connection ends (WebSocket close, DELETE, or an HTTP connection idle for five
-minutes). The chain is given as for "agent".
+minutes). The chain is given as for "agent", or with --proxy as for "proxy":
+a chain of proxies that a parent conductor reaches as one of its own, by URL.
 
 Every request must carry "Authorization: Bearer TOKEN". The token is read from
 --token-file or the ` + envToken + ` environment variable, never from the
@@ -78,6 +80,7 @@ ended is logged.`,
 	fs.IntVar(&f.maxConns, "max-connections", 16, "most connections (chains) at once; 0 means no bound")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (PEM)")
+	fs.BoolVar(&f.proxy, "proxy", false, "serve a proxy-mode chain, for a parent conductor that lists this URL among its proxies")
 	fs.StringSliceVar(&f.allowHosts, "allow-host", nil, "further host names accepted in Host and Origin (repeatable)")
 	addChainFlags(cmd)
 	return cmd
@@ -125,7 +128,11 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	}
 
 	file, _ := cmd.Flags().GetString("config")
-	cfg, err := config.Load(config.Options{Mode: conductor.AgentMode, File: file, Components: args, Flags: cmd.Flags()})
+	mode := conductor.AgentMode
+	if f.proxy {
+		mode = conductor.ProxyMode
+	}
+	cfg, err := config.Load(config.Options{Mode: mode, File: file, Components: args, Flags: cmd.Flags()})
 	if err != nil {
 		return err
 	}

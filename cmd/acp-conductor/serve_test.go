@@ -209,3 +209,33 @@ func TestRemoteAgent(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteProxy: a proxy-mode chain served remotely is a proxy of a local
+// chain, given by its URL: proxy/initialize and the successor traffic cross
+// the connection, over both profiles.
+func TestRemoteProxy(t *testing.T) {
+	samples := shellQuote(demo)
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-p"}, "--proxy", "--", samples+" sample-proxy")
+	for _, url := range []string{"ws" + strings.TrimPrefix(u, "http"), u} {
+		cmd := exec.Command(binary, "agent", url, samples+" sample-agent")
+		cmd.Env = append(cleanEnv(), "ACP_CONDUCTOR_REMOTE_TOKEN=tok-p")
+		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}` + "\n" +
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}` + "\n")
+		stderr := &lockedLog{}
+		cmd.Stderr = writerFunc(func(p []byte) (int, error) { stderr.add(string(p)); return len(p), nil })
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v\nlocal:\n%s\nremote:\n%s", url, err, stderr, log)
+		}
+		if !strings.Contains(string(out), `"id":1,"result"`) || !strings.Contains(string(out), `"sessionId"`) {
+			t.Errorf("%s: got %s\nlocal:\n%s\nremote:\n%s", url, out, stderr, log)
+		}
+	}
+	if n := strings.Count(log.String(), "connection opened"); n != 2 {
+		t.Errorf("serve saw %d connections, want 2:\n%s", n, log)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
