@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -102,6 +101,7 @@ func New(opts Options) (*Bridge, error) {
 		}
 		b.exe = exe
 	}
+	sweep(b.log)
 	dir, socket, err := socketDir()
 	if err != nil {
 		return nil, fmt.Errorf("mcpbridge: %w", err)
@@ -146,31 +146,6 @@ func (b *Bridge) serveHTTPLocked() {
 	t, ctx := b.http, b.ctx
 	b.group.Go(func() error { return t.serve() })
 	b.group.Go(func() error { t.reapIdle(ctx); return nil })
-}
-
-// maxSocketPath is the longest path a Unix socket can have everywhere:
-// sun_path holds 108 bytes on Linux and 104 on macOS and the BSDs, the
-// terminating NUL included.
-const maxSocketPath = 103
-
-// socketDir creates the bridge's private directory and names its socket.
-// The directory is made 0700, so only this user can reach the socket (the
-// token then tells declarations apart), under the temporary directory, or
-// under /tmp when that one's path is too long for a socket or it cannot be
-// written.
-func socketDir() (dir, socket string, err error) {
-	for _, parent := range []string{os.TempDir(), "/tmp"} {
-		if dir, err = os.MkdirTemp(parent, "acp-conductor-mcp-"); err != nil {
-			continue
-		}
-		socket = filepath.Join(dir, "bridge.sock")
-		if len(socket) <= maxSocketPath {
-			return dir, socket, nil
-		}
-		os.RemoveAll(dir)
-		err = fmt.Errorf("socket path %s is longer than %d bytes", socket, maxSocketPath)
-	}
-	return "", "", err
 }
 
 // Serve accepts connections until ctx is done or Close is called, calling

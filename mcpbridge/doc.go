@@ -49,4 +49,11 @@
 // and a cap on handshaking shims and on HTTP connections, beyond which
 // connections wait in the kernel's queue. Refusals are logged without the
 // presented secret, at most one line per interval with a count of the rest.
+//
+// # Stale directories
+//
+// A conductor killed outright cannot remove its socket directory, so the
+// directory's name holds its pid and start time, and New removes those of
+// conductors that are gone: only this user's, and only when nothing
+// listens on their socket (sweep.go).
 package mcpbridge

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == ShimCommand {
 		os.Exit(shimMain())
 	}
+	if os.Getenv("ACP_TEST_BRIDGE_HOLD") != "" {
+		holdBridge() // a conductor's bridge, until it is killed
+	}
 	goleak.VerifyTestMain(m)
 }
 
