@@ -8,7 +8,7 @@ replace (
 )
 
 require (
-	github.com/acp-conductor/acp-conductor v0.0.0-00010101000000-000000000000
+	github.com/acp-conductor/acp-conductor v0.0.0-20261123095829-b0b757e8fee4
 	github.com/acp-conductor/acp-conductor/proxy/mcpsdk v0.0.0-00010101000000-000000000000
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 )

@@ -3,7 +3,7 @@ module github.com/acp-conductor/acp-conductor/proxy/mcpsdk
 go 1.26.8
 
 require (
-	github.com/acp-conductor/acp-conductor v0.0.0-00010101000000-000000000000
+	github.com/acp-conductor/acp-conductor v0.0.0-20261123095829-b0b757e8fee4
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
 )
@@ -22,4 +22,11 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 )
 
+// The require above names the parent module by the pseudo-version of a
+// commit on main that has every API this module uses, so that
+// "go get github.com/acp-conductor/acp-conductor/proxy/mcpsdk" resolves it.
+// Within this repository the replace below builds against the checkout
+// instead. When this module comes to need a newer parent, move the require
+// to a commit on main that has it:
+//   go mod edit -require=github.com/acp-conductor/acp-conductor@$(cd ../.. && TZ=UTC git log -1 --date=format-local:%Y%m%d%H%M%S --format=v0.0.0-%cd-%h --abbrev=12 main)
 replace github.com/acp-conductor/acp-conductor => ../..

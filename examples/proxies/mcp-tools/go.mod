@@ -3,8 +3,8 @@ module github.com/acp-conductor/acp-conductor/examples/proxies/mcp-tools
 go 1.26.8
 
 require (
-	github.com/acp-conductor/acp-conductor v0.0.0-00010101000000-000000000000
-	github.com/acp-conductor/acp-conductor/proxy/mcpsdk v0.0.0-00010101000000-000000000000
+	github.com/acp-conductor/acp-conductor v0.0.0-20261123095829-b0b757e8fee4
+	github.com/acp-conductor/acp-conductor/proxy/mcpsdk v0.0.0-20261123095829-b0b757e8fee4
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 )
 
@@ -22,6 +22,10 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 )
 
+// The requires above name this repository's modules by the pseudo-version
+// of a commit on main, so that "go install" of this example resolves them;
+// within the repository the replace below builds against the checkout (see
+// proxy/mcpsdk/go.mod for how to move them).
 replace (
 	github.com/acp-conductor/acp-conductor => ../../..
 	github.com/acp-conductor/acp-conductor/proxy/mcpsdk => ../../../proxy/mcpsdk
