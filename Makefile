@@ -15,7 +15,15 @@ demo: ## run a complete sample chain with no set-up
 # stay out of the product's own go.mod.
 MODULES := $(sort $(dir $(shell find . -mindepth 2 -name go.mod -not -path '*/node_modules/*')))
 
+# The trace viewer's tests run it in headless Chromium: Debian's package is
+# installed here when missing (as root), once, before the tests run in
+# parallel; internal/browser does the same for a test run outside make.
+CHROMIUM_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends chromium
+
 test: ## vet, then every test with the race detector (real peers included), in every module
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo "== installing chromium for the trace viewer's tests" && $(CHROMIUM_INSTALL); } || \
+		echo "*** no chromium and it could not be installed: the trace viewer's browser tests will SKIP"
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	@set -e; for m in $(MODULES); do \
@@ -34,6 +42,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 1m)
 	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzLineChannel$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseComponent$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./trace -run '^$$' -fuzz '^FuzzView$$' -fuzztime $(FUZZTIME)
 
 bench: ## the performance suite (not part of make test); prints a table of ratios to a direct pipe
 	$(GO) run ./bench

@@ -60,7 +60,7 @@ func install() error {
 	fmt.Fprintln(os.Stderr, "browser: installing chromium for the viewer tests (apt-get update && apt-get install -y chromium)")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "chromium"}} {
+	for _, args := range [][]string{{"update"}, {"install", "-y", "-o", "DPkg::Lock::Timeout=300", "--no-install-recommends", "chromium"}} {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/browser"
+)
+
+// TestTraceLive runs a real chain with --trace and --trace-serve: the URL
+// of the live viewer is logged, the page it serves draws the chain's
+// messages in a browser, and after the chain stops, trace view renders
+// the file into a page that draws the same.
+func TestTraceLive(t *testing.T) {
+	if _, err := browser.Find(); err != nil {
+		t.Skipf("no browser: %v", err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "chain.jsons")
+	samples := shellQuote(demo)
+	cmd := exec.Command(binary, "agent", "--trace", file, "--trace-serve", "127.0.0.1:0",
+		samples+" sample-proxy", samples+" sample-agent")
+	cmd.Env = cleanEnv()
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	// The URL comes first, before the chain takes any input.
+	logs := bufio.NewScanner(stderr)
+	urlRe := regexp.MustCompile(`http://127\.0\.0\.1:\d+/[0-9a-f]{32}/`)
+	var url string
+	for url == "" && logs.Scan() {
+		if strings.Contains(logs.Text(), "live trace viewer") {
+			url = urlRe.FindString(logs.Text())
+		}
+	}
+	if url == "" {
+		t.Fatal("no viewer URL logged")
+	}
+	go io.Copy(io.Discard, stderr)
+
+	out := bufio.NewReader(stdout)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`,
+	} {
+		fmt.Fprintln(stdin, line)
+		if _, err := out.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The answer reached the editor after it was recorded; the file has
+	// it once the writer has caught up.
+	events := waitTrace(t, file, `"type":"response"`, `"to":"client"`, `"method":"session/new"`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dom, err := browser.DumpDOM(ctx, url, 1400, 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDrawn(t, "live page", dom, 3, events)
+
+	stdin.Close()
+	io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("conductor: %v", err)
+	}
+	page := filepath.Join(dir, "chain.html")
+	if r := acp(t, "", nil, "trace", "view", file); r.code != 0 {
+		t.Fatalf("trace view: %d\n%s", r.code, r.stderr)
+	}
+	dom, err = browser.DumpDOM(ctx, "file://"+page, 1400, 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDrawn(t, "trace view", dom, 3, events)
+}
+
+// waitTrace waits until the last line of the trace file holds every one of
+// parts, and returns the number of events in it.
+func waitTrace(t *testing.T, file string, parts ...string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		data, _ := os.ReadFile(file)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		last, all := lines[len(lines)-1], true
+		for _, p := range parts {
+			all = all && strings.Contains(last, p)
+		}
+		if all {
+			return len(lines)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trace never ended with %v:\n%s", parts, data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkDrawn checks that a viewer page drew lanes lifelines and an arrow
+// for each of events.
+func checkDrawn(t *testing.T, what, dom string, lanes, events int) {
+	t.Helper()
+	if got := strings.Count(dom, `class="lane-head"`); got != lanes {
+		t.Errorf("%s: %d lanes, want %d (client, sample-proxy, sample-agent)", what, got, lanes)
+	}
+	if got := strings.Count(dom, `class="arrow `); got != events {
+		t.Errorf("%s: %d arrows, want %d", what, got, events)
+	}
+	if !strings.Contains(dom, fmt.Sprintf(`data-total="%d"`, events)) {
+		t.Errorf("%s: the status does not count %d events", what, events)
+	}
+}
