@@ -43,6 +43,8 @@ fuzz: ## run each fuzz target for FUZZTIME (default 1m)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseComponent$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./trace -run '^$$' -fuzz '^FuzzView$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport -run '^$$' -fuzz '^FuzzReadStream$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport -run '^$$' -fuzz '^FuzzPost$$' -fuzztime $(FUZZTIME)
 
 bench: ## the performance suite (not part of make test); prints a table of ratios to a direct pipe
 	$(GO) run ./bench
