@@ -293,3 +293,29 @@ func TestGuard(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestMaxConnections: a connection beyond the bound is refused with 503,
+// over either profile, and a slot frees when a connection ends.
+func TestMaxConnections(t *testing.T) {
+	s, u := newTestServer(t, nil)
+	s.MaxConnections = 1
+	ctx := context.Background()
+	first, err := Dial(ctx, "ws"+strings.TrimPrefix(u, "http"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dial(ctx, "ws"+strings.TrimPrefix(u, "http"), DialOptions{}); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("a second WebSocket: %v, want 503", err)
+	}
+	h, _ := Dial(ctx, u, DialOptions{StreamableHTTP: true})
+	if err := h.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("a second connection over HTTP: %v, want 503", err)
+	}
+	first.Close()
+	waitIdle(t, s)
+	again, err := Dial(ctx, "ws"+strings.TrimPrefix(u, "http"), DialOptions{})
+	if err != nil {
+		t.Fatalf("after the first ended: %v", err)
+	}
+	again.Close()
+}

@@ -239,3 +239,22 @@ func TestRemoteProxy(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestServeH2C: on loopback, plain HTTP serves HTTP/2 (h2c) as the RFD's
+// Streamable HTTP requires, beside HTTP/1.1 for clients that lack it.
+func TestServeH2C(t *testing.T) {
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-h"}, "--", shellQuote(demo)+" sample-agent")
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer tok-h")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("h2c: %v\n%s", err, log)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || resp.Header.Get(transport.HeaderConnectionID) == "" {
+		t.Errorf("h2c initialize: %s %s, connection %q", resp.Proto, resp.Status, resp.Header.Get(transport.HeaderConnectionID))
+	}
+}
