@@ -187,7 +187,11 @@ func (c *chain) unavailable(conn *mcpbridge.Conn) {
 		if err != nil {
 			return
 		}
-		if m, err := wire.Parse(line); err == nil && m.IsRequest() {
+		m, err := wire.Parse(line)
+		if err != nil {
+			return // a batch, or not JSON-RPC: the client sees the server close
+		}
+		if m.IsRequest() {
 			conn.Send(encodeError(m.ID, e))
 			return
 		}
