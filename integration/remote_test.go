@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -33,8 +34,15 @@ const serveToken = "it-token-0123456789"
 // checks when the test ends that nothing it started outlives it.
 func startServe(t *testing.T, components ...string) *served {
 	t.Helper()
+	return startServeWith(t, nil, components...)
+}
+
+// startServeWith is startServe with more flags for serve.
+func startServeWith(t *testing.T, flags []string, components ...string) *served {
+	t.Helper()
 	s := &served{log: &lockedBuffer{}, marker: newMarker()}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-grace", "1s", "--max-connections", "64", "--"}, components...)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-grace", "1s", "--max-connections", "64"}, flags...)
+	args = append(append(args, "--"), components...)
 	s.cmd = exec.Command(conductor, args...)
 	s.cmd.Env = append(s.cmd.Environ(), "ACP_CONDUCTOR_TOKEN="+serveToken, markerVar+"="+s.marker)
 	stderr, err := s.cmd.StderrPipe()
@@ -442,4 +450,91 @@ func loadConn(ctx context.Context, url string, httpOnly bool, prompts int) error
 		}
 	}
 	return nil
+}
+
+// TestRemoteProxyRestart: a remote proxy (serve --proxy) with on_failure:
+// restart whose connection is lost is reconnected: the local conductor
+// starts a new connection, which replays proxy/initialize to a fresh remote
+// chain, and the next prompt goes through.
+func TestRemoteProxyRestart(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	name := "remote-proxy-" + newMarker()
+	s := startServeWith(t, []string{"--proxy"}, goProxyCmd(name))
+	file := filepath.Join(t.TempDir(), "chain.yaml")
+	chain := fmt.Sprintf(`proxies:
+  - url: %s
+    headers: {Authorization: "Bearer ${IT_REMOTE_TOKEN}"}
+    on_failure: restart
+agent:
+  command: %s
+  args: [%q, "--name", "agent"]
+`, s.url, nodeBin, filepath.Join(peersDir, "agent.mjs"))
+	if err := os.WriteFile(file, []byte(chain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	marker := newMarker()
+	ctx := testContext(t, 90*time.Second)
+	p := startRaw(t, ctx, []string{"env", "IT_REMOTE_TOKEN=" + serveToken, markerVar + "=" + marker, conductor, "agent", "--config", file})
+	t.Cleanup(func() {
+		wctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		var left []proc
+		if !waitFor(wctx, func() bool { left = markedProcs(marker); return len(left) == 0 }) {
+			t.Errorf("processes left:\n%s", procList(left))
+			killMarked(t, marker)
+		}
+	})
+	call := func(id int, method, params string) *rawMsg {
+		t.Helper()
+		p.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+		for {
+			m := p.recv(t, ctx)
+			if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
+				if m.Error != nil {
+					t.Fatalf("%s: %s", method, m.Error)
+				}
+				return m
+			}
+		}
+	}
+	call(1, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
+	var sess struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(call(2, "session/new", `{"cwd":"/","mcpServers":[]}`).Result, &sess)
+	prompt := func(id int) {
+		t.Helper()
+		m := call(id, "session/prompt", fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":"prompt %d"}]}`, sess.SessionID, id))
+		if !strings.Contains(string(m.Result), `"end_turn"`) {
+			t.Fatalf("prompt %d: %s", id, m.raw)
+		}
+	}
+	prompt(3)
+
+	// The remote proxy dies; serve ends that chain and its connection.
+	var victims []proc
+	for _, pr := range s.chainProcs() {
+		if strings.Contains(pr.Cmdline, name) {
+			victims = append(victims, pr)
+		}
+	}
+	if len(victims) == 0 {
+		t.Fatalf("no remote proxy among %v", s.chainProcs())
+	}
+	for _, v := range victims {
+		syscall.Kill(v.PID, syscall.SIGKILL)
+	}
+	if !waitFor(ctx, func() bool { return strings.Count(s.log.String(), "connection opened") == 2 }) {
+		t.Fatalf("the local conductor did not reconnect:\n%s", p.stderr)
+	}
+	prompt(4)
+	if !strings.Contains(p.stderr.String(), "restarted component") {
+		t.Errorf("the local conductor did not log the restart:\n%s", p.stderr)
+	}
+	p.stdin.Close()
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("local conductor: %v", err)
+	}
+	s.waitNoChains(t)
 }
