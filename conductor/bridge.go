@@ -85,26 +85,10 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb), c.log)
 	log := p.log.With(zap.String("transport", conn.Transport))
 
-	connect, err := json.Marshal(map[string]string{map[string]string{"id": "acpId", "serverId": "serverId"}[srv.spelling]: conn.ServerID})
-	if err != nil {
+	routed, connID := c.openBridged(ctx, srv, conn.ServerID, p, log)
+	if routed == nil {
 		return
 	}
-	answer := make(chan *wire.Message, 1)
-	c.forward(owner, &call{method: methodMCPConnect, onResponse: func(m *wire.Message) bool { answer <- m; return true }},
-		c.toOwner(srv.owner, methodMCPConnect), connect)
-	var m *wire.Message
-	select {
-	case m = <-answer:
-	case <-ctx.Done():
-		return
-	}
-	connID := field(m.Result, "connectionId")
-	if m.Error != nil || connID == nil {
-		log.Warn("the owner refused the MCP connection", zap.String("owner", owner.name), zap.ByteString("error", m.Error))
-		return
-	}
-	routed := c.mcp.openBridged(srv.owner, connID, p)
-	log.Debug("bridged MCP connection open", zap.String("owner", owner.name), zap.ByteString("connectionId", connID))
 
 	var g errgroup.Group
 	l := p.link.Load()
@@ -122,10 +106,10 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 			}
 			break
 		}
-		c.fromBridge(p, owner, srv.owner, connID, line)
+		c.fromBridge(p, owner, routed, line)
 	}
 
-	if c.mcp.close(routed) { // else the owner went away first (ownerGone)
+	if c.mcp.close(routed) && routed.stateless == nil { // else the owner went away first (ownerGone), or never had a connection
 		bye := append(append([]byte(`{"connectionId":`), connID...), '}')
 		c.forward(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
 			c.toOwner(srv.owner, methodMCPDisconnect), bye)
@@ -136,10 +120,50 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	_ = g.Wait()
 }
 
+// openBridged opens the owner's side of a bridged connection: mcp/connect
+// to a connect-binding owner; nothing to one that binds per request (it
+// refuses mcp/connect as an unknown method), for which the conductor
+// translates (mcpxlate.go). It returns nil when the owner refused.
+func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string, p *peer, log *zap.Logger) (*mcpConn, []byte) {
+	if c.mcp.bindingOf(srv.owner) == bindingRequest {
+		conn := c.mcp.openStateless(srv, serverID, p)
+		return conn, []byte(conn.ownerID)
+	}
+	key := map[string]string{"id": "acpId", "serverId": "serverId"}[srv.spelling]
+	connect, err := json.Marshal(map[string]string{key: serverID})
+	if err != nil {
+		return nil, nil
+	}
+	answer := make(chan *wire.Message, 1)
+	c.forward(c.peers[srv.owner], &call{method: methodMCPConnect, onResponse: func(m *wire.Message) bool { answer <- m; return true }},
+		c.toOwner(srv.owner, methodMCPConnect), c.mcp.withSession(connect, serverID))
+	var m *wire.Message
+	select {
+	case m = <-answer:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	if refusedConnect(m) {
+		c.mcp.learn(srv.owner, bindingRequest)
+		conn := c.mcp.openStateless(srv, serverID, p)
+		log.Debug("bridged MCP connection to an owner that binds per request", zap.String("owner", c.peers[srv.owner].name))
+		return conn, []byte(conn.ownerID)
+	}
+	connID := field(m.Result, "connectionId")
+	if m.Error != nil || connID == nil {
+		log.Warn("the owner refused the MCP connection", zap.String("owner", c.peers[srv.owner].name), zap.ByteString("error", m.Error))
+		return nil, nil
+	}
+	c.mcp.learn(srv.owner, bindingConnect)
+	log.Debug("bridged MCP connection open", zap.String("owner", c.peers[srv.owner].name), zap.ByteString("connectionId", connID))
+	return c.mcp.openBridged(srv.owner, connID, p), connID
+}
+
 // fromBridge relays one MCP message from a bridged client to the server's
-// owner, flattened into mcp/message as the MCP-over-ACP RFD says; a response
+// owner: flattened into mcp/message on the connection, as the MCP-over-ACP
+// RFD says, or translated for an owner that binds per request. A response
 // answers one of the owner's own requests.
-func (c *chain) fromBridge(p, owner *peer, ownerPos int, connID []byte, line []byte) {
+func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 	m, err := wire.Parse(line)
 	if err != nil {
 		p.log.Warn("dropped MCP input that is not one JSON-RPC message", zap.Error(err), zap.ByteString("line", clip(line)))
@@ -152,14 +176,12 @@ func (c *chain) fromBridge(p, owner *peer, ownerPos int, connID []byte, line []b
 		c.respond(p, m)
 		return
 	}
-	params := append([]byte(`{"connectionId":`), connID...)
-	params = append(params, `,"method":`...)
-	params = append(params, mustQuote(m.Method)...)
-	if m.Params != nil {
-		params = append(append(params, `,"params":`...), m.Params...)
+	if conn.stateless != nil {
+		c.statelessCall(conn, p, m, m.Method, m.Params, nil)
+		return
 	}
-	params = append(params, '}')
-	d := c.toOwner(ownerPos, methodMCPMessage)
+	params := connEnvelope(conn.ownerID, m.Method, m.Params, nil)
+	d := c.toOwner(conn.owner, methodMCPMessage)
 	if m.IsNotification() {
 		c.deliver(p, owner, nil, d, params)
 		return

@@ -52,6 +52,18 @@
 // from the line they arrived in, and once large lines have gone out their
 // memory is collected at once (memory.go).
 //
+// MCP-over-ACP is routed by the ids it carries rather than by position
+// (mcp.go; route.go names the rule): straight from the agent to the
+// component that declared the server, and back. Both bindings are spoken:
+// the connect binding (mcp/connect, then mcp/message {connectionId}; the
+// RFD's and the Rust SDK's) and the request binding (mcp/message {serverId,
+// requestId} answered {result} or {error}; the TypeScript SDK's, MCP
+// 2026-07-28). An owner's binding is learned from its answer to the first
+// mcp/connect the conductor relays or sends for it: refused as an unknown
+// method (-32601), it binds per request, otherwise per connection. Where
+// caller and owner differ, the conductor translates (mcpxlate.go), playing
+// a legacy MCP client's initialize handshake for a stateless owner.
+//
 // The relay does not use jrpc2's Server or Client: they run handlers and
 // deliver notifications on separate goroutines, so a relayed prompt result
 // could overtake its updates and a session/cancel could run before the

@@ -47,7 +47,30 @@ type mcpRoutes struct {
 	owned   map[ownedID]*mcpConn // by owner and the connectionId it gave
 	native  bool                 // the final agent speaks MCP-over-ACP itself
 	http    bool                 // the final agent can reach MCP servers over HTTP
+
+	bindings map[int]binding // by owner position, once its answer to mcp/connect told
+	// For request-binding callers of connect-binding owners: the one
+	// connection per server, and what waits for it to open.
+	shared  map[string]*mcpConn
+	opening map[string][]func(*mcpConn, *wire.Error)
+	// For connect-binding callers of request-binding owners: the requests
+	// the conductor sent for them, by serverId and requestId (raw JSON).
+	requests map[[2]string]*mcpConn
+	lastID   int64
+	// agentSpelling is the spelling of server ids the agent has used: ""
+	// until it connects or calls, then "id" (mcp/connect {acpId}) or
+	// "serverId".
+	agentSpelling string
 }
+
+// A binding is how an owner takes MCP-over-ACP traffic.
+type binding int
+
+const (
+	bindingUnknown binding = iota
+	bindingConnect         // mcp/connect, then mcp/message {connectionId}
+	bindingRequest         // mcp/message {serverId, requestId}, answered {result} or {error}
+)
 
 // An ownedID is a connectionId as its owner gave it. Each owner picks its
 // own ids, so two owners may well give the same one.
@@ -59,18 +82,34 @@ type ownedID struct {
 type mcpServer struct {
 	owner    int    // position of the component that declared it
 	name     string // its declared name, for logs
-	spelling string // "id" (the RFD) or "serverId" (the Rust SDK)
+	spelling string // "id" (the RFD) or "serverId" (the Rust and TypeScript SDKs)
+	session  string // the ACP session whose set-up declared it, raw JSON, once known
 }
 
 type mcpConn struct {
-	owner   int
-	ownerID string // the connectionId the owner gave, raw JSON
-	agentID string // the one the agent uses (see open); "" when bridged
-	bridge  *peer  // the bridged connection, or nil when the agent holds it natively
+	owner    int
+	serverID string
+	ownerID  string // the connectionId the owner gave, raw JSON; "" for a stateless one
+	agentID  string // the one the agent uses (see open); "" when bridged
+	bridge   *peer  // the bridged connection, or nil when the agent holds it natively
+
+	// forRequests marks the connection the conductor opened to a
+	// connect-binding owner for request-binding callers; active holds their
+	// requests in flight on it, for the owner's notifications to find.
+	forRequests bool
+	active      []activeRequest
+	// stateless is set on a connection the conductor made for a
+	// connect-binding caller of a request-binding owner: what the caller's
+	// MCP client said of itself.
+	stateless *mcpClient
 }
 
 func newMCPRoutes() *mcpRoutes {
-	return &mcpRoutes{servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{}}
+	return &mcpRoutes{
+		servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{},
+		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string][]func(*mcpConn, *wire.Error){},
+		requests: map[[2]string]*mcpConn{},
+	}
 }
 
 // agentCapabilities notes what the final agent's InitializeResponse says it
@@ -84,6 +123,30 @@ func (r *mcpRoutes) agentCapabilities(result json.RawMessage) {
 	}
 	r.mu.Lock()
 	r.native, r.http = has("acp"), has("http")
+	r.mu.Unlock()
+}
+
+// bindingOf returns what the owner at pos is known to bind by.
+func (r *mcpRoutes) bindingOf(pos int) binding {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bindings[pos]
+}
+
+// learn records how the owner at pos binds, from what it answered.
+func (r *mcpRoutes) learn(pos int, b binding) {
+	r.mu.Lock()
+	r.bindings[pos] = b
+	r.mu.Unlock()
+}
+
+// agentSpoke notes the spelling the agent used for a server id. An agent
+// that once used serverId is given serverId alone from then on.
+func (r *mcpRoutes) agentSpoke(spelling string) {
+	r.mu.Lock()
+	if r.agentSpelling != "serverId" {
+		r.agentSpelling = spelling
+	}
 	r.mu.Unlock()
 }
 
@@ -109,15 +172,17 @@ func (d acpDeclaration) serverID() (id, spelling string) {
 }
 
 // declare records owner as the owner of every acp server declared in params
-// that has none yet, and reports whether params declare any acp server.
-func (r *mcpRoutes) declare(owner int, params json.RawMessage) bool {
+// that has none yet, and returns the ids of those it recorded, and whether
+// params declare any acp server. A session/load or session/resume names its
+// session; the others learn it from the answer (setSession).
+func (r *mcpRoutes) declare(owner int, params json.RawMessage) (ids []string, found bool) {
 	var p struct {
+		SessionID  json.RawMessage  `json:"sessionId"`
 		MCPServers []acpDeclaration `json:"mcpServers"`
 	}
 	if json.Unmarshal(params, &p) != nil {
-		return false
+		return nil, false
 	}
-	found := false
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, d := range p.MCPServers {
@@ -127,10 +192,49 @@ func (r *mcpRoutes) declare(owner int, params json.RawMessage) bool {
 		}
 		found = true
 		if _, ok := r.servers[id]; !ok {
-			r.servers[id] = mcpServer{owner: owner, name: d.Name, spelling: spelling}
+			r.servers[id] = mcpServer{owner: owner, name: d.Name, spelling: spelling, session: string(p.SessionID)}
+			ids = append(ids, id)
 		}
 	}
-	return found
+	return ids, found
+}
+
+// setSession records the session of servers declared in a set-up request
+// from its answer.
+func (r *mcpRoutes) setSession(ids []string, result json.RawMessage) {
+	session := field(result, "sessionId")
+	if session == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if s, ok := r.servers[id]; ok && s.session == "" {
+			s.session = string(session)
+			r.servers[id] = s
+		}
+	}
+}
+
+// metaSessionID is the _meta key under which the conductor tells an owner
+// the ACP session that declared the server an MCP message is for. No
+// schema names one (agent-client-protocol issue 243 asks for it).
+const metaSessionID = "acp-conductor/sessionId"
+
+// withSession returns mcp/connect or mcp/message params for serverID with
+// the server's session in their _meta, once it is known.
+func (r *mcpRoutes) withSession(params json.RawMessage, serverID string) json.RawMessage {
+	r.mu.Lock()
+	session := r.servers[serverID].session
+	r.mu.Unlock()
+	if session == "" || session == "null" {
+		return params
+	}
+	out, err := wire.SetPath(params, []string{"_meta", metaSessionID}, json.RawMessage(session))
+	if err != nil {
+		return params
+	}
+	return out
 }
 
 func (r *mcpRoutes) server(id string) (mcpServer, bool) {
@@ -259,87 +363,197 @@ func field(obj json.RawMessage, name string) []byte {
 }
 
 // connectTarget returns the server id an mcp/connect names, in either
-// spelling.
-func connectTarget(params json.RawMessage) string {
-	for _, name := range []string{"acpId", "serverId"} {
-		if raw := field(params, name); raw != nil {
-			var id string
+// spelling, and the spelling of declarations that goes with it.
+func connectTarget(params json.RawMessage) (id, spelling string) {
+	for _, s := range [...]struct{ member, spelling string }{{"acpId", "id"}, {"serverId", "serverId"}} {
+		if raw := field(params, s.member); raw != nil {
 			if json.Unmarshal(raw, &id) == nil {
-				return id
+				return id, s.spelling
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // routeMCP relays an mcp/* request or notification whose route the MCP
 // tables decide, and reports whether it did. src is the position the message
 // came from (the agent side is topo.last()).
 func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) bool {
-	agentSide := src == c.topo.Load().last()
-	switch {
-	case method == methodMCPConnect && agentSide:
-		srv, ok := c.mcp.server(connectTarget(params))
-		if !ok {
-			return false // not declared in this chain: ordinary routing
-		}
-		d := c.toOwner(srv.owner, method)
-		if m.IsNotification() {
-			c.deliver(from, c.peers[d.to], nil, d, params)
-			return true
-		}
-		cl := &call{from: from, fromID: m.ID, method: method, batch: b}
-		cl.onResponse = func(resp *wire.Message) bool {
-			if id := field(resp.Result, "connectionId"); id != nil {
-				if agentID := c.mcp.open(srv.owner, id); agentID != string(id) {
-					resp.Result = withConnectionID(resp.Result, agentID)
-				}
-			}
-			return false
-		}
-		c.forward(c.peers[d.to], cl, d, params)
+	topo := c.topo.Load()
+	switch topo.routeMCP(src, method, params) {
+	case mcpConnect:
+		return c.mcpConnect(from, m, params, b)
+	case mcpOnConn:
+		c.mcpOnConn(src, from, m, method, params, b)
 		return true
-
-	case method == methodMCPMessage || method == methodMCPDisconnect:
-		id := field(params, "connectionId")
-		conn := c.mcp.byOwner(src, id)
-		if agentSide {
-			conn = c.mcp.byAgent(id)
-		}
-		if conn == nil {
-			c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
-				WithData(map[string]json.RawMessage{"connectionId": id}), b)
-			return true
-		}
-		var d delivery
-		switch {
-		case agentSide:
-			d = c.toOwner(conn.owner, method)
-			if method == methodMCPDisconnect {
-				c.mcp.close(conn)
-			}
-			if conn.ownerID != string(id) {
-				params = withConnectionID(params, conn.ownerID)
-			}
-		case conn.bridge != nil:
-			c.toBridge(conn.bridge, from, m, params, b)
-			return true
-		default: // the owner, to the agent
-			last := c.topo.Load().last()
-			d = delivery{to: last, wrap: c.topo.Load().role(last) == roleUpstream, method: method}
-			if conn.agentID != string(id) {
-				params = withConnectionID(params, conn.agentID)
-			}
-		}
-		to := c.peers[d.to]
-		if m.IsNotification() {
-			c.deliver(from, to, nil, d, params)
-		} else {
-			c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
-		}
+	case mcpToServer:
+		return c.mcpToServer(from, m, params, b)
+	case mcpFromServer:
+		c.mcpFromServer(from, m, params, b)
 		return true
 	}
 	return false
+}
+
+// mcpConnect relays the agent's mcp/connect to the server's owner. An owner
+// that refuses it as an unknown method binds per request: the conductor
+// answers with a connection of its own and translates (mcpxlate.go).
+func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
+	id, spelling := connectTarget(params)
+	srv, ok := c.mcp.server(id)
+	if !ok {
+		return false // not declared in this chain: ordinary routing
+	}
+	c.mcp.agentSpoke(spelling)
+	d := c.toOwner(srv.owner, methodMCPConnect)
+	params = c.mcp.withSession(params, id)
+	if m.IsNotification() {
+		c.deliver(from, c.peers[d.to], nil, d, params)
+		return true
+	}
+	if c.mcp.bindingOf(srv.owner) == bindingRequest {
+		conn := c.mcp.openStateless(srv, id, nil)
+		answer(from, b, encodeResponse(m.ID, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)))
+		return true
+	}
+	cl := &call{from: from, fromID: m.ID, method: methodMCPConnect, batch: b}
+	cl.onResponse = func(resp *wire.Message) bool {
+		if refusedConnect(resp) {
+			c.mcp.learn(srv.owner, bindingRequest)
+			resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+c.mcp.openStateless(srv, id, nil).agentID+`}`)
+			return false
+		}
+		if cid := field(resp.Result, "connectionId"); cid != nil {
+			c.mcp.learn(srv.owner, bindingConnect)
+			if agentID := c.mcp.open(srv.owner, cid); agentID != string(cid) {
+				resp.Result = withConnectionID(resp.Result, agentID)
+			}
+		}
+		return false
+	}
+	c.forward(c.peers[d.to], cl, d, params)
+	return true
+}
+
+// refusedConnect reports whether an owner's answer to mcp/connect says it
+// does not know the method: it binds per request.
+func refusedConnect(resp *wire.Message) bool {
+	return resp.Error != nil && errorCode(resp.Error) == codeMethodNotFound
+}
+
+// mcpOnConn relays a message on a connect-binding connection: from the
+// agent to the owner, or from the owner to the agent or a bridged client.
+func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
+	agentSide := src == c.topo.Load().last()
+	id := field(params, "connectionId")
+	conn := c.mcp.byOwner(src, id)
+	if agentSide {
+		conn = c.mcp.byAgent(id)
+	}
+	if conn == nil {
+		c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
+			WithData(map[string]json.RawMessage{"connectionId": id}), b)
+		return
+	}
+	var d delivery
+	switch {
+	case agentSide && conn.stateless != nil:
+		c.fromConnectCaller(conn, from, m, method, params, b)
+		return
+	case agentSide:
+		d = c.toOwner(conn.owner, method)
+		if method == methodMCPDisconnect {
+			c.mcp.close(conn)
+		}
+		if conn.ownerID != string(id) {
+			params = withConnectionID(params, conn.ownerID)
+		}
+	case conn.forRequests:
+		c.toRequestCaller(conn, from, m, params, b)
+		return
+	case conn.bridge != nil:
+		c.toBridge(conn.bridge, from, m, params, b)
+		return
+	default: // the owner, to the agent
+		d = c.toAgent(method)
+		if conn.agentID != string(id) {
+			params = withConnectionID(params, conn.agentID)
+		}
+	}
+	to := c.peers[d.to]
+	if m.IsNotification() {
+		c.deliver(from, to, nil, d, params)
+	} else {
+		c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
+	}
+}
+
+// mcpToServer relays the agent's request-binding mcp/message to the
+// server's owner: as it is to an owner that binds per request, translated
+// onto a connection to one that binds per connection. Until the owner's
+// binding is known, the first message asks with mcp/connect.
+func (c *chain) mcpToServer(from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
+	var serverID string
+	if json.Unmarshal(field(params, "serverId"), &serverID) != nil {
+		return false
+	}
+	srv, ok := c.mcp.server(serverID)
+	if !ok {
+		return false // not declared in this chain: ordinary routing
+	}
+	c.mcp.agentSpoke("serverId")
+	params = c.mcp.withSession(params, serverID)
+	if c.mcp.bindingOf(srv.owner) == bindingRequest {
+		c.sendToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
+		return true
+	}
+	c.viaConnection(srv, serverID, func(conn *mcpConn, e *wire.Error) {
+		switch {
+		case e != nil:
+			c.reject(from, m, e, b)
+		case conn == nil: // the owner binds per request
+			c.sendToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
+		default:
+			c.toConnectOwner(conn, from, m, params, b)
+		}
+	})
+	return true
+}
+
+// mcpFromServer relays a request-binding owner's mcp/message (progress,
+// subscription events) to the caller whose request it names: the agent, or
+// a connect-binding caller the conductor translates for.
+func (c *chain) mcpFromServer(from *peer, m *wire.Message, params json.RawMessage, b *batch) {
+	if conn := c.mcp.statelessRequest(field(params, "serverId"), field(params, "requestId")); conn != nil {
+		c.toConnectCaller(conn, from, m, params, b)
+		return
+	}
+	d := c.toAgent(methodMCPMessage)
+	to := c.peers[d.to]
+	if m.IsNotification() {
+		c.deliver(from, to, nil, d, params)
+	} else {
+		c.forward(to, &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, params)
+	}
+}
+
+// sendToOwner relays a request or notification from the agent side to the
+// owner at pos; onResponse, if set, sees the owner's answer first.
+func (c *chain) sendToOwner(pos int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch, onResponse func(*wire.Message) bool) {
+	d := c.toOwner(pos, method)
+	to := c.peers[d.to]
+	if m.IsNotification() {
+		c.deliver(from, to, nil, d, params)
+		return
+	}
+	c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b, onResponse: onResponse}, d, params)
+}
+
+// toAgent says how a message from an owner reaches the agent side.
+func (c *chain) toAgent(method string) delivery {
+	topo := c.topo.Load()
+	last := topo.last()
+	return delivery{to: last, wrap: topo.role(last) == roleUpstream, method: method}
 }
 
 // ownerGone forgets the MCP connections opened by the proxy at pos, which
@@ -365,23 +579,84 @@ func (c *chain) toOwner(owner int, method string) delivery {
 }
 
 // onSessionSetup records the acp MCP servers a session set-up request
-// declares on its way downstream, and rewrites them for the bridge when it
-// is about to reach an agent that cannot use them natively.
-func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) json.RawMessage {
-	if d.to <= src || !c.mcp.declare(src, params) {
-		return params
+// declares on its way downstream, and returns the ids it recorded, whose
+// session the answer gives (mcpRoutes.setSession). On its way to the agent
+// each declaration is spelled as the agent reads it, or, for an agent that
+// cannot use them natively, rewritten for the bridge.
+func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (json.RawMessage, []string) {
+	if d.to <= src {
+		return params, nil
 	}
-	if c.topo.Load().role(d.to) != roleAgent || c.mcp.agentIsNative() {
-		return params
+	ids, found := c.mcp.declare(src, params)
+	if !found || c.topo.Load().role(d.to) != roleAgent {
+		return params, ids
+	}
+	if c.mcp.agentIsNative() {
+		c.mcp.mu.Lock()
+		spelling := c.mcp.agentSpelling
+		c.mcp.mu.Unlock()
+		out, err := respell(params, spelling)
+		if err != nil {
+			c.log.Warn("could not spell MCP server declarations for the agent; passed on unchanged", zap.Error(err))
+			return params, ids
+		}
+		return out, ids
 	}
 	if c.bridge == nil {
 		c.log.Warn("the agent does not support MCP-over-ACP and no bridge is configured; acp MCP servers passed on unchanged")
-		return params
+		return params, ids
 	}
 	rewritten, err := c.bridge.rewrite(params)
 	if err != nil {
 		c.log.Warn("could not rewrite MCP server declarations for the bridge", zap.Error(err))
-		return params
+		return params, ids
 	}
-	return rewritten
+	return rewritten, ids
+}
+
+// declarationSpellings says which members name an acp server for an agent,
+// by the spelling it has been seen to use: serverId is the current schema's
+// and always there; the RFD's id is added for an agent that used it, and
+// for one not yet seen, since readers of the schema ignore it.
+var declarationSpellings = map[string][]string{
+	"":         {"serverId", "id"},
+	"id":       {"serverId", "id"},
+	"serverId": {"serverId"},
+}
+
+// respell returns session set-up params whose acp declarations carry the
+// server id in each member the agent may read, and nothing else changed.
+func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, error) {
+	return wire.EditMember(params, "mcpServers", func(list json.RawMessage) (json.RawMessage, error) {
+		var servers []json.RawMessage
+		if err := json.Unmarshal(list, &servers); err != nil {
+			return nil, err
+		}
+		changed := false
+		for i, raw := range servers {
+			var d acpDeclaration
+			if json.Unmarshal(raw, &d) != nil || d.Type != "acp" {
+				continue
+			}
+			id, _ := d.serverID()
+			if id == "" {
+				continue
+			}
+			for _, member := range declarationSpellings[agentSpelling] {
+				if field(raw, member) != nil {
+					continue
+				}
+				out, err := wire.EditMember(raw, member, func(json.RawMessage) (json.RawMessage, error) { return mustQuote(id), nil })
+				if err != nil {
+					return nil, err
+				}
+				servers[i], changed = out, true
+				raw = out
+			}
+		}
+		if !changed {
+			return nil, nil // EditMember keeps params as they were
+		}
+		return json.Marshal(servers)
+	})
 }

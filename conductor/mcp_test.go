@@ -27,8 +27,10 @@ func TestMCPNative(t *testing.T) {
 			})
 			got := mcpReports(e)
 			want := map[string]string{
-				"declared":   mustJSON([]map[string]any{{"_meta": map[string]any{"kept": true}, spelling: "srv-1", "name": "owner-tools", "type": "acp"}}),
-				"connect":    `{"connectionId":"conn-1","_meta":{"got":{"` + map[string]string{"id": "acpId", "serverId": "serverId"}[spelling] + `":"srv-1"}}}`,
+				// An agent not yet heard from gets both spellings (respell).
+				"declared":   mustJSON([]map[string]any{{"_meta": map[string]any{"kept": true}, "id": "srv-1", "serverId": "srv-1", "name": "owner-tools", "type": "acp"}}),
+				// The fake agent connects in the RFD's spelling when it sees it.
+				"connect":    `{"connectionId":"conn-1","_meta":{"got":{"acpId":"srv-1","_meta":{"acp-conductor/sessionId":"s1"}}}}`,
 				"call":       `{"content":[{"type":"text","text":"tool ran; client said {'answer':'yes'}"}]}`,
 				"bogus":      `{"code":-32602,"message":"mcp/message: unknown MCP connection","data":{"connectionId":"no-such-conn"}}`,
 				"disconnect": `{}`,
@@ -80,7 +82,7 @@ func TestMCPBridgedStdio(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 	owner, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
-	for _, want := range []string{`"method":"mcp/connect","params":{"acpId":"srv-1"}`, `"method":"mcp/disconnect","params":{"connectionId":"conn-1"}`} {
+	for _, want := range []string{`"method":"mcp/connect","params":{"acpId":"srv-1","_meta":{"acp-conductor/sessionId":"s1"}}`, `"method":"mcp/disconnect","params":{"connectionId":"conn-1"}`} {
 		if !strings.Contains(string(owner), want) {
 			t.Errorf("owner never saw %s:\n%s", want, owner)
 		}
@@ -230,7 +232,7 @@ func TestMCPEditorOwner(t *testing.T) {
 			sawNoMCP(t, dir, "middle")
 			return
 		case m.Method == "mcp/connect":
-			if string(m.Params) != `{"acpId":"ed-1"}` {
+			if string(m.Params) != `{"acpId":"ed-1","_meta":{"acp-conductor/sessionId":"s1"}}` {
 				t.Errorf("mcp/connect params %s", m.Params)
 			}
 			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"connectionId":"ed-conn"}}`)

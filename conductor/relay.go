@@ -92,14 +92,18 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 	}
 	to := c.peers[dc.d.to]
 	params := dc.raw
+	var declared []string // acp MCP servers whose session the answer names
 	if dc.setup {
-		params = c.onSessionSetup(dc.src, dc.d, params)
+		params, declared = c.onSessionSetup(dc.src, dc.d, params)
 	}
 	if m.IsNotification() {
 		c.deliver(from, to, nil, dc.d, params)
 		return
 	}
 	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b, dialect: dc.proxyInit}
+	if len(declared) > 0 {
+		cl.onResponse = func(resp *wire.Message) bool { c.mcp.setSession(declared, resp.Result); return false }
+	}
 	if dc.initialize {
 		cl.params = params
 		cl.onResponse = c.onInitialize(to, dc.d, cl)

@@ -276,3 +276,63 @@ func (t *topology) route(in inbound, dl dialects) decision {
 	}
 	return dc
 }
+
+// MCP-over-ACP rules. The MCP tables (mcp.go) decide where an mcp/*
+// message goes by the ids it carries, not by position; route only names
+// which rule applies, from where the message comes and what it names.
+// The connect binding (the RFD's, the Rust SDK's) opens a connection with
+// mcp/connect and addresses each message by connectionId; the request
+// binding (the TypeScript SDK's, MCP 2026-07-28) addresses each mcp/message
+// by serverId and the caller's requestId.
+
+// An mcpRule names how an mcp/* message is routed.
+type mcpRule int
+
+const (
+	mcpOrdinary   mcpRule = iota // not the MCP tables' business: route by position
+	mcpConnect                   // the agent opens a connection to a declared server
+	mcpOnConn                    // a message on a connection (connect binding), either way
+	mcpToServer                  // the agent's message to a declared server (request binding)
+	mcpFromServer                // a server's message back to the agent's request (request binding)
+)
+
+// mcpRules is the table: by side (true: the agent side), method and the
+// key the params carry (connectionId, serverId, or neither).
+var mcpRules = map[mcpKey]mcpRule{
+	{true, methodMCPConnect, mcpKeyNone}:     mcpConnect,
+	{true, methodMCPConnect, mcpKeyServer}:   mcpConnect,
+	{true, methodMCPMessage, mcpKeyConn}:     mcpOnConn,
+	{true, methodMCPDisconnect, mcpKeyConn}:  mcpOnConn,
+	{false, methodMCPMessage, mcpKeyConn}:    mcpOnConn,
+	{false, methodMCPDisconnect, mcpKeyConn}: mcpOnConn,
+	{true, methodMCPMessage, mcpKeyServer}:   mcpToServer,
+	{false, methodMCPMessage, mcpKeyServer}:  mcpFromServer,
+}
+
+type mcpKey struct {
+	agentSide bool
+	method    string
+	key       mcpKeyKind
+}
+
+type mcpKeyKind int
+
+const (
+	mcpKeyNone   mcpKeyKind = iota
+	mcpKeyConn              // params.connectionId: the connect binding
+	mcpKeyServer            // params.serverId without a connectionId: the request binding
+)
+
+// routeMCP names the rule for an mcp/* message. A connectionId wins over a
+// serverId, so a connect-binding message that also names its server stays
+// on its connection; an mcp/connect names its server as acpId or serverId.
+func (t topology) routeMCP(src int, method string, params []byte) mcpRule {
+	k := mcpKey{agentSide: src == t.last(), method: method}
+	switch {
+	case field(params, "connectionId") != nil:
+		k.key = mcpKeyConn
+	case field(params, "serverId") != nil:
+		k.key = mcpKeyServer
+	}
+	return mcpRules[k]
+}

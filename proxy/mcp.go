@@ -78,8 +78,10 @@ type MCPServer struct {
 type MCPSession struct {
 	// ID is the session's id. It comes from the answer to session/new or
 	// session/fork, and from the request for session/load and
-	// session/resume; it is empty while an agent that connects to its MCP
-	// servers before answering session/new has not yet answered.
+	// session/resume. An agent that connects to its MCP servers before
+	// answering session/new leaves it empty until it answers, unless the
+	// conductor named the session on mcp/connect (acp-conductor does, in
+	// _meta["acp-conductor/sessionId"]).
 	ID string
 	// Cwd is the session's working directory, as the request gave it.
 	Cwd string
@@ -130,6 +132,24 @@ type declaration struct {
 type sessionRecord struct {
 	mu sync.Mutex
 	s  MCPSession
+}
+
+// metaSessionID is the _meta key under which acp-conductor names the ACP
+// session on mcp/connect (and on each request-binding mcp/message).
+const metaSessionID = "acp-conductor/sessionId"
+
+// learnID fills in the session's id from an mcp/connect's _meta, for an
+// agent that connects before it has answered session/new.
+func (r *sessionRecord) learnID(params json.RawMessage) {
+	var id string
+	if json.Unmarshal(field(field(params, "_meta"), metaSessionID), &id) != nil || id == "" {
+		return
+	}
+	r.mu.Lock()
+	if r.s.ID == "" {
+		r.s.ID = id
+	}
+	r.mu.Unlock()
 }
 
 func (r *sessionRecord) get() MCPSession {
@@ -216,10 +236,12 @@ func (h *mcpHost) declare(params json.RawMessage, rec *sessionRecord) ([]string,
 	entries := make([]json.RawMessage, len(h.servers))
 	for i, s := range h.servers {
 		ids[i] = newUUID()
+		// serverId is the current schema's spelling, which SDK agents
+		// require; conductors route either spelling.
 		e, err := json.Marshal(struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			ID   string `json:"id"`
+			Type     string `json:"type"`
+			Name     string `json:"name"`
+			ServerID string `json:"serverId"`
 		}{"acp", s.Name, ids[i]})
 		if err != nil {
 			return nil, nil, err
@@ -267,6 +289,7 @@ func (h *mcpHost) connect(id json.RawMessage, params json.RawMessage) bool {
 		h.c.log.Warn("dropped an mcp/connect notification; connecting takes a request")
 		return true
 	}
+	d.session.learnID(params)
 	mc := newMCPConn(h, d)
 	h.mu.Lock()
 	h.conns[mc.id] = mc

@@ -166,13 +166,13 @@ func TestMCPDeclarations(t *testing.T) {
 	s := h.s
 
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w", "mcpServers":[ {"name":"fs","command":"fs-mcp","args":[],"env":[]} ],"_meta":{"k":[1, 2]}}}`)
-	h.expectScrubbed(s, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/w", "mcpServers":[{"name":"fs","command":"fs-mcp","args":[],"env":[]},{"type":"acp","name":"tools","id":"ID1"},{"type":"acp","name":"more","id":"ID2"}],"_meta":{"k":[1, 2]}}}}`)
+	h.expectScrubbed(s, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/w", "mcpServers":[{"name":"fs","command":"fs-mcp","args":[],"env":[]},{"type":"acp","name":"tools","serverId":"ID1"},{"type":"acp","name":"more","serverId":"ID2"}],"_meta":{"k":[1, 2]}}}}`)
 	h.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
 	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
 
 	h.send(`{"jsonrpc":"2.0","id":"x","method":"session/load","params":{"sessionId":"s0","cwd":"/w"}}`)
-	h.expectScrubbed(s, `{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/load","params":{"sessionId":"s0","cwd":"/w","mcpServers":[{"type":"acp","name":"tools","id":"ID3"},{"type":"acp","name":"more","id":"ID4"}]}}}`)
-	if got := s.line(seen); !strings.Contains(got, `"id":"ID3"`) {
+	h.expectScrubbed(s, `{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/load","params":{"sessionId":"s0","cwd":"/w","mcpServers":[{"type":"acp","name":"tools","serverId":"ID3"},{"type":"acp","name":"more","serverId":"ID4"}]}}}`)
+	if got := s.line(seen); !strings.Contains(got, `"serverId":"ID3"`) {
 		t.Errorf("the session/load handler saw %s, without the declarations", got)
 	}
 	h.send(`{"jsonrpc":"2.0","id":2,"result":{}}`)
@@ -180,7 +180,7 @@ func TestMCPDeclarations(t *testing.T) {
 
 	for i, method := range []string{"session/resume", "session/fork"} {
 		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"sessionId":"s0","cwd":"/w","mcpServers":null}}`, 10+i, method))
-		h.expectScrubbed(s, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{"sessionId":"s0","cwd":"/w","mcpServers":[{"type":"acp","name":"tools","id":"ID%d"},{"type":"acp","name":"more","id":"ID%d"}]}}}`, 3+i, method, 5+2*i, 6+2*i))
+		h.expectScrubbed(s, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{"sessionId":"s0","cwd":"/w","mcpServers":[{"type":"acp","name":"tools","serverId":"ID%d"},{"type":"acp","name":"more","serverId":"ID%d"}]}}}`, 3+i, method, 5+2*i, 6+2*i))
 		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32601,"message":"no"}}`, 3+i))
 		h.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32601,"message":"no"}}`, 10+i))
 	}
@@ -430,7 +430,7 @@ func TestMCPNotOurs(t *testing.T) {
 func TestMCPRefusedSession(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}`)
-	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"tools","id":"ID1"}]}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"tools","serverId":"ID1"}]}}}`)
 	h.send(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"auth required"}}`)
 	h.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"auth required"}}`)
 	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -359,8 +360,10 @@ func checkDeclaration(t *testing.T, transport string, raw json.RawMessage) {
 	}
 	switch transport {
 	case "acp":
-		if decl.Type != "acp" || decl.ID == "" || len(d) != 3 {
-			bad("want the owner's declaration as it was: type, name and id")
+		// The owner (the proxy library) declares serverId; the conductor
+		// adds the RFD's id for an agent it has not heard from yet.
+		if decl.Type != "acp" || decl.ID == "" || string(d["serverId"]) != strconv.Quote(decl.ID) || len(d) != 4 {
+			bad("want the owner's declaration in both spellings: type, name, serverId and id")
 		}
 	case "stdio":
 		var env []string
@@ -369,7 +372,7 @@ func checkDeclaration(t *testing.T, transport string, raw json.RawMessage) {
 		}
 		slices.Sort(env)
 		switch {
-		case d["type"] != nil || d["id"] != nil:
+		case d["type"] != nil || d["id"] != nil || d["serverId"] != nil:
 			bad("the acp type or id is still there")
 		case decl.Command != conductor || !slices.Equal(decl.Args, []string{"mcp-shim"}):
 			bad("want the conductor's own binary, with mcp-shim")
@@ -378,7 +381,7 @@ func checkDeclaration(t *testing.T, transport string, raw json.RawMessage) {
 		}
 	case "http":
 		switch {
-		case decl.Type != "http" || d["id"] != nil:
+		case decl.Type != "http" || d["id"] != nil || d["serverId"] != nil:
 			bad("want type http and no id")
 		case !strings.HasPrefix(decl.URL, "http://127.0.0.1:") || !strings.Contains(decl.URL, "/mcp/"):
 			bad("want a loopback URL under /mcp/")

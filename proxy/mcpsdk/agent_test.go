@@ -157,13 +157,16 @@ func (a *agent) newSession(sessionID, cwd string) map[string]string {
 	a.send(rpc{ID: id, Method: "session/new", Params: mustJSON(map[string]any{"cwd": cwd, "mcpServers": []any{}})})
 	m := <-a.setUps
 	var p struct {
-		MCPServers []struct{ Type, Name, ID string } `json:"mcpServers"`
+		MCPServers []struct {
+			Type, Name string
+			ServerID   string `json:"serverId"`
+		} `json:"mcpServers"`
 	}
 	json.Unmarshal(m.Params, &p)
 	servers := map[string]string{}
 	for _, s := range p.MCPServers {
 		if s.Type == "acp" {
-			servers[s.Name] = s.ID
+			servers[s.Name] = s.ServerID
 		}
 	}
 	a.send(rpc{ID: m.ID, Result: mustJSON(map[string]string{"sessionId": sessionID})})

@@ -1,0 +1,480 @@
+package conductor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// Translation between the two MCP-over-ACP bindings, for a caller and an
+// owner that bind differently.
+//
+// A request-binding caller (mcp/message {serverId, requestId}) of a
+// connect-binding owner: the conductor opens one connection per server with
+// mcp/connect the first time a caller needs it, and sends each request on it
+// as mcp/message {connectionId}; the owner's answer (an MCP result, or an
+// error) comes back as the {result} or {error} the caller expects, and the
+// owner's notifications go to the request they belong to (by progress
+// token, else the one request in flight). The caller speaks stateless MCP
+// (2026-07-28), which the owner's server must serve without an initialize,
+// as the MCP SDKs do.
+//
+// A connect-binding caller (an agent's mcp/connect, or a bridged MCP
+// client) of a request-binding owner: the conductor answers mcp/connect with
+// a connection of its own, and sends each MCP request on it as one
+// mcp/message {serverId, requestId}. Such an owner speaks MCP 2026-07-28
+// only, so a legacy client's handshake is played by the conductor (the
+// statelessRules table): initialize is answered from the owner's
+// server/discover, or from the declaration when the owner has none;
+// notifications/initialized is absorbed; every later request gets the
+// per-request _meta keys from what the client said in initialize. A
+// 2026-07-28 client already sends them and passes straight through.
+
+// MCP 2026-07-28's per-request _meta keys and its discovery method.
+const (
+	mcpStatelessVersion  = "2026-07-28"
+	mcpMetaVersion       = "io.modelcontextprotocol/protocolVersion"
+	mcpMetaCapabilities  = "io.modelcontextprotocol/clientCapabilities"
+	mcpMetaClientInfo    = "io.modelcontextprotocol/clientInfo"
+	mcpMethodDiscover    = "server/discover"
+	mcpMethodInitialize  = "initialize"
+	mcpMethodInitialized = "notifications/initialized"
+	mcpMethodCancelled   = "notifications/cancelled"
+)
+
+// codeMCPBackendFailed is the binding's code for an owner that answered
+// without a valid outcome (the TypeScript SDK's McpBindingErrorCode; the
+// others are in errors.go).
+const codeMCPBackendFailed = -33002
+
+// activeRequest is a request-binding request in flight on a connection the
+// conductor opened to a connect-binding owner.
+type activeRequest struct {
+	requestID json.RawMessage // the caller's, raw JSON
+	progress  string          // its params._meta.progressToken, raw JSON, if any
+}
+
+// An mcpClient is what a connect-binding caller's MCP client said of itself
+// in initialize, for the _meta of its stateless requests.
+type mcpClient struct {
+	version      string          // the protocol version it asked for
+	capabilities json.RawMessage // its ClientCapabilities
+	info         json.RawMessage // its Implementation
+}
+
+// A statelessRule says what becomes of a connect-binding caller's MCP
+// message on its way to a request-binding owner.
+type statelessRule int
+
+const (
+	slAddMeta    statelessRule = iota // a request without the per-request _meta: add it
+	slPass                            // a 2026-07-28 request: as it is
+	slInitialize                      // answer initialize here
+	slAbsorb                          // the handshake's notification: nobody needs it
+	slCancel                          // MCP's cancellation: cancel the request it names
+	slDrop                            // another notification: stateless MCP takes none
+)
+
+// statelessRules is the legacy × stateless table, by method and whether
+// the message is a request; requests not listed go by their _meta.
+var statelessRules = map[struct {
+	method  string
+	request bool
+}]statelessRule{
+	{mcpMethodInitialize, true}:   slInitialize,
+	{mcpMethodInitialized, false}: slAbsorb,
+	{mcpMethodCancelled, false}:   slCancel,
+}
+
+func statelessRuleFor(method string, request bool, params json.RawMessage) statelessRule {
+	if r, ok := statelessRules[struct {
+		method  string
+		request bool
+	}{method, request}]; ok {
+		return r
+	}
+	switch {
+	case !request:
+		return slDrop
+	case field(field(params, "_meta"), mcpMetaVersion) != nil:
+		return slPass
+	}
+	return slAddMeta
+}
+
+// withStatelessMeta returns MCP params with the per-request _meta keys
+// that are missing added from what client said of itself.
+func withStatelessMeta(params json.RawMessage, client *mcpClient) json.RawMessage {
+	caps := client.capabilities
+	if caps == nil {
+		caps = json.RawMessage(`{}`)
+	}
+	out, err := wire.EditMember(params, "_meta", func(meta json.RawMessage) (json.RawMessage, error) {
+		for _, kv := range [...]struct {
+			key string
+			val json.RawMessage
+		}{{mcpMetaVersion, mustQuote(mcpStatelessVersion)}, {mcpMetaCapabilities, caps}, {mcpMetaClientInfo, client.info}} {
+			if kv.val == nil || field(meta, kv.key) != nil {
+				continue
+			}
+			var err error
+			if meta, err = wire.EditMember(meta, kv.key, func(json.RawMessage) (json.RawMessage, error) { return kv.val, nil }); err != nil {
+				return nil, err
+			}
+		}
+		return meta, nil
+	})
+	if err != nil {
+		return params // not an object: the owner will say so
+	}
+	return out
+}
+
+// initializeResult is the conductor's answer to a legacy client's
+// initialize: the owner's server/discover result in the shape of an
+// InitializeResult, or, when the owner gave none, one built from the
+// declaration.
+func initializeResult(client *mcpClient, serverName string, discover *wire.Message) json.RawMessage {
+	version := client.version
+	if version == "" {
+		version = "2025-11-25"
+	}
+	var d struct {
+		Result *struct {
+			Capabilities json.RawMessage `json:"capabilities"`
+			ServerInfo   json.RawMessage `json:"serverInfo"`
+			Instructions json.RawMessage `json:"instructions,omitempty"`
+		} `json:"result"`
+	}
+	res := map[string]json.RawMessage{"protocolVersion": mustQuote(version)}
+	if discover != nil && discover.Error == nil && json.Unmarshal(discover.Result, &d) == nil && d.Result != nil && d.Result.Capabilities != nil {
+		res["capabilities"], res["serverInfo"] = d.Result.Capabilities, d.Result.ServerInfo
+		if d.Result.Instructions != nil {
+			res["instructions"] = d.Result.Instructions
+		}
+	}
+	if res["capabilities"] == nil {
+		res["capabilities"] = json.RawMessage(`{"tools":{}}`)
+	}
+	if res["serverInfo"] == nil {
+		res["serverInfo"], _ = json.Marshal(map[string]string{"name": serverName, "version": "0"})
+	}
+	out, _ := json.Marshal(res)
+	return out
+}
+
+// asOutcome turns a connect-binding answer into the request binding's
+// carrier: an MCP result into {result}, an MCP error into {error}. A
+// cancellation stays the ACP error it is.
+func asOutcome(resp *wire.Message) {
+	switch {
+	case resp.Error != nil && errorCode(resp.Error) == codeCancelled:
+	case resp.Error != nil:
+		resp.Result, resp.Error = append(append([]byte(`{"error":`), resp.Error...), '}'), nil
+	default:
+		resp.Result = append(append([]byte(`{"result":`), resp.Result...), '}')
+	}
+}
+
+// fromOutcome turns a request-binding answer into the connect binding's:
+// {result} into the result, {error} into the error. An answer that is
+// neither is a failure of the owner.
+func fromOutcome(resp *wire.Message) {
+	if resp.Error != nil {
+		return
+	}
+	if r := field(resp.Result, "result"); r != nil {
+		resp.Result = r
+		return
+	}
+	if e := field(resp.Result, "error"); e != nil {
+		resp.Result, resp.Error = nil, e
+		return
+	}
+	resp.Result, resp.Error = nil, wire.Errorf(codeMCPBackendFailed, "invalid MCP-over-ACP response carrier").Encode()
+}
+
+// progressToken returns the raw progress token of MCP request params.
+func progressToken(params json.RawMessage) string {
+	return string(field(field(params, "_meta"), "progressToken"))
+}
+
+// connEnvelope returns mcp/message params carrying an MCP message on a
+// connection; meta, if not nil, is the carrier's own _meta.
+func connEnvelope(connectionID string, method string, params, meta json.RawMessage) json.RawMessage {
+	out := append([]byte(`{"connectionId":`), connectionID...)
+	return closeEnvelope(out, method, params, meta)
+}
+
+// requestEnvelope returns mcp/message params carrying an MCP request or
+// notification of the request binding.
+func requestEnvelope(serverID, requestID json.RawMessage, method string, params, meta json.RawMessage) json.RawMessage {
+	out := append(append([]byte(`{"serverId":`), serverID...), `,"requestId":`...)
+	out = append(out, requestID...)
+	return closeEnvelope(out, method, params, meta)
+}
+
+func closeEnvelope(out []byte, method string, params, meta json.RawMessage) json.RawMessage {
+	out = append(append(out, `,"method":`...), mustQuote(method)...)
+	if params != nil {
+		out = append(append(out, `,"params":`...), params...)
+	}
+	if meta != nil {
+		out = append(append(out, `,"_meta":`...), meta...)
+	}
+	return append(out, '}')
+}
+
+// viaConnection calls fn with the connection request-binding callers share
+// to serverID, opening it first; with a nil connection when the owner binds
+// per request; or with the error that stops both.
+func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, *wire.Error)) {
+	r := c.mcp
+	r.mu.Lock()
+	if conn := r.shared[serverID]; conn != nil {
+		r.mu.Unlock()
+		fn(conn, nil)
+		return
+	}
+	waiting, busy := r.opening[serverID]
+	r.opening[serverID] = append(waiting, fn)
+	r.mu.Unlock()
+	if busy {
+		return
+	}
+	key := map[string]string{"id": "acpId", "serverId": "serverId"}[srv.spelling]
+	params, _ := json.Marshal(map[string]string{key: serverID})
+	params = r.withSession(params, serverID)
+	cl := &call{method: methodMCPConnect, onResponse: func(resp *wire.Message) bool {
+		var conn *mcpConn
+		var e *wire.Error
+		cid := field(resp.Result, "connectionId")
+		switch {
+		case refusedConnect(resp):
+			r.learn(srv.owner, bindingRequest)
+		case resp.Error == nil && cid != nil:
+			r.learn(srv.owner, bindingConnect)
+			conn = r.openShared(srv.owner, serverID, cid)
+		default:
+			e = wire.Errorf(codeMCPServerUnavailable, "MCP server %s: its owner refused the connection", srv.name).
+				WithData(map[string]json.RawMessage{"serverId": mustQuote(serverID), "error": resp.Error})
+		}
+		r.mu.Lock()
+		waiting := r.opening[serverID]
+		delete(r.opening, serverID)
+		r.mu.Unlock()
+		for _, fn := range waiting {
+			fn(conn, e)
+		}
+		return true
+	}}
+	c.forward(c.peers[srv.owner], cl, c.toOwner(srv.owner, methodMCPConnect), params)
+}
+
+// openShared records the connection a connect-binding owner opened for
+// request-binding callers.
+func (r *mcpRoutes) openShared(owner int, serverID string, ownerID []byte) *mcpConn {
+	c := &mcpConn{owner: owner, serverID: serverID, ownerID: string(ownerID), forRequests: true}
+	r.mu.Lock()
+	r.owned[ownedID{owner, c.ownerID}] = c
+	r.shared[serverID] = c
+	r.mu.Unlock()
+	return c
+}
+
+// toConnectOwner sends a request-binding caller's mcp/message on the
+// shared connection to a connect-binding owner.
+func (c *chain) toConnectOwner(conn *mcpConn, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
+	method, inner, err := wire.Unwrap(params)
+	if err != nil {
+		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
+		return
+	}
+	out := connEnvelope(conn.ownerID, method, inner, field(params, "_meta"))
+	if m.IsNotification() {
+		c.sendToOwner(conn.owner, from, m, methodMCPMessage, out, b, nil)
+		return
+	}
+	req := activeRequest{requestID: append(json.RawMessage(nil), field(params, "requestId")...), progress: progressToken(inner)}
+	c.mcp.mu.Lock()
+	conn.active = append(conn.active, req)
+	c.mcp.mu.Unlock()
+	c.sendToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
+		c.mcp.mu.Lock()
+		for i, a := range conn.active {
+			if string(a.requestID) == string(req.requestID) {
+				conn.active = append(conn.active[:i], conn.active[i+1:]...)
+				break
+			}
+		}
+		c.mcp.mu.Unlock()
+		asOutcome(resp)
+		return false
+	})
+}
+
+// toRequestCaller relays a connect-binding owner's message on the shared
+// connection to the request-binding caller's request it belongs to.
+func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
+	method, inner, err := wire.Unwrap(params)
+	switch {
+	case m.Method == methodMCPDisconnect || err != nil:
+		c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: not an MCP message for this connection", m.Method), b)
+		return
+	case m.IsRequest():
+		c.reject(from, m, wire.Errorf(codeMethodNotFound,
+			"%s: the caller binds per request (MCP %s), where servers send no requests", method, mcpStatelessVersion), b)
+		return
+	}
+	token := progressToken(inner)
+	if token == "" {
+		token = string(field(inner, "progressToken"))
+	}
+	var reqID json.RawMessage
+	c.mcp.mu.Lock()
+	for _, a := range conn.active {
+		if token != "" && a.progress == token || len(conn.active) == 1 {
+			reqID = a.requestID
+		}
+	}
+	c.mcp.mu.Unlock()
+	if reqID == nil {
+		from.log.Debug("dropped an MCP notification no request in flight is waiting for", zap.String("method", method))
+		return
+	}
+	d := c.toAgent(methodMCPMessage)
+	c.deliver(from, c.peers[d.to], nil, d, requestEnvelope(mustQuote(conn.serverID), reqID, method, inner, nil))
+}
+
+// openStateless makes the connection a connect-binding caller (the agent,
+// or with bridge set a bridged client) has to a request-binding owner.
+func (r *mcpRoutes) openStateless(srv mcpServer, serverID string, bridge *peer) *mcpConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastID++
+	id := string(mustQuote("acp-conductor:" + strconv.FormatInt(r.lastID, 10)))
+	c := &mcpConn{owner: srv.owner, serverID: serverID, bridge: bridge, stateless: &mcpClient{}}
+	if bridge == nil {
+		c.agentID = id
+		r.conns[id] = c
+	}
+	r.owned[ownedID{srv.owner, id}] = c // never addressed by the owner; kept for dropOwner
+	c.ownerID = id
+	return c
+}
+
+// statelessRequest returns the connection of a connect-binding caller for
+// which the conductor sent request requestID to serverID.
+func (r *mcpRoutes) statelessRequest(serverID, requestID []byte) *mcpConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests[[2]string{string(serverID), string(requestID)}]
+}
+
+// fromConnectCaller handles the agent's mcp/message or mcp/disconnect on a
+// connection the conductor made to a request-binding owner.
+func (c *chain) fromConnectCaller(conn *mcpConn, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
+	if method == methodMCPDisconnect {
+		c.mcp.close(conn)
+		if m.IsRequest() {
+			answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
+		}
+		return
+	}
+	inner, innerParams, err := wire.Unwrap(params)
+	if err != nil {
+		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
+		return
+	}
+	c.statelessCall(conn, from, m, inner, innerParams, b)
+}
+
+// statelessCall sends one MCP message of a connect-binding caller to a
+// request-binding owner, as the statelessRules table says. m is the
+// message that carried it, whose id the answer goes back under.
+func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
+	srv, _ := c.mcp.server(conn.serverID)
+	switch statelessRuleFor(method, m.IsRequest(), params) {
+	case slAbsorb:
+		return
+	case slDrop:
+		from.log.Debug("dropped an MCP notification a stateless server takes no part in", zap.String("method", method))
+		return
+	case slCancel:
+		if conn.bridge != nil { // the bridged client's ids are the ones its calls were made under
+			c.cancel(from, params)
+		}
+		return
+	case slInitialize:
+		var init struct {
+			Version      string          `json:"protocolVersion"`
+			Capabilities json.RawMessage `json:"capabilities"`
+			ClientInfo   json.RawMessage `json:"clientInfo"`
+		}
+		_ = json.Unmarshal(params, &init)
+		c.mcp.mu.Lock()
+		*conn.stateless = mcpClient{version: init.Version, capabilities: init.Capabilities, info: init.ClientInfo}
+		client := *conn.stateless
+		c.mcp.mu.Unlock()
+		discover := requestEnvelope(mustQuote(conn.serverID), c.mcp.newRequestID(), mcpMethodDiscover, withStatelessMeta(json.RawMessage(`{}`), &client), nil)
+		id := append(json.RawMessage(nil), m.ID...)
+		c.forward(c.peers[conn.owner], &call{method: methodMCPMessage, onResponse: func(resp *wire.Message) bool {
+			answer(from, b, encodeResponse(id, initializeResult(&client, srv.name, resp)))
+			return true
+		}}, c.toOwner(conn.owner, methodMCPMessage), c.mcp.withSession(discover, conn.serverID))
+		return
+	case slAddMeta:
+		c.mcp.mu.Lock()
+		client := *conn.stateless
+		c.mcp.mu.Unlock()
+		params = withStatelessMeta(params, &client)
+	}
+	serverID, reqID := mustQuote(conn.serverID), c.mcp.newRequestID()
+	key := [2]string{string(serverID), string(reqID)}
+	c.mcp.mu.Lock()
+	c.mcp.requests[key] = conn
+	c.mcp.mu.Unlock()
+	out := c.mcp.withSession(requestEnvelope(serverID, reqID, method, params, nil), conn.serverID)
+	c.sendToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
+		c.mcp.mu.Lock()
+		delete(c.mcp.requests, key)
+		c.mcp.mu.Unlock()
+		fromOutcome(resp)
+		return false
+	})
+}
+
+// newRequestID returns a requestId for a request the conductor makes, as
+// JSON.
+func (r *mcpRoutes) newRequestID() json.RawMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastID++
+	return mustQuote(fmt.Sprintf("acp-conductor:%d", r.lastID))
+}
+
+// toConnectCaller relays a request-binding owner's message for a request
+// the conductor made for a connect-binding caller: on the caller's
+// connection, or plain to a bridged client.
+func (c *chain) toConnectCaller(conn *mcpConn, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
+	method, inner, err := wire.Unwrap(params)
+	if err != nil {
+		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
+		return
+	}
+	if conn.bridge != nil {
+		c.toBridge(conn.bridge, from, m, params, b)
+		return
+	}
+	d := c.toAgent(methodMCPMessage)
+	out := connEnvelope(conn.agentID, method, inner, nil)
+	if m.IsNotification() {
+		c.deliver(from, c.peers[d.to], nil, d, out)
+		return
+	}
+	c.forward(c.peers[d.to], &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, out)
+}

@@ -1,0 +1,155 @@
+package conductor
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// TestRouteMCP is the MCP rule table: by side, method and the key the
+// params carry.
+func TestRouteMCP(t *testing.T) {
+	topo := topology{mode: AgentMode, proxies: 2} // the agent is at 3
+	for _, c := range []struct {
+		src    int
+		method string
+		params string
+		want   mcpRule
+	}{
+		{3, "mcp/connect", `{"acpId":"s"}`, mcpConnect},
+		{3, "mcp/connect", `{"serverId":"s"}`, mcpConnect},
+		{1, "mcp/connect", `{"serverId":"s"}`, mcpOrdinary},
+		{3, "mcp/message", `{"connectionId":"c","method":"tools/list"}`, mcpOnConn},
+		{3, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
+		{0, "mcp/message", `{"connectionId":"c","method":"roots/list"}`, mcpOnConn},
+		{2, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
+		{3, "mcp/message", `{"serverId":"s","requestId":"r","method":"tools/call"}`, mcpToServer},
+		{3, "mcp/message", `{"serverId":"s","connectionId":"c","method":"tools/call"}`, mcpOnConn},
+		{0, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
+		{1, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
+		{3, "mcp/message", `{"method":"tools/call"}`, mcpOrdinary},
+		{3, "mcp/disconnect", `{"serverId":"s"}`, mcpOrdinary},
+		{3, "mcp/other", `{"serverId":"s"}`, mcpOrdinary},
+	} {
+		if got := topo.routeMCP(c.src, c.method, []byte(c.params)); got != c.want {
+			t.Errorf("from %d: %s %s: rule %d, want %d", c.src, c.method, c.params, got, c.want)
+		}
+	}
+}
+
+// TestRespell is the spelling × agent table: serverId always, the RFD's id
+// for an agent that used it or has not been heard from; name, _meta,
+// unknown members and other entries kept.
+func TestRespell(t *testing.T) {
+	const others = `{"name":"fs","command":"x","args":[],"env":[]}`
+	for _, c := range []struct {
+		agent, decl, want string
+	}{
+		{"", `{"type":"acp","name":"t","id":"s1","_meta":{"k":1},"x":true}`, `{"type":"acp","name":"t","id":"s1","_meta":{"k":1},"x":true,"serverId":"s1"}`},
+		{"", `{"type":"acp","name":"t","serverId":"s1"}`, `{"type":"acp","name":"t","serverId":"s1","id":"s1"}`},
+		{"id", `{"type":"acp","name":"t","serverId":"s1"}`, `{"type":"acp","name":"t","serverId":"s1","id":"s1"}`},
+		{"serverId", `{"type":"acp","name":"t","serverId":"s1"}`, `{"type":"acp","name":"t","serverId":"s1"}`},
+		{"serverId", `{"type":"acp","name":"t","id":"s1"}`, `{"type":"acp","name":"t","id":"s1","serverId":"s1"}`},
+	} {
+		params := `{"cwd":"/","mcpServers":[` + others + `,` + c.decl + `],"_meta":{"top":1}}`
+		got, err := respell(json.RawMessage(params), c.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"cwd":"/","mcpServers":[` + others + `,` + c.want + `],"_meta":{"top":1}}`
+		if string(got) != want {
+			t.Errorf("agent %q, %s:\n got %s\nwant %s", c.agent, c.decl, got, want)
+		}
+	}
+}
+
+// TestStatelessRules is the legacy × stateless table.
+func TestStatelessRules(t *testing.T) {
+	for _, c := range []struct {
+		method  string
+		request bool
+		params  string
+		want    statelessRule
+	}{
+		{"initialize", true, `{"protocolVersion":"2025-11-25"}`, slInitialize},
+		{"notifications/initialized", false, `{}`, slAbsorb},
+		{"notifications/cancelled", false, `{"requestId":3}`, slCancel},
+		{"notifications/roots/list_changed", false, `{}`, slDrop},
+		{"tools/list", true, `{}`, slAddMeta},
+		{"tools/list", true, ``, slAddMeta},
+		{"tools/call", true, `{"_meta":{"progressToken":1}}`, slAddMeta},
+		{"tools/call", true, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, slPass},
+		{"server/discover", true, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, slPass},
+	} {
+		if got := statelessRuleFor(c.method, c.request, json.RawMessage(c.params)); got != c.want {
+			t.Errorf("%s (request %v) %s: rule %d, want %d", c.method, c.request, c.params, got, c.want)
+		}
+	}
+}
+
+func TestWithStatelessMeta(t *testing.T) {
+	client := &mcpClient{version: "2025-11-25", capabilities: json.RawMessage(`{"roots":{}}`), info: json.RawMessage(`{"name":"c","version":"1"}`)}
+	for _, c := range []struct{ in, want string }{
+		{`{"name":"greet"}`, `{"name":"greet","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}`},
+		{``, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}`},
+		{`{"_meta":{"progressToken":7,"io.modelcontextprotocol/clientInfo":{"name":"x"}}}`, `{"_meta":{"progressToken":7,"io.modelcontextprotocol/clientInfo":{"name":"x"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}`},
+	} {
+		if got := withStatelessMeta(json.RawMessage(c.in), client); string(got) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.in, got, c.want)
+		}
+	}
+	if got := string(withStatelessMeta(json.RawMessage(`{}`), &mcpClient{})); got != `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}` {
+		t.Errorf("without an initialize: %s", got)
+	}
+}
+
+// TestOutcomes is the binding × binding table for answers.
+func TestOutcomes(t *testing.T) {
+	msg := func(result, err string) *wire.Message {
+		m := &wire.Message{}
+		if result != "" {
+			m.Result = json.RawMessage(result)
+		}
+		if err != "" {
+			m.Error = json.RawMessage(err)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name             string
+		toRequest        bool // connect answer → request carrier, else the reverse
+		in, inErr        string
+		wantRes, wantErr string
+	}{
+		{"result to carrier", true, `{"tools":[]}`, "", `{"result":{"tools":[]}}`, ""},
+		{"MCP error to carrier", true, "", `{"code":-32602,"message":"bad"}`, `{"error":{"code":-32602,"message":"bad"}}`, ""},
+		{"cancel stays outer", true, "", `{"code":-32800,"message":"cancelled"}`, "", `{"code":-32800,"message":"cancelled"}`},
+		{"carrier result", false, `{"result":{"tools":[]}}`, "", `{"tools":[]}`, ""},
+		{"carrier error", false, `{"error":{"code":-32601,"message":"nope"}}`, "", "", `{"code":-32601,"message":"nope"}`},
+		{"outer error stays", false, "", `{"code":-33001,"message":"gone"}`, "", `{"code":-33001,"message":"gone"}`},
+		{"bad carrier", false, `{"other":1}`, "", "", `{"code":-33002,"message":"invalid MCP-over-ACP response carrier"}`},
+	} {
+		m := msg(c.in, c.inErr)
+		if c.toRequest {
+			asOutcome(m)
+		} else {
+			fromOutcome(m)
+		}
+		if string(m.Result) != c.wantRes || string(m.Error) != c.wantErr {
+			t.Errorf("%s: result %s error %s, want %s / %s", c.name, m.Result, m.Error, c.wantRes, c.wantErr)
+		}
+	}
+}
+
+func TestInitializeResult(t *testing.T) {
+	client := &mcpClient{version: "2025-06-18"}
+	discover := &wire.Message{Result: json.RawMessage(`{"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"ed","version":"2"},"instructions":"be kind"}}`)}
+	if got := string(initializeResult(client, "tools", discover)); got != `{"capabilities":{"tools":{"listChanged":true}},"instructions":"be kind","protocolVersion":"2025-06-18","serverInfo":{"name":"ed","version":"2"}}` {
+		t.Errorf("from server/discover: %s", got)
+	}
+	refused := &wire.Message{Error: json.RawMessage(`{"code":-32601,"message":"no"}`)}
+	if got := string(initializeResult(&mcpClient{}, "tools", refused)); got != `{"capabilities":{"tools":{}},"protocolVersion":"2025-11-25","serverInfo":{"name":"tools","version":"0"}}` {
+		t.Errorf("from the declaration: %s", got)
+	}
+}

@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMCPRequestBinding runs MCP-over-ACP as the official TypeScript SDK
+// binds it (mcp/message {serverId, requestId}, MCP 2026-07-28) through the
+// conductor: the editor offers a server with McpOverAcpProvider, SDK-built
+// proxies (mcp_proxy.mjs) offer one each, and the agent calls every one
+// with McpOverAcpCaller, through 0, 1 and 3 proxies, passthroughs in Go and
+// Python among them. Each call must come back with the owner's answer, the
+// progress notification the owner sent for it, and the ACP session the
+// conductor named in _meta["acp-conductor/sessionId"].
+func TestMCPRequestBinding(t *testing.T) {
+	requireConductor(t)
+	tsProxy := func(name string) string { return shellJoin(nodeBin, filepath.Join(peersDir, "mcp_proxy.mjs"), name) }
+	cases := []struct {
+		name    string
+		proxies []string
+		owners  []string // the servers' owners, in declaration order
+	}{
+		{"0 proxies", nil, []string{"editor"}},
+		{"1 go proxy", []string{goProxyCmd("go1")}, []string{"editor"}},
+		{"1 sdk proxy", []string{tsProxy("ts1")}, []string{"editor", "ts1"}},
+		{"3 proxies go-sdk-python", []string{goProxyCmd("go1"), tsProxy("ts2"), pyProxyCmd("py3")}, []string{"editor", "ts2"}},
+		{"3 sdk proxies", []string{tsProxy("ts1"), tsProxy("ts2"), tsProxy("ts3")}, []string{"editor", "ts1", "ts2", "ts3"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			argv := agentModeArgs(append(c.proxies, shellJoin(nodeBin, filepath.Join(peersDir, "mcp_agent.mjs")))...)
+			s := runMCPEditor(t, ctx, true, argv)
+			checkMCPReport(t, s, c.owners)
+		})
+	}
+}
+
+// mcpSummary is mcp_editor.mjs's summary.
+type mcpSummary struct {
+	SessionID string `json:"sessionId"`
+	Stop      string `json:"stopReason"`
+	Error     json.RawMessage
+	Report    []struct {
+		Declaration map[string]any
+		Outcome     struct {
+			Result *struct {
+				Content []struct{ Text string }
+			}
+			Error json.RawMessage
+		}
+		Error    json.RawMessage
+		Progress []struct {
+			Method string
+			Params map[string]any
+		}
+	}
+	Seen []struct {
+		ServerID string `json:"serverId"`
+		Method   string
+		Meta     map[string]any
+	}
+	Unexpected    []any
+	ConnectProbes int
+	Exit          struct{ Code *int }
+}
+
+// runMCPEditor runs mcp_editor.mjs (offering its server when provide is
+// set) on argv, and returns its summary. Every process the run starts
+// carries a marker, and none may be left when it ends.
+func runMCPEditor(t *testing.T, ctx context.Context, provide bool, argv []string) *mcpSummary {
+	t.Helper()
+	args := []string{filepath.Join(peersDir, "mcp_editor.mjs")}
+	if provide {
+		args = append(args, "--provide")
+	}
+	args = append(append(args, "--"), argv...)
+	cmd := exec.CommandContext(ctx, nodeBin, args...)
+	cmd.Dir = peersDir
+	marker := newMarker()
+	cmd.Env = append(os.Environ(), markerVar+"="+marker)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	t.Cleanup(func() {
+		wctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		var left []proc
+		waitFor(wctx, func() bool { left = markedProcs(marker); return len(left) == 0 })
+		if len(left) > 0 {
+			t.Errorf("processes left running after the test:\n%s", procList(left))
+			killMarked(t, marker)
+		}
+	})
+	err := cmd.Run()
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var s mcpSummary
+	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &s) != nil {
+		t.Fatalf("mcp_editor: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("summary: %s\nstderr: %s", lines[len(lines)-1], stderr.String())
+		}
+	})
+	return &s
+}
+
+// checkMCPReport checks that the agent called greet on the servers of
+// owners, in order, and each answered as the owner, in the session, with
+// its progress notification on the way.
+func checkMCPReport(t *testing.T, s *mcpSummary, owners []string) {
+	t.Helper()
+	if s.Error != nil || s.Stop != "end_turn" {
+		t.Fatalf("the prompt failed: %s (stop reason %q)", s.Error, s.Stop)
+	}
+	if len(s.Report) != len(owners) {
+		t.Fatalf("the agent called %d servers, want %d (%v)", len(s.Report), len(owners), owners)
+	}
+	for i, owner := range owners {
+		r := s.Report[i]
+		if r.Error != nil || r.Outcome.Result == nil || len(r.Outcome.Result.Content) != 1 {
+			t.Errorf("%s: no result: outer error %s, outcome error %s", owner, r.Error, r.Outcome.Error)
+			continue
+		}
+		var got map[string]any
+		json.Unmarshal([]byte(r.Outcome.Result.Content[0].Text), &got)
+		want := map[string]any{"owner": owner, "greeting": "hello ts-agent", "session": s.SessionID, "client": "ts-agent"}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %v, want %v (result %s)", owner, k, got[k], v, r.Outcome.Result.Content[0].Text)
+			}
+		}
+		token := "p-" + owner + "-tools"
+		if len(r.Progress) != 1 || r.Progress[0].Method != "notifications/progress" || r.Progress[0].Params["progressToken"] != token {
+			t.Errorf("%s: progress %+v, want one notifications/progress for %s", owner, r.Progress, token)
+		}
+	}
+	if owners[0] == "editor" {
+		if len(s.Seen) != 1 || s.Seen[0].Method != "tools/call" || s.Seen[0].Meta["acp-conductor/sessionId"] != s.SessionID {
+			t.Errorf("the editor's provider saw %+v, want one tools/call naming session %s", s.Seen, s.SessionID)
+		}
+	}
+	// The conductor learns each owner's binding from one refused
+	// mcp/connect; a passthrough proxy relays its own to the editor.
+	if s.ConnectProbes > len(owners) {
+		t.Errorf("the editor refused %d mcp/connect, want at most one per owner (%d)", s.ConnectProbes, len(owners))
+	}
+	if len(s.Unexpected) != 0 {
+		t.Errorf("the editor got unexpected messages: %v", s.Unexpected)
+	}
+	if s.Exit.Code == nil || *s.Exit.Code != 0 {
+		t.Errorf("the conductor exited %v after its stdin closed, want 0", s.Exit.Code)
+	}
+}

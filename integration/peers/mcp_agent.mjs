@@ -1,0 +1,62 @@
+// An ACP agent, built with the official TypeScript SDK, whose MCP client is
+// the SDK's McpOverAcpCaller (the request binding: mcp/message {serverId,
+// requestId}, MCP 2026-07-28). It advertises mcpCapabilities.acp. Each
+// session/prompt makes it call greet {name: "ts-agent"} on every acp server
+// the session declared, with a progress token, and report, as one
+// agent_message_chunk whose text is "mcp-report " + JSON: per server, its
+// declaration, the outcome ({result} or {error}), the progress
+// notifications that reached the request, or the outer error.
+import * as acp from "@agentclientprotocol/sdk/unstable";
+import { Readable, Writable } from "node:stream";
+
+const log = (...args) => console.error(`[mcp-agent ${process.pid}]`, ...args);
+const caller = new acp.McpOverAcpCaller({ clientInfo: { name: "ts-agent", version: "1.0.0" } });
+const sessions = new Map(); // sessionId -> declarations
+let counter = 0;
+
+const app = acp
+  .agent({ name: "mcp-agent" })
+  .onNotification(acp.methods.agent.mcp.message, caller.handleNotification)
+  .onRequest(acp.methods.agent.initialize, ({ params }) => ({
+    protocolVersion: Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
+    agentCapabilities: { mcpCapabilities: { acp: true } },
+  }))
+  .onRequest(acp.methods.agent.session.new, ({ params }) => {
+    const sessionId = `mcp-session-${++counter}`;
+    sessions.set(sessionId, params.mcpServers ?? []);
+    return { sessionId };
+  })
+  .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
+    const report = [];
+    for (const decl of sessions.get(params.sessionId) ?? []) {
+      if (!acp.isMcpServerAcp(decl)) continue;
+      const progress = [];
+      const entry = { declaration: decl };
+      try {
+        entry.outcome = await caller.request(
+          client,
+          decl.serverId,
+          "tools/call",
+          { name: "greet", arguments: { name: "ts-agent" }, _meta: { progressToken: `p-${decl.name}` } },
+          { onNotification: (n) => progress.push(n) },
+        );
+      } catch (err) {
+        entry.error = { code: err.code, message: err.message, data: err.data };
+      }
+      entry.progress = progress;
+      report.push(entry);
+    }
+    await client.notify(acp.methods.client.session.update, {
+      sessionId: params.sessionId,
+      update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "mcp-report " + JSON.stringify(report) } },
+    });
+    return { stopReason: "end_turn" };
+  });
+
+const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
+const connection = app.connect(stream);
+connection.closed?.then?.(() => process.exit(0));
+process.stdin.on("end", () => {
+  log("stdin closed");
+  process.exit(0);
+});

@@ -1,0 +1,91 @@
+// An editor, built with the official TypeScript SDK, that offers an MCP
+// server with the SDK's McpOverAcpProvider (request binding) and prompts once.
+//
+//   node mcp_editor.mjs [--provide] -- COMMAND [ARGS...]
+//
+// It spawns COMMAND (the conductor), initializes, opens a session (declaring
+// its server "editor-tools" when --provide is given), sends one prompt and
+// prints, as its last stdout line, a JSON summary: the initialize result,
+// the session id, the agent's "mcp-report" (see mcp_agent.mjs), the MCP
+// requests the provider saw, the mcp/connect requests it refused, anything
+// unexpected, and the command's exit
+// status after its stdin closed.
+import * as acp from "@agentclientprotocol/sdk/unstable";
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { greetServer } from "./mcp_tools.mjs";
+
+const argv = process.argv.slice(2);
+const sep = argv.indexOf("--");
+const flags = argv.slice(0, sep);
+const [cmd, ...args] = argv.slice(sep + 1);
+const log = (...a) => console.error(`[mcp-editor ${process.pid}]`, ...a);
+
+const child = spawn(cmd, args, { stdio: ["pipe", "pipe", "inherit"] });
+const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+
+const provider = new acp.McpOverAcpProvider();
+const seen = []; // MCP requests that reached the provider: {serverId, method, meta}
+const unexpected = [];
+let probes = 0; // mcp/connect requests refused
+let report = null;
+let reported;
+const reportArrived = new Promise((resolve) => (reported = resolve));
+const app = acp
+  .client({ name: "mcp-editor" })
+  .onRequest(acp.methods.client.mcp.message, (cx) => {
+    seen.push({ serverId: cx.params.serverId, method: cx.params.method, meta: cx.params._meta ?? null });
+    return provider.handleRequest(cx);
+  })
+  .onNotification(acp.methods.client.session.update, ({ params }) => {
+    const text = params.update?.content?.text ?? "";
+    if (text.startsWith("mcp-report ")) {
+      report = JSON.parse(text.slice("mcp-report ".length));
+      reported();
+    }
+  })
+  .onRequest("*", ({ method }) => {
+    // The SDK has no mcp/connect (the connect binding): a conductor that
+    // asks learns from the refusal that the owner binds per request.
+    if (method === "mcp/connect") probes++;
+    else unexpected.push({ kind: "request", method });
+    throw acp.RequestError.methodNotFound(method);
+  })
+  .onNotification("*", ({ method }) => unexpected.push({ kind: "notification", method }));
+
+const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const connection = app.connect(stream);
+const agent = connection.agent;
+
+const summary = {};
+try {
+  summary.initialize = await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+  });
+  const mcpServers = [];
+  if (flags.includes("--provide")) {
+    mcpServers.push(provider.registerServer(agent, { name: "editor-tools", handler: greetServer("editor") }).declaration);
+  }
+  const session = await agent.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers });
+  summary.sessionId = session.sessionId;
+  summary.stopReason = (
+    await agent.request(acp.methods.agent.session.prompt, {
+      sessionId: session.sessionId,
+      prompt: [{ type: "text", text: "use the tools" }],
+    })
+  ).stopReason;
+  // An SDK-built proxy may pass the prompt's answer on before the update
+  // that preceded it: wait for the report, not for the order.
+  await Promise.race([reportArrived, new Promise((r) => setTimeout(r, 20000))]);
+} catch (err) {
+  summary.error = { code: err.code, message: err.message, data: err.data };
+}
+summary.report = report;
+summary.seen = seen;
+summary.unexpected = unexpected;
+summary.connectProbes = probes;
+child.stdin.end();
+summary.exit = await exited;
+console.log(JSON.stringify(summary));
+process.exit(0);
