@@ -316,6 +316,17 @@ func (r *mcpRoutes) dropOwner(owner int) (bridged []*peer) {
 			delete(r.servers, id)
 		}
 	}
+	for id, c := range r.shared {
+		if c.owner == owner {
+			delete(r.shared, id)
+		}
+	}
+	for k, c := range r.requests {
+		if c.owner == owner {
+			delete(r.requests, k)
+		}
+	}
+	delete(r.bindings, owner) // a new process may bind otherwise
 	for k, c := range r.owned {
 		if k.owner != owner {
 			continue

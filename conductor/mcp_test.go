@@ -28,7 +28,7 @@ func TestMCPNative(t *testing.T) {
 			got := mcpReports(e)
 			want := map[string]string{
 				// An agent not yet heard from gets both spellings (respell).
-				"declared":   mustJSON([]map[string]any{{"_meta": map[string]any{"kept": true}, "id": "srv-1", "serverId": "srv-1", "name": "owner-tools", "type": "acp"}}),
+				"declared": mustJSON([]map[string]any{{"_meta": map[string]any{"kept": true}, "id": "srv-1", "serverId": "srv-1", "name": "owner-tools", "type": "acp"}}),
 				// The fake agent connects in the RFD's spelling when it sees it.
 				"connect":    `{"connectionId":"conn-1","_meta":{"got":{"acpId":"srv-1","_meta":{"acp-conductor/sessionId":"s1"}}}}`,
 				"call":       `{"content":[{"type":"text","text":"tool ran; client said {'answer':'yes'}"}]}`,
