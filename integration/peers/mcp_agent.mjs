@@ -2,7 +2,9 @@
 // the SDK's McpOverAcpCaller (the request binding: mcp/message {serverId,
 // requestId}, MCP 2026-07-28). It advertises mcpCapabilities.acp. Each
 // session/prompt makes it call greet {name: "ts-agent"} on every acp server
-// the session declared, with a progress token, and report, as one
+// the session declared, with a progress token (a result that asks for
+// input, as MCP 2026-07-28 servers do for the client's roots, is retried
+// once with the roots ["file:///ts-agent"]), and report, as one
 // agent_message_chunk whose text is "mcp-report " + JSON: per server, its
 // declaration, the outcome ({result} or {error}), the progress
 // notifications that reached the request, or the outer error.
@@ -33,13 +35,24 @@ const app = acp
       const progress = [];
       const entry = { declaration: decl };
       try {
-        entry.outcome = await caller.request(
-          client,
-          decl.serverId,
-          "tools/call",
-          { name: "greet", arguments: { name: "ts-agent" }, _meta: { progressToken: `p-${decl.name}` } },
-          { onNotification: (n) => progress.push(n) },
-        );
+        const call = (extra) =>
+          caller.request(
+            client,
+            decl.serverId,
+            "tools/call",
+            { name: "greet", arguments: { name: "ts-agent" }, _meta: { progressToken: `p-${decl.name}` }, ...extra },
+            { onNotification: (n) => progress.push(n) },
+          );
+        entry.outcome = await call({});
+        const asked = entry.outcome.result?.inputRequests;
+        if (entry.outcome.result?.resultType === "input_required" && asked) {
+          const inputResponses = {};
+          for (const [key, req] of Object.entries(asked)) {
+            if (req.method === "roots/list") inputResponses[key] = { roots: [{ uri: "file:///ts-agent", name: "cwd" }] };
+          }
+          entry.asked = Object.keys(asked);
+          entry.outcome = await call({ inputResponses });
+        }
       } catch (err) {
         entry.error = { code: err.code, message: err.message, data: err.data };
       }

@@ -1,12 +1,14 @@
 // An editor, built with the official TypeScript SDK, that offers an MCP
 // server with the SDK's McpOverAcpProvider (request binding) and prompts once.
 //
-//   node mcp_editor.mjs [--provide] -- COMMAND [ARGS...]
+//   node mcp_editor.mjs [--provide] [--prompt TEXT] -- COMMAND [ARGS...]
 //
 // It spawns COMMAND (the conductor), initializes, opens a session (declaring
-// its server "editor-tools" when --provide is given), sends one prompt and
-// prints, as its last stdout line, a JSON summary: the initialize result,
-// the session id, the agent's "mcp-report" (see mcp_agent.mjs), the MCP
+// its server "editor-tools" when --provide is given), sends one prompt (TEXT,
+// by default "use the tools") and prints, as its last stdout line, a JSON
+// summary: the initialize result, the session id, the agent's "mcp-report"
+// (see mcp_agent.mjs) or, from other agents, the texts of its message
+// chunks, the MCP
 // requests the provider saw, the mcp/connect requests it refused, anything
 // unexpected, and the command's exit
 // status after its stdin closed.
@@ -19,6 +21,10 @@ const argv = process.argv.slice(2);
 const sep = argv.indexOf("--");
 const flags = argv.slice(0, sep);
 const [cmd, ...args] = argv.slice(sep + 1);
+const option = (name, dflt) => {
+  const i = flags.indexOf(name);
+  return i >= 0 && i + 1 < flags.length ? flags[i + 1] : dflt;
+};
 const log = (...a) => console.error(`[mcp-editor ${process.pid}]`, ...a);
 
 const child = spawn(cmd, args, { stdio: ["pipe", "pipe", "inherit"] });
@@ -29,6 +35,7 @@ const seen = []; // MCP requests that reached the provider: {serverId, method, m
 const unexpected = [];
 let probes = 0; // mcp/connect requests refused
 let report = null;
+const texts = [];
 let reported;
 const reportArrived = new Promise((resolve) => (reported = resolve));
 const app = acp
@@ -39,10 +46,9 @@ const app = acp
   })
   .onNotification(acp.methods.client.session.update, ({ params }) => {
     const text = params.update?.content?.text ?? "";
-    if (text.startsWith("mcp-report ")) {
-      report = JSON.parse(text.slice("mcp-report ".length));
-      reported();
-    }
+    if (text.startsWith("mcp-report ")) report = JSON.parse(text.slice("mcp-report ".length));
+    else texts.push(text);
+    reported();
   })
   .onRequest("*", ({ method }) => {
     // The SDK has no mcp/connect (the connect binding): a conductor that
@@ -72,7 +78,7 @@ try {
   summary.stopReason = (
     await agent.request(acp.methods.agent.session.prompt, {
       sessionId: session.sessionId,
-      prompt: [{ type: "text", text: "use the tools" }],
+      prompt: [{ type: "text", text: option("--prompt", "use the tools") }],
     })
   ).stopReason;
   // An SDK-built proxy may pass the prompt's answer on before the update
@@ -82,6 +88,7 @@ try {
   summary.error = { code: err.code, message: err.message, data: err.data };
 }
 summary.report = report;
+summary.texts = texts;
 summary.seen = seen;
 summary.unexpected = unexpected;
 summary.connectProbes = probes;
