@@ -471,3 +471,24 @@ func TestMCPServersChecked(t *testing.T) {
 		}
 	}
 }
+
+// An agent may connect to its MCP servers before it answers session/new:
+// the session's id is then known from the conductor's
+// _meta["acp-conductor/sessionId"] on mcp/connect, and the answer keeps it.
+func TestMCPSessionFromConnect(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w/early","mcpServers":[]}}`)
+	line := h.recv()
+	h.s.line(line)
+	h.send(`{"jsonrpc":"2.0","id":"c1","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"` + h.s.id("ID1") + `","_meta":{"acp-conductor/sessionId":"early-1"}}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c1","result":{"connectionId":"ID2"}}`)
+	sv := h.conn()
+	if got := sv.conn.Session(); got.ID != "early-1" || got.Cwd != "/w/early" {
+		t.Errorf("Session() before session/new was answered = %+v, want id early-1", got)
+	}
+	h.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"early-1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"early-1"}}`)
+	if got := sv.conn.Session(); got.ID != "early-1" {
+		t.Errorf("Session() after the answer = %+v", got)
+	}
+}

@@ -86,6 +86,27 @@ func TestMCPBindingTranslation(t *testing.T) {
 			t.Errorf("progress %+v, want toolproxy's one notification", r.Progress)
 		}
 	})
+	t.Run("sdk caller, mcp-tools example", func(t *testing.T) {
+		t.Parallel()
+		project := t.TempDir()
+		for _, f := range []string{"README.md", "main.go"} {
+			if err := os.WriteFile(filepath.Join(project, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		agent, err := filepath.Abs(filepath.Join(peersDir, "mcp_agent.mjs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := runTSEditorIn(t, project, []string{`MCP_IT_CALL={"name":"list_files","arguments":{}}`}, false, "list",
+			quote(mcpTools), quote(nodeBin)+" "+quote(agent))
+		if len(s.Report) != 1 || s.Report[0].Outcome.Result == nil || len(s.Report[0].Outcome.Result.Content) == 0 {
+			t.Fatalf("no list_files result from mcp-tools: %+v", s.Report)
+		}
+		if got := s.Report[0].Outcome.Result.Content[0].Text; !strings.Contains(got, "README.md") || !strings.Contains(got, "main.go") {
+			t.Errorf("list_files in the session's directory said %q, want README.md and main.go", got)
+		}
+	})
 	for _, c := range []struct {
 		name, advertise, protocol, wantProtocol string
 		// wantServer is the serverInfo name the client saw: the
@@ -175,6 +196,12 @@ type tsSummary struct {
 // unexpected reached the editor, the conductor exited 0 and no process is
 // left.
 func runTSEditor(t *testing.T, provide bool, prompt string, components ...string) *tsSummary {
+	return runTSEditorIn(t, t.TempDir(), nil, provide, prompt, components...)
+}
+
+// runTSEditorIn is runTSEditor with the editor (and so the session) in dir
+// and env added to the environment of every process.
+func runTSEditorIn(t *testing.T, dir string, env []string, provide bool, prompt string, components ...string) *tsSummary {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -187,16 +214,21 @@ func runTSEditor(t *testing.T, provide bool, prompt string, components ...string
 			killMarked(marker)
 		}
 	})
-	args := []string{filepath.Join(peersDir, "mcp_editor.mjs"), "--prompt", prompt}
+	peers, err := filepath.Abs(peersDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{filepath.Join(peers, "mcp_editor.mjs"), "--prompt", prompt}
 	if provide {
 		args = append(args, "--provide")
 	}
 	args = append(append(args, "--", conductor, "agent", "--log-format", "json", "--shutdown-grace", "10s"), components...)
 	cmd := exec.CommandContext(ctx, nodeBin, args...)
-	cmd.Env = append(os.Environ(), markerVar+"="+marker)
+	cmd.Env = append(append(os.Environ(), markerVar+"="+marker), env...)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var s tsSummary
 	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &s) != nil {

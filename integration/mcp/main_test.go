@@ -15,6 +15,7 @@ var (
 	goProxy   string // integration/testdata/goproxy, from the root module: a passthrough proxy
 	toolProxy string // testdata/toolproxy: the proxy that owns the MCP server
 	sdkAgent  string // testdata/sdkagent: the agent whose MCP client is the SDK's
+	mcpTools  string // examples/proxies/mcp-tools, a module of its own
 )
 
 func TestMain(m *testing.M) {
@@ -36,11 +37,13 @@ func runMain(m *testing.M) int {
 	goProxy = filepath.Join(dir, "goproxy")
 	toolProxy = filepath.Join(dir, "toolproxy")
 	sdkAgent = filepath.Join(dir, "sdkagent")
+	mcpTools = filepath.Join(dir, "mcp-tools")
 	builds := []struct{ dir, out, pkg string }{
 		{root, conductor, "./cmd/acp-conductor"},
 		{root, goProxy, "./integration/testdata/goproxy"},
 		{".", toolProxy, "./testdata/toolproxy"},
 		{".", sdkAgent, "./testdata/sdkagent"},
+		{filepath.Join(root, "examples", "proxies", "mcp-tools"), mcpTools, "."},
 	}
 	if pre := os.Getenv("ACP_IT_CONDUCTOR"); pre != "" {
 		// A prebuilt conductor (an installed one, say) instead of ./cmd.

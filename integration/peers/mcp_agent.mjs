@@ -1,7 +1,8 @@
 // An ACP agent, built with the official TypeScript SDK, whose MCP client is
 // the SDK's McpOverAcpCaller (the request binding: mcp/message {serverId,
 // requestId}, MCP 2026-07-28). It advertises mcpCapabilities.acp. Each
-// session/prompt makes it call greet {name: "ts-agent"} on every acp server
+// session/prompt makes it call greet {name: "ts-agent"} (or the tool call
+// {name, arguments} in the environment variable MCP_IT_CALL) on every acp server
 // the session declared, with a progress token (a result that asks for
 // input, as MCP 2026-07-28 servers do for the client's roots, is retried
 // once with the roots ["file:///ts-agent"]), and report, as one
@@ -15,6 +16,7 @@ const log = (...args) => console.error(`[mcp-agent ${process.pid}]`, ...args);
 const caller = new acp.McpOverAcpCaller({ clientInfo: { name: "ts-agent", version: "1.0.0" } });
 const sessions = new Map(); // sessionId -> declarations
 let counter = 0;
+const toolCall = process.env.MCP_IT_CALL ? JSON.parse(process.env.MCP_IT_CALL) : { name: "greet", arguments: { name: "ts-agent" } };
 
 const app = acp
   .agent({ name: "mcp-agent" })
@@ -40,7 +42,7 @@ const app = acp
             client,
             decl.serverId,
             "tools/call",
-            { name: "greet", arguments: { name: "ts-agent" }, _meta: { progressToken: `p-${decl.name}` }, ...extra },
+            { ...toolCall, _meta: { progressToken: `p-${decl.name}` }, ...extra },
             { onNotification: (n) => progress.push(n) },
           );
         entry.outcome = await call({});
