@@ -50,6 +50,10 @@ func runFake(role string) {
 		handle = fakeMCPOwner(ch, send)
 	case "mcp-agent":
 		handle = fakeMCPAgent(send)
+	case "mcp-req-owner":
+		handle = fakeRequestOwner(ch, send)
+	case "mcp-req-agent":
+		handle = fakeRequestAgent(send)
 	case "mcp-many":
 		handle = fakeManyMCPAgent(send)
 	case "mcp-stdio-agent":
@@ -703,5 +707,72 @@ func fakeSpoofer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mess
 			ch.Send([]byte(`{"jsonrpc":"2.0","id":9998,"method":"proxy/initialize","params":{"protocolVersion":1}}`))
 		}
 		inner(m)
+	}
+}
+
+// fakeRequestOwner is a proxy that declares an acp MCP server and serves it
+// over the request binding, as the TypeScript SDK's McpOverAcpProvider
+// does: mcp/connect is an unknown method; tools/call sends a progress
+// notification for its request, then answers with the {result} carrier.
+func fakeRequestOwner(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
+	forward := fakeProxy(ch, send)
+	return func(m *wire.Message) {
+		if m.Method == "session/new" {
+			m.Params, _ = wire.SetPath(m.Params, []string{"mcpServers"}, json.RawMessage(`[{"type":"acp","name":"req-tools","serverId":"srv-r"}]`))
+		}
+		if !wire.IsSuccessor(m.Method) {
+			forward(m)
+			return
+		}
+		method, params, _ := wire.Unwrap(m.Params)
+		switch method {
+		case "mcp/connect":
+			send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "Method not found: mcp/connect")))
+		case "mcp/message":
+			var p struct {
+				ServerID  json.RawMessage `json:"serverId"`
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			json.Unmarshal(params, &p)
+			send(&wire.Message{Method: "mcp/message", Params: json.RawMessage(`{"serverId":` + string(p.ServerID) + `,"requestId":` +
+				string(p.RequestID) + `,"method":"notifications/progress","params":{"progressToken":"t1","progress":1}}`)})
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"result":{"content":[{"type":"text","text":"echoed"}]}}`)})
+		default:
+			forward(m)
+		}
+	}
+}
+
+// fakeRequestAgent calls the first acp server of its session over the
+// request binding, as the TypeScript SDK's McpOverAcpCaller does, and
+// reports the progress and the outcome before ending the turn.
+func fakeRequestAgent(send func(*wire.Message)) func(*wire.Message) {
+	var server string
+	var prompt json.RawMessage
+	report := func(label string, v json.RawMessage) {
+		send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
+			`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}`, label+" "+string(v)))})
+	}
+	return func(m *wire.Message) {
+		switch {
+		case m.Method == "initialize":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)})
+		case m.Method == "session/new":
+			var p struct{ MCPServers []struct{ ServerID string } }
+			json.Unmarshal(m.Params, &p)
+			if len(p.MCPServers) > 0 {
+				server = p.MCPServers[0].ServerID
+			}
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"sessionId":"s1"}`)})
+		case m.Method == "session/prompt":
+			prompt = m.ID
+			send(&wire.Message{ID: json.RawMessage(`"m1"`), Method: "mcp/message", Params: json.RawMessage(`{"serverId":` + strconv.Quote(server) +
+				`,"requestId":"r1","method":"tools/call","params":{"name":"echo","_meta":{"progressToken":"t1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)})
+		case m.Method == "mcp/message":
+			report("progress", m.Params)
+		case string(m.ID) == `"m1"`:
+			report("call", append(m.Result, m.Error...))
+			send(&wire.Message{ID: prompt, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+		}
 	}
 }

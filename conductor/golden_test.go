@@ -43,9 +43,16 @@ func TestGoldenTranscript(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
+	checkTranscripts(t, e, dir, "", "proxy-a", "proxy-b", "agent")
+}
+
+// checkTranscripts compares what the editor and each named component saw
+// with testdata/golden/PREFIX+NAME.jsonl.
+func checkTranscripts(t *testing.T, e *editor, dir, prefix string, names ...string) {
+	t.Helper()
 	check := func(name, got string) {
 		t.Helper()
-		path := filepath.Join("testdata", "golden", name+".jsonl")
+		path := filepath.Join("testdata", "golden", prefix+name+".jsonl")
 		if *update {
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -61,11 +68,35 @@ func TestGoldenTranscript(t *testing.T) {
 		}
 	}
 	check("editor", strings.Join(e.seen, "\n")+"\n")
-	for _, name := range []string{"proxy-a", "proxy-b", "agent"} {
+	for _, name := range names {
 		b, err := os.ReadFile(filepath.Join(dir, name+".txt"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(name, string(b))
 	}
+}
+
+// TestGoldenMCPRequestBinding drives the request binding (the TypeScript
+// SDK's mcp/message {serverId, requestId}) through 2 proxies: the owner is
+// the first proxy, which refuses mcp/connect (so the conductor learns its
+// binding), and answers a tool call after a progress notification for the
+// same request. The proxy between never sees any of it.
+func TestGoldenMCPRequestBinding(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner"), fake(t, dir, "middle", "proxy")},
+		Agent:   fake(t, dir, "agent", "mcp-req-agent"),
+	})
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	e.recv()
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}`)
+	e.recv()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	for m := e.recvMsg(); !m.IsResponse(); m = e.recvMsg() {
+	}
+	if err := e.close(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkTranscripts(t, e, dir, "mcp-request-", "owner", "middle", "agent")
 }

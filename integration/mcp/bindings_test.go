@@ -17,7 +17,7 @@ import (
 // its lockfile): mcp_editor.mjs offers a server with McpOverAcpProvider (the
 // request binding), mcp_agent.mjs calls servers with McpOverAcpCaller.
 var (
-	peersDir  = filepath.Join("..", "peers")
+	peersDir  = absPath(filepath.Join("..", "peers"))
 	nodeOnce  sync.Once
 	nodeBin   string
 	nodeSetUp error
@@ -44,6 +44,15 @@ func requireNodePeers(t *testing.T) {
 	if nodeSetUp != nil {
 		t.Fatalf("the TypeScript SDK peers: %v", nodeSetUp)
 	}
+}
+
+// absPath is path made absolute: the editor runs in a directory of its own.
+func absPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		panic(err)
+	}
+	return abs
 }
 
 type setUpError struct {
@@ -94,10 +103,7 @@ func TestMCPBindingTranslation(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		agent, err := filepath.Abs(filepath.Join(peersDir, "mcp_agent.mjs"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		agent := filepath.Join(peersDir, "mcp_agent.mjs")
 		s := runTSEditorIn(t, project, []string{`MCP_IT_CALL={"name":"list_files","arguments":{}}`}, false, "list",
 			quote(mcpTools), quote(nodeBin)+" "+quote(agent))
 		if len(s.Report) != 1 || s.Report[0].Outcome.Result == nil || len(s.Report[0].Outcome.Result.Content) == 0 {
@@ -214,11 +220,7 @@ func runTSEditorIn(t *testing.T, dir string, env []string, provide bool, prompt 
 			killMarked(marker)
 		}
 	})
-	peers, err := filepath.Abs(peersDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{filepath.Join(peers, "mcp_editor.mjs"), "--prompt", prompt}
+	args := []string{filepath.Join(peersDir, "mcp_editor.mjs"), "--prompt", prompt}
 	if provide {
 		args = append(args, "--provide")
 	}
@@ -228,7 +230,7 @@ func runTSEditorIn(t *testing.T, dir string, env []string, provide bool, prompt 
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var s tsSummary
 	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &s) != nil {
