@@ -768,7 +768,9 @@ func fakeRequestAgent(send func(*wire.Message)) func(*wire.Message) {
 			prompt = m.ID
 			send(&wire.Message{ID: json.RawMessage(`"m1"`), Method: "mcp/message", Params: json.RawMessage(`{"serverId":` + strconv.Quote(server) +
 				`,"requestId":"r1","method":"tools/call","params":{"name":"echo","_meta":{"progressToken":"t1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)})
-		case m.Method == "mcp/message":
+		case m.Method == "session/close":
+			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{}`)})
+		case m.Method == "mcp/message" && m.IsNotification():
 			report("progress", m.Params)
 		case string(m.ID) == `"m1"`:
 			report("call", append(m.Result, m.Error...))

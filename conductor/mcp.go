@@ -35,6 +35,10 @@ const (
 	methodMCPDisconnect = "mcp/disconnect"
 )
 
+// sessionEnds lists the requests after whose success the MCP connections
+// the conductor opened for a session's servers are of no more use.
+var sessionEnds = map[string]bool{"session/close": true, "session/delete": true}
+
 // sessionSetup lists the requests whose params may declare MCP servers.
 var sessionSetup = map[string]bool{
 	"session/new": true, "session/load": true, "session/resume": true, "session/fork": true,
@@ -670,4 +674,41 @@ func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, err
 		}
 		return json.Marshal(servers)
 	})
+}
+
+// onSessionEnd returns the response hook of a session/close or
+// session/delete on its way to the agent: once it succeeds, the
+// connections the conductor opened for request-binding callers to servers
+// declared in that session are disconnected.
+func (c *chain) onSessionEnd(params json.RawMessage) func(*wire.Message) bool {
+	session := string(field(params, "sessionId"))
+	return func(resp *wire.Message) bool {
+		if resp.Error == nil && session != "" {
+			c.closeShared(session)
+		}
+		return false
+	}
+}
+
+// closeShared disconnects the shared connections to servers declared in
+// session (raw JSON).
+func (c *chain) closeShared(session string) {
+	r := c.mcp
+	var gone []*mcpConn
+	r.mu.Lock()
+	for id, conn := range r.shared {
+		if r.servers[id].session == session {
+			delete(r.shared, id)
+			gone = append(gone, conn)
+		}
+	}
+	r.mu.Unlock()
+	for _, conn := range gone {
+		if !r.close(conn) {
+			continue // its owner went away first
+		}
+		bye := append(append([]byte(`{"connectionId":`), conn.ownerID...), '}')
+		c.forward(c.peers[conn.owner], &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
+			c.toOwner(conn.owner, methodMCPDisconnect), bye)
+	}
 }

@@ -336,3 +336,53 @@ func sawNoMCP(t *testing.T, dir, name string) {
 		t.Errorf("the proxy in between saw MCP traffic:\n%s", seen)
 	}
 }
+
+// TestMCPRequestCallerConnectOwner translates a request-binding agent's
+// call to a connect-binding owner: one connection, opened on the first
+// call; the answer in the {result} carrier; the owner's own question to the
+// client refused, as stateless MCP clients take none; and the connection
+// closed when the session is.
+func TestMCPRequestCallerConnectOwner(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "owner", "mcp-owner", "ACP_TEST_MCP_SPELLING=serverId"), fake(t, dir, "middle", "proxy")},
+		Agent:   fake(t, dir, "agent", "mcp-req-agent"),
+	})
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	e.recv()
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}`)
+	e.recv()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	var call string
+	for m := e.recvMsg(); !m.IsResponse(); m = e.recvMsg() {
+		if label, rest, _ := strings.Cut(updateText(m), " "); label == "call" {
+			call = rest
+		}
+	}
+	want := `{"result":{"content":[{"type":"text","text":"tool ran; client said "}]}}`
+	if call != want {
+		t.Errorf("the agent's call got %s, want %s", call, want)
+	}
+	e.send(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"s1"}}`)
+	if m := e.recvMsg(); string(m.ID) != "3" || m.Error != nil {
+		t.Fatalf("session/close: %s", e.seen[len(e.seen)-1])
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	owner, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
+	for _, want := range []string{
+		`"method":"mcp/connect","params":{"serverId":"srv-1","_meta":{"acp-conductor/sessionId":"s1"}}`,
+		`"method":"mcp/message","params":{"connectionId":"conn-1","method":"tools/call","params":{"name":"echo",`,
+		`"id":900,"error":{"code":-32601,`,
+		`"method":"mcp/disconnect","params":{"connectionId":"conn-1"}`,
+	} {
+		if !strings.Contains(string(owner), want) {
+			t.Errorf("owner never saw %s:\n%s", want, owner)
+		}
+	}
+	if n := strings.Count(string(owner), `"mcp/connect"`); n != 1 {
+		t.Errorf("owner saw %d mcp/connect, want 1", n)
+	}
+	sawNoMCP(t, dir, "middle")
+}

@@ -101,8 +101,11 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		return
 	}
 	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b, dialect: dc.proxyInit}
-	if len(declared) > 0 {
+	switch {
+	case len(declared) > 0:
 		cl.onResponse = func(resp *wire.Message) bool { c.mcp.setSession(declared, resp.Result); return false }
+	case sessionEnds[dc.d.method] && dc.d.to > dc.src:
+		cl.onResponse = c.onSessionEnd(params)
 	}
 	if dc.initialize {
 		cl.params = params
