@@ -82,8 +82,13 @@ func Parse(path string, data []byte) (*File, error) {
 		if !errors.As(err, &te) {
 			return nil, Problems{f.syntaxProblem(err)}
 		}
-		for _, msg := range te.Errors {
-			ps = append(ps, f.typeProblem(msg))
+		// The decoder found keys or values File cannot take; the nodes say
+		// which, and where. Should they not (the decoder is the judge), its
+		// own words are better than none.
+		if ps = f.typeProblems(&root); len(ps) == 0 {
+			for _, msg := range te.Errors {
+				ps = append(ps, f.problem(0, "%s", msg))
+			}
 		}
 	}
 	var extra yaml.Node

@@ -17,8 +17,14 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse("fuzz.yaml", data)
 		if err != nil {
-			if ps, ok := err.(Problems); !ok || len(ps) == 0 {
+			ps, ok := err.(Problems)
+			if !ok || len(ps) == 0 {
 				t.Fatalf("error %v (%T) is not a non-empty Problems", err, err)
+			}
+			for _, p := range ps {
+				if p.Line == 0 && strings.HasPrefix(p.Msg, "line ") {
+					t.Fatalf("the decoder found what the node walk did not: %s", p.Msg)
+				}
 			}
 			return
 		}

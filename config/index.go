@@ -1,7 +1,6 @@
 package config
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -78,40 +77,6 @@ func (idx index) line(path string) int {
 func (idx index) has(path string) bool {
 	_, ok := idx[path]
 	return ok
-}
-
-// keyAt finds the path of the key named name on line, as reported by the
-// decoder for an unknown field.
-func (idx index) keyAt(line int, name string) (string, bool) {
-	for _, p := range idx.sortedPaths() {
-		if e := idx[p]; e.key != nil && e.key.Line == line && e.key.Value == name {
-			return p, true
-		}
-	}
-	return "", false
-}
-
-// valueAt finds the path whose value, of the given kind, starts on line.
-// Several may (a flow mapping on one line); the deepest is the most specific.
-func (idx index) valueAt(line int, kind yaml.Kind) (string, *yaml.Node, bool) {
-	var best string
-	var node *yaml.Node
-	for _, p := range idx.sortedPaths() {
-		e := idx[p]
-		if e.val.Line == line && e.val.Kind == kind && (node == nil || len(p) > len(best)) {
-			best, node = p, e.val
-		}
-	}
-	return best, node, node != nil
-}
-
-func (idx index) sortedPaths() []string {
-	ps := make([]string, 0, len(idx))
-	for p := range idx {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps
 }
 
 // parent returns the path enclosing path: "proxies[0]" for

@@ -4,75 +4,157 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// typeProblem rewords one entry of a *yaml.TypeError, which reads like
-// "line 5: field comand not found in type config.Component", in the terms of
-// the chain file, naming the key's path and what was wanted there.
-func (f *File) typeProblem(msg string) Problem {
-	line, rest := cutLine(msg)
-	if after, ok := strings.CutPrefix(rest, "field "); ok {
-		if i := strings.LastIndex(after, " not found in type "); i >= 0 {
-			return f.unknownKey(line, after[:i])
-		}
+// typeProblems checks the chain file's nodes against File's Go types, as the
+// decoder reads them, and reports every key File has no field for and every
+// value of a kind its field cannot hold, in the terms of the chain file: the
+// key's path, what was wanted there and what was written. It walks the
+// nodes rather than reading the decoder's *yaml.TypeError, whose messages
+// are English sentences for people, not data.
+func (f *File) typeProblems(root *yaml.Node) Problems {
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil
 	}
-	if after, ok := strings.CutPrefix(rest, "cannot unmarshal "); ok {
-		tag, _, _ := strings.Cut(after, " ")
-		if i := strings.LastIndex(after, " into "); i >= 0 {
-			return f.wrongType(line, tag, after[i+len(" into "):])
-		}
-	}
-	return f.problem(line, "%s", rest)
+	var ps Problems
+	f.checkNode(&ps, "", root.Content[0], reflect.TypeFor[File]())
+	return ps
 }
 
-func (f *File) unknownKey(line int, name string) Problem {
-	path, ok := f.nodes.keyAt(line, name)
-	if !ok {
-		return f.problem(line, "unknown key %q", name)
+var durationType = reflect.TypeFor[time.Duration]()
+
+// checkNode checks n, at path, against t, and its content against t's.
+func (f *File) checkNode(ps *Problems, path string, n *yaml.Node, t reflect.Type) {
+	// A null leaves the field at its zero value. Aliases are not followed:
+	// the decoder bounds their expansion, and reports what it finds there.
+	if n.Kind == yaml.AliasNode || n.ShortTag() == "!!null" {
+		return
 	}
-	known := knownKeys(parent(path))
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	wrong := func() { *ps = append(*ps, f.wrongType(path, n, t)) }
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			wrong()
+			return
+		}
+		keys := structKeys(t)
+		f.checkUnique(ps, n)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.ShortTag() == "!!merge" {
+				continue // <<: the decoder merges the mapping it names
+			}
+			field, ok := keys[k.Value]
+			if !ok {
+				*ps = append(*ps, f.unknownKey(path, k, t))
+				continue
+			}
+			f.checkNode(ps, join(path, k.Value), v, field.Type)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			wrong()
+			return
+		}
+		for i, v := range n.Content {
+			f.checkNode(ps, path+"["+strconv.Itoa(i)+"]", v, t.Elem())
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			wrong()
+			return
+		}
+		f.checkUnique(ps, n)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			f.checkNode(ps, join(path, n.Content[i].Value), n.Content[i+1], t.Elem())
+		}
+	case reflect.String: // any scalar reads as its text
+		if n.Kind != yaml.ScalarNode {
+			wrong()
+		}
+	case reflect.Int, reflect.Int64:
+		tag := n.ShortTag()
+		switch {
+		case n.Kind != yaml.ScalarNode:
+			wrong()
+		case t == durationType: // a string that parses, never a bare number
+			if _, err := time.ParseDuration(n.Value); tag != "!!str" || err != nil {
+				wrong()
+			}
+		case tag != "!!int" && tag != "!!float":
+			wrong()
+		}
+	}
+}
+
+// checkUnique reports each key of mapping n written a second time.
+func (f *File) checkUnique(ps *Problems, n *yaml.Node) {
+	first := make(map[string]int)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+			continue
+		}
+		if line, dup := first[k.Value]; dup {
+			*ps = append(*ps, f.problem(k.Line, "mapping key %q already defined at line %d", k.Value, line))
+			continue
+		}
+		first[k.Value] = k.Line
+	}
+}
+
+// structKeys maps the keys a struct type decodes, from its yaml tags, to
+// their fields.
+func structKeys(t reflect.Type) map[string]reflect.StructField {
+	keys := make(map[string]reflect.StructField)
+	for i := range t.NumField() {
+		if name := yamlKey(t.Field(i)); name != "" {
+			keys[name] = t.Field(i)
+		}
+	}
+	return keys
+}
+
+// unknownKey reports key k, in the mapping at path, which decodes into t.
+func (f *File) unknownKey(path string, k *yaml.Node, t reflect.Type) Problem {
+	known := typeKeys(t)
 	where := ""
-	if p := parent(path); p != "" {
-		where = " in " + p
+	if path != "" {
+		where = " in " + path
 	}
-	msg := fmt.Sprintf("unknown key %q%s", name, where)
-	if s := suggest(name, known); s != "" {
+	msg := fmt.Sprintf("unknown key %q%s", k.Value, where)
+	if s := suggest(k.Value, known); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	return f.problem(line, "%s; known keys: %s", msg, strings.Join(known, ", "))
+	return f.problem(k.Line, "%s; known keys: %s", msg, strings.Join(known, ", "))
 }
 
-func (f *File) wrongType(line int, tag, goType string) Problem {
-	kind := yaml.ScalarNode
-	switch tag {
-	case "!!map":
-		kind = yaml.MappingNode
-	case "!!seq":
-		kind = yaml.SequenceNode
-	}
+// wrongType reports n, at path, which cannot decode into t.
+func (f *File) wrongType(path string, n *yaml.Node, t reflect.Type) Problem {
+	tag := n.ShortTag()
 	got := tagWords[tag]
 	if got == "" {
 		got = "a " + tag + " value"
 	}
-	want := typeWords[goType]
-	if want == "" {
-		want = goType
-	}
-	path, n, ok := f.nodes.valueAt(line, kind)
-	if !ok {
-		return f.problem(line, "want %s, got %s", want, got)
-	}
-	if kind == yaml.ScalarNode {
+	if n.Kind == yaml.ScalarNode {
 		got += fmt.Sprintf(" (%q)", n.Value)
 	}
-	if path == "" {
-		return f.problem(line, "the file must be a mapping of chain settings, got %s", got)
+	want := typeWords[t.String()]
+	if want == "" {
+		want = t.String()
 	}
-	return f.problem(line, "%s: want %s, got %s", path, want, got)
+	if path == "" {
+		return f.problem(n.Line, "the file must be a mapping of chain settings, got %s", got)
+	}
+	return f.problem(n.Line, "%s: want %s, got %s", path, want, got)
 }
 
 var tagWords = map[string]string{
@@ -101,31 +183,29 @@ var typeWords = map[string]string{
 	reflect.TypeFor[File]().String():          "a mapping of chain settings",
 }
 
-// knownKeys lists the keys allowed in the mapping at path.
-func knownKeys(path string) []string {
-	switch {
-	case path == "":
-		return yamlKeys[File]()
-	case path == "logging":
-		return yamlKeys[Logging]()
-	case path == "trace":
-		return yamlKeys[Trace]()
-	}
-	return yamlKeys[Component]()
-}
-
-// yamlKeys lists the keys a struct type decodes, from its yaml tags.
-func yamlKeys[T any]() []string {
+// typeKeys lists the keys a struct type decodes, in the order of its
+// fields.
+func typeKeys(t reflect.Type) []string {
 	var keys []string
-	t := reflect.TypeFor[T]()
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if name != "" && name != "-" {
+		if name := yamlKey(t.Field(i)); name != "" {
 			keys = append(keys, name)
 		}
 	}
 	return keys
 }
+
+// yamlKey is the key a struct field decodes, from its yaml tag; "" if none.
+func yamlKey(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+// yamlKeys is typeKeys for T.
+func yamlKeys[T any]() []string { return typeKeys(reflect.TypeFor[T]()) }
 
 // suggest returns the known key closest to a misspelt one, if any is close.
 func suggest(name string, known []string) string {
