@@ -83,6 +83,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	}
 	owner := c.peers[srv.owner]
 	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb), c.log)
+	p.trace = c.trace
 	log := p.log.With(zap.String("transport", conn.Transport))
 
 	routed, connID := c.openBridged(ctx, srv, conn.ServerID, p, log)

@@ -75,6 +75,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		}
 		r.chain.bridge, r.bridge = b, t
 	}
+	for _, p := range r.chain.peers {
+		p.trace = cfg.Trace
+	}
 	return r.run(ctx, client, in)
 }
 

@@ -24,6 +24,9 @@ type peer struct {
 	pos  int // position in the chain; -1 for a bridged MCP connection
 	log  *zap.Logger
 	comp Component // what to start again, for a component
+	// trace records the chain's messages; nil when it is not traced. The
+	// peer holds it, not each call, so that a call costs nothing more.
+	trace *trace.Recorder
 
 	link atomic.Pointer[link]
 
@@ -80,7 +83,6 @@ type call struct {
 	wrap   bool            // whether it went inside a successor envelope
 	batch  *batch          // the batch it arrived in, if any
 	method string          // the method as sent
-	trace  *trace.Recorder // set when the chain is traced
 	params json.RawMessage // kept only where the request may be sent again
 	// dialect is, for a proxy's initialize, the dialect it was spelled in.
 	dialect *wire.Dialect

@@ -92,7 +92,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 			}
 			return true
 		}}
-		if replay.trace = r.chain.trace; replay.trace != nil {
+		if r.chain.trace != nil {
 			r.chain.traceSend(nil, p, wire.IntID(replay.id), d.method, params)
 		}
 		l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params)...)

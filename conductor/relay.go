@@ -144,7 +144,6 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 			return
 		}
 	}
-	cl.trace = c.trace
 	if err := to.register(cl); err != nil {
 		failCalls([]*call{cl}, goneError(to, err)) // its hook, if any, sees the failure
 		return
@@ -236,7 +235,7 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 		return
 	}
 	cl.done()
-	if cl.trace != nil {
+	if cl.to.trace != nil {
 		cl.traceReply(m.Result, m.Error)
 	}
 	if cl.onResponse != nil && cl.onResponse(m) {
@@ -291,7 +290,7 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
 		cl.done()
-		if cl.trace != nil {
+		if cl.to.trace != nil {
 			cl.traceReply(nil, e.Encode())
 		}
 		if cl.onResponse != nil && cl.onResponse(&wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()}) {

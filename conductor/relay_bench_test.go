@@ -124,7 +124,9 @@ func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 			r = &loopReader{line: []byte(line + "\n")}
 		}
 		outs = append(outs, w)
-		c.peers = append(c.peers, newPeer("bench", pos, newLink(wire.NewLineChannel(r, w, 0), nil, nil), log))
+		p := newPeer("bench", pos, newLink(wire.NewLineChannel(r, w, 0), nil, nil), log)
+		p.trace = benchTrace
+		c.peers = append(c.peers, p)
 	}
 	return c, outs
 }

@@ -9,8 +9,10 @@ import (
 // Tracing (package trace) records each message where the relay hands it to
 // its destination (deliver, and dispatch's path for a line that goes on as
 // it came) and each answer where the relay returns it to the caller
-// (respond, failCalls). Each hook is behind one nil test of the chain's or
-// the call's recorder, so a chain that is not traced pays nothing else.
+// (respond, failCalls). Each hook is one nil test of the recorder, which
+// the chain and each of its peers hold (never a call, so that a relayed
+// request costs not a byte more): a chain that is not traced pays nothing
+// else.
 
 // traceSend records a request (id != nil) or notification from `from` (nil:
 // the conductor) to `to`, as the destination sees it.
@@ -24,7 +26,7 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 	if err != nil {
 		body = err
 	}
-	cl.trace.Reply(cl.to.name, traceName(cl.from), wire.IntID(cl.id), body, err != nil)
+	cl.to.trace.Reply(cl.to.name, traceName(cl.from), wire.IntID(cl.id), body, err != nil)
 }
 
 // traceName names a peer in a trace; the conductor, for calls it makes

@@ -152,6 +152,12 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	if exe, err := os.Executable(); err == nil {
 		cc.Supervisor = exe
 	}
+	// One trace for every connection's chain; their sessions tell them apart.
+	var stopTrace func()
+	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, log); err != nil {
+		return err
+	}
+	defer stopTrace()
 	srv := &transport.Server{
 		MaxConnections:  f.maxConns,
 		MaxMessageBytes: cc.MaxMessageBytes,
