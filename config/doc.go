@@ -13,7 +13,10 @@
 //
 // The scalar settings are layered by viper, highest priority first:
 // command-line flags, ACP_CONDUCTOR_* environment variables, the chain file,
-// built-in defaults. A setting's environment variable is ACP_CONDUCTOR_
+// built-in defaults; viper alone decides which layer wins. Each layer is
+// checked where it enters (the file by Parse, on its lines; flags and
+// environment variables by Load, each problem naming its flag or variable),
+// so a bad value is an error even where a higher layer overrides it. A setting's environment variable is ACP_CONDUCTOR_
 // followed by its chain-file key, upper-cased, with dots as underscores:
 //
 //	chain-file key     flag                 environment variable              default

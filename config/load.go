@@ -71,7 +71,7 @@ func Load(opts Options) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.settle(v, f, opts.Flags); err != nil {
+	if err := c.settle(v, opts.Flags); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -190,104 +190,94 @@ func (f *File) settings() map[string]any {
 	return m
 }
 
-// settle reads every setting from v into c and checks it, naming the layer
-// a bad value came from.
-func (c *Config) settle(v *viper.Viper, f *File, fs *pflag.FlagSet) error {
+// settle checks the settings given by flags and environment variables,
+// each naming where it came from, then reads every setting from v into c.
+//
+// Each layer is checked where it enters, and viper alone decides which
+// layer wins: the file's values were checked by Parse, on their lines, and
+// the defaults are valid, so only the flags and the environment are left to
+// check here. A bad value is reported even when a higher layer overrides
+// it, as a bad value in the file is.
+func (c *Config) settle(v *viper.Viper, fs *pflag.FlagSet) error {
 	var ps Problems
-	bad := func(key string, err error) {
-		p := Problem{Msg: fmt.Sprintf("%s: %v", key, err)}
-		switch src := source(key, f, fs); {
-		case src == "file":
-			p.File, p.Line = f.path, f.nodes.line(key)
-		default:
-			p.Msg += " (from " + src + ")"
+	for _, s := range settings {
+		check := checks[s.key]
+		if fs != nil {
+			if fl := fs.Lookup(s.flag); fl != nil && fl.Changed {
+				if err := check(fl.Value.String()); err != nil {
+					ps = append(ps, Problem{Msg: fmt.Sprintf("%s: %v (from flag --%s)", s.key, err, s.flag)})
+				}
+			}
 		}
-		ps = append(ps, p)
+		if val := os.Getenv(envVar(s.key)); val != "" { // empty counts as unset, as viper has it
+			if err := check(val); err != nil {
+				ps = append(ps, Problem{Msg: fmt.Sprintf("%s: %v (from environment variable %s)", s.key, err, envVar(s.key))})
+			}
+		}
+	}
+	if len(ps) > 0 {
+		return ps
 	}
 
+	// Every value is valid now; the conversions cannot fail.
 	c.Name = v.GetString("name")
-	c.Logging.Level = v.GetString("logging.level")
-	if err := checkLevel(c.Logging.Level); err != nil {
-		bad("logging.level", err)
-	}
-	c.Logging.Format = v.GetString("logging.format")
-	if err := checkFormat(c.Logging.Format); err != nil {
-		bad("logging.format", err)
-	}
-	c.Logging.File = v.GetString("logging.file")
-	if err := checkLogFile(c.Logging.File); err != nil {
-		bad("logging.file", err)
-	}
-
-	var err error
-	if c.ShutdownGrace, err = duration(v.Get("shutdown_grace")); err == nil {
-		err = checkGrace(c.ShutdownGrace)
-	}
-	if err != nil {
-		bad("shutdown_grace", err)
-	}
-	if c.MaxMessageBytes, err = integer(v.Get("max_message_bytes")); err == nil {
-		err = checkMaxBytes(c.MaxMessageBytes)
-	}
-	if err != nil {
-		bad("max_message_bytes", err)
-	}
-	for key, dst := range map[string]*time.Duration{"init_timeout": &c.InitTimeout, "restart_window": &c.RestartWindow} {
-		if *dst, err = duration(v.Get(key)); err == nil {
-			err = checkPositive(*dst)
-		}
-		if err != nil {
-			bad(key, err)
-		}
-	}
-	if c.RestartLimit, err = integer(v.Get("restart_limit")); err == nil && c.RestartLimit < 1 {
-		err = fmt.Errorf("must be at least 1, got %d", c.RestartLimit)
-	}
-	if err != nil {
-		bad("restart_limit", err)
-	}
+	c.Logging = Logging{Level: v.GetString("logging.level"), Format: v.GetString("logging.format"), File: v.GetString("logging.file")}
+	c.ShutdownGrace, _ = duration(v.Get("shutdown_grace"))
+	c.MaxMessageBytes, _ = integer(v.Get("max_message_bytes"))
+	c.InitTimeout, _ = duration(v.Get("init_timeout"))
+	c.RestartLimit, _ = integer(v.Get("restart_limit"))
+	c.RestartWindow, _ = duration(v.Get("restart_window"))
 	c.MCPBridge = v.GetString("mcp_bridge")
-	if err := checkBridge(c.MCPBridge); err != nil {
-		bad("mcp_bridge", err)
-	}
-	if c.MCPHTTPIdle, err = duration(v.Get("mcp_http_idle_timeout")); err == nil {
-		err = checkNotNegative(c.MCPHTTPIdle)
-	}
-	if err != nil {
-		bad("mcp_http_idle_timeout", err)
-	}
-	c.Trace.File = v.GetString("trace.file")
-	if err := checkTraceFile(c.Trace.File); err != nil {
-		bad("trace.file", err)
-	}
-	c.Trace.Detail = v.GetString("trace.detail")
-	if err := checkDetail(c.Trace.Detail); err != nil {
-		bad("trace.detail", err)
-	}
-	c.Trace.Serve = v.GetString("trace.serve")
-	if err := checkServe(c.Trace.Serve); err != nil {
-		bad("trace.serve", err)
-	}
-	return ps.err()
+	c.MCPHTTPIdle, _ = duration(v.Get("mcp_http_idle_timeout"))
+	c.Trace = Trace{File: v.GetString("trace.file"), Detail: v.GetString("trace.detail"), Serve: v.GetString("trace.serve")}
+	return nil
 }
 
-// source names the layer key's value comes from.
-func source(key string, f *File, fs *pflag.FlagSet) string {
-	for _, s := range settings {
-		if s.key != key || fs == nil {
-			continue
+// checks holds each setting's check of a value as viper holds it: a string
+// from a flag or the environment, a typed value from the file or the
+// defaults.
+var checks = map[string]func(v any) error{
+	"name":                  func(any) error { return nil },
+	"logging.level":         func(v any) error { return checkLevel(fmt.Sprint(v)) },
+	"logging.format":        func(v any) error { return checkFormat(fmt.Sprint(v)) },
+	"logging.file":          func(v any) error { return checkLogFile(fmt.Sprint(v)) },
+	"shutdown_grace":        checkDuration(checkGrace),
+	"max_message_bytes":     checkInteger(checkMaxBytes),
+	"init_timeout":          checkDuration(checkPositive),
+	"restart_limit":         checkInteger(func(n int) error { return checkAtLeast(n, 1) }),
+	"restart_window":        checkDuration(checkPositive),
+	"mcp_bridge":            func(v any) error { return checkBridge(fmt.Sprint(v)) },
+	"mcp_http_idle_timeout": checkDuration(checkNotNegative),
+	"trace.file":            func(v any) error { return checkTraceFile(fmt.Sprint(v)) },
+	"trace.detail":          func(v any) error { return checkDetail(fmt.Sprint(v)) },
+	"trace.serve":           func(v any) error { return checkServe(fmt.Sprint(v)) },
+}
+
+func checkDuration(check func(time.Duration) error) func(any) error {
+	return func(v any) error {
+		d, err := duration(v)
+		if err != nil {
+			return err
 		}
-		if fl := fs.Lookup(s.flag); fl != nil && fl.Changed {
-			return "flag --" + s.flag
+		return check(d)
+	}
+}
+
+func checkInteger(check func(int) error) func(any) error {
+	return func(v any) error {
+		n, err := integer(v)
+		if err != nil {
+			return err
 		}
+		return check(n)
 	}
-	if os.Getenv(envVar(key)) != "" {
-		return "environment variable " + envVar(key)
+}
+
+func checkAtLeast(n, min int) error {
+	if n < min {
+		return fmt.Errorf("must be at least %d, got %d", min, n)
 	}
-	if f != nil && f.nodes.has(key) {
-		return "file"
-	}
-	return "default"
+	return nil
 }
 
 // duration converts what viper holds for a duration: a time.Duration from the

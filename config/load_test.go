@@ -166,6 +166,8 @@ func TestLoadBadSettings(t *testing.T) {
 			`max_message_bytes: invalid integer "big"`},
 		{"log file on stdout from flag", nil, []string{"--log-file=/dev/stdout"},
 			`logging.file: "/dev/stdout" is standard output`},
+		{"bad level from environment under a good flag", map[string]string{"ACP_CONDUCTOR_LOGGING_LEVEL": "loud"}, []string{"--log-level=debug"},
+			`logging.level: invalid level "loud": want one of debug, info, warn, error (from environment variable ACP_CONDUCTOR_LOGGING_LEVEL)`},
 		{"negative MCP idle timeout from environment", map[string]string{"ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT": "-5m"}, nil,
 			`mcp_http_idle_timeout: must not be negative, got -5m0s (from environment variable ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT)`},
 	} {
@@ -308,5 +310,18 @@ func TestCheckCommands(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CheckCommands error = %v\nwant it to contain %q", err, want)
 		}
+	}
+}
+
+// TestEverySettingChecked: settle checks each layered setting a flag or the
+// environment gives, so each needs its check.
+func TestEverySettingChecked(t *testing.T) {
+	for _, s := range settings {
+		if checks[s.key] == nil {
+			t.Errorf("setting %s has no check", s.key)
+		}
+	}
+	if len(checks) != len(settings) {
+		t.Errorf("%d checks for %d settings", len(checks), len(settings))
 	}
 }
