@@ -183,6 +183,11 @@ func (s *Server) run(c Conn, info ConnInfo) {
 	log := s.Logger.With(zap.String("connection", info.ID))
 	log.Info("connection opened", zap.String("transport", info.Transport),
 		zap.String("remote", info.Remote), zap.String("user_agent", info.UserAgent))
+	if hc, ok := c.(*httpConn); ok {
+		reaped := make(chan struct{})
+		go func() { hc.reapIdle(); close(reaped) }()
+		defer func() { <-reaped }() // it returns once c is closed, below
+	}
 	s.Serve(s.ctx, c, info)
 	c.Close()
 	log.Info("connection ended", zap.Duration("after", time.Since(start).Round(time.Millisecond)))
@@ -298,7 +303,6 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Mess
 	s.http[c.id] = c
 	s.mu.Unlock()
 	go s.run(c, ConnInfo{ID: c.id, Transport: "http", Remote: r.RemoteAddr, UserAgent: r.UserAgent()})
-	go c.reapIdle()
 
 	timer := time.NewTimer(s.InitTimeout)
 	defer timer.Stop()
