@@ -49,6 +49,10 @@
 //     [Request.Detach]. A handler whose wait is ended by its context rather
 //     than by an answer goes on without a place.
 //
+// These orders are why the proxy does not run on jrpc2's Server and Client, which
+// deliver notifications and responses on goroutines of their own; of jrpc2
+// it uses the error codes only.
+//
 // Because the queue waits at a place while its handler runs, a handler that
 // blocks on anything other than a peer (a person, a slow tool) holds up all
 // later traffic, both ways; it should detach first. Handlers for different

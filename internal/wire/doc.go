@@ -8,4 +8,13 @@
 // be forwarded as the line it came in. Framing implements jrpc2's
 // channel.Channel so the same transport serves relayed traffic and any
 // jrpc2-based endpoint.
+//
+// github.com/creachadair/jrpc2 is kept for that channel interface and for
+// its error codes, and for nothing else, in the conductor, the proxy
+// library and the samples and fakes alike. Its Server and Client run
+// handlers and deliver notifications on goroutines of their own, so a
+// response can overtake the notifications sent before it; every endpoint
+// here must keep the order of the wire (one reader, one FIFO writer per
+// connection), and the test fakes and bench peers must write exactly the
+// bytes a test or a baseline asks for.
 package wire
