@@ -249,9 +249,9 @@ func TestNotificationBytes(t *testing.T) {
 		name, sent, want string
 	}{
 		{"plain, with spacing and an unknown member", ` { "jsonrpc" : "2.0", "method":"session/cancel", "params":{"sessionId":"s1"}, "x-trace":{"span":7} }`, ""},
-		{"no version", `{"method":"session/cancel","params":{"sessionId":"s1"}}`, canonical},
 		{"method repeated", `{"jsonrpc":"2.0","method":"x/other","method":"session/cancel","params":{"sessionId":"s1"}}`, canonical},
-		{"escaped member name", `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"},"meth\u006fd":"x/other"}`, canonical},
+		{"escaped member name", `{"jsonrpc":"2.0","meth\u006fd":"session/cancel","params":{"sessionId":"s1"}}`, canonical},
+		{"escaped member name, repeated", `{"jsonrpc":"2.0","method":"x/other","params":{"sessionId":"s1"},"meth\u006fd":"session/cancel"}`, canonical},
 	}
 	dir := t.TempDir()
 	e := startChain(t, Config{Agent: fake(t, dir, "agent", "agent")})
@@ -260,6 +260,12 @@ func TestNotificationBytes(t *testing.T) {
 	for _, tt := range tests {
 		e.send(tt.sent)
 	}
+	// Without its version a message is no JSON-RPC 2.0 message: refused,
+	// and never relayed.
+	e.send(`{"id":9,"method":"session/cancel","params":{"sessionId":"s1"}}`)
+	if m := e.recvMsg(); errorCode(m.Error) != codeInvalidRequest {
+		t.Errorf("a message without jsonrpc got %s, want -32600", e.seen[len(e.seen)-1])
+	}
 	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
 	e.recvMsg() // the agent has read every notification before this
 	b, err := os.ReadFile(filepath.Join(dir, "agent.txt"))
@@ -267,7 +273,7 @@ func TestNotificationBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Split(string(b), "\n")
-	if len(got) < 2+len(tests) {
+	if len(got) != 3+len(tests) { // initialize, the notifications, session/new, ""
 		t.Fatalf("agent saw:\n%s", b)
 	}
 	for i, tt := range tests {

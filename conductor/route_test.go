@@ -121,7 +121,7 @@ func TestRouteClassifies(t *testing.T) {
 			decision{act: actComplete, src: 3}},
 		{"a plain update to the client goes on as its line", agent2, 1, `{"jsonrpc":"2.0","method":"session/update","params":{}}`, false, nil,
 			decision{act: actRelayLine, src: 1, d: delivery{to: 0, method: "session/update"}, raw: []byte(`{}`)}},
-		{"an update without jsonrpc is re-encoded", agent2, 1, `{"method":"session/update","params":{}}`, false, nil,
+		{"an update with an escaped member name is re-encoded", agent2, 1, `{"jsonrpc":"2.0","m\u0065thod":"session/update","params":{}}`, false, nil,
 			decision{act: actRelay, src: 1, d: delivery{to: 0, method: "session/update"}, raw: []byte(`{}`)}},
 		{"an update to a proxy is wrapped", agent2, 3, `{"jsonrpc":"2.0","method":"session/update","params":{}}`, false, nil,
 			decision{act: actRelay, src: 3, d: delivery{to: 2, wrap: true, method: "session/update"}, raw: []byte(`{}`)}},

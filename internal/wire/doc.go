@@ -5,7 +5,10 @@
 // id, params, result and error as the raw bytes that arrived. Parse scans only
 // the top-level object and never decodes what it forwards; Append writes an
 // envelope back out around those same bytes, and a message that is Plain may
-// be forwarded as the line it came in. Framing implements jrpc2's
+// be forwarded as the line it came in. Every parser here reads what
+// encoding/json would read (member names with escapes decoded, the last of
+// repeated names counting), and a message must say "jsonrpc":"2.0", as
+// JSON-RPC 2.0 requires and every ACP and MCP SDK sends. Framing implements jrpc2's
 // channel.Channel so the same transport serves relayed traffic and any
 // jrpc2-based endpoint.
 //

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -25,6 +26,9 @@ const (
 func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err error) {
 	var has, bad bool
 	ok := len(params) > 0 && EachField(params, func(key, val []byte) {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = decodedKey(key) // names are read as encoding/json reads them
+		}
 		switch string(key) {
 		case `"method"`:
 			method, has = unquoteOr(val, &bad)

@@ -27,10 +27,10 @@ type Message struct {
 }
 
 // Plain reports whether Raw means to any reader exactly what m's fields
-// say, so that a relay may forward Raw itself when it changes nothing: it
-// has "jsonrpc":"2.0", and no top-level name is escaped or repeated. (A
-// reader that takes the first of two "method" members, or decodes an
-// escaped name, could otherwise see a different message from Parse's.)
+// say, so that a relay may forward Raw itself when it changes nothing: no
+// top-level name is escaped or repeated. (A reader that takes the first of
+// two "method" members, or does not decode an escaped name, could otherwise
+// see a different message from Parse's.)
 func (m *Message) Plain() bool { return m.plain }
 
 // IsRequest reports whether m is a request: a method and an id.
@@ -52,6 +52,12 @@ var (
 // Parse reads one message from data. It validates data as JSON, then scans only
 // its top level: nested values are kept as raw sub-slices of data, never
 // decoded. data must not be modified while the message is in use.
+//
+// Parse reads a message as encoding/json would: member names are compared
+// with their escapes decoded ("m\u0065thod" is "method"), and of a repeated
+// member the last one counts. It requires "jsonrpc":"2.0", as JSON-RPC 2.0
+// does and as every ACP and MCP SDK sends; a message without it is refused
+// like any other invalid request.
 func Parse(data []byte) (*Message, error) {
 	if !Valid(data) {
 		return nil, ErrNotJSON
@@ -61,10 +67,13 @@ func Parse(data []byte) (*Message, error) {
 	var seen uint8 // a bit for each member JSON-RPC defines
 	version, odd := false, false
 	ok := EachField(data, func(key, val []byte) {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key, odd = decodedKey(key), true
+		}
 		var bit uint8
 		switch string(key) { // the compiler avoids allocating for this switch
 		case `"jsonrpc"`:
-			bit, version = 1<<0, string(val) == `"2.0"`
+			bit, version = 1<<0, isVersion(val)
 		case `"id"`:
 			bit, m.ID = 1<<1, val
 		case `"method"`:
@@ -76,8 +85,6 @@ func Parse(data []byte) (*Message, error) {
 			bit, m.Result, hasResult = 1<<4, val, true
 		case `"error"`:
 			bit, m.Error, hasError = 1<<5, val, true
-		default:
-			odd = odd || bytes.IndexByte(key, '\\') >= 0
 		}
 		odd = odd || seen&bit != 0
 		seen |= bit
@@ -89,6 +96,8 @@ func Parse(data []byte) (*Message, error) {
 		return nil, fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
 	}
 	switch {
+	case !version:
+		return nil, fmt.Errorf(`%w: "jsonrpc" must be "2.0"`, ErrNotJSONRPC)
 	case hasMethod && (hasResult || hasError):
 		return nil, fmt.Errorf("%w: both method and result/error", ErrNotJSONRPC)
 	case hasMethod && m.Method == "":
@@ -100,8 +109,28 @@ func Parse(data []byte) (*Message, error) {
 	case m.ID != nil && !validID(m.ID):
 		return nil, fmt.Errorf("%w: id must be a string, number or null", ErrNotJSONRPC)
 	}
-	m.plain = version && !odd
+	m.plain = !odd
 	return m, nil
+}
+
+// decodedKey returns an escaped member name, a raw JSON string, with its
+// escapes decoded and quoted again without any, so that it compares with
+// the plain spelling of the same name.
+func decodedKey(key []byte) []byte {
+	s, ok := unquote(key)
+	if !ok {
+		return key
+	}
+	return append(append(append(make([]byte, 0, len(s)+2), '"'), s...), '"')
+}
+
+// isVersion reports whether val is the JSON string "2.0", however spelled.
+func isVersion(val []byte) bool {
+	if string(val) == `"2.0"` {
+		return true
+	}
+	s, ok := unquote(val)
+	return ok && s == Version
 }
 
 func validID(id json.RawMessage) bool {
@@ -383,6 +412,9 @@ func Peek(head []byte) (id json.RawMessage, method string, isResponse bool) {
 		s.skipSpace()
 		if !s.consume(':') {
 			break
+		}
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = decodedKey(key)
 		}
 		if k := string(key); k == `"result"` || k == `"error"` {
 			isResponse = true // whatever its value, which may be cut short

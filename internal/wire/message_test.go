@@ -14,10 +14,20 @@ func TestParse(t *testing.T) {
 		err  error
 	}{
 		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[1,{"b":"}"}]}}`, Message{ID: raw(`1`), Method: "m", Params: raw(`{"a":[1,{"b":"}"}]}`)}, nil},
-		{` { "method" : "n\u00e9" , "params" : [ 1 , 2 ] } `, Message{Method: "né", Params: raw(`[ 1 , 2 ]`)}, nil},
-		{`{"id":"x","result":null}`, Message{ID: raw(`"x"`), Result: raw(`null`)}, nil},
-		{`{"id":null,"error":{"code":-1,"message":"m"}}`, Message{ID: raw(`null`), Error: raw(`{"code":-1,"message":"m"}`)}, nil},
-		{`{"id":7,"method":"m","extra":{"ignored":true},"params":"\"q\\"}`, Message{ID: raw(`7`), Method: "m", Params: raw(`"\"q\\"`)}, nil},
+		{` { "method" : "n\u00e9" , "params" : [ 1 , 2 ] , "jsonrpc" : "2.0" } `, Message{Method: "né", Params: raw(`[ 1 , 2 ]`)}, nil},
+		{`{"jsonrpc":"2.0","id":"x","result":null}`, Message{ID: raw(`"x"`), Result: raw(`null`)}, nil},
+		{`{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}`, Message{ID: raw(`null`), Error: raw(`{"code":-1,"message":"m"}`)}, nil},
+		{`{"jsonrpc":"2.0","id":7,"method":"m","extra":{"ignored":true},"params":"\"q\\"}`, Message{ID: raw(`7`), Method: "m", Params: raw(`"\"q\\"`)}, nil},
+		// Names are read as encoding/json reads them: escapes decoded, the
+		// last of repeated names counting.
+		{`{"jsonrpc":"2.0","m\u0065thod":"session/update","p\u0061rams":{}}`, Message{Method: "session/update", Params: raw(`{}`)}, nil},
+		{`{"jso\u006erpc":"2\u002e0","id":1,"result":1}`, Message{ID: raw(`1`), Result: raw(`1`)}, nil},
+		{`{"jsonrpc":"2.0","method":"a","method":"b","id":1,"id":2}`, Message{ID: raw(`2`), Method: "b"}, nil},
+		// JSON-RPC 2.0 requires its version.
+		{`{"method":"m"}`, Message{}, ErrNotJSONRPC},
+		{`{"jsonrpc":"1.0","method":"m"}`, Message{}, ErrNotJSONRPC},
+		{`{"jsonrpc":2.0,"method":"m"}`, Message{}, ErrNotJSONRPC},
+		{`{"jsonrpc":"2.0","method":"m","jsonrpc":"1.0"}`, Message{}, ErrNotJSONRPC},
 		{`not json`, Message{}, ErrNotJSON},
 		{`[{"method":"m"}]`, Message{}, ErrNotJSONRPC},
 		{`{"id":1}`, Message{}, ErrNotJSONRPC},
@@ -47,9 +57,8 @@ func TestParsePlain(t *testing.T) {
 		{`{"jsonrpc":"2.0","method":"session/update","params":{"x":1}}`, true},
 		{` {"params":{"method":"a","method":"b"},"method":"m","jsonrpc":"2.0","extra":[1]} `, true}, // nested repeats are the params' business
 		{`{"jsonrpc":"2.0","id":1,"result":{},"x":1,"x":2}`, true},                                  // an unknown name repeated
-		{`{"method":"m"}`, false},                                 // no version
-		{`{"jsonrpc":"1.0","method":"m"}`, false},                 // another version
-		{`{"jsonrpc":"2.0","jsonrpc":"2.0","method":"m"}`, false}, // version repeated
+		{`{"jsonrpc":"2.0","jsonrpc":"2.0","method":"m"}`, false},                                   // version repeated
+		{`{"jsonrpc":"2.0","m\u0065thod":"m"}`, false},                                              // an escaped name
 		{`{"jsonrpc":"2.0","method":"proxy/successor","method":"m"}`, false},
 		{`{"jsonrpc":"2.0","method":"m","params":1,"params":2}`, false},
 		{`{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, false},
@@ -88,42 +97,47 @@ func TestUnwrapAndWrap(t *testing.T) {
 	}
 }
 
-// FuzzParse checks the top-level scanner against encoding/json: whatever
-// Parse accepts, its fields are exactly the values encoding/json finds, and
-// re-encoding keeps them.
+// FuzzParse checks the top-level scanner against encoding/json, both ways:
+// whatever Parse accepts, its fields are exactly the values encoding/json
+// finds (escaped names decoded, the last of repeated names counting), and
+// re-encoding keeps them; and whatever encoding/json reads as a JSON-RPC 2.0
+// message, Parse accepts.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"b"}}`,
-		`{"id":"a\"b","result":[1,2,{"c":null}]}`,
-		`{"id":1,"error":{"code":-32600,"message":"x"}}`,
-		`{"method":"m\u0041","params":[]}`,
-		` {"method" : "m" , "id" : -1.5e3 } `,
-		`{"method":"m","method":"n"}`,
+		`{"jsonrpc":"2.0","id":"a\"b","result":[1,2,{"c":null}]}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"x"}}`,
+		`{"jsonrpc":"2.0","method":"m\u0041","params":[]}`,
+		` {"method" : "m" , "id" : -1.5e3 , "jsonrpc" : "2.0" } `,
+		`{"jsonrpc":"2.0","method":"m","method":"n"}`,
 		`{"jsonrpc":"2.0","method":"m","params":1,"par\u0061ms":2}`,
 		`{"jsonrpc":"2.0","id":1,"result":{},"id":2}`,
+		`{"jso\u006erpc":"2\u002e0","m\u0065thod":"m"}`,
+		`{"method":"m"}`, `{"jsonrpc":"1.0","method":"m"}`,
 		`{}`, `[]`, `null`, `{"a":}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Parse(data)
+		var ref map[string]json.RawMessage
+		refErr := json.Unmarshal(data, &ref)
 		if err != nil {
+			if refErr == nil && jsonRPC(ref) {
+				t.Fatalf("Parse refused what encoding/json reads as JSON-RPC 2.0: %v", err)
+			}
 			return
 		}
-		var ref map[string]json.RawMessage
-		if err := json.Unmarshal(data, &ref); err != nil {
-			t.Fatalf("Parse accepted what encoding/json rejects: %v", err)
+		if refErr != nil {
+			t.Fatalf("Parse accepted what encoding/json rejects: %v", refErr)
+		}
+		if !jsonRPC(ref) {
+			t.Fatalf("Parse accepted what encoding/json does not read as JSON-RPC 2.0")
 		}
 		again, err := Parse(m.Bytes())
-		if err != nil || !equal(again, m) {
+		if err != nil || !equal(again, m) || !again.Plain() {
 			t.Fatalf("re-encoding changed the message: %s", m.Bytes())
 		}
-		if !m.Plain() {
-			return // relayed re-encoded, never as it came
-		}
-		// A plain message may be relayed as it came: another decoder (here
-		// encoding/json, which takes the last of repeated names and decodes
-		// escaped ones) must read in it what Parse did.
 		check := func(name string, got json.RawMessage) {
 			want, ok := ref[name]
 			if !ok {
@@ -148,6 +162,26 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("method = %q, encoding/json reads %s", m.Method, ref["method"])
 		}
 	})
+}
+
+// jsonRPC reports whether an object, as encoding/json decoded it, is a
+// JSON-RPC 2.0 message as Parse defines one.
+func jsonRPC(obj map[string]json.RawMessage) bool {
+	var version, method string
+	if json.Unmarshal(obj["jsonrpc"], &version) != nil || version != "2.0" {
+		return false
+	}
+	id, hasID := obj["id"]
+	if hasID && (len(id) == 0 || !validID(id)) {
+		return false
+	}
+	_, hasResult := obj["result"]
+	_, hasError := obj["error"]
+	rawMethod, hasMethod := obj["method"]
+	if hasMethod {
+		return json.Unmarshal(rawMethod, &method) == nil && method != "" && !hasResult && !hasError
+	}
+	return (hasResult || hasError) && hasID
 }
 
 func compact(t *testing.T, b []byte) []byte {
