@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -22,11 +23,13 @@ func (r *runner) linkEnded(p *peer, l *link) {
 	}
 	// Its output is closed; give its exit status and the rest of its stderr
 	// a moment to arrive, so that the report carries them.
-	bound := time.After(time.Second)
+	// (One bound for both: a channel from time.After fires only once.)
+	bound, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
 	for _, c := range []chan struct{}{l.proc.exited, l.proc.drained} {
 		select {
 		case <-c:
-		case <-bound:
+		case <-bound.Done():
 		}
 	}
 	r.componentFailed(p, fmt.Errorf("component %q ended unexpectedly (%s)", p.name, l.proc.describeExit().Status))

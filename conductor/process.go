@@ -130,7 +130,7 @@ func (p *process) pumpStderr(log *zap.Logger) {
 // is gone (a grandchild outside its group may hold it). Shutdown takes at
 // most the grace period plus their sum.
 const (
-	termBound   = 400 * time.Millisecond
+	termBound   = 500 * time.Millisecond
 	killBound   = 200 * time.Millisecond
 	outputBound = 100 * time.Millisecond
 )

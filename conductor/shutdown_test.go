@@ -222,3 +222,50 @@ func supervised(t *testing.T) string {
 	}
 	return exe
 }
+
+// TestSetsidGrandchild runs a proxy that starts a grandchild in a session
+// of its own (so outside the process group the conductor signals), keeping
+// the proxy's stdout, and ignores the end of its input, as does the agent.
+// Run returns once the grace period and the signals are over, and the
+// grandchild is gone with everything else.
+func TestSetsidGrandchild(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_SETSID=%d", rand.Int64())
+	k, v, _ := strings.Cut(marker, "=")
+	env := map[string]string{k: v}
+	e := startChain(t, Config{
+		Proxies:     []Component{{Name: "detacher", Command: "sh", Args: []string{"-c", "setsid sleep 45 & exec sleep 1000"}, Env: env}},
+		Agent:       Component{Name: "sleeper", Command: "sh", Args: []string{"-c", "exec sleep 1000"}, Env: env},
+		GracePeriod: 200 * time.Millisecond,
+		Supervisor:  supervised(t),
+	})
+	for len(markedProcesses(t, marker)) < 5 { // 2 supervisors, 2 sleeps and the detached one
+		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
+	}
+	if err, took := e.stopped(); err != nil || took > 200*time.Millisecond+time.Second+slack {
+		t.Errorf("Run = %v after %v", err, took)
+	}
+	if left := markedProcesses(t, marker); len(left) > 0 {
+		t.Errorf("processes left when Run returned: %v", left)
+	}
+}
+
+// TestOutputClosedButAlive runs an agent that closes its stdout and keeps
+// running: the conductor sees its output end (its supervisor holds no copy)
+// and answers the editor's initialize with the failure at once, not after
+// the initialize timeout.
+func TestOutputClosedButAlive(t *testing.T) {
+	e := startChain(t, Config{
+		Agent:       Component{Name: "mute-agent", Command: "sh", Args: []string{"-c", "exec >&-; exec sleep 30"}},
+		InitTimeout: time.Hour,
+		GracePeriod: 200 * time.Millisecond,
+		Supervisor:  supervised(t),
+	})
+	e.send(initLine)
+	m := e.recvMsg()
+	if m.Error == nil || !strings.Contains(string(m.Error), "mute-agent") || !strings.Contains(string(m.Error), "ended unexpectedly") {
+		t.Errorf("initialize answered %s %s, want the agent's end", m.Result, m.Error)
+	}
+	if err, _ := e.stopped(); err == nil {
+		t.Errorf("Run = nil, want the agent's failure")
+	}
+}
