@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
@@ -49,7 +50,9 @@ func TestHandlerRewritesRequestAndAnswer(t *testing.T) {
 
 // A handler answers a request from the agent side itself; the client never
 // sees it.
-func TestHandlerAnswersItself(t *testing.T) {
+func TestHandlerAnswersItself(t *testing.T) { synctest.Test(t, testHandlerAnswersItself) }
+
+func testHandlerAnswersItself(t *testing.T) {
 	c := serve(t, &proxy.Proxy{
 		FromSuccessor: map[string]proxy.Handler{
 			"session/request_permission": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
@@ -67,7 +70,9 @@ func TestHandlerAnswersItself(t *testing.T) {
 }
 
 // A handler filters and rewrites notifications from the agent side.
-func TestHandlerFiltersNotifications(t *testing.T) {
+func TestHandlerFiltersNotifications(t *testing.T) { synctest.Test(t, testHandlerFiltersNotifications) }
+
+func testHandlerFiltersNotifications(t *testing.T) {
 	c := serve(t, &proxy.Proxy{
 		FromSuccessor: map[string]proxy.Handler{
 			"session/update": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -143,13 +144,16 @@ func (c *conductor) expect(want string) {
 	}
 }
 
-// quiet checks that the proxy sends nothing for a little while.
+// quiet checks that the proxy has sent nothing more once it has done all
+// it can with what it read. It runs in a synctest bubble, where
+// synctest.Wait says when that is.
 func (c *conductor) quiet() {
 	c.t.Helper()
+	synctest.Wait()
 	select {
 	case line := <-c.lines:
 		c.t.Fatalf("proxy sent unexpected %s", line)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 

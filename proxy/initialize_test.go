@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"testing/synctest"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
@@ -76,7 +77,9 @@ func TestInitializeError(t *testing.T) {
 }
 
 // A proxy started as if it were the agent refuses.
-func TestInitializeAsAgentRefused(t *testing.T) {
+func TestInitializeAsAgentRefused(t *testing.T) { synctest.Test(t, testInitializeAsAgentRefused) }
+
+func testInitializeAsAgentRefused(t *testing.T) {
 	c := serve(t, &proxy.Proxy{})
 	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
 	c.expectError("0", -32600)

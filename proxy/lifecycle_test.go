@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -101,7 +102,9 @@ func TestShutdownOnWriteError(t *testing.T) {
 // the request it sent in turn, and still passes the answer back; for a
 // handled one it cancels the handler, whose own pending call is cancelled in
 // turn.
-func TestCancelRequest(t *testing.T) {
+func TestCancelRequest(t *testing.T) { synctest.Test(t, testCancelRequest) }
+
+func testCancelRequest(t *testing.T) {
 	c := serve(t, &proxy.Proxy{
 		FromPredecessor: map[string]proxy.Handler{"session/load": forwardHandler},
 	})
@@ -162,7 +165,9 @@ func TestCallContextDone(t *testing.T) {
 
 // Input that is not JSON-RPC is refused as JSON-RPC asks, and the proxy
 // carries on.
-func TestMalformedInput(t *testing.T) {
+func TestMalformedInput(t *testing.T) { synctest.Test(t, testMalformedInput) }
+
+func testMalformedInput(t *testing.T) {
 	c := serve(t, &proxy.Proxy{})
 	c.send(`not json`)
 	c.expectError("null", -32700)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
@@ -200,7 +201,9 @@ func TestMCPDeclarations(t *testing.T) {
 // the server as plain MCP messages under ids the proxy gives, and the
 // server's responses answer them; the server's own requests reach the client
 // as mcp/message requests, whose answers it reads back under its own ids.
-func TestMCPConnection(t *testing.T) {
+func TestMCPConnection(t *testing.T) { synctest.Test(t, testMCPConnection) }
+
+func testMCPConnection(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
 	h.newSession(1, "s1")
 
@@ -290,7 +293,9 @@ func TestMCPManyConnections(t *testing.T) {
 // mcp/disconnect ends the connection: the server's context is done, Read
 // returns what came before and then io.EOF, requests still pending are
 // answered, and the connection is unknown from then on.
-func TestMCPDisconnect(t *testing.T) {
+func TestMCPDisconnect(t *testing.T) { synctest.Test(t, testMCPDisconnect) }
+
+func testMCPDisconnect(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
 	sv, conn := h.connectS1()
 
@@ -326,7 +331,9 @@ func TestMCPDisconnect(t *testing.T) {
 // $/cancel_request for a request on a connection tells the server with MCP's
 // notifications/cancelled and answers at once; the server's late response is
 // dropped.
-func TestMCPCancel(t *testing.T) {
+func TestMCPCancel(t *testing.T) { synctest.Test(t, testMCPCancel) }
+
+func testMCPCancel(t *testing.T) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
 	sv, conn := h.connectS1()
 
