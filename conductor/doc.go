@@ -25,6 +25,22 @@
 // for the agent). A plain notification that none of that touches goes on as
 // the very line that came (wire.Message.Plain says when that is safe).
 //
+// # Vocabulary
+//
+// Three verbs say how a message moves, each for one thing:
+//
+//   - send: queue one encoded line on one peer's outbox (peer.send). It is
+//     the only way anything reaches a peer; the outbox puts, takes and
+//     writes below it.
+//   - deliver: carry a request or notification on to the peer route chose,
+//     re-addressed and dressed for it (chain.deliver). forward is deliver
+//     for a request whose answer someone awaits: it records the call on
+//     both sides first (chain.forward).
+//   - answer: send a response back to whoever asked, into their batch if
+//     the request came in one (answer, call.answer). respond answers with
+//     what a peer responded, under the asker's id; reject answers with the
+//     conductor's own error (and logs a notification it drops).
+//
 // # Dialects
 //
 // Proxies spell the proxy protocol in one of three dialects, which

@@ -99,9 +99,9 @@ func (c *call) done() {
 	}
 }
 
-// reply sends the response line for c to whoever asked; a call the
+// answer sends the response line for c to whoever asked; a call the
 // conductor made itself has no one to tell.
-func (c *call) reply(line ...[]byte) {
+func (c *call) answer(line ...[]byte) {
 	if c.from != nil {
 		answer(c.from, c.batch, line...)
 	}

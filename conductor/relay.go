@@ -140,7 +140,7 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 	cl.fromID = append(json.RawMessage(nil), cl.fromID...)
 	if cl.from != nil {
 		if e := cl.from.track(cl); e != nil {
-			cl.reply(encodeError(cl.fromID, e)) // the conductor is stopping
+			cl.answer(encodeError(cl.fromID, e)) // the conductor is stopping
 			return
 		}
 	}
@@ -241,7 +241,7 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 	if cl.onResponse != nil && cl.onResponse(m) {
 		return
 	}
-	cl.reply(encodeResponseTo(cl.fromID, m)...)
+	cl.answer(encodeResponseTo(cl.fromID, m)...)
 }
 
 // reject answers a request the conductor cannot deliver, or logs a
@@ -279,7 +279,7 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	case isResponse:
 		if cl := from.complete(id); cl != nil {
 			cl.done()
-			cl.reply(encodeError(cl.fromID, e))
+			cl.answer(encodeError(cl.fromID, e))
 		}
 	case method != "":
 		from.send(encodeError(id, e))
@@ -296,7 +296,7 @@ func failCalls(calls []*call, e *wire.Error) {
 		if cl.onResponse != nil && cl.onResponse(&wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()}) {
 			continue // its hook took the failure, as it would an answer
 		}
-		cl.reply(encodeError(cl.fromID, e))
+		cl.answer(encodeError(cl.fromID, e))
 	}
 }
 
