@@ -115,7 +115,7 @@ func (p *process) pumpStderr(log *zap.Logger) {
 	sc := bufio.NewScanner(p.errOut)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
+		line := stripTerminal(sc.Text())
 		p.stderr.add(line)
 		log.Info(line, zap.String("stream", "stderr"))
 	}
@@ -280,4 +280,42 @@ func componentName(c Component) string {
 
 func startError(c Component, err error) error {
 	return fmt.Errorf("component %q: start %s: %w", componentName(c), c.Command, err)
+}
+
+// stripTerminal removes what is meant for a terminal from a line of a
+// component's stderr (colours, cursor movement, titles, carriage returns),
+// so that logs and error data carry only the text.
+func stripTerminal(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f || r == 0x9b }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == 0x1b && i+1 < len(s) && s[i+1] == '[': // CSI: parameters, then a final byte
+			i += 2
+			for i < len(s) && (s[i] < 0x40 || s[i] > 0x7e) {
+				i++
+			}
+		case c == 0x1b && i+1 < len(s) && (s[i+1] == ']' || s[i+1] == 'P' || s[i+1] == '_' || s[i+1] == '^'):
+			// OSC, DCS, APC, PM: up to BEL or ST (ESC \\).
+			i += 2
+			for i < len(s) && s[i] != 0x07 && !(s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\') {
+				i++
+			}
+			if i < len(s) && s[i] == 0x1b {
+				i++
+			}
+		case c == 0x1b: // a two-byte escape, such as ESC 7 or ESC (B
+			i++
+			if i < len(s) && (s[i] == '(' || s[i] == ')') {
+				i++
+			}
+		case c < 0x20 && c != '\t' || c == 0x7f:
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

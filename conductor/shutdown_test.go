@@ -269,3 +269,22 @@ func TestOutputClosedButAlive(t *testing.T) {
 		t.Errorf("Run = nil, want the agent's failure")
 	}
 }
+
+func TestStripTerminal(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"\x1b[31merror:\x1b[0m failed", "error: failed"},
+		{"\x1b[1;38;5;196mbold red\x1b[m", "bold red"},
+		{"\x1b]0;title\x07after", "after"},
+		{"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"},
+		{"progress 10%\rprogress 20%", "progress 10%progress 20%"},
+		{"tab\tkept", "tab\tkept"},
+		{"\x1b7saved\x1b8", "saved"},
+		{"ünïcode ✓ \x1b[2K", "ünïcode ✓ "},
+		{"cut off \x1b[3", "cut off "},
+	} {
+		if got := stripTerminal(tc.in); got != tc.want {
+			t.Errorf("stripTerminal(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -169,12 +169,14 @@ func defaultName(command string) string {
 	return base
 }
 
-// assignNames gives each unnamed component its command's base name. Where
-// that would be shared, as by "npx ctx-proxy" and "npx -y filter", each
-// sharer adds its first argument that is not a flag ("npx-ctx-proxy",
-// "npx-filter"), and "-2", "-3", ... settle any name still taken. Explicit
-// names are kept as given; the chain-file parser rejects duplicates among
-// them.
+// assignNames gives each unnamed component a name that says what it runs:
+// its program's base name, or, for a program that only runs another (env,
+// npx, uvx, node, python3 ...), the package or script it runs (see
+// programName). Where that would be shared, as by "acp sample-proxy" and
+// "acp sample-agent", each sharer adds its first argument that is not a
+// flag ("acp-sample-proxy", "acp-sample-agent"), and "-2", "-3", ...
+// settle any name still taken. Explicit names are kept as given; the
+// chain-file parser rejects duplicates among them.
 func assignNames(cs []*Component) {
 	used := make(map[string]bool)
 	shared := make(map[string]int)
@@ -182,18 +184,19 @@ func assignNames(cs []*Component) {
 		if c.Name != "" {
 			used[c.Name] = true
 		} else if c.URL == "" {
-			shared[defaultName(c.Command)]++
+			shared[programName(c.Command, c.Args)]++
 		}
 	}
 	for _, c := range cs {
 		if c.Name != "" {
 			continue
 		}
-		base := defaultName(c.Command)
+		base := programName(c.Command, c.Args)
 		if c.URL != "" {
 			base = urlName(c.URL)
 		}
-		if shared[base] > 1 || used[base] {
+		// An operand says more only where the program itself is named.
+		if (shared[base] > 1 || used[base]) && c.URL == "" && base == defaultName(c.Command) {
 			if arg := firstOperand(c.Args); arg != "" {
 				base += "-" + arg
 			}
@@ -204,6 +207,96 @@ func assignNames(cs []*Component) {
 		}
 		c.Name, used[name] = name, true
 	}
+}
+
+// runners are programs that run the program named by their first operand:
+// their name says nothing about the component. The value lists the words
+// that must follow (npx needs none; pipx needs "run"), and the flags that
+// take a value as the next word.
+var runners = map[string]struct {
+	sub        string
+	valueFlags []string
+}{
+	"env":     {valueFlags: []string{"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}},
+	"npx":     {valueFlags: []string{"-p", "--package", "-c", "--call"}},
+	"bunx":    {valueFlags: []string{"-p", "--package"}},
+	"pnpx":    {},
+	"uvx":     {valueFlags: []string{"--from", "--with", "-p", "--python"}},
+	"pipx":    {sub: "run", valueFlags: []string{"--spec"}},
+	"deno":    {sub: "run"},
+	"node":    {valueFlags: []string{"-r", "--require", "--import", "--loader"}},
+	"nodejs":  {valueFlags: []string{"-r", "--require", "--import", "--loader"}},
+	"bun":     {},
+	"python":  {valueFlags: []string{"-W", "-X"}},
+	"python3": {valueFlags: []string{"-W", "-X"}},
+	"uv":      {sub: "run", valueFlags: []string{"--with", "--python", "-p"}},
+	"tsx":     {},
+	"ts-node": {},
+}
+
+// programName is the default name of a component that runs command with
+// args: "env X=1 node ./proxy.mjs" is "proxy", "npx -y @scope/agent-acp@1"
+// is "agent-acp", "python3 -m my_proxy" is "my_proxy", "/usr/bin/agent" is
+// "agent".
+func programName(command string, args []string) string {
+	words := append([]string{command}, args...)
+	name := defaultName(command)
+	for len(words) > 0 {
+		r, ok := runners[defaultName(words[0])]
+		if !ok {
+			return trimName(words[0])
+		}
+		name = defaultName(words[0])
+		words = words[1:]
+		if r.sub != "" {
+			if len(words) == 0 || words[0] != r.sub {
+				return name
+			}
+			words = words[1:]
+		}
+		for len(words) > 0 {
+			w := words[0]
+			switch {
+			case name == "env" && isAssignment(w):
+				words = words[1:]
+				continue
+			case (name == "python" || name == "python3") && w == "-m" && len(words) > 1:
+				return trimName(words[1])
+			case w == "--":
+				words = words[1:]
+			case strings.HasPrefix(w, "-"):
+				words = words[1:]
+				if slices.Contains(r.valueFlags, w) && len(words) > 0 {
+					words = words[1:]
+				}
+				continue
+			}
+			break
+		}
+	}
+	return name
+}
+
+func isAssignment(w string) bool {
+	_, _, ok := envWord(w)
+	return ok
+}
+
+// trimName turns a program, script or package into a name: its base name
+// without a script's extension, a package's scope or its version.
+func trimName(w string) string {
+	if at := strings.LastIndexByte(w, '@'); at > 0 {
+		w = w[:at] // pkg@1.2.3, @scope/pkg@latest
+	}
+	base := defaultName(w)
+	switch ext := filepath.Ext(base); ext {
+	case ".js", ".mjs", ".cjs", ".ts", ".mts", ".py", ".rb", ".sh":
+		base = strings.TrimSuffix(base, ext)
+	}
+	if base == "" {
+		return "component"
+	}
+	return base
 }
 
 // firstOperand returns the base name of the first argument that is not a

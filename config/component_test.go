@@ -61,6 +61,37 @@ func TestParseComponentErrors(t *testing.T) {
 	}
 }
 
+// TestProgramName checks the default names of components run through env
+// and runners: the package or script, not the runner.
+func TestProgramName(t *testing.T) {
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"ctx-proxy", "--flag"}, "ctx-proxy"},
+		{[]string{"/usr/local/bin/agent"}, "agent"},
+		{[]string{"env", "X=1", "node", "./passthrough-proxy.mjs"}, "passthrough-proxy"},
+		{[]string{"env", "-u", "HOME", "A=b", "my-agent", "--acp"}, "my-agent"},
+		{[]string{"npx", "-y", "@zed-industries/claude-agent-acp"}, "claude-agent-acp"},
+		{[]string{"npx", "--yes", "@zed-industries/codex-acp@0.3.1", "--acp"}, "codex-acp"},
+		{[]string{"npx", "-p", "some-pkg", "tool"}, "tool"},
+		{[]string{"bunx", "agent-pkg"}, "agent-pkg"},
+		{[]string{"uvx", "--from", "x", "mcp-proxy"}, "mcp-proxy"},
+		{[]string{"pipx", "run", "--spec", "x", "acp-agent"}, "acp-agent"},
+		{[]string{"pipx", "install", "x"}, "pipx"},
+		{[]string{"python3", "-u", "examples/proxy.py"}, "proxy"},
+		{[]string{"python3", "-m", "my_proxy"}, "my_proxy"},
+		{[]string{"deno", "run", "-A", "agent.ts"}, "agent"},
+		{[]string{"node", "--enable-source-maps", "dist/index.js"}, "index"},
+		{[]string{"npx"}, "npx"},
+		{[]string{"env"}, "env"},
+	} {
+		if got := programName(tc.words[0], tc.words[1:]); got != tc.want {
+			t.Errorf("programName(%q) = %q, want %q", tc.words, got, tc.want)
+		}
+	}
+}
+
 func TestAssignNames(t *testing.T) {
 	for _, tc := range []struct {
 		comps []*Component
@@ -68,7 +99,8 @@ func TestAssignNames(t *testing.T) {
 	}{
 		{[]*Component{{Command: "ctx-proxy"}, {Command: "/usr/bin/agent"}}, []string{"ctx-proxy", "agent"}},
 		{[]*Component{{Command: "npx", Args: []string{"ctx-proxy"}}, {Command: "npx", Args: []string{"-y", "@x/filter"}}, {Command: "my-agent"}},
-			[]string{"npx-ctx-proxy", "npx-filter", "my-agent"}},
+			[]string{"ctx-proxy", "filter", "my-agent"}},
+		{[]*Component{{Command: "node", Args: []string{"proxy.mjs"}}, {Command: "node", Args: []string{"proxy.mjs"}}}, []string{"proxy", "proxy-2"}},
 		{[]*Component{{Command: "/bin/acp", Args: []string{"sample-proxy"}}, {Command: "/bin/acp", Args: []string{"sample-agent"}}},
 			[]string{"acp-sample-proxy", "acp-sample-agent"}},
 		// Explicit names stand; defaults step around them.

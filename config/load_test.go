@@ -195,7 +195,7 @@ func TestLoadComponents(t *testing.T) {
 	if len(c.Proxies) != 2 || c.Agent.Command != "my-agent" {
 		t.Fatalf("got proxies %+v, agent %+v", c.Proxies, c.Agent)
 	}
-	if c.Proxies[0].Name != "npx-ctx-proxy" || c.Proxies[1].Name != "npx-filter" || c.Proxies[1].Env["TOKEN"] != "t" || c.Proxies[1].Origin != "argument 2" {
+	if c.Proxies[0].Name != "ctx-proxy" || c.Proxies[1].Name != "filter" || c.Proxies[1].Env["TOKEN"] != "t" || c.Proxies[1].Origin != "argument 2" {
 		t.Errorf("proxies = %+v", c.Proxies)
 	}
 	if got := c.Summary(); got != "2 proxies, agent my-agent" {

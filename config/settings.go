@@ -31,7 +31,7 @@ var settings = []setting{
 	{"logging.level", "log-level", "info", "log level: debug, info, warn or error"},
 	{"logging.format", "log-format", "console", "log format: console or json"},
 	{"logging.file", "log-file", "", "append logs to this file instead of stderr (never stdout)"},
-	{"shutdown_grace", "shutdown-grace", conductor.DefaultGracePeriod, "how long a stopping component may take after its stdin closes before it is signalled"},
+	{"shutdown_grace", "shutdown-grace", conductor.DefaultGracePeriod, "how long stopping may take: requests in flight finish and components exit; then they are signalled"},
 	{"max_message_bytes", "max-message-bytes", wire.DefaultMaxMessageBytes, "largest JSON-RPC message accepted on any connection, in bytes"},
 	{"init_timeout", "init-timeout", conductor.DefaultInitTimeout, "how long the chain may take to answer initialize before the component still initializing is failed"},
 	{"restart_limit", "restart-limit", conductor.DefaultRestartLimit, "how many times a proxy with on_failure: restart is restarted within restart_window before the chain fails"},

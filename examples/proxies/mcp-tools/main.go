@@ -17,7 +17,7 @@
 //
 // For example, in a chain:
 //
-//	acp-conductor agent "mcp-tools" "npx -y @zed-industries/claude-code-acp"
+//	acp-conductor agent "mcp-tools" "npx -y @zed-industries/claude-agent-acp"
 package main
 
 import (
