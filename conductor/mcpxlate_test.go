@@ -153,3 +153,43 @@ func TestInitializeResult(t *testing.T) {
 		t.Errorf("from the declaration: %s", got)
 	}
 }
+
+// FuzzMCPTranslation feeds what peers send to the translations: params and
+// results as the relay hands them over (valid JSON, which wire.Parse
+// checks), of any shape; they do not panic, and what they make is valid
+// JSON.
+func FuzzMCPTranslation(f *testing.F) {
+	f.Add([]byte(`{"cwd":"/","mcpServers":[{"type":"acp","name":"t","id":"s1"}]}`), []byte(`{"result":{"tools":[]}}`))
+	f.Add([]byte(`{"name":"greet","_meta":{"progressToken":1}}`), []byte(`{"error":{"code":1,"message":"x"}}`))
+	f.Add([]byte(`{"mcpServers":[{"type":"acp","serverId":7}]}`), []byte(`[]`))
+	f.Fuzz(func(t *testing.T, params, result []byte) {
+		if !json.Valid(params) || !json.Valid(result) {
+			return
+		}
+		for _, spelling := range []string{"", "id", "serverId"} {
+			out, err := respell(params, spelling)
+			if err == nil && !json.Valid(out) {
+				t.Errorf("respell(%s) = %s", params, out)
+			}
+		}
+		out := withStatelessMeta(params, &mcpClient{capabilities: json.RawMessage(`{}`)})
+		if !json.Valid(out) {
+			t.Errorf("withStatelessMeta(%s) = %s", params, out)
+		}
+		_ = statelessRuleFor("tools/call", true, params)
+		_ = progressToken(params)
+		{
+			m := &wire.Message{Result: result}
+			fromOutcome(m)
+			if (m.Result != nil && !json.Valid(m.Result)) || (m.Error != nil && !json.Valid(m.Error)) {
+				t.Errorf("fromOutcome(%s) = %s / %s", result, m.Result, m.Error)
+			}
+			m = &wire.Message{Result: result}
+			asOutcome(m)
+			if !json.Valid(m.Result) {
+				t.Errorf("asOutcome(%s) = %s", result, m.Result)
+			}
+			_ = initializeResult(&mcpClient{}, "s", &wire.Message{Result: result})
+		}
+	})
+}
