@@ -216,3 +216,40 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 		t.Errorf("left behind: %v", err)
 	}
 }
+
+// TestRestartReplayTimeout has a proxy crash mid-prompt and, restarted,
+// never answer its replayed initialization. The prompt sent after the
+// crash waits behind that replay; it must be answered once init_timeout
+// has passed, not never, and the chain ends, its one restart used.
+func TestRestartReplayTimeout(t *testing.T) {
+	dir := t.TempDir()
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1", "ACP_TEST_MUTE_AFTER_FIRST="+filepath.Join(dir, "ran"))
+	crasher.OnFailure = PolicyRestart
+	e := startChain(t, Config{
+		Proxies:      []Component{crasher},
+		Agent:        fake(t, dir, "agent", "streamer"),
+		InitTimeout:  500 * time.Millisecond,
+		RestartLimit: 1,
+		GracePeriod:  200 * time.Millisecond,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(promptLine(1, true))
+	if m := e.recvMsg(); string(m.ID) != "1" || m.Error == nil {
+		t.Fatalf("crashing prompt answered %s %s %s", m.ID, m.Result, m.Error)
+	}
+	e.send(promptLine(2, false))
+	for {
+		m := e.recvMsg()
+		if !m.IsResponse() {
+			continue
+		}
+		if string(m.ID) != "2" || m.Error == nil || !strings.Contains(string(m.Error), "crasher") {
+			t.Errorf("prompt after the crash answered %s %s %s, want an error naming crasher", m.ID, m.Result, m.Error)
+		}
+		break
+	}
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), "replayed initialize") {
+		t.Errorf("Run = %v, want the replay's timeout", err)
+	}
+}

@@ -20,6 +20,14 @@ import (
 // byte for byte, to ACP_TEST_TRANSCRIPT if that is set.
 
 func runFake(role string) {
+	if path := os.Getenv("ACP_TEST_MUTE_AFTER_FIRST"); path != "" {
+		// A proxy whose restarts never answer: the first run leaves a mark.
+		if _, err := os.Stat(path); err == nil {
+			role = "mute"
+		} else {
+			os.WriteFile(path, nil, 0o600)
+		}
+	}
 	ch := wire.NewLineChannel(os.Stdin, os.Stdout, 0)
 	var record *os.File
 	if path := os.Getenv("ACP_TEST_TRANSCRIPT"); path != "" {

@@ -3,6 +3,7 @@ package conductor
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -89,7 +90,11 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 		if params, err = dl.InitializeParams(params); err != nil {
 			return fmt.Errorf("replaying initialize: %w", err)
 		}
+		answered := make(chan struct{})
+		var once sync.Once
+		defer func() { r.wg.Go(func() { r.awaitReplay(p, l, answered) }) }()
 		replay = &call{to: p, id: p.nextID.Add(1), method: d.method, onResponse: func(resp *wire.Message) bool {
+			once.Do(func() { close(answered) })
 			if resp.Error != nil {
 				r.log.Error("restarted component failed to initialize", zap.String("component", p.name), zap.ByteString("error", resp.Error))
 			}
@@ -108,6 +113,23 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	r.goLink(p, l)
 	r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", proc.cmd.Process.Pid))
 	return nil
+}
+
+// awaitReplay fails a restarted proxy, on link l, that does not answer
+// its replayed initialize within the initialize timeout: everything sent to
+// it waits behind that answer.
+func (r *runner) awaitReplay(p *peer, l *link, answered <-chan struct{}) {
+	timeout := r.cfg.initTimeout()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-answered:
+	case <-r.stopping:
+	case <-t.C:
+		if p.link.Load() == l {
+			r.componentFailed(p, fmt.Errorf("component %q did not answer the replayed initialize within %v", p.name, timeout))
+		}
+	}
 }
 
 // bypass takes a failed proxy out of the chain, so that its predecessor now
