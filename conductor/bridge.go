@@ -82,7 +82,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		return
 	}
 	owner := c.peers[srv.owner]
-	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb), c.log)
+	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb, nil), c.log)
 	p.trace = c.trace
 	log := p.log.With(zap.String("transport", conn.Transport))
 

@@ -39,11 +39,11 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		cfg:      cfg,
 		log:      log,
 		stopping: make(chan struct{}),
-		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.initTimeout(), hb: new(holdback), trace: cfg.Trace},
+		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.initTimeout(), hb: new(holdback), flow: newFlow(), trace: cfg.Trace},
 	}
 	r.chain.topo.Store(topo)
 	r.chain.failed = r.componentFailed
-	client := newPeer("client", 0, newLink(wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), nil, r.chain.hb), log)
+	client := newPeer("client", 0, newLink(wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), nil, r.chain.hb, r.chain.flow), log)
 	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
 	for i, c := range comps {
@@ -55,7 +55,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 			}
 			return refuse(ctx, cfg, in, out, startError(c, err), c.Name)
 		}
-		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), p, r.chain.hb), log)
+		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), p, r.chain.hb, r.chain.flow), log)
 		pr.comp = c
 		r.comps = append(r.comps, pr)
 		r.chain.peers = append(r.chain.peers, pr)

@@ -26,7 +26,7 @@ func pipeLinkDone(t *testing.T, hb *holdback) (*link, *bufio.Scanner, <-chan str
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLink(wire.NewLineChannel(r, w, 0), nil, hb)
+	l := newLink(wire.NewLineChannel(r, w, 0), nil, hb, nil)
 	if l.out.try == nil {
 		t.Fatal("an os.Pipe should allow direct writes")
 	}

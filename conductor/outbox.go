@@ -31,10 +31,54 @@ type outbox struct {
 	ready  chan struct{} // has a value when queue is non-empty or closed
 	try    func([][]byte) ([][]byte, error)
 	hb     *holdback // nil: never hold lines back
+
+	// What it holds, for flow control (flow.go): in the queue, and taken
+	// by a write still under way.
+	queued, writing size
+	fl              *flow         // nil: unbounded
+	drained         chan struct{} // non-nil while past the bound; closed when back under half
 }
 
-func newOutbox(hb *holdback) *outbox {
-	return &outbox{ready: make(chan struct{}, 1), hb: hb}
+// size is an amount of queued output.
+type size struct{ bytes, segs int }
+
+func (s size) add(segs [][]byte) size {
+	for _, b := range segs {
+		s.bytes += len(b)
+	}
+	s.segs += len(segs)
+	return s
+}
+
+func newOutbox(hb *holdback, fl *flow) *outbox {
+	return &outbox{ready: make(chan struct{}, 1), hb: hb, fl: fl}
+}
+
+// full returns, while the outbox is past its bound, a channel closed when
+// it is back under half of it (or closed); nil otherwise.
+func (o *outbox) full() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.drained
+}
+
+// account updates the flow-control state after the queue or the write in
+// progress changed, with o.mu held. The bound is checked when lines come
+// in, the low mark when they have gone out.
+func (o *outbox) account(in bool) {
+	if o.fl == nil {
+		return
+	}
+	bytes, segs := o.queued.bytes+o.writing.bytes, o.queued.segs+o.writing.segs
+	switch {
+	case in && o.drained == nil && !o.closed && (bytes > queueBytes || segs > queueSegments):
+		o.drained = make(chan struct{})
+		o.fl.over.Add(1)
+	case o.drained != nil && (o.closed || bytes <= queueBytes/2 && segs <= queueSegments/2):
+		close(o.drained)
+		o.drained = nil
+		o.fl.over.Add(-1)
+	}
 }
 
 // put appends one line, given as segments that only together end in a
@@ -46,6 +90,8 @@ func (o *outbox) put(segments ...[]byte) bool {
 		return false
 	}
 	o.queue = append(o.queue, segments...)
+	o.queued = o.queued.add(segments)
+	o.account(true)
 	switch {
 	case o.busy || o.try == nil:
 		o.mu.Unlock()
@@ -84,12 +130,15 @@ func (o *outbox) writeNow() {
 	segs := o.queue
 	o.queue = nil
 	o.busy = true
+	o.writing, o.queued = o.queued, size{}
 	o.mu.Unlock()
 	large := largeBytes(segs)
 	rest, err := o.try(segs) // never blocks
 	o.mu.Lock()
 	o.busy = false
+	o.writing = size{}
 	if err == nil && len(rest) == 0 && len(o.queue) == 0 && !o.closed {
+		o.account(false)
 		o.mu.Unlock()
 		clear(segs)
 		wroteLarge(large)
@@ -100,6 +149,8 @@ func (o *outbox) writeNow() {
 	// not take goes first; lines queued meanwhile follow it. A write error
 	// is the writer's to report.
 	o.queue = append(rest, o.queue...)
+	o.queued = o.queued.add(rest)
+	o.account(false)
 	o.mu.Unlock()
 	o.signal()
 }
@@ -108,6 +159,7 @@ func (o *outbox) writeNow() {
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
+	o.account(false)
 	o.mu.Unlock()
 	o.signal()
 }
@@ -130,6 +182,7 @@ func (o *outbox) take(done <-chan struct{}, spare [][]byte) ([][]byte, bool) {
 			lines := o.queue
 			o.queue = spare[:0]
 			o.busy = true
+			o.writing, o.queued = o.queued, size{}
 			o.mu.Unlock()
 			return lines, true
 		}
@@ -150,6 +203,8 @@ func (o *outbox) take(done <-chan struct{}, spare [][]byte) ([][]byte, bool) {
 func (o *outbox) written() {
 	o.mu.Lock()
 	o.busy = false
+	o.writing = size{}
+	o.account(false)
 	more := len(o.queue) > 0
 	o.mu.Unlock()
 	if more {

@@ -22,7 +22,7 @@ func TestOutboxCloseDuringDirectWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	l := newLink(wire.NewLineChannel(r, w, 0), nil, nil)
+	l := newLink(wire.NewLineChannel(r, w, 0), nil, nil, nil)
 	if l.out.try == nil {
 		t.Fatal("an os.Pipe should allow direct writes")
 	}
@@ -84,7 +84,7 @@ func TestClientOutputWritesDirectly(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	if l := newLink(wire.NewLineChannel(r, nopCloser{w}, 0), nil, nil); l.out.try == nil {
+	if l := newLink(wire.NewLineChannel(r, nopCloser{w}, 0), nil, nil, nil); l.out.try == nil {
 		t.Fatal("no direct writes to a pipe wrapped in nopCloser")
 	}
 }

@@ -56,6 +56,8 @@ type link struct {
 	out      *outbox
 	proc     *process
 	readDone chan struct{} // closed when the reader has seen the end
+
+	waitingOn *peer // whose full outbox its reader waits for; guarded by flow.mu
 }
 
 // channel is what a link reads from and writes to: a wire.LineChannel, or a
@@ -67,9 +69,9 @@ type channel interface {
 }
 
 // newLink returns a link writing to ch, whose outbox holds lines back while
-// hb says so (hb may be nil).
-func newLink(ch channel, proc *process, hb *holdback) *link {
-	l := &link{ch: ch, out: newOutbox(hb), proc: proc, readDone: make(chan struct{})}
+// hb says so and is bounded as fl says (either may be nil).
+func newLink(ch channel, proc *process, hb *holdback, fl *flow) *link {
+	l := &link{ch: ch, out: newOutbox(hb, fl), proc: proc, readDone: make(chan struct{})}
 	l.out.try = wire.TryWriterOf(ch)
 	return l
 }

@@ -27,6 +27,7 @@ type chain struct {
 	mcp    *mcpRoutes
 	bridge *bridge // nil in proxy mode, where the parent bridges
 	hb     *holdback
+	flow   *flow
 	trace  *trace.Recorder // nil unless the chain is traced
 
 	// failed reports a component that broke the protocol's promises (here:
@@ -395,6 +396,9 @@ func (c *chain) readLoop(p *peer, l *link) {
 		holding = burst
 		if !ok {
 			return
+		}
+		if !burst {
+			c.throttle(p, l)
 		}
 	}
 }

@@ -114,7 +114,7 @@ func (w *countingWriter) Close() error { return nil }
 // reads that line over and over; the others read nothing.
 func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 	log := zap.NewNop()
-	c := &chain{log: log, mcp: newMCPRoutes(), trace: benchTrace}
+	c := &chain{log: log, mcp: newMCPRoutes(), flow: newFlow(), trace: benchTrace}
 	c.topo.Store(&topology{mode: AgentMode, proxies: proxies})
 	var outs []*countingWriter
 	for pos := range proxies + 2 {
@@ -124,7 +124,7 @@ func benchChain(proxies int, feeds map[int]string) (*chain, []*countingWriter) {
 			r = &loopReader{line: []byte(line + "\n")}
 		}
 		outs = append(outs, w)
-		p := newPeer("bench", pos, newLink(wire.NewLineChannel(r, w, 0), nil, nil), log)
+		p := newPeer("bench", pos, newLink(wire.NewLineChannel(r, w, 0), nil, nil, c.flow), log)
 		p.trace = benchTrace
 		c.peers = append(c.peers, p)
 	}

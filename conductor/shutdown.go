@@ -175,6 +175,9 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
 			}
 		}
 	}
+	// Readers still waiting for a full outbox (the client's, when it stopped
+	// reading) would never see their component's end: let them go on.
+	r.chain.flow.release()
 	for _, p := range r.comps {
 		select {
 		case <-p.proc().exited:

@@ -12,6 +12,10 @@
 // One goroutine reads and dispatches each line at once, never waiting for a
 // response, so requests flow in both directions together and each direction
 // keeps its order.
+//
+// With ACP_IT_STALL_FIFO=PATH it stops reading once it has forwarded the
+// first session/prompt, until something is written to the named pipe PATH:
+// a proxy that stops reading, for the memory tests.
 package main
 
 import (
@@ -48,6 +52,9 @@ type proxy struct {
 
 	nextID  int64
 	pending map[string]json.RawMessage // our id -> id we owe an answer to
+
+	stall string // ACP_IT_STALL_FIFO; cleared once it has stalled
+	stop  bool   // stall before reading the next line
 }
 
 // send writes m with its raw members copied byte for byte (encoding/json
@@ -151,6 +158,7 @@ func (p *proxy) handle(line []byte) {
 		} else {
 			p.request("proxy/successor", wrapped, m.ID)
 		}
+		p.stop = p.stall != "" && method == "session/prompt"
 	}
 }
 
@@ -164,7 +172,7 @@ func main() {
 	}
 	log.SetFlags(0)
 	log.SetPrefix(fmt.Sprintf("[%s %d] ", name, os.Getpid()))
-	p := &proxy{w: bufio.NewWriterSize(os.Stdout, 64<<10), pending: map[string]json.RawMessage{}}
+	p := &proxy{w: bufio.NewWriterSize(os.Stdout, 64<<10), pending: map[string]json.RawMessage{}, stall: os.Getenv("ACP_IT_STALL_FIFO")}
 	r := bufio.NewReaderSize(os.Stdin, 64<<10)
 	log.Print("started")
 	for {
@@ -173,6 +181,14 @@ func main() {
 			if trimmed := trimSpace(line); len(trimmed) > 0 {
 				p.handle(trimmed)
 			}
+		}
+		if p.stop {
+			log.Print("stalled: not reading")
+			if _, err := os.ReadFile(p.stall); err != nil {
+				log.Printf("stall: %v", err)
+			}
+			log.Print("reading again")
+			p.stall, p.stop = "", false
 		}
 		if err != nil {
 			if err != io.EOF {

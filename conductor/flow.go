@@ -1,0 +1,131 @@
+package conductor
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// Flow control. What is queued for a peer is bounded (queueBytes,
+// queueSegments): once an outbox is past its bound, the chain's readers
+// stop reading, after the line or burst in hand, until it is back under
+// half. A source that keeps writing then blocks on its own pipe, as it would
+// with no conductor in between, and the conductor's memory stays bounded
+// whoever stops reading. Nothing is dropped or reordered: put never refuses
+// a line for being over the bound; the bound is kept by not reading more.
+//
+// The rule that keeps this from deadlocking: a reader waits only for an
+// outbox that can drain without it. An outbox drains when its peer reads,
+// and a peer stops reading (when it stops for the conductor's sake at all)
+// because its own output is blocked: its reader here is waiting. So the
+// waits form a graph, reader → peer it waits for → that peer's reader →
+// …, and a reader never waits where that graph would lead back to itself:
+// not for its own peer's outbox (the answers the conductor makes itself,
+// which a peer that stops reading while it cannot write would never take),
+// nor for one whose peer's reader waits, directly or through others, for
+// this reader's peer. It goes on reading instead, and that outbox goes past
+// its bound until the cycle is gone. So a proxy flooded from both sides, a
+// response that must get through to unblock a peer, an editor that writes
+// without reading: each ends either in a peer that does not read of its own
+// accord (which would block it as surely with a direct pipe) or in a reader
+// that goes on. Readers wait for any peer's full outbox, not only for the
+// ones they fed: every message in an ACP chain crosses every hop, so this
+// costs nothing, and it needs no bookkeeping per message.
+//
+// Bridged MCP connections are outside this: their outboxes are unbounded and
+// their readers never wait.
+const (
+	queueBytes    = 4 << 20 // queued for one peer before readers stop
+	queueSegments = 8 << 10 // likewise in segments, which cost memory of their own
+)
+
+// flow is the chain's flow-control state.
+type flow struct {
+	over atomic.Int32 // outboxes past their bound; readers check it per line
+
+	mu sync.Mutex // guards every link's waitingOn
+
+	releaseOnce sync.Once
+	released    chan struct{} // closed when no reader may wait any more
+}
+
+func newFlow() *flow { return &flow{released: make(chan struct{})} }
+
+// release lets every waiting reader go on, for good: the chain is stopping,
+// and what is still read must reach its end.
+func (f *flow) release() { f.releaseOnce.Do(func() { close(f.released) }) }
+
+// throttle is called by p's reader, on link l, between lines (never in the
+// middle of a burst, whose lines are held back until it ends: see
+// holdback): while some other peer's outbox is past its bound, it waits.
+func (c *chain) throttle(p *peer, l *link) {
+	if c.flow.over.Load() == 0 {
+		return
+	}
+	var skipped []*peer // would close a cycle: not waited for this time
+	for {
+		q, drained := c.fullPeer(p, skipped)
+		if q == nil {
+			return
+		}
+		if !c.flow.wait(p, l, q) {
+			skipped = append(skipped, q)
+			continue
+		}
+		p.log.Debug("paused reading: a peer's queue is full", zap.String("full", q.name))
+		select {
+		case <-drained:
+		case <-c.flow.released:
+		}
+		c.flow.done(l)
+		select {
+		case <-c.flow.released:
+			return
+		default:
+		}
+	}
+}
+
+// fullPeer returns a peer other than p and those in skip whose outbox is
+// past its bound, with the channel closed when it drains.
+func (c *chain) fullPeer(p *peer, skip []*peer) (*peer, <-chan struct{}) {
+next:
+	for _, q := range c.peers {
+		if q == p {
+			continue
+		}
+		for _, s := range skip {
+			if s == q {
+				continue next
+			}
+		}
+		if ch := q.link.Load().out.full(); ch != nil {
+			return q, ch
+		}
+	}
+	return nil, nil
+}
+
+// wait records that p's reader, on link l, waits for q's outbox, unless
+// q's reader waits, directly or through others, for p: then it reports
+// false and records nothing. (The graph has no cycle, so the walk ends; the
+// cap only guards against a bug turning into a hang.)
+func (f *flow) wait(p *peer, l *link, q *peer) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for x, n := q, 0; x != nil; n++ {
+		if x == p || n > 256 {
+			return false
+		}
+		x = x.link.Load().waitingOn
+	}
+	l.waitingOn = q
+	return true
+}
+
+func (f *flow) done(l *link) {
+	f.mu.Lock()
+	l.waitingOn = nil
+	f.mu.Unlock()
+}
