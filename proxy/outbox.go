@@ -19,9 +19,15 @@ import (
 // runs, never while it waits for an answer that the traffic behind it might
 // be needed to produce.
 //
-// The queue is unbounded so that the reader never waits for the writer: a
-// proxy that stopped reading because its conductor was slow to read would
-// deadlock a conductor that was waiting for it to read.
+// The queue is bounded (queueBytes, queueLines): once it is past its bound
+// the reader stops reading (throttle) until it is back under half, so that
+// a conductor that stops reading the proxy makes the proxy stop reading the
+// conductor, and its memory stays bounded. The reader waits only while the
+// writer can drain the queue without it: while a write is under way or a
+// line, not a place, is next. Behind a place the queue waits for a handler,
+// which may need a message only the reader can bring, so the reader goes on.
+// A conductor, for its part, never waits for the proxy's input to drain
+// while the proxy waits for it (see package conductor).
 //
 // Handing each line to the writer costs a goroutine wake-up, which dominates
 // a proxy's latency; so when the queue is empty (and so holds no place) and
@@ -44,7 +50,18 @@ type outbox struct {
 	// argument, owned by whoever set busy in put.
 	try func([][]byte) ([][]byte, error)
 	seg [1][]byte
+
+	// For throttle: bytes and lines in the queue and in the write under
+	// way, and the channel a waiting reader sleeps on (nil if none does).
+	queued, writing, lines int
+	wake                   chan struct{}
 }
+
+// The outbox's bound: past either, the reader stops reading.
+const (
+	queueBytes = 4 << 20
+	queueLines = 8 << 10
+)
 
 // An entry is a line ending in a newline, or a place.
 type entry struct {
@@ -113,6 +130,8 @@ func (o *outbox) putWaiting(h *holder, line []byte, wait bool) error {
 		}
 	}
 	o.queue = slices.Insert(o.queue, i, entry{line: line})
+	o.queued += len(line)
+	o.lines++
 	if wait && h != nil {
 		h.waiting++
 		o.unplace(h)
@@ -143,6 +162,8 @@ func (o *outbox) tryWrite(line []byte) {
 	}
 	if left != nil {
 		o.queue = slices.Insert(o.queue, 0, entry{line: left})
+		o.queued += len(left)
+		o.lines++
 	}
 	o.signal()
 }
@@ -205,6 +226,41 @@ func (o *outbox) signal() {
 	case o.ready <- struct{}{}:
 	default:
 	}
+	o.wakeReader()
+}
+
+// wakeReader lets a reader waiting in throttle look again. o.mu is held.
+func (o *outbox) wakeReader() {
+	if o.wake != nil {
+		close(o.wake)
+		o.wake = nil
+	}
+}
+
+// throttle is called by the reader between messages: while the queue is
+// past its bound and the writer is draining it, it waits, until the queue
+// is under half its bound, the writer reaches a place, the outbox closes or
+// ctx is done.
+func (o *outbox) throttle(ctx context.Context) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	bytes, lines := queueBytes, queueLines
+	for !o.closed && (o.queued+o.writing > bytes || o.lines > lines) &&
+		(o.busy || len(o.queue) > 0 && o.queue[0].place == nil) {
+		bytes, lines = queueBytes/2, queueLines/2 // once waiting, until under half
+		if o.wake == nil {
+			o.wake = make(chan struct{})
+		}
+		wake := o.wake
+		o.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			o.mu.Lock()
+			return
+		}
+		o.mu.Lock()
+	}
 }
 
 // run is the writer. It returns nil once the outbox is closed and drained,
@@ -219,15 +275,22 @@ func (o *outbox) run(ctx context.Context, ch *wire.LineChannel) error {
 		err := ch.SendBuffers(&bufs)
 		o.mu.Lock()
 		o.busy = false
+		o.writing = 0
 		if err != nil {
 			o.closed, o.err, o.queue = true, fmt.Errorf("proxy: writing: %w", err), nil
+			o.queued, o.lines = 0, 0
+			o.wakeReader()
 			o.mu.Unlock()
 			return o.err
 		}
+		o.wakeReader()
 		more := len(o.queue) > 0
 		o.mu.Unlock()
 		if more {
-			o.signal()
+			select {
+			case o.ready <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -243,7 +306,10 @@ func (o *outbox) take(ctx context.Context) ([][]byte, bool) {
 		if !o.busy {
 			for ; n < len(o.queue) && o.queue[n].place == nil; n++ {
 				lines = append(lines, o.queue[n].line)
+				o.queued -= len(o.queue[n].line)
+				o.writing += len(o.queue[n].line)
 			}
+			o.lines -= n
 			clear(o.queue[:n])
 			o.queue = o.queue[n:]
 			o.busy = n > 0

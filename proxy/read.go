@@ -16,9 +16,11 @@ import (
 // read is the proxy's only reader. It deals with each message completely,
 // queueing what it forwards or starting the handler that claims it, before
 // it reads the next; it never waits for a handler. That is what fixes the
-// order of everything the proxy sends. read returns nil at the end of input.
+// order of everything the proxy sends. It stops reading while the outbox is
+// full (see outbox.throttle). read returns nil at the end of input.
 func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
 	for {
+		c.out.throttle(ctx)
 		line, err := ch.Recv()
 		var big *wire.OversizeError
 		switch {
