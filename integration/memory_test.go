@@ -24,12 +24,13 @@ const (
 	memBound      = 64<<20 + 2*memMaxMessage
 )
 
-// memBinaries builds, once, what the memory tests run: a conductor without
-// the race detector (whose shadow memory would swamp what is measured) and
-// the flooding agent.
-var memBinaries = sync.OnceValues(func() ([2]string, error) {
-	var bins [2]string
-	for i, pkg := range []string{"./cmd/acp-conductor", "./integration/testdata/floodagent"} {
+// memBinaries builds, once, what the memory tests run, without the race
+// detector: the conductor (whose shadow memory would swamp what is
+// measured), the flooding agent and the Go proxy (which would take minutes
+// to pass hundreds of MiB).
+var memBinaries = sync.OnceValues(func() ([3]string, error) {
+	var bins [3]string
+	for i, pkg := range []string{"./cmd/acp-conductor", "./integration/testdata/floodagent", "./integration/testdata/goproxy"} {
 		if i == 0 && os.Getenv("ACP_IT_CONDUCTOR") != "" {
 			bins[0] = conductor // prebuilt: measured as it is
 			continue
@@ -253,7 +254,7 @@ func TestMemoryStalledReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := bins[1]
+	agent, proxy := bins[1], bins[2]
 
 	for _, tc := range []struct {
 		name        string
@@ -278,9 +279,9 @@ func TestMemoryStalledReader(t *testing.T) {
 		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c := startMemChain(t, []string{"ACP_IT_STALL_FIFO=" + fifo + " " + goProxy, agent}, `"msg":"paused reading`, "floodagent: prompt done")
+		c := startMemChain(t, []string{"ACP_IT_STALL_FIFO=" + fifo + " " + proxy, agent}, `"msg":"paused reading`, "floodagent: prompt done")
 		c.handshake()
-		const count = 256 // of 1 MiB
+		const count = 128 // of 1 MiB
 		c.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"flood","prompt":[],"_meta":{"flood":{"count":%d,"size":%d}}}}`, count, 1<<20)
 		t.Logf("while the proxy does not read: %s", c.await("the agent being paused or done"))
 		t.Logf("conductor RSS %.1f MiB", mib(c.status("VmRSS")))
