@@ -201,8 +201,8 @@ func (c *chain) unavailable(conn *mcpbridge.Conn) {
 		line, err := conn.Recv()
 		var big *wire.OversizeError
 		if errors.As(err, &big) {
-			if id, _, isResponse := wire.Peek(big.Head); id != nil && !isResponse {
-				conn.Send(encodeError(id, e))
+			if big.ID != nil && !big.IsResponse {
+				conn.Send(encodeError(big.ID, e))
 				return
 			}
 			continue

@@ -43,7 +43,13 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	}
 	r.chain.topo.Store(topo)
 	r.chain.failed = r.componentFailed
-	client := newPeer("client", 0, newLink(wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes), nil, r.chain.hb, r.chain.flow), log)
+	// The limit applies to messages as their senders wrote them: lines
+	// from a component or a parent conductor may carry one in an envelope.
+	clientCh := wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes)
+	if cfg.Mode == ProxyMode {
+		clientCh.AllowEnvelope()
+	}
+	client := newPeer("client", 0, newLink(clientCh, nil, r.chain.hb, r.chain.flow), log)
 	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
 	for i, c := range comps {
@@ -55,7 +61,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 			}
 			return refuse(ctx, cfg, in, out, startError(c, err), c.Name)
 		}
-		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes), p, r.chain.hb, r.chain.flow), log)
+		pr := newPeer(c.Name, i+1, newLink(wire.NewLineChannel(p.stdout, p.stdin, cfg.MaxMessageBytes).AllowEnvelope(), p, r.chain.hb, r.chain.flow), log)
 		pr.comp = c
 		r.comps = append(r.comps, pr)
 		r.chain.peers = append(r.chain.peers, pr)

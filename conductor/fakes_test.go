@@ -67,7 +67,7 @@ func runFake(role string) {
 	case "mcp-stdio-agent":
 		handle = fakeStdioMCPAgent(send)
 	case "streamer":
-		handle = fakeStreamer(send)
+		handle = fakeStreamer(ch, send)
 	case "conductor":
 		// A proxy-mode conductor as a component, its one proxy a fake.
 		exe, _ := os.Executable()
@@ -257,7 +257,7 @@ func fakeAgent(send func(*wire.Message)) func(*wire.Message) {
 // fakeStreamer answers every prompt at once with the number of updates the
 // prompt's _meta asks for, each naming the prompt's id and its index, then
 // the response: the editor can check that none overtook another.
-func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
+func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
 	sessions := 0
 	return func(m *wire.Message) {
 		switch m.Method {
@@ -272,7 +272,8 @@ func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
 				Meta      struct {
 					Tag     string `json:"tag"`
 					Updates int    `json:"updates"`
-					Pad     int    `json:"pad"` // bytes of padding in the result
+					Pad     int    `json:"pad"`    // bytes of padding in the result
+					IDLast  bool   `json:"idLast"` // answer with the id as the last member
 				} `json:"_meta"`
 			}
 			if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -285,8 +286,15 @@ func fakeStreamer(send func(*wire.Message)) func(*wire.Message) {
 				send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
 					`{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s#%d"}}}`, p.SessionID, p.Meta.Tag, i))})
 			}
-			send(&wire.Message{ID: m.ID, Result: json.RawMessage(fmt.Sprintf(`{"stopReason":"end_turn","_meta":{"tag":%q,"pad":%q}}`,
-				p.Meta.Tag, strings.Repeat("x", p.Meta.Pad)))})
+			result := json.RawMessage(fmt.Sprintf(`{"stopReason":"end_turn","_meta":{"tag":%q,"pad":%q}}`,
+				p.Meta.Tag, strings.Repeat("x", p.Meta.Pad)))
+			if p.Meta.IDLast {
+				if err := ch.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","result":%s,"id":%s}`, result, m.ID)); err != nil {
+					os.Exit(3)
+				}
+				return
+			}
+			send(&wire.Message{ID: m.ID, Result: result})
 		}
 	}
 }

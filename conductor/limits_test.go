@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -78,5 +79,58 @@ func TestOversize(t *testing.T) {
 	}
 	if m := prompt(79, limit-200); string(m.ID) != "79" || m.Error != nil || len(m.Result) < limit-200 {
 		t.Errorf("response under the limit was not delivered whole: %.200s", e.seen[len(e.seen)-1])
+	}
+}
+
+// TestOversizeMembersLast: an over-long message is answered wherever its
+// id and method come in it, not only within its first bytes.
+func TestOversizeMembersLast(t *testing.T) {
+	const limit = 4096
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies:         []Component{fake(t, dir, "p", "proxy")},
+		Agent:           fake(t, dir, "agent", "streamer"),
+		MaxMessageBytes: limit,
+	})
+	e.send(initLine)
+	e.recvMsg()
+
+	// From the editor, with its id and method last.
+	e.send(`{"jsonrpc":"2.0","params":{"text":"` + strings.Repeat("a", 3*limit) + `"},"method":"session/prompt","id":"late"}`)
+	if m := e.recvMsg(); string(m.ID) != `"late"` || !strings.Contains(string(m.Error), "limit of 4096") {
+		t.Errorf("oversize request with its id last: %s", e.seen[len(e.seen)-1])
+	}
+	// From the agent, a response with its id last: the call it answers
+	// fails, and no other.
+	e.send(`{"jsonrpc":"2.0","id":80,"method":"session/prompt","params":{"sessionId":"s","_meta":{"tag":"t","pad":8192,"idLast":true}}}`)
+	if m := e.recvMsg(); string(m.ID) != "80" || !strings.Contains(string(m.Error), "limit of 4096") {
+		t.Errorf("oversize response with its id last: %s", e.seen[len(e.seen)-1])
+	}
+}
+
+// TestLimitCountsWhatTheSenderWrote: a message within the limit gets
+// through a proxy, although the envelope the proxy sends it on in is a
+// little longer; and a line of exactly the limit may end in CR LF.
+func TestLimitCountsWhatTheSenderWrote(t *testing.T) {
+	const limit = 4096
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies:         []Component{fake(t, dir, "p", "proxy")},
+		Agent:           fake(t, dir, "agent", "streamer"),
+		MaxMessageBytes: limit,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	head := `{"jsonrpc":"2.0","id":90,"method":"session/prompt","params":{"sessionId":"s","_meta":{"tag":"t"},"text":"`
+	tail := `"}}`
+	line := head + strings.Repeat("b", limit-len(head)-len(tail)) + tail
+	if len(line) != limit {
+		t.Fatalf("line of %d bytes", len(line))
+	}
+	if _, err := io.WriteString(e.in, line+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.recvMsg(); string(m.ID) != "90" || m.Error != nil {
+		t.Errorf("a request of exactly the limit, in CR LF, through a proxy: %.300s", e.seen[len(e.seen)-1])
 	}
 }

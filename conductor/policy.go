@@ -82,7 +82,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	if err != nil {
 		return startError(p.comp, err)
 	}
-	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes), proc, r.chain.hb, r.chain.flow)
+	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes).AllowEnvelope(), proc, r.chain.hb, r.chain.flow)
 	var replay *call
 	if params := p.recordedInit(); params != nil {
 		dl := p.getDialect()

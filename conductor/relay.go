@@ -271,7 +271,7 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 // answered with an error; a response fails the call that awaited it, so
 // nobody waits for an answer that was thrown away.
 func (c *chain) oversize(from *peer, big *wire.OversizeError) {
-	id, method, isResponse := wire.Peek(big.Head)
+	id, method, isResponse := big.ID, big.Method, big.IsResponse
 	from.log.Warn("dropped oversize message", zap.Int("limit", big.Limit), zap.String("method", method),
 		zap.ByteString("id", id), zap.ByteString("head", clip(big.Head)))
 	e := wire.Errorf(codeInvalidRequest, "message longer than the limit of %d bytes was discarded", big.Limit)

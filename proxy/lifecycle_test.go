@@ -185,7 +185,8 @@ func testMalformedInput(t *testing.T) {
 // fails the call it answers if it was a response.
 func TestOversize(t *testing.T) {
 	c := serve(t, &proxy.Proxy{MaxMessageBytes: 200})
-	big := strings.Repeat("x", 300)
+	// Past the limit and the envelope's allowance (wire.EnvelopeOverhead).
+	big := strings.Repeat("x", 200+5000)
 	c.send(`{"jsonrpc":"2.0","id":"big","method":"session/prompt","params":{"text":"` + big + `"}}`)
 	c.expectError(`"big"`, -32600)
 
@@ -193,4 +194,8 @@ func TestOversize(t *testing.T) {
 	c.recv()
 	c.send(`{"jsonrpc":"2.0","id":1,"result":{"text":"` + big + `"}}`)
 	c.expectError(`"q"`, -32603)
+
+	// Wherever the id and method come in the line.
+	c.send(`{"jsonrpc":"2.0","params":{"text":"` + big + `"},"method":"session/prompt","id":"late"}`)
+	c.expectError(`"late"`, -32600)
 }

@@ -31,8 +31,10 @@ type Proxy struct {
 	// Nil discards them.
 	Logger *slog.Logger
 
-	// MaxMessageBytes bounds one incoming message. Zero means 64 MiB, well
-	// above what the ACP SDKs send.
+	// MaxMessageBytes bounds one incoming message, as its sender wrote it:
+	// a successor's message may arrive with an envelope's few bytes more
+	// (wire.EnvelopeOverhead). Zero means 64 MiB, well above what the ACP
+	// SDKs send.
 	MaxMessageBytes int
 
 	// MCPServers are MCP servers the proxy offers the agent over ACP. Each
@@ -66,7 +68,8 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 		out.Close()
 		return err
 	}
-	ch := wire.NewLineChannel(in, out, p.MaxMessageBytes)
+	// What comes from the successor's side arrives in an envelope.
+	ch := wire.NewLineChannel(in, out, p.MaxMessageBytes).AllowEnvelope()
 	g, gctx := errgroup.WithContext(ctx)
 	c := newConn(gctx, p)
 	c.out.try = wire.TryWriterOf(ch) // nil unless out can be written without blocking

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,43 +112,14 @@ func (c *Conn) reply(m *wire.Message) {
 // from its head decides what happens: a request is refused, and a response
 // fails the call it answers; anything else is only logged.
 func (c *Conn) oversize(big *wire.OversizeError) {
-	id, kind := peekHead(big.Head)
-	c.log.Warn("dropped an oversize message", "limit", big.Limit, "id", string(id))
+	id := big.ID
+	c.log.Warn("dropped an oversize message", "limit", big.Limit, "id", string(id), "method", big.Method)
 	switch {
 	case id == nil:
-	case kind == "request":
+	case big.Method != "":
 		c.reply(wire.ErrorResponse(id, wire.Errorf(jrpc2.InvalidRequest, "%v", big)))
-	case kind == "response":
+	case big.IsResponse:
 		e := wire.Errorf(jrpc2.InternalError, "response %v", big)
 		c.deliver(&wire.Message{ID: id, Error: e.Encode()})
 	}
-}
-
-// peekHead reads the id of a truncated message, and whether it is a request
-// or a response, from the members before the cut.
-func peekHead(head []byte) (id json.RawMessage, kind string) {
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, ""
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		switch tok {
-		case "method", "params":
-			kind = "request"
-		case "result", "error":
-			kind = "response"
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			break
-		}
-		if tok == "id" {
-			id = v
-		}
-	}
-	return id, kind
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +23,15 @@ const DefaultMaxMessageBytes = 64 << 20
 // has been read past and discarded; the channel remains usable.
 type OversizeError struct {
 	Limit int
-	// Head holds the first bytes of the discarded line, so that a caller can
-	// still recover an id and answer a request it had to drop.
+	// Head holds the first bytes of the discarded line, for diagnostics.
 	Head []byte
+	// What the whole line said at its top level, wherever in it: its id
+	// (nil if none, or not a valid one), its method, and whether it is a
+	// response; so that a caller can still answer a request it had to drop,
+	// or fail the call a dropped response answered.
+	ID         json.RawMessage
+	Method     string
+	IsResponse bool
 }
 
 func (e *OversizeError) Error() string {
@@ -37,7 +44,8 @@ func (e *OversizeError) Error() string {
 // one line.
 type LineChannel struct {
 	r     *bufio.Reader
-	limit int
+	limit int // what a line may hold: the configured limit, plus slack
+	slack int
 	long  []byte // scratch region for lines longer than r's buffer; see readLong
 
 	wmu sync.Mutex
@@ -62,9 +70,25 @@ func NewLineChannel(r io.Reader, w io.WriteCloser, limit int) *LineChannel {
 	return &LineChannel{r: bufio.NewReaderSize(r, readBufferSize), limit: limit, w: w}
 }
 
-// Recv returns the next non-blank line, without its terminator. The returned
-// slice is owned by the caller. A line longer than the limit is discarded and
-// reported as an *OversizeError; the next call continues with the next line.
+// EnvelopeOverhead is as much as relaying a message can add to it: a
+// proxy/successor envelope around it and an id of the relay's own in place
+// of the sender's.
+const EnvelopeOverhead = 4 << 10
+
+// AllowEnvelope makes c accept lines up to EnvelopeOverhead past its limit,
+// and returns c. The limit applies to a message as its sender wrote it: a
+// line from a conductor or a proxy may carry a message that was within the
+// limit inside an envelope. It must be called before the first Recv.
+func (c *LineChannel) AllowEnvelope() *LineChannel {
+	c.slack = EnvelopeOverhead
+	c.limit += c.slack
+	return c
+}
+
+// Recv returns the next non-blank line, without its terminator (a newline,
+// or CR LF). The returned slice is owned by the caller. A line longer than
+// the limit, not counting its terminator, is discarded and reported as an
+// *OversizeError; the next call continues with the next line.
 // A final line without a newline is returned before io.EOF.
 func (c *LineChannel) Recv() ([]byte, error) {
 	for {
@@ -96,18 +120,21 @@ func (c *LineChannel) More() bool {
 func (c *LineChannel) readLine() ([]byte, error) {
 	frag, err := c.r.ReadSlice('\n')
 	switch {
-	case err == nil && len(frag)-1 > c.limit:
-		return nil, c.oversize(nil, frag, nil)
 	case err == nil:
 		// The common case: the whole line sat in the read buffer.
-		return trimCR(append(make([]byte, 0, len(frag)-1), frag[:len(frag)-1]...)), nil
+		line := trimCR(frag[:len(frag)-1])
+		if len(line) > c.limit {
+			return nil, c.oversize(nil, frag, nil)
+		}
+		return append(make([]byte, 0, len(line)), line...), nil
 	case errors.Is(err, bufio.ErrBufferFull):
 		return c.readLong(frag)
 	case errors.Is(err, io.EOF) && len(frag) > 0:
-		if len(frag) > c.limit {
+		line := trimCR(frag)
+		if len(line) > c.limit {
 			return nil, c.oversize(nil, frag, nil)
 		}
-		return trimCR(append([]byte(nil), frag...)), nil
+		return append([]byte(nil), line...), nil
 	default:
 		return nil, err
 	}
@@ -124,7 +151,7 @@ func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
 	buf := c.scratch()
 	defer func() { c.long = keepScratch(c.long, len(buf)) }()
 	for {
-		if len(buf)+len(frag) > c.limit+1 { // +1: the newline may still be in frag
+		if len(buf)+len(frag) > c.limit+2 { // +2: CR LF may still be in frag
 			var err error
 			if len(frag) == 0 || frag[len(frag)-1] != '\n' {
 				err = bufio.ErrBufferFull
@@ -150,12 +177,12 @@ func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
 	if n := len(line); n > 0 && line[n-1] == '\n' {
 		line = line[:n-1]
 	}
-	if len(line) > c.limit {
-		return nil, &OversizeError{Limit: c.limit, Head: append([]byte(nil), line[:min(len(line), headBytes)]...)}
+	if line = trimCR(line); len(line) > c.limit {
+		return nil, c.oversize(line, nil, nil)
 	}
 	out := copyOut(c.long, line)
 	buf = buf[:0] // copyOut gave back what the line touched
-	return trimCR(out), nil
+	return out, nil
 }
 
 // scratch returns the channel's scratch buffer, empty: its mapped region,
@@ -163,7 +190,7 @@ func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
 // that grows as needed.
 func (c *LineChannel) scratch() []byte {
 	if c.long == nil {
-		c.long = mapScratch(c.limit + 1)
+		c.long = mapScratch(c.limit + 2) // the line, and CR LF
 	}
 	if c.long == nil {
 		return make([]byte, 0, 4*readBufferSize)
@@ -172,25 +199,34 @@ func (c *LineChannel) scratch() []byte {
 }
 
 // oversize skips the rest of a line that has grown past the limit and
-// reports it, keeping only its first bytes. err is the error of the last
-// read: bufio.ErrBufferFull while the line goes on.
+// reports it, keeping only its first bytes and what its top level says
+// (see OversizeError), which it scans for as it reads past. buf and frag
+// are what was read of the line; err is the error of the last read:
+// bufio.ErrBufferFull while the line goes on.
 func (c *LineChannel) oversize(buf, frag []byte, err error) error {
 	head := make([]byte, 0, headBytes)
 	head = append(head, buf[:min(len(buf), headBytes)]...)
 	head = append(head, frag[:min(len(frag), headBytes-len(head))]...)
+	var scan memberScan
+	scan.feed(buf)
+	scan.feed(frag)
 	if errors.Is(err, bufio.ErrBufferFull) {
-		err = c.discardLine()
+		err = c.discardLine(&scan)
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
-	return &OversizeError{Limit: c.limit, Head: head}
+	e := &OversizeError{Limit: c.limit - c.slack, Head: head}
+	e.ID, e.Method, e.IsResponse = scan.result()
+	return e
 }
 
-// discardLine consumes input up to and including the next newline.
-func (c *LineChannel) discardLine() error {
+// discardLine consumes input up to and including the next newline, feeding
+// it to scan.
+func (c *LineChannel) discardLine(scan *memberScan) error {
 	for {
-		_, err := c.r.ReadSlice('\n')
+		frag, err := c.r.ReadSlice('\n')
+		scan.feed(frag)
 		if !errors.Is(err, bufio.ErrBufferFull) {
 			return err
 		}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,99 @@ func TestLineChannelOversize(t *testing.T) {
 	}
 }
 
+// TestLineChannelCRLFAtLimit: a line of exactly the limit, ended by CR LF,
+// is delivered; its terminator does not count. Both when it fits the read
+// buffer and when it is read in pieces.
+func TestLineChannelCRLFAtLimit(t *testing.T) {
+	for _, limit := range []int{100, 3 * readBufferSize} {
+		exact := strings.Repeat("c", limit)
+		ch := NewLineChannel(strings.NewReader(exact+"\r\n"+exact+"c\r\nafter\r\n"), nopWriteCloser{io.Discard}, limit)
+		if l, err := ch.Recv(); string(l) != exact {
+			t.Fatalf("limit %d: line at the limit with CR LF: len %d, %v", limit, len(l), err)
+		}
+		var oe *OversizeError
+		if _, err := ch.Recv(); !errors.As(err, &oe) {
+			t.Fatalf("limit %d: one byte over: %v", limit, err)
+		}
+		if l, err := ch.Recv(); string(l) != "after" {
+			t.Fatalf("limit %d: after: %q, %v", limit, l, err)
+		}
+	}
+}
+
+// TestOversizeMembersAnywhere: what an over-long line's id and method are,
+// and whether it is a response, is known wherever in the line they come,
+// past the head, in a line read whole or in pieces.
+func TestOversizeMembersAnywhere(t *testing.T) {
+	pad := strings.Repeat("p", 200_000)
+	tests := []struct {
+		line     string
+		id       string
+		method   string
+		response bool
+	}{
+		{`{"jsonrpc":"2.0","method":"session/prompt","params":{"text":"` + pad + `"},"id":77}`, "77", "session/prompt", false},
+		{`{"params":{"a":["]}\"",{"id":1}],"t":"` + pad + `"}, "id" : "x\"y" ,"method":"m\u0065"}`, `"x\"y"`, "me", false},
+		{`{"jsonrpc":"2.0","result":{"pad":"` + pad + `","id":9},"id":5}`, "5", "", true},
+		{`{"jsonrpc":"2.0","error":{"code":1,"message":"` + pad + `"},"id":"e"}`, `"e"`, "", true},
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"t":"` + pad + `"}}`, "", "session/update", false},
+		{`{"id":{"bad":1},"method":"x","params":"` + pad + `"}`, "", "x", false},
+	}
+	for _, tt := range tests {
+		for _, limit := range []int{1000, 2 * readBufferSize} {
+			ch := NewLineChannel(strings.NewReader(tt.line+"\nnext\n"), nopWriteCloser{io.Discard}, limit)
+			_, err := ch.Recv()
+			var oe *OversizeError
+			if !errors.As(err, &oe) {
+				t.Fatalf("%.60s: want OversizeError, got %v", tt.line, err)
+			}
+			if string(oe.ID) != tt.id || oe.Method != tt.method || oe.IsResponse != tt.response {
+				t.Errorf("%.60s (limit %d): id %s, method %q, response %v; want %s, %q, %v",
+					tt.line, limit, oe.ID, oe.Method, oe.IsResponse, tt.id, tt.method, tt.response)
+			}
+			if l, err := ch.Recv(); string(l) != "next" {
+				t.Fatalf("after: %q, %v", l, err)
+			}
+		}
+	}
+}
+
+// FuzzMemberScan holds the streaming scan of an over-long line to what
+// encoding/json reads from the same object, however the line is cut into
+// pieces.
+func FuzzMemberScan(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"a","params":{"id":2}}`), 3)
+	f.Add([]byte(`{"result":[1,"]",{"x":"}"}],"id":"s\"}"}`), 10)
+	f.Add([]byte(` { "method" : "m" , "id" : -1.5e3 } `), 0)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		var s memberScan
+		cut = min(max(cut, 0), len(data))
+		s.feed(data[:cut])
+		s.feed(data[cut:])
+		id, method, resp := s.result() // must not panic, whatever data is
+		var m map[string]json.RawMessage
+		if json.Unmarshal(data, &m) != nil || bytes.Contains(data, []byte{'\\'}) {
+			return // not an object, or keys that may be escaped: only no panic
+		}
+		wantID := m["id"]
+		if !validID(wantID) || len(wantID) > maxScanned {
+			wantID = nil
+		}
+		if !bytes.Equal(id, wantID) {
+			t.Errorf("id %s, want %s", id, wantID)
+		}
+		var wantMethod string
+		if json.Unmarshal(m["method"], &wantMethod) != nil || len(m["method"]) > maxScanned {
+			wantMethod = ""
+		}
+		_, hasResult := m["result"]
+		_, hasError := m["error"]
+		if method != wantMethod || resp != ((hasResult || hasError) && wantMethod == "") {
+			t.Errorf("method %q, response %v; want %q, %v", method, resp, wantMethod, hasResult || hasError)
+		}
+	})
+}
+
 func TestLineChannelSend(t *testing.T) {
 	var buf bytes.Buffer
 	ch := NewLineChannel(strings.NewReader(""), nopWriteCloser{&buf}, 0)
@@ -85,6 +179,8 @@ func FuzzLineChannel(f *testing.F) {
 	f.Add([]byte("a\nb\r\n\nccc"), 2)
 	f.Add([]byte(strings.Repeat("x", 70000)+"\ny\n"), 65536)
 	f.Add([]byte("\n\n\n"), 1)
+	f.Add([]byte("ab\r\nabc\r\nab\r"), 2)
+	f.Add([]byte(strings.Repeat("x", 70000)+"\r\n"+strings.Repeat("y", 70001)+"\r\nz"), 70000)
 	f.Fuzz(func(t *testing.T, data []byte, limit int) {
 		if limit <= 0 || limit > 1<<20 {
 			return
@@ -111,8 +207,8 @@ func FuzzLineChannel(f *testing.F) {
 		// Every line within the limit is delivered exactly as it was.
 		var want [][]byte
 		for _, l := range bytes.Split(data, []byte("\n")) {
-			fits := len(l) <= limit // the limit counts the bytes on the wire, \r included
 			l = bytes.TrimSuffix(l, []byte("\r"))
+			fits := len(l) <= limit // the terminator, CR LF or LF, does not count
 			if len(bytes.TrimLeft(l, " \t\r")) > 0 && fits {
 				want = append(want, l)
 			}

@@ -1,0 +1,133 @@
+package wire
+
+import "encoding/json"
+
+// memberScan finds the top-level "id" and "method" of a JSON object given
+// to it in pieces, and whether it has a "result" or "error", keeping
+// nothing else: an over-long line is read past in fragments, and whoever
+// sent it must still be answered wherever in the line those members are.
+// It is lenient: on input that is not JSON it finds what it can.
+type memberScan struct {
+	depth       int // of nesting; the object's members are at 1
+	inStr, esc  bool
+	state       scanState
+	key         []byte // of the member being read, raw, capped
+	val         []byte // of the member being read, if it is one we keep
+	keep        bool   // whether val is being gathered
+	id, method  []byte // raw, as found
+	hasResponse bool
+}
+
+type scanState uint8
+
+const (
+	beforeKey scanState = iota
+	inKey
+	afterKey
+	inValue
+)
+
+// maxScanned caps a kept key or value: ids and method names are short.
+const maxScanned = 1 << 10
+
+func (s *memberScan) feed(b []byte) {
+	for _, c := range b {
+		s.byte(c)
+	}
+}
+
+func (s *memberScan) byte(c byte) {
+	if s.inStr {
+		switch {
+		case s.esc:
+			s.esc = false
+		case c == '\\':
+			s.esc = true
+		case c == '"':
+			s.inStr = false
+			if s.state == inKey {
+				s.state = afterKey
+				return
+			}
+		}
+		if s.state == inKey {
+			s.key = appendCapped(s.key, c)
+		} else if s.keep {
+			s.val = appendCapped(s.val, c)
+		}
+		return
+	}
+	switch c {
+	case ' ', '\t', '\r', '\n':
+		return
+	case '"':
+		s.inStr = true
+		if s.depth == 1 && s.state == beforeKey {
+			s.state, s.key = inKey, s.key[:0]
+			return
+		}
+	case '{', '[':
+		s.depth++
+		if s.depth == 1 {
+			s.state = beforeKey
+			return
+		}
+	case '}', ']':
+		s.depth--
+		if s.depth == 0 {
+			s.endValue()
+			return
+		}
+	case ':':
+		if s.depth == 1 && s.state == afterKey {
+			s.state = inValue
+			k := string(s.key)
+			s.keep, s.val = k == "id" || k == "method", s.val[:0]
+			if k == "result" || k == "error" {
+				s.hasResponse = true
+			}
+			return
+		}
+	case ',':
+		if s.depth == 1 {
+			s.endValue()
+			s.state = beforeKey
+			return
+		}
+	}
+	if s.keep {
+		s.val = appendCapped(s.val, c)
+	}
+}
+
+// endValue records the member just read, if it is one that is kept.
+func (s *memberScan) endValue() {
+	if s.state == inValue && s.keep && len(s.val) <= maxScanned {
+		v := append([]byte(nil), s.val...)
+		if string(s.key) == "id" {
+			s.id = v
+		} else {
+			s.method = v
+		}
+	}
+	s.keep = false
+}
+
+func appendCapped(b []byte, c byte) []byte {
+	if len(b) > maxScanned {
+		return b // over the cap: known to be too long, and no longer kept
+	}
+	return append(b, c)
+}
+
+// result returns what the scan found: the id if it is a valid one, the
+// method if it is a string, and whether the message is a response.
+func (s *memberScan) result() (id json.RawMessage, method string, isResponse bool) {
+	if Valid(s.id) && validID(s.id) {
+		id = s.id
+	}
+	if len(s.method) > 0 && s.method[0] == '"' {
+		method, _ = unquote(s.method)
+	}
+	return id, method, s.hasResponse && method == ""
+}
