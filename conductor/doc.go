@@ -80,6 +80,16 @@
 // caller and owner differ, the conductor translates (mcpxlate.go), playing
 // a legacy MCP client's initialize handshake for a stateless owner.
 //
+// What is queued for a peer is bounded (flow.go): while an outbox is past
+// its bound, readers stop reading after the line or burst in hand, so a
+// source that keeps writing blocks on its own pipe, as with no conductor in
+// between; nothing is dropped or reordered. The rule that keeps this free
+// of deadlocks a pipe would not have: a reader never waits for its own
+// peer's outbox, nor where the waits would close a cycle of more than two
+// peers; it goes on reading instead, past the bound, until that cycle is
+// gone. Two peers that each write without reading while the other does
+// block each other, as they would on a pipe of their own.
+//
 // The relay does not use jrpc2's Server or Client: they run handlers and
 // deliver notifications on separate goroutines, so a relayed prompt result
 // could overtake its updates and a session/cancel could run before the

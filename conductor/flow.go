@@ -15,23 +15,28 @@ import (
 // whoever stops reading. Nothing is dropped or reordered: put never refuses
 // a line for being over the bound; the bound is kept by not reading more.
 //
-// The rule that keeps this from deadlocking: a reader waits only for an
-// outbox that can drain without it. An outbox drains when its peer reads,
-// and a peer stops reading (when it stops for the conductor's sake at all)
-// because its own output is blocked: its reader here is waiting. So the
-// waits form a graph, reader → peer it waits for → that peer's reader →
-// …, and a reader never waits where that graph would lead back to itself:
-// not for its own peer's outbox (the answers the conductor makes itself,
-// which a peer that stops reading while it cannot write would never take),
-// nor for one whose peer's reader waits, directly or through others, for
-// this reader's peer. It goes on reading instead, and that outbox goes past
-// its bound until the cycle is gone. So a proxy flooded from both sides, a
-// response that must get through to unblock a peer, an editor that writes
-// without reading: each ends either in a peer that does not read of its own
-// accord (which would block it as surely with a direct pipe) or in a reader
-// that goes on. Readers wait for any peer's full outbox, not only for the
-// ones they fed: every message in an ACP chain crosses every hop, so this
-// costs nothing, and it needs no bookkeeping per message.
+// The rule that keeps this from deadlocking where a direct pipe would not:
+// a reader waits only for an outbox that can drain without it, or that
+// could not drain between the same two peers on a pipe of their own. An
+// outbox drains when its peer reads, and a peer stops reading (when it
+// stops for the conductor's sake at all) because its own output is
+// blocked: its reader here is waiting. So the waits form a graph, reader →
+// peer it waits for → that peer's reader → …. Two peers waiting for each
+// other are two peers that each write without reading while the other
+// does: an editor that writes requests and reads nothing, say, against
+// the agent answering them. Joined by a pipe they would block each other
+// just the same, so that wait stands, and the editor blocks on its own
+// pipe. Any longer cycle is one the conductor would have made, and a
+// reader never closes one: it goes on reading instead, and that outbox
+// goes past its bound until the cycle is gone. Nor does a reader wait for
+// its own peer's outbox (the answers the conductor makes itself, which a
+// peer that stops reading while it cannot write would never take). So a
+// proxy flooded from both sides or a response that must get through to
+// unblock a peer ends either in a peer that does not read of its own
+// accord or in a reader that goes on. Readers wait for any peer's full
+// outbox, not only for the ones they fed: every message in an ACP chain
+// crosses every hop, so this costs nothing, and it needs no bookkeeping
+// per message.
 //
 // Bridged MCP connections are outside this: their outboxes are unbounded and
 // their readers never wait.
@@ -107,16 +112,20 @@ next:
 	return nil, nil
 }
 
-// wait records that p's reader, on link l, waits for q's outbox, unless
-// q's reader waits, directly or through others, for p: then it reports
-// false and records nothing. (The graph has no cycle, so the walk ends; the
-// cap only guards against a bug turning into a hang.)
+// wait records that p's reader, on link l, waits for q's outbox, unless q
+// is p, or q's reader waits for p through others: then it reports false
+// and records nothing. q's reader waiting for p itself is allowed: see the
+// rule above. (Cycles are two peers long at most, so the walk ends; the cap
+// only guards against a bug turning into a hang.)
 func (f *flow) wait(p *peer, l *link, q *peer) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for x, n := q, 0; x != nil; n++ {
-		if x == p || n > 256 {
+		if x == p && n != 1 || n > 256 {
 			return false
+		}
+		if x == p {
+			break // q waits for p: a pair, as on a pipe of their own
 		}
 		x = x.link.Load().waitingOn
 	}
