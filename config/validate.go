@@ -243,3 +243,58 @@ func checkServe(s string) error {
 	}
 	return trace.CheckLoopback(s)
 }
+
+// Lint reports what Load accepts but a run would trip on: errors where the
+// run would fail, warnings where it depends on the directory the editor
+// starts the conductor in. It does not look for the programs; see
+// CheckCommands.
+func (c *Config) Lint() (errs, warnings Problems) {
+	comps := c.Proxies
+	if c.Mode == conductor.AgentMode {
+		comps = append(comps[:len(comps):len(comps)], c.Agent)
+	}
+	for _, comp := range comps {
+		if comp.URL != "" {
+			continue
+		}
+		at := func(format string, args ...any) Problem {
+			return Problem{Msg: fmt.Sprintf("%q (%s): ", comp.Name, comp.Origin) + fmt.Sprintf(format, args...)}
+		}
+		cmd := strings.TrimSpace(comp.Command)
+		if strings.ContainsAny(cmd, " \t") {
+			if _, err := os.Stat(cmd); err != nil {
+				errs = append(errs, at("command %q holds spaces: the command is one program; put the rest in args", comp.Command))
+			}
+		}
+		if strings.HasPrefix(cmd, "~") {
+			errs = append(errs, at("command %q: ~ is not expanded; write the full path", comp.Command))
+		}
+		switch {
+		case strings.HasPrefix(comp.Cwd, "~"):
+			errs = append(errs, at("cwd %q: ~ is not expanded; write the full path", comp.Cwd))
+		case comp.Cwd != "" && !filepath.IsAbs(comp.Cwd):
+			warnings = append(warnings, at("cwd %q is relative: it is resolved against the directory the editor starts the conductor in", comp.Cwd))
+		}
+	}
+	for _, name := range UnknownEnv(os.Environ()) {
+		errs = append(errs, Problem{Msg: fmt.Sprintf("environment variable %s names no setting (see acp-conductor --help)", name)})
+	}
+	return errs, warnings
+}
+
+// TabProblems reports the lines of the file at path indented with a tab,
+// which YAML does not allow, and which its parser reports in other words.
+func TabProblems(path string) Problems {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var ps Problems
+	for i, line := range strings.Split(string(data), "\n") {
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		if strings.Contains(indent, "\t") && strings.TrimSpace(line) != "" {
+			ps = append(ps, Problem{File: path, Line: i + 1, Msg: "indented with a tab; YAML indentation must be spaces"})
+		}
+	}
+	return ps
+}

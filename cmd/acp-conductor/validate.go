@@ -12,15 +12,19 @@ import (
 
 func newValidateCmd() *cobra.Command {
 	var file, mode string
-	var commands bool
+	var noCommands bool
 	cmd := &cobra.Command{
 		Use:   "validate --config FILE [--mode agent|proxy]",
 		Short: "Check a chain file and report every problem with its line",
 		Long: `Check a YAML chain file without running anything. Every problem is reported,
-each with its line: unknown keys, values of the wrong type, missing commands,
+each with its line: unknown keys, values of the wrong type, tab indentation,
+missing commands, programs not found in PATH (skip with --no-commands), a
+command and its arguments written as one string, ~ (which nothing expands),
 duplicate names, invalid settings. ACP_CONDUCTOR_* environment variables are
-applied and checked too, as "agent" and "proxy" would. Prints a one-line
-summary and exits 0 if the file is good, and exits 1 otherwise.
+applied and checked too, as "agent" and "proxy" would, and one that names no
+setting is an error. A relative cwd is a warning: it depends on where the
+editor starts the conductor. Prints a one-line summary and exits 0 if the
+file is good, and exits 1 otherwise.
 
 A chain file looks like this; only the agent's command is required, and in
 proxy mode there is no agent:
@@ -45,7 +49,7 @@ proxy mode there is no agent:
 		Example: `  acp-conductor validate --config chain.yaml
   acp-conductor validate chain.yaml
   acp-conductor validate --mode proxy --config inner.yaml
-  acp-conductor validate --commands chain.yaml   # also look for each program`,
+  acp-conductor validate --no-commands chain.yaml   # without looking for each program`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -66,20 +70,38 @@ proxy mode there is no agent:
 				return fmt.Errorf("validate: --mode %q: want agent or proxy", mode)
 			}
 
-			cfg, err := config.Load(config.Options{Mode: m, File: file})
-			if err == nil && commands {
-				err = cfg.CheckCommands()
+			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if tabs := config.TabProblems(file); len(tabs) > 0 {
+				fmt.Fprintln(errOut, tabs)
+				return reportedError{tabs}
 			}
+			cfg, err := config.Load(config.Options{Mode: m, File: file})
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), err)
+				fmt.Fprintln(errOut, err)
 				return reportedError{err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ok: %s\n", cfg.Summary())
+			errs, warnings := cfg.Lint()
+			for _, w := range warnings {
+				fmt.Fprintf(errOut, "warning: %s\n", w)
+			}
+			if !noCommands {
+				if err := cfg.CheckCommands(); err != nil {
+					errs = append(errs, config.Problem{Msg: err.Error()})
+				}
+			}
+			if len(errs) > 0 {
+				fmt.Fprintln(errOut, errs)
+				return reportedError{errs}
+			}
+			fmt.Fprintf(out, "ok: %s\n", cfg.Summary())
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "config", "c", "", "the chain file to check")
 	cmd.Flags().StringVar(&mode, "mode", "agent", "the mode the chain will run in: agent or proxy")
-	cmd.Flags().BoolVar(&commands, "commands", false, "also check that every component's program can be found")
+	cmd.Flags().BoolVar(&noCommands, "no-commands", false, "do not look for each component's program (in PATH, or at its path)")
+	var commands bool
+	cmd.Flags().BoolVar(&commands, "commands", true, "look for each component's program (the default)")
+	_ = cmd.Flags().MarkHidden("commands")
 	return cmd
 }
