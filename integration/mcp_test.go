@@ -45,6 +45,43 @@ func TestMCPRequestBinding(t *testing.T) {
 	}
 }
 
+// TestMCPRequestBindingCancel cancels a request-binding call in flight: the
+// agent's McpOverAcpCaller aborts when the editor's tool reports progress,
+// and the $/cancel_request reaches the editor's McpOverAcpProvider, hop by
+// hop, whose handler sees its signal abort; the call ends cancelled.
+func TestMCPRequestBindingCancel(t *testing.T) {
+	requireConductor(t)
+	for _, c := range []struct {
+		name    string
+		proxies []string
+	}{
+		{"0 proxies", nil},
+		{"2 proxies go-python", []string{goProxyCmd("go1"), pyProxyCmd("py2")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			argv := agentModeArgs(append(c.proxies, "MCP_IT_CANCEL=1 "+shellJoin(nodeBin, filepath.Join(peersDir, "mcp_agent.mjs")))...)
+			s := runMCPEditor(t, ctx, true, argv)
+			if len(s.Report) != 1 {
+				t.Fatalf("the agent called %d servers, want the editor's", len(s.Report))
+			}
+			r := s.Report[0]
+			var code struct{ Code int }
+			json.Unmarshal(r.Error, &code)
+			if code.Code != -32800 {
+				json.Unmarshal(r.Outcome.Error, &code)
+			}
+			if code.Code != -32800 || strings.Join(s.Cancelled, ",") != "editor" {
+				t.Errorf("outcome %s / error %s, the editor's handler cancelled: %v; want -32800 and [editor]", r.Outcome.Error, r.Error, s.Cancelled)
+			}
+			if len(s.Unexpected) != 0 || s.Exit.Code == nil || *s.Exit.Code != 0 {
+				t.Errorf("unexpected %v, exit %v", s.Unexpected, s.Exit.Code)
+			}
+		})
+	}
+}
+
 // mcpSummary is mcp_editor.mjs's summary.
 type mcpSummary struct {
 	SessionID string `json:"sessionId"`
@@ -70,6 +107,7 @@ type mcpSummary struct {
 		Meta     map[string]any
 	}
 	Unexpected    []any
+	Cancelled     []string
 	ConnectProbes int
 	Exit          struct{ Code *int }
 }

@@ -8,7 +8,10 @@
 // once with the roots ["file:///ts-agent"]), and report, as one
 // agent_message_chunk whose text is "mcp-report " + JSON: per server, its
 // declaration, the outcome ({result} or {error}), the progress
-// notifications that reached the request, or the outer error.
+// notifications that reached the request, or the outer error. With
+// MCP_IT_CANCEL=1 it calls the tool "wait" instead and cancels the call
+// (the SDK's cancellation signal, $/cancel_request on the wire) when its
+// first progress notification arrives.
 import * as acp from "@agentclientprotocol/sdk/unstable";
 import { Readable, Writable } from "node:stream";
 
@@ -45,7 +48,17 @@ const app = acp
             { ...toolCall, _meta: { progressToken: `p-${decl.name}` }, ...extra },
             { onNotification: (n) => progress.push(n) },
           );
-        entry.outcome = await call({});
+        if (process.env.MCP_IT_CANCEL === "1") {
+          const abort = new AbortController();
+          entry.outcome = await caller.request(
+            client,
+            decl.serverId,
+            "tools/call",
+            { name: "wait", arguments: {}, _meta: { progressToken: `p-${decl.name}` } },
+            { signal: abort.signal, onNotification: (n) => (progress.push(n), abort.abort()) },
+          );
+        }
+        entry.outcome ??= await call({});
         const asked = entry.outcome.result?.inputRequests;
         if (entry.outcome.result?.resultType === "input_required" && asked) {
           const inputResponses = {};

@@ -15,7 +15,7 @@
 import * as acp from "@agentclientprotocol/sdk/unstable";
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
-import { greetServer } from "./mcp_tools.mjs";
+import { cancelled, greetServer } from "./mcp_tools.mjs";
 
 const argv = process.argv.slice(2);
 const sep = argv.indexOf("--");
@@ -57,7 +57,11 @@ const app = acp
     else unexpected.push({ kind: "request", method });
     throw acp.RequestError.methodNotFound(method);
   })
-  .onNotification("*", ({ method }) => unexpected.push({ kind: "notification", method }));
+  .onNotification("*", ({ method }) => {
+    // The SDK acts on $/cancel_request itself (the handler's signal) and
+    // shows it here too.
+    if (method !== "$/cancel_request") unexpected.push({ kind: "notification", method });
+  });
 
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 const connection = app.connect(stream);
@@ -89,6 +93,7 @@ try {
 }
 summary.report = report;
 summary.texts = texts;
+summary.cancelled = cancelled;
 summary.seen = seen;
 summary.unexpected = unexpected;
 summary.connectProbes = probes;

@@ -1,10 +1,14 @@
 // The MCP server the MCP-over-ACP tests offer with the SDK's
 // McpOverAcpProvider (request binding, MCP 2026-07-28), from an editor
-// (mcp_editor.mjs) or a proxy (mcp_proxy.mjs). One tool, greet {name}: it
+// (mcp_editor.mjs) or a proxy (mcp_proxy.mjs). A tool "wait" waits until
+// its request is cancelled. The tool greet {name}: it
 // sends a progress notification for the request's progress token, then
 // answers with a JSON text naming the owner, the greeting, the ACP session
 // the conductor named in the envelope's _meta, and the calling client.
 export const SESSION_META = "acp-conductor/sessionId";
+
+// The owners whose "wait" call was cancelled, as their handler saw it.
+export const cancelled = [];
 
 export function greetServer(owner) {
   return async (cx) => {
@@ -24,6 +28,16 @@ export function greetServer(owner) {
           },
         };
       case "tools/call": {
+        if (cx.params?.name === "wait") {
+          // Tell the caller it started, then wait for the cancellation.
+          await cx.notify("notifications/progress", { progressToken: cx.params?._meta?.progressToken, progress: 0 });
+          await new Promise((resolve) => {
+            if (cx.signal.aborted) resolve();
+            cx.signal.addEventListener("abort", resolve, { once: true });
+          });
+          cancelled.push(owner);
+          return { error: { code: -32800, message: "cancelled" } };
+        }
         if (cx.params?.name !== "greet") {
           return { error: { code: -32602, message: `no tool ${cx.params?.name}` } };
         }
