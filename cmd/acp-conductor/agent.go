@@ -39,7 +39,14 @@ It exits 0 after a clean stop and 1 otherwise, with the reason logged.`,
   acp-conductor agent --log-level debug --log-file /tmp/acp.log "my-agent --acp"
 
   # A chain from a file:
-  acp-conductor agent --config ~/.config/acp/chain.yaml`,
+  acp-conductor agent --config ~/.config/acp/chain.yaml
+
+  # Record every message, then see the chain as a sequence diagram:
+  acp-conductor agent --trace /tmp/chain.jsons --config chain.yaml
+  acp-conductor trace view /tmp/chain.jsons
+
+  # Watch the chain live in a browser (the URL is logged at start-up):
+  acp-conductor agent --trace-serve 127.0.0.1:0 --config chain.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runChain(cmd, conductor.AgentMode, args)
 		},
