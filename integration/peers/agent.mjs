@@ -11,6 +11,7 @@
 //   - it then streams N agent_message_chunk updates with text "#i/N T" for
 //     i = 0..N-1. N comes from the prompt's _meta["acp-it"].chunks, else the
 //     ACP_IT_CHUNKS environment variable, else 3;
+//   - if T contains "slow", it first works for a second;
 //   - if T contains "hang", it stops after chunk #0 and waits until the
 //     session is cancelled (session/cancel) or the connection closes;
 //   - it answers stopReason "end_turn" ("cancelled" after session/cancel).
@@ -113,6 +114,9 @@ const app = acp
         },
       });
 
+    if (text.includes("slow")) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
     if (text.includes("permission")) {
       const response = await client.request(acp.methods.client.session.requestPermission, {
         sessionId: params.sessionId,
