@@ -41,4 +41,7 @@ const app = acp
   .onNotification("*", ({ method, params, client }) => client.notify(SUCCESSOR, { method, params }));
 
 const connection = app.connect(acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
-process.stdin.on("end", () => process.exit(0));
+// No process.exit on stdin's end: the SDK runs handlers concurrently, so a
+// notification read before the end may still be on its way out; Node exits
+// by itself once nothing is left to do.
+connection.closed.then(() => process.stdin.destroy());
