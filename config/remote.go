@@ -29,6 +29,10 @@ const (
 	// components (a chain file sets headers instead). Load removes it from
 	// the environment, so that no other component inherits it.
 	EnvRemoteToken = "ACP_CONDUCTOR_REMOTE_TOKEN"
+
+	// EnvServeToken names the variable serve reads its token from when no
+	// --token-file is given.
+	EnvServeToken = "ACP_CONDUCTOR_TOKEN"
 )
 
 // IsRemote reports whether a command-line component is a URL.

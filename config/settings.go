@@ -78,5 +78,7 @@ func Environment() []EnvVar {
 	for _, s := range settings {
 		vars = append(vars, EnvVar{envVar(s.key), s.usage + " (--" + s.flag + ")"})
 	}
-	return append(vars, EnvVar{EnvRemoteToken, "bearer token for the URL components given on the command line"})
+	return append(vars,
+		EnvVar{EnvRemoteToken, "the bearer token of the components given as ws://, wss://, http:// or https:// URLs"},
+		EnvVar{EnvServeToken, "the token serve requires of clients, unless --token-file is given"})
 }

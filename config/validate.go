@@ -186,9 +186,11 @@ func checkMaxBytes(n int) error {
 // with EnvPrefix but name no setting: a typo there would otherwise be
 // ignored without a word, while an unknown key in a chain file is an error.
 func UnknownEnv(environ []string) []string {
-	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true}
-	for _, s := range settings {
-		known[envVar(s.key)] = true
+	// Besides the documented variables, those the conductor itself sets
+	// for the processes it starts.
+	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true, EnvRemoteHeaders: true}
+	for _, v := range Environment() {
+		known[v.Name] = true
 	}
 	var unknown []string
 	for _, kv := range environ {

@@ -111,9 +111,7 @@ GOMAXPROCS is set.
 func environmentHelp() string {
 	var b strings.Builder
 	b.WriteString("Environment:")
-	for _, v := range append(config.Environment(),
-		config.EnvVar{Name: envToken, Usage: "the token serve requires of clients, unless --token-file is given"},
-		config.EnvVar{Name: config.EnvRemoteToken, Usage: "the bearer token of the components given as ws://, wss://, http:// or https:// URLs"}) {
+	for _, v := range config.Environment() {
 		fmt.Fprintf(&b, "\n  %s\n        %s", v.Name, v.Usage)
 	}
 	return b.String()

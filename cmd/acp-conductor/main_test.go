@@ -109,7 +109,7 @@ func TestHelp(t *testing.T) {
 	}
 	// The root help lists every environment variable.
 	r := acp(t, "", nil, "--help")
-	for _, v := range append(config.Environment(), config.EnvVar{Name: envToken}) {
+	for _, v := range config.Environment() {
 		if !strings.Contains(r.stdout, "\n  "+v.Name+"\n") {
 			t.Errorf("--help does not list %s:\n%s", v.Name, r.stdout)
 		}
@@ -154,6 +154,8 @@ agent:
 			[]string{"tabs.yaml:2: indented with a tab"}},
 		{"unknown environment variable", []string{"ACP_CONDUCTOR_SHUTDOWN_GRAEC=1s"}, []string{"validate", "--no-commands", good}, 1, "",
 			[]string{"ACP_CONDUCTOR_SHUTDOWN_GRAEC names no setting"}},
+		{"variables serve and remote components read", []string{"ACP_CONDUCTOR_TOKEN=t", "ACP_CONDUCTOR_REMOTE_TOKEN=t", "ACP_CONDUCTOR_REMOTE_HEADERS={}"},
+			[]string{"validate", "--no-commands", good}, 0, "ok: 1 proxy, agent my-agent\n", nil},
 		{"unknown key", nil, []string{"validate", "--config", unknownKey}, 1, "",
 			[]string{unknownKey + `:3: unknown key "agrs" in agent (did you mean "args"?)`}},
 		{"agent in proxy mode", nil, []string{"validate", "--mode", "proxy", "--config", good}, 1, "",

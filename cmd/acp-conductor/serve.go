@@ -24,7 +24,7 @@ import (
 // envToken names the variable serve reads its token from when no
 // --token-file is given. serve removes it from its environment, so that no
 // component inherits it.
-const envToken = "ACP_CONDUCTOR_TOKEN"
+const envToken = config.EnvServeToken
 
 type serveFlags struct {
 	listen         string
