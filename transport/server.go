@@ -248,22 +248,16 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a JSON-RPC message: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	cid := r.Header.Get(HeaderConnectionID)
 	if wire.IsInitialize(m.Method) && m.ID != nil { // a proxy-mode chain's too
-		if cid != "" {
+		if r.Header.Get(HeaderConnectionID) != "" {
 			http.Error(w, "initialize is not allowed on an existing connection", http.StatusBadRequest)
 			return
 		}
 		s.initialize(w, r, m)
 		return
 	}
-	if cid == "" {
-		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
-		return
-	}
-	c := s.lookup(cid)
+	c := s.connOf(w, r)
 	if c == nil {
-		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
 		return
 	}
 	if m.Method != "" {
@@ -349,17 +343,24 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Not Acceptable: GET needs Accept: text/event-stream, or a WebSocket upgrade", http.StatusNotAcceptable)
 		return
 	}
+	if c := s.connOf(w, r); c != nil {
+		c.serveStream(w, r, r.Header.Get(HeaderSessionID))
+	}
+}
+
+// connOf returns the connection r names in its Acp-Connection-Id header, or
+// answers r with the reason there is none and returns nil.
+func (s *Server) connOf(w http.ResponseWriter, r *http.Request) *httpConn {
 	cid := r.Header.Get(HeaderConnectionID)
 	if cid == "" {
 		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
-		return
+		return nil
 	}
 	c := s.lookup(cid)
 	if c == nil {
 		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
-		return
 	}
-	c.serveStream(w, r, r.Header.Get(HeaderSessionID))
+	return c
 }
 
 func acceptsEventStream(r *http.Request) bool {
@@ -374,16 +375,8 @@ func acceptsEventStream(r *http.Request) bool {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	cid := r.Header.Get(HeaderConnectionID)
-	if cid == "" {
-		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
-		return
+	if c := s.connOf(w, r); c != nil {
+		c.Close()
+		w.WriteHeader(http.StatusAccepted)
 	}
-	c := s.lookup(cid)
-	if c == nil {
-		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
-		return
-	}
-	c.Close()
-	w.WriteHeader(http.StatusAccepted)
 }
