@@ -500,10 +500,20 @@ setImmediate(() => process.exit(process.exitCode));
 // transports, and returns the stream with a stand-in child process.
 async function remoteStream(config) {
   const headers = config.headers ?? {};
+  const inFlight = new Set();
   let stream;
   if ((config.transport ?? "ws") === "http") {
     const { createHttpStream } = await import("@agentclientprotocol/sdk/experimental/http-client");
-    stream = createHttpStream(config.url, { headers });
+    // The SDK's close() starts the DELETE and a second close() (the pipe's
+    // abort after the reader's cancel) does not wait for it; keep the
+    // requests in flight so the "exit" waits until the server has them.
+    const fetchImpl = (input, init) => {
+      const p = fetch(input, init);
+      inFlight.add(p);
+      p.finally(() => inFlight.delete(p)).catch(() => {});
+      return p;
+    };
+    stream = createHttpStream(config.url, { headers, fetch: fetchImpl });
   } else {
     const { createWebSocketStream } = await import("@agentclientprotocol/sdk/experimental/ws-client");
     const { WebSocket } = await import("ws");
@@ -521,6 +531,7 @@ async function remoteStream(config) {
     } catch {}
     pipeAbort.abort();
     await piped;
+    await Promise.allSettled([...inFlight]);
     child.emit("exit", 0, null);
   });
   return { stream, child };
