@@ -112,7 +112,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 
 	if c.mcp.close(routed) && routed.stateless == nil { // else the owner went away first (ownerGone), or never had a connection
 		bye := append(append([]byte(`{"connectionId":`), connID...), '}')
-		c.forward(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
+		c.relayCall(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
 			c.toOwner(srv.owner, methodMCPDisconnect), bye)
 	}
 	// The owner's own requests to this client can no longer be answered.
@@ -136,7 +136,7 @@ func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string,
 		return nil, nil
 	}
 	answer := make(chan *wire.Message, 1)
-	c.forward(c.peers[srv.owner], &call{method: methodMCPConnect, onResponse: func(m *wire.Message) bool { answer <- m; return true }},
+	c.relayCall(c.peers[srv.owner], &call{method: methodMCPConnect, onResponse: func(m *wire.Message) bool { answer <- m; return true }},
 		c.toOwner(srv.owner, methodMCPConnect), c.mcp.withSession(connect, serverID))
 	var m *wire.Message
 	select {
@@ -174,7 +174,7 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 		return
 	}
 	if m.IsResponse() {
-		c.respond(p, m)
+		c.relayAnswer(p, m)
 		return
 	}
 	if conn.stateless != nil {
@@ -184,10 +184,10 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 	params := connEnvelope(conn.ownerID, m.Method, m.Params, nil)
 	d := c.toOwner(conn.owner, methodMCPMessage)
 	if m.IsNotification() {
-		c.deliver(p, owner, nil, d, params)
+		c.relay(p, owner, nil, d, params)
 		return
 	}
-	c.forward(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
+	c.relayCall(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
 }
 
 // unavailable answers a bridged connection to a server the chain no longer
@@ -314,18 +314,18 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 	return wire.SetPath(params, []string{"mcpServers"}, list)
 }
 
-// toBridge delivers an owner's mcp/message to a bridged connection as the
+// toBridge relays an owner's mcp/message to a bridged connection as the
 // plain MCP message it carries.
 func (c *chain) toBridge(to *peer, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
 	method, inner, err := wire.Unwrap(params)
 	if err != nil {
-		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
+		c.answerError(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
 		return
 	}
 	d := delivery{method: method}
 	if m.IsNotification() {
-		c.deliver(from, to, nil, d, inner)
+		c.relay(from, to, nil, d, inner)
 		return
 	}
-	c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, inner)
+	c.relayCall(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, inner)
 }

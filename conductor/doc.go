@@ -32,14 +32,14 @@
 //   - send: queue one encoded line on one peer's outbox (peer.send). It is
 //     the only way anything reaches a peer; the outbox puts, takes and
 //     writes below it.
-//   - deliver: carry a request or notification on to the peer route chose,
-//     re-addressed and dressed for it (chain.deliver). forward is deliver
-//     for a request whose answer someone awaits: it records the call on
-//     both sides first (chain.forward).
+//   - relay: carry a request or notification on to the peer route chose,
+//     re-addressed and dressed for it as its delivery says (chain.relay).
+//     relayCall is relay for a request whose answer someone awaits: it
+//     records the call on both sides first.
 //   - answer: send a response back to whoever asked, into their batch if
-//     the request came in one (answer, call.answer). respond answers with
-//     what a peer responded, under the asker's id; reject answers with the
-//     conductor's own error (and logs a notification it drops).
+//     the request came in one (answer, call.answer). relayAnswer answers
+//     with what a peer answered, under the asker's id; answerError answers
+//     with the conductor's own error (and logs a notification it drops).
 //
 // # Dialects
 //

@@ -77,6 +77,6 @@ func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Messa
 	}
 	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method, batch: cl.batch, params: cl.params, dialect: next}
 	retry.onResponse = c.onInitialize(to, d, retry)
-	c.forward(to, retry, d, params)
+	c.relayCall(to, retry, d, params)
 	return true
 }

@@ -423,7 +423,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	d := c.toOwner(srv.owner, methodMCPConnect)
 	params = c.mcp.withSession(params, id)
 	if m.IsNotification() {
-		c.deliver(from, c.peers[d.to], nil, d, params)
+		c.relay(from, c.peers[d.to], nil, d, params)
 		return true
 	}
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
@@ -446,7 +446,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 		}
 		return false
 	}
-	c.forward(c.peers[d.to], cl, d, params)
+	c.relayCall(c.peers[d.to], cl, d, params)
 	return true
 }
 
@@ -466,7 +466,7 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 		conn = c.mcp.byAgent(id)
 	}
 	if conn == nil {
-		c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
+		c.answerError(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
 			WithData(map[string]json.RawMessage{"connectionId": id}), b)
 		return
 	}
@@ -497,9 +497,9 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 	}
 	to := c.peers[d.to]
 	if m.IsNotification() {
-		c.deliver(from, to, nil, d, params)
+		c.relay(from, to, nil, d, params)
 	} else {
-		c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
+		c.relayCall(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
 	}
 }
 
@@ -519,15 +519,15 @@ func (c *chain) mcpToServer(from *peer, m *wire.Message, params json.RawMessage,
 	c.mcp.agentSpoke("serverId")
 	params = c.mcp.withSession(params, serverID)
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
-		c.sendToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
+		c.relayToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
 		return true
 	}
 	c.viaConnection(srv, serverID, func(conn *mcpConn, e *wire.Error) {
 		switch {
 		case e != nil:
-			c.reject(from, m, e, b)
+			c.answerError(from, m, e, b)
 		case conn == nil: // the owner binds per request
-			c.sendToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
+			c.relayToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
 		default:
 			c.toConnectOwner(conn, from, m, params, b)
 		}
@@ -546,22 +546,22 @@ func (c *chain) mcpFromServer(from *peer, m *wire.Message, params json.RawMessag
 	d := c.toAgent(methodMCPMessage)
 	to := c.peers[d.to]
 	if m.IsNotification() {
-		c.deliver(from, to, nil, d, params)
+		c.relay(from, to, nil, d, params)
 	} else {
-		c.forward(to, &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, params)
+		c.relayCall(to, &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, params)
 	}
 }
 
-// sendToOwner relays a request or notification from the agent side to the
+// relayToOwner relays a request or notification from the agent side to the
 // owner at pos; onResponse, if set, sees the owner's answer first.
-func (c *chain) sendToOwner(pos int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch, onResponse func(*wire.Message) bool) {
+func (c *chain) relayToOwner(pos int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch, onResponse func(*wire.Message) bool) {
 	d := c.toOwner(pos, method)
 	to := c.peers[d.to]
 	if m.IsNotification() {
-		c.deliver(from, to, nil, d, params)
+		c.relay(from, to, nil, d, params)
 		return
 	}
-	c.forward(to, &call{from: from, fromID: m.ID, method: method, batch: b, onResponse: onResponse}, d, params)
+	c.relayCall(to, &call{from: from, fromID: m.ID, method: method, batch: b, onResponse: onResponse}, d, params)
 }
 
 // toAgent says how a message from an owner reaches the agent side.
@@ -708,7 +708,7 @@ func (c *chain) closeShared(session string) {
 			continue // its owner went away first
 		}
 		bye := append(append([]byte(`{"connectionId":`), conn.ownerID...), '}')
-		c.forward(c.peers[conn.owner], &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
+		c.relayCall(c.peers[conn.owner], &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
 			c.toOwner(conn.owner, methodMCPDisconnect), bye)
 	}
 }

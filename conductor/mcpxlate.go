@@ -272,7 +272,7 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 		}
 		return true
 	}}
-	c.forward(c.peers[srv.owner], cl, c.toOwner(srv.owner, methodMCPConnect), params)
+	c.relayCall(c.peers[srv.owner], cl, c.toOwner(srv.owner, methodMCPConnect), params)
 }
 
 // openShared records the connection a connect-binding owner opened for
@@ -291,19 +291,19 @@ func (r *mcpRoutes) openShared(owner int, serverID string, ownerID []byte) *mcpC
 func (c *chain) toConnectOwner(conn *mcpConn, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
 	method, inner, err := wire.Unwrap(params)
 	if err != nil {
-		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
+		c.answerError(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
 		return
 	}
 	out := connEnvelope(conn.ownerID, method, inner, field(params, "_meta"))
 	if m.IsNotification() {
-		c.sendToOwner(conn.owner, from, m, methodMCPMessage, out, b, nil)
+		c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, nil)
 		return
 	}
 	req := activeRequest{requestID: append(json.RawMessage(nil), field(params, "requestId")...), progress: progressToken(inner)}
 	c.mcp.mu.Lock()
 	conn.active = append(conn.active, req)
 	c.mcp.mu.Unlock()
-	c.sendToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
+	c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
 		c.mcp.mu.Lock()
 		for i, a := range conn.active {
 			if string(a.requestID) == string(req.requestID) {
@@ -323,10 +323,10 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 	method, inner, err := wire.Unwrap(params)
 	switch {
 	case m.Method == methodMCPDisconnect || err != nil:
-		c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: not an MCP message for this connection", m.Method), b)
+		c.answerError(from, m, wire.Errorf(codeInvalidParams, "%s: not an MCP message for this connection", m.Method), b)
 		return
 	case m.IsRequest():
-		c.reject(from, m, wire.Errorf(codeMethodNotFound,
+		c.answerError(from, m, wire.Errorf(codeMethodNotFound,
 			"%s: the caller binds per request (MCP %s), where servers send no requests", method, mcpStatelessVersion), b)
 		return
 	}
@@ -347,7 +347,7 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 		return
 	}
 	d := c.toAgent(methodMCPMessage)
-	c.deliver(from, c.peers[d.to], nil, d, requestEnvelope(mustQuote(conn.serverID), reqID, method, inner, nil))
+	c.relay(from, c.peers[d.to], nil, d, requestEnvelope(mustQuote(conn.serverID), reqID, method, inner, nil))
 }
 
 // openStateless makes the connection a connect-binding caller (the agent,
@@ -387,7 +387,7 @@ func (c *chain) fromConnectCaller(conn *mcpConn, from *peer, m *wire.Message, me
 	}
 	inner, innerParams, err := wire.Unwrap(params)
 	if err != nil {
-		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
+		c.answerError(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
 		return
 	}
 	c.statelessCall(conn, from, m, inner, innerParams, b)
@@ -422,7 +422,7 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 		c.mcp.mu.Unlock()
 		discover := requestEnvelope(mustQuote(conn.serverID), c.mcp.newRequestID(), mcpMethodDiscover, withStatelessMeta(json.RawMessage(`{}`), &client), nil)
 		id := append(json.RawMessage(nil), m.ID...)
-		c.forward(c.peers[conn.owner], &call{method: methodMCPMessage, onResponse: func(resp *wire.Message) bool {
+		c.relayCall(c.peers[conn.owner], &call{method: methodMCPMessage, onResponse: func(resp *wire.Message) bool {
 			answer(from, b, encodeResponse(id, initializeResult(&client, srv.name, resp)))
 			return true
 		}}, c.toOwner(conn.owner, methodMCPMessage), c.mcp.withSession(discover, conn.serverID))
@@ -439,7 +439,7 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 	c.mcp.requests[key] = conn
 	c.mcp.mu.Unlock()
 	out := c.mcp.withSession(requestEnvelope(serverID, reqID, method, params, nil), conn.serverID)
-	c.sendToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
+	c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
 		c.mcp.mu.Lock()
 		delete(c.mcp.requests, key)
 		c.mcp.mu.Unlock()
@@ -463,7 +463,7 @@ func (r *mcpRoutes) newRequestID() json.RawMessage {
 func (c *chain) toConnectCaller(conn *mcpConn, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
 	method, inner, err := wire.Unwrap(params)
 	if err != nil {
-		c.reject(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
+		c.answerError(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
 		return
 	}
 	if conn.bridge != nil {
@@ -473,8 +473,8 @@ func (c *chain) toConnectCaller(conn *mcpConn, from *peer, m *wire.Message, para
 	d := c.toAgent(methodMCPMessage)
 	out := connEnvelope(conn.agentID, method, inner, nil)
 	if m.IsNotification() {
-		c.deliver(from, c.peers[d.to], nil, d, out)
+		c.relay(from, c.peers[d.to], nil, d, out)
 		return
 	}
-	c.forward(c.peers[d.to], &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, out)
+	c.relayCall(c.peers[d.to], &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, out)
 }

@@ -62,10 +62,10 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 	}
 	switch dc.act {
 	case actComplete:
-		c.respond(from, m)
+		c.relayAnswer(from, m)
 		return
 	case actRefuse:
-		c.reject(from, m, dc.err, b)
+		c.answerError(from, m, dc.err, b)
 		return
 	case actCancel:
 		c.cancel(from, dc.raw)
@@ -81,7 +81,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 			return
 		}
 		if dc.err != nil {
-			c.reject(from, m, dc.err, b)
+			c.answerError(from, m, dc.err, b)
 			return
 		}
 	case actRelayLine:
@@ -98,7 +98,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		params, declared = c.onSessionSetup(dc.src, dc.d, params)
 	}
 	if m.IsNotification() {
-		c.deliver(from, to, nil, dc.d, params)
+		c.relay(from, to, nil, dc.d, params)
 		return
 	}
 	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b, dialect: dc.proxyInit}
@@ -120,21 +120,21 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		if dc.proxyInit != nil {
 			var err error
 			if params, err = dc.proxyInit.InitializeParams(params); err != nil {
-				c.reject(from, m, wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err), b)
+				c.answerError(from, m, wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err), b)
 				return
 			}
 		}
 	}
-	c.forward(to, cl, dc.d, params)
+	c.relayCall(to, cl, dc.d, params)
 }
 
 // dialectAt returns the dialect the peer at pos speaks.
 func (c *chain) dialectAt(pos int) *wire.Dialect { return c.peers[pos].getDialect() }
 
-// forward sends a request to `to` on behalf of cl.from, under an id of its
+// relayCall relays a request to `to` on behalf of cl.from, under an id of its
 // own. The call is tracked on both sides before the request leaves, so its
 // response and a cancel for it always find it.
-func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) {
+func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage) {
 	cl.to, cl.id, cl.wrap = to, to.nextID.Add(1), d.wrap
 	// The id aliases the line it came in; kept as it is, it would keep all
 	// of that line (a 16 MiB prompt, say) live until the answer comes.
@@ -149,7 +149,7 @@ func (c *chain) forward(to *peer, cl *call, d delivery, params json.RawMessage) 
 		failCalls([]*call{cl}, goneError(to, err)) // its hook, if any, sees the failure
 		return
 	}
-	c.deliver(cl.from, to, wire.IntID(cl.id), d, params)
+	c.relay(cl.from, to, wire.IntID(cl.id), d, params)
 }
 
 // cancel translates a $/cancel_request for a request the sender made
@@ -164,7 +164,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 		return
 	}
 	inner := append(append([]byte(`{"requestId":`), wire.IntID(cl.id)...), '}')
-	c.deliver(from, cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner)
+	c.relay(from, cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
@@ -177,9 +177,9 @@ func requestID(params json.RawMessage) []byte {
 // being copied into a new line.
 const largeValue = 32 << 10
 
-// deliver sends a request (id != nil) or notification from peer from (nil:
+// relay sends a request (id != nil) or notification from peer from (nil:
 // the conductor itself) to peer to as d says.
-func (c *chain) deliver(from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
+func (c *chain) relay(from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
 	if c.trace != nil {
 		c.traceSend(from, to, id, d.method, params)
 	}
@@ -194,7 +194,7 @@ var (
 	closeWrapped = []byte("}}\n")
 )
 
-// encode returns the segments of the line that delivers a request (id !=
+// encode returns the segments of the line that relays a request (id !=
 // nil) or notification to peer to as d says: one segment, or for large
 // params a header, the params as they arrived, and a trailer.
 func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) [][]byte {
@@ -228,8 +228,8 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 	return [][]byte{append(append(head, params...), tail...)}
 }
 
-// respond returns a response to whoever asked, under their id.
-func (c *chain) respond(from *peer, m *wire.Message) {
+// relayAnswer returns a peer's response to whoever asked, under their id.
+func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 	cl := from.complete(m.ID)
 	if cl == nil {
 		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
@@ -245,9 +245,9 @@ func (c *chain) respond(from *peer, m *wire.Message) {
 	cl.answer(encodeResponseTo(cl.fromID, m)...)
 }
 
-// reject answers a request the conductor cannot deliver, or logs a
-// notification it drops.
-func (c *chain) reject(from *peer, m *wire.Message, e *wire.Error, b *batch) {
+// answerError answers a request the conductor will not relay with its own
+// error e, or logs a notification it drops.
+func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch) {
 	if m.IsRequest() {
 		answer(from, b, encodeError(m.ID, e))
 		return

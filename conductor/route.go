@@ -56,7 +56,7 @@ func (t topology) role(pos int) role {
 // A delivery says how one request or notification goes on.
 type delivery struct {
 	to     int    // destination position
-	wrap   bool   // deliver inside a successor envelope
+	wrap   bool   // relay inside a successor envelope
 	method string // the method the destination sees inside or without the envelope
 }
 
@@ -168,7 +168,7 @@ type decision struct {
 	d   delivery        // the next hop, for actRelay, actRelayLine and actMCP
 	err *wire.Error     // for actRefuse
 	src int             // the position the message counts as coming from
-	raw json.RawMessage // the params to deliver (the envelope's inner params)
+	raw json.RawMessage // the params to relay (the envelope's inner params)
 
 	enveloped bool // it arrived in a successor envelope
 	setup     bool // a session set-up request: MCP declarations to note

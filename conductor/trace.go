@@ -7,9 +7,9 @@ import (
 )
 
 // Tracing (package trace) records each message where the relay hands it to
-// its destination (deliver, and dispatch's path for a line that goes on as
+// its destination (relay, and dispatch's path for a line that goes on as
 // it came) and each answer where the relay returns it to the caller
-// (respond, failCalls). Each hook is one nil test of the recorder, which
+// (relayAnswer, failCalls). Each hook is one nil test of the recorder, which
 // the chain and each of its peers hold (never a call, so that a relayed
 // request costs not a byte more): a chain that is not traced pays nothing
 // else.
