@@ -15,6 +15,13 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
+// Inside the package, as in package conductor, a few verbs each say one way
+// a message moves: send queues a line on the outbox (the outbox puts it);
+// relay passes on a message no handler claimed; answer sends the response
+// to a request the proxy received (answerError with the proxy's own error,
+// relayAnswer with what a server answered); complete hands a response to
+// the call awaiting it. Forward, Call and Notify are the public API's.
+
 // A Conn is a proxy's connection to its conductor, and through it to both of
 // its peers. Handlers reach it with [Request.Conn] to send requests and
 // notifications of their own. Its methods may be called concurrently.
@@ -38,12 +45,12 @@ type Conn struct {
 // A call is a request the proxy sent and is waiting to see answered.
 type call struct {
 	// A relayed request is answered by passing the response back under
-	// relayFor. One sent for an MCP server is answered by calling onReply
+	// relayFor. One sent for an MCP server is answered by calling onAnswer
 	// on the reader, in the order answers arrive. Any other has a caller
-	// waiting on reply, which receives nil if the connection closes first.
+	// waiting on answer, which receives nil if the connection closes first.
 	relayFor json.RawMessage
-	onReply  func(*wire.Message)
-	reply    chan *wire.Message
+	onAnswer func(*wire.Message)
+	answer   chan *wire.Message
 	holder   *holder // the waiting handler's, or nil
 }
 
@@ -120,7 +127,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 		return nil, err
 	}
 	id := c.newID()
-	cl := &call{reply: make(chan *wire.Message, 1), holder: h}
+	cl := &call{answer: make(chan *wire.Message, 1), holder: h}
 	if err := c.register(id, cl); err != nil {
 		return nil, err
 	}
@@ -130,7 +137,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	}
 	var m *wire.Message
 	select {
-	case m = <-cl.reply:
+	case m = <-cl.answer:
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), errCancelRequested) {
 			// The caller asked to cancel the request this call serves: pass
@@ -138,7 +145,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 			// (perhaps with partial results, or stopReason "cancelled"),
 			// and that answer is the caller's.
 			c.cancelRequest(to, id)
-			m = <-cl.reply
+			m = <-cl.answer
 			break
 		}
 		if c.forget(id) {
@@ -146,7 +153,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 			c.cancelRequest(to, id)
 			return nil, ctx.Err()
 		}
-		m = <-cl.reply // the answer is already on its way
+		m = <-cl.answer // the answer is already on its way
 	}
 	switch {
 	case m == nil:
@@ -158,7 +165,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	}
 }
 
-// relay forwards a message no handler claimed, and, for a request, arranges
+// relay passes on a message no handler claimed, and, for a request, arranges
 // for its answer to be passed back. It runs on the reader and so keeps the
 // order of arrival.
 func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.RawMessage) {
@@ -223,8 +230,8 @@ func (c *Conn) answer(h *holder, id, result json.RawMessage, err error) {
 	c.out.put(h, append(m.Append(nil), '\n'))
 }
 
-// deliver routes a response from the conductor to the call it answers.
-func (c *Conn) deliver(m *wire.Message) {
+// complete hands a response from the conductor to the call it answers.
+func (c *Conn) complete(m *wire.Message) {
 	c.mu.Lock()
 	cl := c.calls[string(m.ID)]
 	delete(c.calls, string(m.ID))
@@ -238,11 +245,11 @@ func (c *Conn) deliver(m *wire.Message) {
 	case cl.relayFor != nil:
 		out := wire.Message{ID: cl.relayFor, Result: m.Result, Error: m.Error}
 		c.out.put(nil, append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+64)), '\n'))
-	case cl.onReply != nil:
-		cl.onReply(m)
+	case cl.onAnswer != nil:
+		cl.onAnswer(m)
 	default:
 		c.out.resume(cl.holder, true)
-		cl.reply <- m
+		cl.answer <- m
 	}
 }
 
@@ -256,9 +263,9 @@ func (c *Conn) shutdown() {
 	c.calls = nil
 	c.mu.Unlock()
 	for _, cl := range calls {
-		if cl.reply != nil {
+		if cl.answer != nil {
 			c.out.resume(cl.holder, false)
-			cl.reply <- nil
+			cl.answer <- nil
 		}
 	}
 	c.cancel()

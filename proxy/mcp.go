@@ -350,7 +350,7 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 		if raw == nil {
 			raw = json.RawMessage("null")
 		}
-		h.c.reply(wire.ErrorResponse(id, wire.Errorf(jrpc2.InvalidParams, "%s: unknown MCP connection", method).
+		h.c.send(wire.ErrorResponse(id, wire.Errorf(jrpc2.InvalidParams, "%s: unknown MCP connection", method).
 			WithData(map[string]json.RawMessage{"connectionId": raw})))
 	default:
 		h.c.log.Warn("dropped a notification for an unknown MCP connection", "method", method, "connectionId", string(raw))

@@ -129,7 +129,7 @@ func (c *MCPConn) Write(ctx context.Context, msg json.RawMessage) error {
 	case ended:
 		return ErrClosed
 	case m.IsResponse():
-		return c.respond(m)
+		return c.relayAnswer(m)
 	case m.IsNotification():
 		return c.h.c.notify(nil, Successor, methodMCPMessage, c.envelope(m.Method, m.Params))
 	default:
@@ -199,7 +199,7 @@ func (c *MCPConn) fromClient(id, params json.RawMessage) {
 	method, inner, err := wire.Unwrap(params)
 	refuse := func(e *wire.Error) {
 		if id != nil {
-			c.h.c.reply(wire.ErrorResponse(id, e))
+			c.h.c.send(wire.ErrorResponse(id, e))
 		} else {
 			c.h.c.log.Warn("dropped an mcp/message notification", "connectionId", c.id, "reason", e.Message)
 		}
@@ -257,8 +257,8 @@ func (c *MCPConn) push(msg []byte) {
 	}
 }
 
-// respond answers the client's request that the server's response m is for.
-func (c *MCPConn) respond(m *wire.Message) error {
+// relayAnswer answers the client's request that the server's response m is for.
+func (c *MCPConn) relayAnswer(m *wire.Message) error {
 	n, err := strconv.ParseInt(string(m.ID), 10, 64)
 	c.mu.Lock()
 	id, ok := c.pending[n]
@@ -287,7 +287,7 @@ func (c *MCPConn) request(m *wire.Message) error {
 	}
 	hc := c.h.c
 	id := hc.newID()
-	cl := &call{onReply: func(resp *wire.Message) {
+	cl := &call{onAnswer: func(resp *wire.Message) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.asked[string(id)] {

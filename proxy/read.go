@@ -37,7 +37,7 @@ func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
 		m, err := wire.Parse(line)
 		if err != nil {
 			c.log.Warn("rejected input", "error", err)
-			c.reply(wire.ErrorResponse(nil, wire.ParseError(err)))
+			c.send(wire.ErrorResponse(nil, wire.ParseError(err)))
 			continue
 		}
 		c.dispatch(m)
@@ -48,11 +48,11 @@ func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
 func (c *Conn) dispatch(m *wire.Message) {
 	switch {
 	case m.IsResponse():
-		c.deliver(m)
+		c.complete(m)
 	case wire.IsSuccessor(m.Method):
 		method, params, err := wire.Unwrap(m.Params)
 		if err != nil {
-			c.reject(m, wire.Errorf(jrpc2.InvalidParams, "%s: %v", m.Method, err))
+			c.answerError(m, wire.Errorf(jrpc2.InvalidParams, "%s: %v", m.Method, err))
 			return
 		}
 		if method == wire.MethodCancelRequest && m.IsNotification() {
@@ -70,7 +70,7 @@ func (c *Conn) dispatch(m *wire.Message) {
 		c.dialect.Store(wire.Thinkwell)
 		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
 	case m.Method == wire.MethodInitialize:
-		c.reject(m, wire.Errorf(jrpc2.InvalidRequest,
+		c.answerError(m, wire.Errorf(jrpc2.InvalidRequest,
 			"this component is an ACP proxy and must be started with %s, not %s", wire.MethodProxyInitialize, m.Method))
 	case m.Method == wire.MethodCancelRequest && m.IsNotification():
 		c.cancelServed(m.Params)
@@ -95,16 +95,18 @@ func (c *Conn) receive(id json.RawMessage, from Side, method string, params json
 	c.handle(id, from, method, params, fn)
 }
 
-// reject answers a request the proxy cannot take, or logs a notification.
-func (c *Conn) reject(m *wire.Message, e *wire.Error) {
+// answerError answers a request the proxy cannot take with e, or logs a
+// notification it drops.
+func (c *Conn) answerError(m *wire.Message, e *wire.Error) {
 	if m.IsRequest() {
-		c.reply(wire.ErrorResponse(m.ID, e))
+		c.send(wire.ErrorResponse(m.ID, e))
 		return
 	}
 	c.log.Warn("dropped a notification", "method", m.Method, "reason", e.Message)
 }
 
-func (c *Conn) reply(m *wire.Message) {
+// send queues m outside any handler's place.
+func (c *Conn) send(m *wire.Message) {
 	c.out.put(nil, append(m.Append(nil), '\n'))
 }
 
@@ -117,9 +119,9 @@ func (c *Conn) oversize(big *wire.OversizeError) {
 	switch {
 	case id == nil:
 	case big.Method != "":
-		c.reply(wire.ErrorResponse(id, wire.Errorf(jrpc2.InvalidRequest, "%v", big)))
+		c.send(wire.ErrorResponse(id, wire.Errorf(jrpc2.InvalidRequest, "%v", big)))
 	case big.IsResponse:
 		e := wire.Errorf(jrpc2.InternalError, "response %v", big)
-		c.deliver(&wire.Message{ID: id, Error: e.Encode()})
+		c.complete(&wire.Message{ID: id, Error: e.Encode()})
 	}
 }
