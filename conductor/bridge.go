@@ -150,7 +150,7 @@ func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string,
 		log.Debug("bridged MCP connection to an owner that binds per request", zap.String("owner", c.peers[srv.owner].name))
 		return conn, []byte(conn.ownerID)
 	}
-	connID := field(m.Result, "connectionId")
+	connID := wire.Member(m.Result, "connectionId")
 	if m.Error != nil || connID == nil {
 		log.Warn("the owner refused the MCP connection", zap.String("owner", c.peers[srv.owner].name), zap.ByteString("error", m.Error))
 		return nil, nil
@@ -276,7 +276,7 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 		})
 	}
 	var servers []json.RawMessage
-	if err := json.Unmarshal(field(params, "mcpServers"), &servers); err != nil {
+	if err := json.Unmarshal(wire.Member(params, "mcpServers"), &servers); err != nil {
 		return nil, err
 	}
 	for i, raw := range servers {

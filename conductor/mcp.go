@@ -206,7 +206,7 @@ func (r *mcpRoutes) declare(owner int, params json.RawMessage) (ids []string, fo
 // setSession records the session of servers declared in a set-up request
 // from its answer.
 func (r *mcpRoutes) setSession(ids []string, result json.RawMessage) {
-	session := field(result, "sessionId")
+	session := wire.Member(result, "sessionId")
 	if session == nil {
 		return
 	}
@@ -363,25 +363,11 @@ func withConnectionID(obj json.RawMessage, id string) json.RawMessage {
 	return out
 }
 
-// field returns the raw value of one member of an object.
-func field(obj json.RawMessage, name string) []byte {
-	var v []byte
-	if len(obj) > 0 {
-		key := `"` + name + `"`
-		wire.EachField(obj, func(k, val []byte) {
-			if string(k) == key {
-				v = val
-			}
-		})
-	}
-	return v
-}
-
 // connectTarget returns the server id an mcp/connect names, in either
 // spelling, and the spelling of declarations that goes with it.
 func connectTarget(params json.RawMessage) (id, spelling string) {
 	for _, s := range [...]struct{ member, spelling string }{{"acpId", "id"}, {"serverId", "serverId"}} {
-		if raw := field(params, s.member); raw != nil {
+		if raw := wire.Member(params, s.member); raw != nil {
 			if json.Unmarshal(raw, &id) == nil {
 				return id, s.spelling
 			}
@@ -438,7 +424,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 			resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+c.mcp.openStateless(srv, id, nil).agentID+`}`)
 			return false
 		}
-		if cid := field(resp.Result, "connectionId"); cid != nil {
+		if cid := wire.Member(resp.Result, "connectionId"); cid != nil {
 			c.mcp.learn(srv.owner, bindingConnect)
 			if agentID := c.mcp.open(srv.owner, cid); agentID != string(cid) {
 				resp.Result = withConnectionID(resp.Result, agentID)
@@ -460,7 +446,7 @@ func refusedConnect(resp *wire.Message) bool {
 // agent to the owner, or from the owner to the agent or a bridged client.
 func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
 	agentSide := src == c.topo.Load().last()
-	id := field(params, "connectionId")
+	id := wire.Member(params, "connectionId")
 	conn := c.mcp.byOwner(src, id)
 	if agentSide {
 		conn = c.mcp.byAgent(id)
@@ -509,7 +495,7 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 // binding is known, the first message asks with mcp/connect.
 func (c *chain) mcpToServer(from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
 	var serverID string
-	if json.Unmarshal(field(params, "serverId"), &serverID) != nil {
+	if json.Unmarshal(wire.Member(params, "serverId"), &serverID) != nil {
 		return false
 	}
 	srv, ok := c.mcp.server(serverID)
@@ -539,7 +525,7 @@ func (c *chain) mcpToServer(from *peer, m *wire.Message, params json.RawMessage,
 // subscription events) to the caller whose request it names: the agent, or
 // a connect-binding caller the conductor translates for.
 func (c *chain) mcpFromServer(from *peer, m *wire.Message, params json.RawMessage, b *batch) {
-	if conn := c.mcp.statelessRequest(field(params, "serverId"), field(params, "requestId")); conn != nil {
+	if conn := c.mcp.statelessRequest(wire.Member(params, "serverId"), wire.Member(params, "requestId")); conn != nil {
 		c.toConnectCaller(conn, from, m, params, b)
 		return
 	}
@@ -658,7 +644,7 @@ func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, err
 				continue
 			}
 			for _, member := range declarationSpellings[agentSpelling] {
-				if field(raw, member) != nil {
+				if wire.Member(raw, member) != nil {
 					continue
 				}
 				out, err := wire.EditMember(raw, member, func(json.RawMessage) (json.RawMessage, error) { return mustQuote(id), nil })
@@ -681,7 +667,7 @@ func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, err
 // connections the conductor opened for request-binding callers to servers
 // declared in that session are disconnected.
 func (c *chain) onSessionEnd(params json.RawMessage) func(*wire.Message) bool {
-	session := string(field(params, "sessionId"))
+	session := string(wire.Member(params, "sessionId"))
 	return func(resp *wire.Message) bool {
 		if resp.Error == nil && session != "" {
 			c.closeShared(session)

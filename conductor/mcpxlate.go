@@ -100,7 +100,7 @@ func statelessRuleFor(method string, request bool, params json.RawMessage) state
 	switch {
 	case !request:
 		return slDrop
-	case field(field(params, "_meta"), mcpMetaVersion) != nil:
+	case wire.Member(wire.Member(params, "_meta"), mcpMetaVersion) != nil:
 		return slPass
 	}
 	return slAddMeta
@@ -118,7 +118,7 @@ func withStatelessMeta(params json.RawMessage, client *mcpClient) json.RawMessag
 			key string
 			val json.RawMessage
 		}{{mcpMetaVersion, mustQuote(mcpStatelessVersion)}, {mcpMetaCapabilities, caps}, {mcpMetaClientInfo, client.info}} {
-			if kv.val == nil || field(meta, kv.key) != nil {
+			if kv.val == nil || wire.Member(meta, kv.key) != nil {
 				continue
 			}
 			var err error
@@ -187,11 +187,11 @@ func fromOutcome(resp *wire.Message) {
 	if resp.Error != nil {
 		return
 	}
-	if r := field(resp.Result, "result"); r != nil {
+	if r := wire.Member(resp.Result, "result"); r != nil {
 		resp.Result = r
 		return
 	}
-	if e := field(resp.Result, "error"); e != nil {
+	if e := wire.Member(resp.Result, "error"); e != nil {
 		resp.Result, resp.Error = nil, e
 		return
 	}
@@ -200,7 +200,7 @@ func fromOutcome(resp *wire.Message) {
 
 // progressToken returns the raw progress token of MCP request params.
 func progressToken(params json.RawMessage) string {
-	return string(field(field(params, "_meta"), "progressToken"))
+	return string(wire.Member(wire.Member(params, "_meta"), "progressToken"))
 }
 
 // connEnvelope returns mcp/message params carrying an MCP message on a
@@ -252,7 +252,7 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 	cl := &call{method: methodMCPConnect, onResponse: func(resp *wire.Message) bool {
 		var conn *mcpConn
 		var e *wire.Error
-		cid := field(resp.Result, "connectionId")
+		cid := wire.Member(resp.Result, "connectionId")
 		switch {
 		case refusedConnect(resp):
 			r.learn(srv.owner, bindingRequest)
@@ -294,12 +294,12 @@ func (c *chain) toConnectOwner(conn *mcpConn, from *peer, m *wire.Message, param
 		c.answerError(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
 		return
 	}
-	out := connEnvelope(conn.ownerID, method, inner, field(params, "_meta"))
+	out := connEnvelope(conn.ownerID, method, inner, wire.Member(params, "_meta"))
 	if m.IsNotification() {
 		c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, nil)
 		return
 	}
-	req := activeRequest{requestID: append(json.RawMessage(nil), field(params, "requestId")...), progress: progressToken(inner)}
+	req := activeRequest{requestID: append(json.RawMessage(nil), wire.Member(params, "requestId")...), progress: progressToken(inner)}
 	c.mcp.mu.Lock()
 	conn.active = append(conn.active, req)
 	c.mcp.mu.Unlock()
@@ -332,7 +332,7 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 	}
 	token := progressToken(inner)
 	if token == "" {
-		token = string(field(inner, "progressToken"))
+		token = string(wire.Member(inner, "progressToken"))
 	}
 	var reqID json.RawMessage
 	c.mcp.mu.Lock()

@@ -329,9 +329,9 @@ const (
 func (t topology) routeMCP(src int, method string, params []byte) mcpRule {
 	k := mcpKey{agentSide: src == t.last(), method: method}
 	switch {
-	case field(params, "connectionId") != nil:
+	case wire.Member(params, "connectionId") != nil:
 		k.key = mcpKeyConn
-	case field(params, "serverId") != nil:
+	case wire.Member(params, "serverId") != nil:
 		k.key = mcpKeyServer
 	}
 	return mcpRules[k]

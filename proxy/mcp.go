@@ -142,7 +142,7 @@ const metaSessionID = "acp-conductor/sessionId"
 // agent that connects before it has answered session/new.
 func (r *sessionRecord) learnID(params json.RawMessage) {
 	var id string
-	if json.Unmarshal(field(field(params, "_meta"), metaSessionID), &id) != nil || id == "" {
+	if json.Unmarshal(wire.Member(wire.Member(params, "_meta"), metaSessionID), &id) != nil || id == "" {
 		return
 	}
 	r.mu.Lock()
@@ -326,7 +326,7 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 // names. A connection that is not the proxy's, but that it saw opened, is
 // left to ordinary handling; one it never heard of is refused.
 func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessage) bool {
-	raw := field(params, "connectionId")
+	raw := wire.Member(params, "connectionId")
 	var cid string
 	_ = json.Unmarshal(raw, &cid)
 	h.mu.Lock()
@@ -363,25 +363,11 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 func connectTarget(params json.RawMessage) string {
 	for _, name := range []string{"acpId", "serverId"} {
 		var id string
-		if raw := field(params, name); raw != nil && json.Unmarshal(raw, &id) == nil {
+		if raw := wire.Member(params, name); raw != nil && json.Unmarshal(raw, &id) == nil {
 			return id
 		}
 	}
 	return ""
-}
-
-// field returns the raw value of the member name of the object obj, or nil.
-func field(obj json.RawMessage, name string) json.RawMessage {
-	var v json.RawMessage
-	if len(obj) > 0 {
-		wire.EachField(obj, func(k, val []byte) {
-			var key string
-			if json.Unmarshal(k, &key) == nil && key == name {
-				v = val
-			}
-		})
-	}
-	return v
 }
 
 var errNotArray = errors.New("not a JSON array")

@@ -178,33 +178,3 @@ func MarkedProxy(obj json.RawMessage) bool {
 	return bytes.Equal(Member(meta, "proxy"), []byte("true")) ||
 		bytes.Equal(Member(Member(meta, "symposium"), "proxy"), []byte("true"))
 }
-
-// Member returns the raw value of the member name of the JSON object obj,
-// or nil if obj is not an object or has none. obj must be valid JSON, as
-// every part of a parsed Message is. Names are compared as JSON decoders
-// compare them, escapes decoded; of repeated names the last wins, as with
-// encoding/json.
-func Member(obj json.RawMessage, name string) json.RawMessage {
-	if len(obj) == 0 {
-		return nil
-	}
-	var val json.RawMessage
-	EachField(obj, func(key, v []byte) {
-		if keyIs(key, name) {
-			val = v
-		}
-	})
-	return val
-}
-
-// keyIs reports whether the raw JSON string key names name.
-func keyIs(key []byte, name string) bool {
-	if len(key) == len(name)+2 && string(key[1:len(key)-1]) == name {
-		return true
-	}
-	if bytes.IndexByte(key, '\\') < 0 {
-		return false
-	}
-	s, ok := unquote(key)
-	return ok && s == name
-}

@@ -96,29 +96,3 @@ func TestInitializeParams(t *testing.T) {
 		}
 	}
 }
-
-func TestMember(t *testing.T) {
-	for _, tt := range []struct {
-		obj, name, want string
-	}{
-		{`{"requestId":3}`, "requestId", "3"},
-		{`{"r\u0065questId":3}`, "requestId", "3"},
-		{`{"requestId":3,"requestId":"x"}`, "requestId", `"x"`},
-		{`{"requestIdx":3}`, "requestId", ""},
-		{`{"a":{"requestId":3}}`, "requestId", ""},
-		{`[]`, "requestId", ""},
-		{``, "requestId", ""},
-	} {
-		got := Member(json.RawMessage(tt.obj), tt.name)
-		if string(got) != tt.want {
-			t.Errorf("Member(%s, %q) = %s, want %s", tt.obj, tt.name, got, tt.want)
-		}
-		// Member agrees with encoding/json.
-		var m map[string]json.RawMessage
-		if json.Unmarshal([]byte(tt.obj), &m) == nil {
-			if string(m[tt.name]) != string(got) {
-				t.Errorf("Member(%s, %q) = %s, encoding/json says %s", tt.obj, tt.name, got, m[tt.name])
-			}
-		}
-	}
-}

@@ -149,31 +149,6 @@ func unquoteOr(v []byte, bad *bool) (string, bool) {
 	return s, true
 }
 
-// EachField calls fn with the raw key and value of each member of the JSON
-// object in data, which must already be valid JSON. It reports false if data
-// is not an object.
-func EachField(data []byte, fn func(key, val []byte)) bool {
-	s := scanner{data: data}
-	s.skipSpace()
-	if !s.consume('{') {
-		return false
-	}
-	for s.pos < len(s.data) {
-		s.skipSpace()
-		if s.consume('}') {
-			break
-		}
-		s.consume(',')
-		s.skipSpace()
-		key := s.value()
-		s.skipSpace()
-		s.consume(':')
-		s.skipSpace()
-		fn(key, s.value())
-	}
-	return true
-}
-
 // unquote decodes a JSON string, taking the allocation-free path when it
 // holds no escapes.
 func unquote(v []byte) (string, bool) {
@@ -392,46 +367,4 @@ func ParseError(err error) *Error {
 		code = jrpc2.ParseError
 	}
 	return Errorf(code, "%v", err)
-}
-
-// Peek recovers what it can of a message from the first bytes of a line that
-// was too long to keep: its id and method, where the head holds them whole.
-// It lets the conductor answer a request, or fail the call awaiting a
-// response, that it had to discard.
-func Peek(head []byte) (id json.RawMessage, method string, isResponse bool) {
-	s := scanner{data: head}
-	s.skipSpace()
-	if !s.consume('{') {
-		return nil, "", false
-	}
-	for s.pos < len(s.data) {
-		s.skipSpace()
-		s.consume(',')
-		s.skipSpace()
-		key := s.value()
-		s.skipSpace()
-		if !s.consume(':') {
-			break
-		}
-		if bytes.IndexByte(key, '\\') >= 0 {
-			key = decodedKey(key)
-		}
-		if k := string(key); k == `"result"` || k == `"error"` {
-			isResponse = true // whatever its value, which may be cut short
-		}
-		s.skipSpace()
-		val := s.value()
-		if s.pos >= len(s.data) {
-			break // the value may have been cut short
-		}
-		switch string(key) {
-		case `"id"`:
-			if Valid(val) && validID(val) {
-				id = val
-			}
-		case `"method"`:
-			method, _ = unquote(val)
-		}
-	}
-	return id, method, isResponse && method == ""
 }

@@ -232,37 +232,6 @@ func FuzzUnwrap(f *testing.F) {
 	})
 }
 
-func TestPeek(t *testing.T) {
-	tests := []struct {
-		head, id, method string
-		resp             bool
-	}{
-		{`{"jsonrpc":"2.0","id":12,"method":"session/prompt","params":{"prompt":"xxxx`, `12`, "session/prompt", false},
-		{`{"jsonrpc":"2.0","method":"session/update","params":{"id":5,"x":"yyy`, ``, "session/update", false},
-		{`{"jsonrpc":"2.0","id":"abc","result":{"content":"zzz`, `"abc"`, "", true},
-		{`{"jsonrpc":"2.0","id":123`, ``, "", false}, // the id may continue
-		{`{"id":7,"meth`, `7`, "", false},
-		{`[1,2`, ``, "", false},
-	}
-	for _, tt := range tests {
-		id, method, resp := Peek([]byte(tt.head))
-		if string(id) != tt.id || method != tt.method || resp != tt.resp {
-			t.Errorf("Peek(%s) = %s, %q, %v; want %s, %q, %v", tt.head, id, method, resp, tt.id, tt.method, tt.resp)
-		}
-	}
-}
-
-func FuzzPeek(f *testing.F) {
-	f.Add([]byte(`{"jsonrpc":"2.0","id":12,"method":"m","params":{"a":"\\`))
-	f.Add([]byte(`{"id":"\"`))
-	f.Fuzz(func(t *testing.T, head []byte) {
-		id, _, _ := Peek(head) // must not panic
-		if id != nil && !json.Valid(id) {
-			t.Fatalf("invalid id %q", id)
-		}
-	})
-}
-
 // FuzzValid checks Valid against encoding/json.Valid, which it replaces.
 func FuzzValid(f *testing.F) {
 	for _, s := range []string{
