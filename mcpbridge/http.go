@@ -198,11 +198,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, d *declarat
 	}
 	p, err := parsePost(body)
 	if err != nil {
-		code := jrpc2.InvalidRequest
-		if errors.Is(err, wire.ErrNotJSON) {
-			code = jrpc2.ParseError
-		}
-		writeError(w, http.StatusBadRequest, code, err.Error())
+		e := wire.ParseError(err)
+		writeError(w, http.StatusBadRequest, e.Code, e.Message)
 		return
 	}
 

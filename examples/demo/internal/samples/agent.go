@@ -390,12 +390,7 @@ type badMessage struct{ err error }
 func (b *badMessage) Error() string { return "received an invalid message: " + b.err.Error() }
 func (b *badMessage) Unwrap() error { return b.err }
 
-func (b *badMessage) rpcError() *wire.Error {
-	if errors.Is(b.err, wire.ErrNotJSON) {
-		return wire.Errorf(jrpc2.ParseError, "%v", b.err)
-	}
-	return wire.Errorf(jrpc2.InvalidRequest, "%v", b.err)
-}
+func (b *badMessage) rpcError() *wire.Error { return wire.ParseError(b.err) }
 
 func newLink(r io.Reader, w io.WriteCloser) *link {
 	l := &link{ch: wire.NewLineChannel(r, w, 0), in: make(chan received), done: make(chan struct{})}
