@@ -52,6 +52,7 @@ const (
 	PolicyFail Policy = "fail"
 	// PolicyRestart starts a proxy again and replays its initialization,
 	// up to Config.RestartLimit times within Config.RestartWindow; then fail.
+	// Restarts are spaced by an exponential back-off (Config.RestartBackoff).
 	PolicyRestart Policy = "restart"
 	// PolicyBypass takes a proxy out of the chain: its predecessor then talks
 	// to its successor.
@@ -84,6 +85,14 @@ type Config struct {
 	// RestartLimit and RestartWindow bound PolicyRestart.
 	RestartLimit  int
 	RestartWindow time.Duration
+	// RestartBackoff is how long a failed proxy waits before it is started
+	// again; the wait doubles with each failure that follows soon after a
+	// restart, up to RestartBackoffMax, and is back to RestartBackoff once a
+	// proxy has run for twice RestartBackoffMax. What is sent to it meanwhile
+	// queues for the new process. Zero means DefaultRestartBackoff and
+	// DefaultRestartBackoffMax; a maximum below RestartBackoff is raised to it.
+	RestartBackoff    time.Duration
+	RestartBackoffMax time.Duration
 	// MCPBridge selects how acp MCP servers reach an agent without native
 	// MCP-over-ACP support. Empty means BridgeAuto.
 	MCPBridge BridgeMode
@@ -105,6 +114,11 @@ type Config struct {
 	// Trace, if set, records every message the chain relays (package
 	// trace). Run does not close it.
 	Trace *trace.Recorder
+
+	// restartWait, if set, replaces the timer of a restart's back-off, for
+	// tests: it waits d, or until stop is closed, and reports whether the
+	// wait ran out.
+	restartWait func(d time.Duration, stop <-chan struct{}) bool
 }
 
 // Defaults for the zero values of Config.
@@ -113,6 +127,9 @@ const (
 	DefaultInitTimeout   = 60 * time.Second
 	DefaultRestartLimit  = 3
 	DefaultRestartWindow = time.Minute
+
+	DefaultRestartBackoff    = 100 * time.Millisecond
+	DefaultRestartBackoffMax = 5 * time.Second
 )
 
 // validate reports a Config that Run cannot start. It changes nothing: the
@@ -156,6 +173,11 @@ func (cfg *Config) restartLimit() int {
 
 func (cfg *Config) restartWindow() time.Duration {
 	return orDefault(cfg.RestartWindow, DefaultRestartWindow)
+}
+
+func (cfg *Config) restartBackoff() (first, most time.Duration) {
+	first = orDefault(cfg.RestartBackoff, DefaultRestartBackoff)
+	return first, max(first, orDefault(cfg.RestartBackoffMax, DefaultRestartBackoffMax))
 }
 
 // orDefault returns v, or def when v is not positive.

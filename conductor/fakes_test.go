@@ -20,12 +20,24 @@ import (
 // byte for byte, to ACP_TEST_TRANSCRIPT if that is set.
 
 func runFake(role string) {
-	if path := os.Getenv("ACP_TEST_MUTE_AFTER_FIRST"); path != "" {
-		// A proxy whose restarts never answer: the first run leaves a mark.
-		if _, err := os.Stat(path); err == nil {
-			role = "mute"
-		} else {
-			os.WriteFile(path, nil, 0o600)
+	if path := os.Getenv("ACP_TEST_STARTS"); path != "" {
+		// Each start appends its pid, so tests can count starts.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Fprintln(f, os.Getpid())
+		f.Close()
+	}
+	for env, then := range map[string]string{"ACP_TEST_MUTE_AFTER_FIRST": "mute", "ACP_TEST_CRASH_AFTER_FIRST": "crash"} {
+		// A proxy whose restarts never answer, or exit at once: the first
+		// run leaves a mark.
+		if path := os.Getenv(env); path != "" {
+			if _, err := os.Stat(path); err == nil {
+				role = then
+			} else {
+				os.WriteFile(path, nil, 0o600)
+			}
 		}
 	}
 	ch := wire.NewLineChannel(os.Stdin, os.Stdout, 0)

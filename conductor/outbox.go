@@ -155,6 +155,14 @@ func (o *outbox) writeNow() {
 	o.signal()
 }
 
+// attach gives the outbox the non-blocking writer of the channel it now
+// drains to: a restarted component's outbox queues while it is started.
+func (o *outbox) attach(try func([][]byte) ([][]byte, error)) {
+	o.mu.Lock()
+	o.try = try
+	o.mu.Unlock()
+}
+
 // close stops accepting messages; take still returns what was queued.
 func (o *outbox) close() {
 	o.mu.Lock()

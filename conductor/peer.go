@@ -42,6 +42,7 @@ type peer struct {
 	asked    chan struct{}    // closed at the peer's first request
 	hasAsked bool
 	restarts []time.Time // when it was restarted, within the window
+	backoff  backoff     // spaces its restarts; guarded by the runner's mu
 
 	// For replaying a proxy's initialization after a restart.
 	initParams    json.RawMessage // the proxy/initialize params it was sent

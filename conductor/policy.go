@@ -65,55 +65,173 @@ func (r *runner) componentFailed(p *peer, cause error) {
 // restart replaces a failed proxy's process and replays its initialization:
 // proxy/initialize with the params it first got goes first on the new link,
 // and when the proxy forwards initialize, the conductor answers as its
-// successor did the first time. Requests that arrive meanwhile queue behind
-// the replay; those that were pending on the old process are answered with
-// report.
+// successor did the first time. Those pending on the old process are
+// answered with report.
+//
+// The new process starts after a back-off (see backoff), but its link is
+// installed at once, with the old process still behind it: requests that
+// arrive during the wait register and queue on it as they would while the
+// process starts, behind the replay, under the same flow control as any
+// other queue. startAfter starts the process, or gives up at shutdown.
 func (r *runner) restart(p *peer, report *wire.Error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		return errStopped
 	}
+	now := time.Now()
 	limit, window := r.cfg.restartLimit(), r.cfg.restartWindow()
-	if !p.allowRestart(time.Now(), limit, window) {
+	if !p.allowRestart(now, limit, window) {
 		return fmt.Errorf("restarted %d times within %v", limit, window)
 	}
-	proc, err := startProcess(p.comp, r.cfg.Supervisor)
+	old := p.link.Load()
+	next := &link{out: newOutbox(r.chain.hb, r.chain.flow), proc: old.proc, readDone: closedChan}
+	replay, answered, err := r.replayInit(p, next)
 	if err != nil {
-		return startError(p.comp, err)
+		return err
 	}
-	l := newLink(wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes).AllowEnvelope(), proc, r.chain.hb, r.chain.flow)
-	var replay *call
-	if params := p.recordedInit(); params != nil {
-		dl := p.getDialect()
-		d := delivery{to: p.pos, method: dl.Initialize}
-		if params, err = dl.InitializeParams(params); err != nil {
-			return fmt.Errorf("replaying initialize: %w", err)
-		}
-		answered := make(chan struct{})
-		var once sync.Once
-		defer func() { r.wg.Go(func() { r.awaitReplay(p, l, answered) }) }()
-		replay = &call{to: p, id: p.nextID.Add(1), method: d.method, onResponse: func(resp *wire.Message) bool {
-			once.Do(func() { close(answered) })
+	first, most := r.cfg.restartBackoff()
+	delay := p.backoff.next(now, first, most)
+	endMCP := r.chain.ownerGone(p.pos)
+	failCalls(p.replace(next, replay), report)
+	endMCP()
+	r.wg.Go(func() { old.stop(r.cfg.grace()) })
+	r.log.Warn("restarting component", zap.String("component", p.name), zap.Duration("backoff", delay))
+	r.wg.Go(func() { r.startAfter(delay, p, next, answered) })
+	return nil
+}
+
+// closedChan is the readDone of a link that has no reader.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// replayInit queues on l the proxy/initialize p was first sent, and returns
+// the call that awaits its answer and a channel closed when it comes; nil
+// if p was never initialized.
+func (r *runner) replayInit(p *peer, l *link) (*call, <-chan struct{}, error) {
+	params := p.recordedInit()
+	if params == nil {
+		return nil, nil, nil
+	}
+	dl := p.getDialect()
+	d := delivery{to: p.pos, method: dl.Initialize}
+	params, err := dl.InitializeParams(params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replaying initialize: %w", err)
+	}
+	answered := make(chan struct{})
+	var once sync.Once
+	replay := &call{to: p, id: p.nextID.Add(1), method: d.method, onResponse: func(resp *wire.Message) bool {
+		once.Do(func() { close(answered) })
+		select {
+		case <-r.stopping: // failed by the shutdown, not by the proxy
+		default:
 			if resp.Error != nil {
 				r.log.Error("restarted component failed to initialize", zap.String("component", p.name), zap.ByteString("error", resp.Error))
 			}
-			return true
-		}}
-		if r.chain.trace != nil {
-			r.chain.traceSend(nil, p, wire.IntID(replay.id), d.method, params)
 		}
-		l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params)...)
+		return true
+	}}
+	if r.chain.trace != nil {
+		r.chain.traceSend(nil, p, wire.IntID(replay.id), d.method, params)
 	}
-	old := p.link.Load()
-	endMCP := r.chain.ownerGone(p.pos)
-	failCalls(p.replace(l, replay), report)
-	endMCP()
-	r.wg.Go(func() { old.stop(r.cfg.grace()) })
-	r.goLink(p, l)
-	r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", proc.cmd.Process.Pid))
-	return nil
+	l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params)...)
+	return replay, answered, nil
 }
+
+// startAfter starts p's new process on its link pending once delay has
+// passed, and bounds the replay (answered: see replayInit) unless p failed again meanwhile (pending is no longer its link)
+// or the chain is stopping: then nothing is started, and what queued for
+// p is answered at once with the usual error, so that shutdown does not
+// wait for it.
+func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, answered <-chan struct{}) {
+	if r.wait(delay) {
+		r.mu.Lock()
+		l, err := r.startPending(p, pending)
+		r.mu.Unlock()
+		switch {
+		case err != nil:
+			r.componentFailed(p, err)
+			return
+		case l != nil:
+			r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", l.proc.cmd.Process.Pid))
+			if answered != nil {
+				r.awaitReplay(p, l, answered)
+			}
+			return
+		}
+	}
+	r.mu.Lock()
+	current := p.link.Load() == pending
+	r.mu.Unlock()
+	if current {
+		pending.out.close()
+		failCalls(p.fail(errStopped), r.stopError(p))
+	}
+}
+
+// startPending starts p's process behind its pending link, with r.mu held:
+// the new link takes over pending's outbox, and with it what queued there.
+// It returns nil, nil when there is nothing to start any more.
+func (r *runner) startPending(p *peer, pending *link) (*link, error) {
+	select {
+	case <-r.stopping:
+		return nil, nil
+	default:
+	}
+	if p.link.Load() != pending {
+		return nil, nil
+	}
+	proc, err := startProcess(p.comp, r.cfg.Supervisor)
+	if err != nil {
+		return nil, startError(p.comp, err)
+	}
+	p.backoff.started(time.Now())
+	ch := wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes).AllowEnvelope()
+	l := &link{ch: ch, out: pending.out, proc: proc, readDone: make(chan struct{})}
+	l.out.attach(wire.TryWriterOf(ch))
+	p.link.Store(l)
+	r.goLink(p, l)
+	return l, nil
+}
+
+// wait waits out a restart's back-off, and reports false if the chain
+// began to stop first.
+func (r *runner) wait(d time.Duration) bool {
+	if r.cfg.restartWait != nil {
+		return r.cfg.restartWait(d, r.stopping)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.stopping:
+		return false
+	}
+}
+
+// backoff spaces the restarts of one component: the first waits the
+// shortest delay; each restart of a process that failed within twice the
+// longest delay of its start waits twice as long as the one before, up to
+// the longest. A process that ran longer than that was well: its next
+// restart waits the shortest delay again.
+type backoff struct {
+	last  time.Duration // the delay before the latest restart; 0 before the first
+	since time.Time     // when the latest process started
+}
+
+// next returns the delay before a restart at now, and records it.
+func (b *backoff) next(now time.Time, first, most time.Duration) time.Duration {
+	d := first
+	if b.last > 0 && now.Sub(b.since) < 2*most {
+		d = min(2*b.last, most)
+	}
+	b.last = d
+	return d
+}
+
+// started records that a process started at now.
+func (b *backoff) started(now time.Time) { b.since = now }
 
 // awaitReplay fails a restarted proxy, on link l, that does not answer
 // its replayed initialize within the initialize timeout: everything sent to

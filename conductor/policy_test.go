@@ -1,0 +1,362 @@
+package conductor
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// TestBackoffSchedule: the delay doubles for a proxy that fails soon after
+// each restart, stops at the longest, and is back to the shortest once a
+// process has run for twice the longest.
+func TestBackoffSchedule(t *testing.T) {
+	const first, most = 100 * time.Millisecond, time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var b backoff
+	now := t0
+	steps := []struct {
+		ran  time.Duration // how long the process ran before it failed
+		want time.Duration
+	}{
+		{time.Hour, 100 * time.Millisecond}, // the first start, long ago
+		{0, 200 * time.Millisecond},
+		{time.Second, 400 * time.Millisecond},
+		{0, 800 * time.Millisecond},
+		{0, time.Second},
+		{2*most - 1, time.Second},
+		{2 * most, 100 * time.Millisecond}, // it was well
+		{0, 200 * time.Millisecond},
+	}
+	for i, s := range steps {
+		now = now.Add(s.ran)
+		if got := b.next(now, first, most); got != s.want {
+			t.Errorf("restart %d after a run of %v: delay %v, want %v", i, s.ran, got, s.want)
+		}
+		now = now.Add(s.want)
+		b.started(now)
+	}
+}
+
+// heldBackoff stands in for the timer of restart back-offs: each wait is
+// reported on delays and lasts until the test releases it, or until the
+// chain stops.
+type heldBackoff struct {
+	delays  chan time.Duration
+	release chan struct{}
+}
+
+func holdBackoff(cfg *Config) *heldBackoff {
+	h := &heldBackoff{delays: make(chan time.Duration, 16), release: make(chan struct{})}
+	cfg.restartWait = func(d time.Duration, stop <-chan struct{}) bool {
+		h.delays <- d
+		select {
+		case <-h.release:
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	return h
+}
+
+// next returns the delay of the next back-off, once it has begun.
+func (h *heldBackoff) next(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-h.delays:
+		return d
+	case <-time.After(20 * time.Second):
+		t.Fatal("no restart back-off began")
+		return 0
+	}
+}
+
+// starts counts the processes a fake with ACP_TEST_STARTS=path started.
+func starts(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}
+
+// failedPrompt reads until the answer to prompt id, which must be an error
+// naming the crashed proxy.
+func failedPrompt(t *testing.T, e *editor, id int, crashed string) {
+	t.Helper()
+	for {
+		m := e.recvMsg()
+		if !m.IsResponse() {
+			continue
+		}
+		if string(m.ID) != fmt.Sprint(id) || m.Error == nil || !strings.Contains(string(m.Error), crashed) {
+			t.Fatalf("want an error naming %s for prompt %d, got %s", crashed, id, e.seen[len(e.seen)-1])
+		}
+		return
+	}
+}
+
+// sync sends a line that is not JSON and waits for its -32700: the client's
+// reader has then dispatched every line sent before it.
+func (e *editor) sync() {
+	e.t.Helper()
+	e.send("not json")
+	for {
+		if m := e.recvMsg(); m.IsResponse() && strings.Contains(string(m.Error), "-32700") {
+			return
+		}
+	}
+}
+
+// TestRestartBackoffCrashLoop restarts a proxy that exits at once every time
+// it is started again: each restart waits for its back-off (no process
+// starts during one), the delays double up to the longest, and when the
+// restart limit is spent the chain fails as it did without back-off.
+func TestRestartBackoffCrashLoop(t *testing.T) {
+	dir := t.TempDir()
+	startsFile := filepath.Join(dir, "starts")
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1",
+		"ACP_TEST_CRASH_AFTER_FIRST="+filepath.Join(dir, "ran"), "ACP_TEST_STARTS="+startsFile)
+	crasher.OnFailure = PolicyRestart
+	core, logs := observer.New(zap.InfoLevel)
+	cfg := Config{
+		Proxies:           []Component{crasher},
+		Agent:             fake(t, dir, "agent", "streamer"),
+		RestartLimit:      4,
+		RestartBackoff:    100 * time.Millisecond,
+		RestartBackoffMax: 300 * time.Millisecond,
+		Logger:            zap.New(core),
+	}
+	h := holdBackoff(&cfg)
+	e := startChain(t, cfg)
+	e.send(initLine)
+	e.recvMsg()
+	e.send(promptLine(1, true))
+	failedPrompt(t, e, 1, "crasher")
+
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
+	for i, w := range want {
+		if d := h.next(t); d != w {
+			t.Errorf("back-off %d: %v, want %v", i, d, w)
+		}
+		if n := starts(t, startsFile); n != i+1 {
+			t.Errorf("%d starts during back-off %d, want %d", n, i, i+1)
+		}
+		h.release <- struct{}{}
+	}
+	// The last restart fails too, and the chain ends by itself.
+	var err error
+	select {
+	case err = <-e.done:
+		e.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the chain did not end when the restart limit was spent")
+	}
+	if err == nil || !strings.Contains(err.Error(), `"crasher"`) {
+		t.Errorf("Run = %v, want the chain to fail naming crasher", err)
+	}
+	if n := starts(t, startsFile); n != len(want)+1 {
+		t.Errorf("%d starts, want %d: the first and %d restarts", n, len(want)+1, len(want))
+	}
+	if len(h.delays) != 0 {
+		t.Errorf("%d back-offs past the restart limit", len(h.delays))
+	}
+	var logged []time.Duration
+	for _, en := range logs.FilterMessage("restarting component").All() {
+		logged = append(logged, en.ContextMap()["backoff"].(time.Duration))
+	}
+	if fmt.Sprint(logged) != fmt.Sprint(want) {
+		t.Errorf("logged back-offs %v, want %v", logged, want)
+	}
+	if logs.FilterMessage("not restarting").FilterFieldKey("error").Len() != 1 {
+		t.Errorf("the spent restart limit is not logged once: %v", logs.FilterMessage("not restarting").All())
+	}
+}
+
+// TestRestartBackoffQueues sends prompts while a crashed proxy waits out its
+// back-off: they queue, nothing starts until the wait is over, and then
+// the restarted proxy gets its replayed initialization first and answers
+// every one of them.
+func TestRestartBackoffQueues(t *testing.T) {
+	dir := t.TempDir()
+	startsFile := filepath.Join(dir, "starts")
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1", "ACP_TEST_STARTS="+startsFile)
+	crasher.OnFailure = PolicyRestart
+	cfg := Config{
+		Proxies: []Component{fake(t, dir, "first", "proxy"), crasher},
+		Agent:   fake(t, dir, "agent", "streamer"),
+	}
+	h := holdBackoff(&cfg)
+	e := startChain(t, cfg)
+	e.send(initLine)
+	e.recvMsg()
+	e.send(promptLine(1, true))
+	failedPrompt(t, e, 1, "crasher")
+	if d := h.next(t); d != DefaultRestartBackoff {
+		t.Errorf("first back-off %v, want %v", d, DefaultRestartBackoff)
+	}
+	for id := 2; id <= 5; id++ {
+		e.send(promptLine(id, false))
+	}
+	e.sync()
+	if n := starts(t, startsFile); n != 1 {
+		t.Fatalf("%d starts before the back-off ended, want 1", n)
+	}
+	h.release <- struct{}{}
+	answered := map[string]bool{}
+	for len(answered) < 4 {
+		m := e.recvMsg()
+		if !m.IsResponse() {
+			continue
+		}
+		if m.Error != nil {
+			t.Errorf("prompt %s, sent during the back-off, failed: %s", m.ID, m.Error)
+		}
+		answered[string(m.ID)] = true
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if n := starts(t, startsFile); n != 2 {
+		t.Errorf("%d starts, want 2", n)
+	}
+	// The new process saw the replayed initialization, then the prompts.
+	saw, _ := os.ReadFile(filepath.Join(dir, "crasher.txt"))
+	lines := strings.Split(string(saw), "\n")
+	var order []string
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, `"method":"proxy/initialize"`):
+			order = append(order, "init")
+		case strings.Contains(l, `"method":"session/prompt"`):
+			order = append(order, "prompt")
+		}
+	}
+	if want := "[init prompt init prompt prompt prompt prompt]"; fmt.Sprint(order) != want {
+		t.Errorf("the proxy's processes saw %v, want %s", order, want)
+	}
+}
+
+// TestRestartBackoffFlow sends more than an outbox may hold to a proxy that
+// waits out its back-off: what queues for it is bounded like any outbox
+// (the editor's reader pauses, naming the proxy), and nothing is lost: the
+// restarted proxy answers it all.
+func TestRestartBackoffFlow(t *testing.T) {
+	dir := t.TempDir()
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
+	crasher.OnFailure = PolicyRestart
+	core, logs := observer.New(zap.DebugLevel)
+	paused := make(chan struct{}, 1)
+	cfg := Config{
+		Proxies: []Component{crasher},
+		Agent:   fake(t, dir, "agent", "streamer"),
+		Logger: zap.New(core, zap.Hooks(func(en zapcore.Entry) error {
+			if en.Message == "paused reading: a peer's queue is full" {
+				select {
+				case paused <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		})),
+	}
+	h := holdBackoff(&cfg)
+	e := startChain(t, cfg)
+	e.send(initLine)
+	e.recvMsg()
+	e.send(promptLine(1, true))
+	failedPrompt(t, e, 1, "crasher")
+	h.next(t)
+	const n = 6 // of 1 MiB: past the outbox's bound
+	fill := strings.Repeat("x", 1<<20)
+	sent := make(chan error, 1)
+	go func() {
+		for id := 2; id < 2+n; id++ {
+			if err := e.ch.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[],"_meta":{"tag":"t%d","fill":%q}}}`, id, id, fill)); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	select {
+	case <-paused:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the editor's reader never paused for the proxy's queue")
+	}
+	if logs.FilterMessage("paused reading: a peer's queue is full").FilterField(zap.String("full", "crasher")).Len() == 0 {
+		t.Errorf("paused for another queue than the proxy's: %v", logs.FilterMessage("paused reading: a peer's queue is full").All())
+	}
+	h.release <- struct{}{}
+	for got := 0; got < n; {
+		m := e.recvMsg()
+		if !m.IsResponse() {
+			continue
+		}
+		if m.Error != nil {
+			t.Errorf("prompt %s failed: %s", m.ID, m.Error)
+		}
+		got++
+	}
+	if err := <-sent; err != nil {
+		t.Errorf("send: %v", err)
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestRestartBackoffShutdown ends the chain while a crashed proxy waits out
+// a back-off of an hour: the prompt queued for it is answered at once with
+// an error naming it, and Run returns within the shutdown deadline with
+// every process gone.
+func TestRestartBackoffShutdown(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_BACKOFF=%d", rand.Int64())
+	dir := t.TempDir()
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1", marker)
+	crasher.OnFailure = PolicyRestart
+	const grace = time.Second
+	e := startChain(t, Config{
+		Proxies:        []Component{fake(t, dir, "first", "proxy", marker), crasher},
+		Agent:          fake(t, dir, "agent", "streamer", marker),
+		RestartBackoff: time.Hour,
+		GracePeriod:    grace,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(promptLine(1, true))
+	failedPrompt(t, e, 1, "crasher") // answered once the back-off has begun
+	e.send(promptLine(2, false))
+	e.sync()
+	start := time.Now()
+	e.in.Close()
+	for {
+		m := e.recvMsg()
+		if !m.IsResponse() {
+			continue
+		}
+		if string(m.ID) != "2" || m.Error == nil || !strings.Contains(string(m.Error), "crasher") || !strings.Contains(string(m.Error), errStopped.Error()) {
+			t.Errorf("the prompt queued during the back-off was answered %s", e.seen[len(e.seen)-1])
+		}
+		break
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if took, bound := time.Since(start), grace+time.Second+slack; took > bound {
+		t.Errorf("Run took %v after stdin closed, more than %v", took, bound)
+	}
+	if left := markedProcesses(t, marker); len(left) > 0 {
+		t.Errorf("processes left when Run returned: %v", left)
+	}
+}
