@@ -86,7 +86,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	p.trace = c.trace
 	log := p.log.With(zap.String("transport", conn.Transport))
 
-	routed, connID := c.openBridged(ctx, srv, conn.ServerID, p, log)
+	routed := c.openBridged(ctx, srv, conn.ServerID, p, log)
 	if routed == nil {
 		return
 	}
@@ -111,9 +111,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	}
 
 	if c.mcp.close(routed) && routed.stateless == nil { // else the owner went away first (ownerGone), or never had a connection
-		bye := append(append([]byte(`{"connectionId":`), connID...), '}')
-		c.relayCall(owner, &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
-			c.toOwner(srv.owner, methodMCPDisconnect), bye)
+		c.disconnect(routed)
 	}
 	// The owner's own requests to this client can no longer be answered.
 	failCalls(p.fail(errors.New("the MCP client disconnected")), wire.Errorf(codeInternalError, "MCP client of %s disconnected", srv.name))
@@ -125,39 +123,38 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 // to a connect-binding owner; nothing to one that binds per request (it
 // refuses mcp/connect as an unknown method), for which the conductor
 // translates (mcpxlate.go). It returns nil when the owner refused.
-func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string, p *peer, log *zap.Logger) (*mcpConn, []byte) {
+func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string, p *peer, log *zap.Logger) *mcpConn {
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
-		conn := c.mcp.openStateless(srv, serverID, p)
-		return conn, []byte(conn.ownerID)
+		return c.mcp.openStateless(srv, serverID, p)
 	}
-	key := map[string]string{"id": "acpId", "serverId": "serverId"}[srv.spelling]
-	connect, err := json.Marshal(map[string]string{key: serverID})
-	if err != nil {
-		return nil, nil
+	var proposed json.RawMessage
+	if ownerSpellings[srv.spelling].proposeID {
+		proposed = c.mcp.newRequestID()
 	}
+	connect := connectParams(srv.spelling, serverID, proposed, nil)
 	answer := make(chan *wire.Message, 1)
-	c.relayCall(c.peers[srv.owner], &call{method: methodMCPConnect, onResponse: func(m *wire.Message) bool { answer <- m; return true }},
-		c.toOwner(srv.owner, methodMCPConnect), c.mcp.withSession(connect, serverID))
+	d := c.toOwner(srv.owner, spell(srv.spelling, methodMCPConnect))
+	c.relayCall(c.peers[srv.owner], &call{method: d.method, onResponse: func(m *wire.Message) bool { answer <- m; return true }},
+		d, c.mcp.withSession(connect, serverID))
 	var m *wire.Message
 	select {
 	case m = <-answer:
 	case <-ctx.Done():
-		return nil, nil
+		return nil
 	}
 	if refusedConnect(m) {
 		c.mcp.learn(srv.owner, bindingRequest)
-		conn := c.mcp.openStateless(srv, serverID, p)
 		log.Debug("bridged MCP connection to an owner that binds per request", zap.String("owner", c.peers[srv.owner].name))
-		return conn, []byte(conn.ownerID)
+		return c.mcp.openStateless(srv, serverID, p)
 	}
-	connID := wire.Member(m.Result, "connectionId")
+	connID := connectionIDOf(m.Result, proposed)
 	if m.Error != nil || connID == nil {
 		log.Warn("the owner refused the MCP connection", zap.String("owner", c.peers[srv.owner].name), zap.ByteString("error", m.Error))
-		return nil, nil
+		return nil
 	}
 	c.mcp.learn(srv.owner, bindingConnect)
 	log.Debug("bridged MCP connection open", zap.String("owner", c.peers[srv.owner].name), zap.ByteString("connectionId", connID))
-	return c.mcp.openBridged(srv.owner, connID, p), connID
+	return c.mcp.openBridged(srv.owner, srv.spelling, connID, p)
 }
 
 // fromBridge relays one MCP message from a bridged client to the server's
@@ -182,7 +179,7 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 		return
 	}
 	params := connEnvelope(conn.ownerID, m.Method, m.Params, nil)
-	d := c.toOwner(conn.owner, methodMCPMessage)
+	d := c.toOwner(conn.owner, spell(conn.spelling, methodMCPMessage))
 	if m.IsNotification() {
 		c.relay(p, owner, nil, d, params)
 		return

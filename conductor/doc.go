@@ -80,6 +80,23 @@
 // caller and owner differ, the conductor translates (mcpxlate.go), playing
 // a legacy MCP client's initialize handshake for a stateless owner.
 //
+// A Thinkwell-dialect component declares its servers as
+// {"type":"http","url":"acp:<uuid>","headers":[]}; the conductor records
+// it as their owner, under the URL as server id, and gives the agent an acp
+// declaration ({"type":"acp","serverId":URL}, plus "id" as for any acp
+// server; url and headers dropped, the rest kept), or the bridge's. Such an
+// owner binds per connection and is spoken to in _mcp/*, whatever dialect
+// it declared from: _mcp/connect {"connectionId", "url", "acp_url",
+// "_meta"} carries both parents' spellings (@thinkwell/conductor sends
+// connectionId, which the conductor proposes, and url; sacp-conductor sends
+// acp_url) and its answer may give connectionId, sacp's connection_id, or
+// neither (the proposed one is kept); _mcp/message is the connect binding's
+// {connectionId, method, params}; _mcp/disconnect is a notification,
+// {"connectionId", "connection_id"}, which the conductor answers itself if
+// the agent sent a request. A Thinkwell parent in proxy mode may connect by
+// url or acp_url. sacp's earliest _mcp/request and _mcp/notification are
+// not accepted.
+//
 // What is queued for a peer is bounded (flow.go): while an outbox is past
 // its bound, readers stop reading after the line or burst in hand, so a
 // source that keeps writing blocks on its own pipe, as with no conductor in

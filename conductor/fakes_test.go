@@ -637,11 +637,79 @@ func fakeManyMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 // answer), and exchanges everything with its successor in
 // _proxy/successor/request and _proxy/successor/notification. Any other
 // envelope is a protocol error it reports on stderr and refuses.
+//
+// With ACP_TEST_TW_MCP set ("thinkwell" or "sacp") it also serves an MCP
+// server, declared as that dialect does, {"type":"http","url":"acp:<uuid>"},
+// over _mcp/*: _mcp/connect as @thinkwell/conductor's proxies read it
+// ({connectionId, url}, answered with that connectionId) or as sacp's do
+// ({acp_url}, answered {connection_id}); tools/call asks the MCP client a
+// question of its own before it answers; _mcp/disconnect must come as a
+// notification.
 func fakeThinkwellProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
 	const (
 		request      = "_proxy/successor/request"
 		notification = "_proxy/successor/notification"
+		url          = "acp:6f1c2a9e-0d7b-4c55-9a43-2b8e5d1f7a60"
 	)
+	flavor := os.Getenv("ACP_TEST_TW_MCP")
+	conns := map[string]bool{}
+	var pendingCall *wire.Message // a tools/call waiting for the client's answer (id 900)
+	mcp := func(m *wire.Message, method string, params json.RawMessage) {
+		var p struct {
+			ConnectionID  string `json:"connectionId"`
+			ConnectionID2 string `json:"connection_id"`
+			URL           string `json:"url"`
+			ACPURL        string `json:"acp_url"`
+			Method        string `json:"method"`
+		}
+		json.Unmarshal(params, &p)
+		switch method {
+		case "_mcp/connect":
+			target, id := p.URL, p.ConnectionID
+			if flavor == "sacp" {
+				target, id = p.ACPURL, fmt.Sprintf("tw-conn-%d", len(conns)+1)
+			}
+			if target != url || id == "" {
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeInvalidParams, "no MCP server at %q", target)))
+				return
+			}
+			conns[id] = true
+			if flavor == "sacp" {
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"connection_id":` + strconv.Quote(id) + `}`)})
+			} else {
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"connectionId":` + strconv.Quote(id) + `,"serverInfo":{"name":"tw-tools","version":"0.1.0"},"capabilities":{"tools":{}}}`)})
+			}
+		case "_mcp/message":
+			switch {
+			case !conns[p.ConnectionID]:
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeInvalidParams, "Unknown connection: %s", p.ConnectionID)))
+			case p.Method == "tools/call":
+				pendingCall = m
+				ch.Send(wire.AppendWrapped(nil, json.RawMessage("900"), request, "_mcp/message",
+					json.RawMessage(`{"connectionId":`+strconv.Quote(p.ConnectionID)+`,"method":"sampling/createMessage","params":{"q":"ok?"}}`)))
+			case p.Method == "initialize":
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"tw-tools","version":"0.1.0"}}`)})
+			case m.IsRequest():
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"tools":[{"name":"echo"}]}`)})
+			}
+		case "_mcp/disconnect":
+			if m.IsRequest() {
+				fmt.Fprintln(os.Stderr, "thinkwell proxy: _mcp/disconnect as a request")
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "method not found: _mcp/disconnect")))
+				return
+			}
+			id := p.ConnectionID
+			if flavor == "sacp" {
+				id = p.ConnectionID2
+			}
+			delete(conns, id)
+		default:
+			fmt.Fprintln(os.Stderr, "thinkwell proxy: MCP method of another dialect:", method)
+			if m.IsRequest() {
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "method not found: %s", method)))
+			}
+		}
+	}
 	next := int64(500)
 	pending := map[string]*wire.Message{} // our id -> the request it serves
 	wrap := func(id json.RawMessage, envelope, method string, params json.RawMessage) {
@@ -663,6 +731,12 @@ func fakeThinkwellProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wi
 	}
 	return func(m *wire.Message) {
 		switch {
+		case flavor != "" && m.IsResponse() && string(m.ID) == "900": // the MCP client answered our question
+			send(&wire.Message{ID: pendingCall.ID, Result: json.RawMessage(`{"content":[{"type":"text","text":"tool ran; client said ` +
+				strings.ReplaceAll(string(m.Result), `"`, `'`) + `"}]}`)})
+		case flavor != "" && m.Method == "session/new":
+			params, _ := wire.SetPath(m.Params, []string{"mcpServers"}, json.RawMessage(`[{"type":"http","name":"tw-tools","url":"`+url+`","headers":[]}]`))
+			wrap(ours(m), request, m.Method, params)
 		case m.IsResponse():
 			orig, ok := pending[string(m.ID)]
 			if !ok {
@@ -705,6 +779,10 @@ func fakeThinkwellProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wi
 			json.Unmarshal(m.Params, &inner)
 			if (m.Method == request) != m.IsRequest() {
 				fmt.Fprintln(os.Stderr, "thinkwell proxy:", m.Method, "with the wrong kind of message")
+			}
+			if flavor != "" && (strings.HasPrefix(inner.Method, "_mcp/") || strings.HasPrefix(inner.Method, "mcp/")) {
+				mcp(m, inner.Method, inner.Params)
+				return
 			}
 			send(&wire.Message{ID: ours(m), Method: inner.Method, Params: inner.Params})
 		case strings.Contains(m.Method, "proxy/successor"):

@@ -3,6 +3,7 @@ package conductor
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -25,8 +26,11 @@ import (
 // servers of the conductor's bridge, and the conductor plays the agent's
 // part of the MCP-over-ACP exchange (bridge.go).
 //
-// Both spellings in the wild are accepted: the RFD's "id" with mcp/connect
-// {"acpId"}, and the Rust SDK's "serverId" with mcp/connect {"serverId"}.
+// Every spelling in the wild is accepted (ownerSpellings): the RFD's "id"
+// with mcp/connect {"acpId"}, the Rust SDK's "serverId" with mcp/connect
+// {"serverId"}, and that of @thinkwell/conductor and sacp-conductor up to
+// 11, whose proxies declare {"type":"http","url":"acp:<uuid>"} and take
+// _mcp/connect {"url"} or {"acp_url"}. Such a server's id is its URL.
 
 // MCP-over-ACP methods.
 const (
@@ -86,12 +90,13 @@ type ownedID struct {
 type mcpServer struct {
 	owner    int    // position of the component that declared it
 	name     string // its declared name, for logs
-	spelling string // "id" (the RFD) or "serverId" (the Rust and TypeScript SDKs)
+	spelling string // its owner's, a key of ownerSpellings
 	session  string // the ACP session whose set-up declared it, raw JSON, once known
 }
 
 type mcpConn struct {
 	owner    int
+	spelling string // its owner's, a key of ownerSpellings
 	serverID string
 	ownerID  string // the connectionId the owner gave, raw JSON; "" for a stateless one
 	agentID  string // the one the agent uses (see open); "" when bridged
@@ -166,13 +171,118 @@ type acpDeclaration struct {
 	Name     string `json:"name"`
 	ID       string `json:"id"`
 	ServerID string `json:"serverId"`
+	URL      string `json:"url"`
 }
 
+// acpURLScheme starts the URL of a server a Thinkwell-dialect component
+// declares as {"type":"http","url":"acp:<uuid>"}: it lives in the
+// declarer, as an acp server does, not behind an HTTP address.
+const acpURLScheme = "acp:"
+
+// serverID returns the id of the acp server d declares, and the spelling
+// of its owner, or "" if d declares no acp server.
 func (d acpDeclaration) serverID() (id, spelling string) {
-	if d.ID != "" {
+	switch {
+	case d.Type == "http" && strings.HasPrefix(d.URL, acpURLScheme):
+		return d.URL, "url"
+	case d.Type != "acp":
+		return "", ""
+	case d.ID != "":
 		return d.ID, "id"
 	}
 	return d.ServerID, "serverId"
+}
+
+// An ownerSpelling is how the owner of an acp server names it, as its
+// declaration showed, in the connect binding's messages to it.
+type ownerSpelling struct {
+	connect []string // the mcp/connect members that name the server
+	// proposeID: mcp/connect carries a connectionId the conductor proposes,
+	// which the owner may answer with or replace.
+	proposeID bool
+	// disconnect: the mcp/disconnect members that name the connection.
+	disconnect []string
+	// notifyDisconnect: mcp/disconnect is a notification, never answered.
+	notifyDisconnect bool
+	// methods, if set, spells the MCP-over-ACP methods whatever the
+	// owner's proxy dialect (a Thinkwell editor or parent uses _mcp/*).
+	methods *wire.Dialect
+}
+
+// ownerSpellings is the table, by the spelling declare records. The
+// Thinkwell dialect's has two parents: @thinkwell/conductor sends
+// _mcp/connect {connectionId, url} and takes {connectionId} back (or keeps
+// its own); sacp-conductor sends {acp_url} and takes {connection_id}, and
+// its proxies read _mcp/disconnect {connection_id}. The conductor sends
+// both spellings, which each side's decoder ignores the other of, and
+// reads either answer.
+var ownerSpellings = map[string]ownerSpelling{
+	"id":       {connect: []string{"acpId"}, disconnect: []string{"connectionId"}},
+	"serverId": {connect: []string{"serverId"}, disconnect: []string{"connectionId"}},
+	"url": {connect: []string{"url", "acp_url"}, proposeID: true, disconnect: []string{"connectionId", "connection_id"},
+		notifyDisconnect: true, methods: wire.Thinkwell},
+}
+
+// spell returns an MCP-over-ACP method as an owner of spelling reads it;
+// the relay spells it further for the owner's dialect.
+func spell(spelling, method string) string {
+	if d := ownerSpellings[spelling].methods; d != nil {
+		return d.SpellMCP(method)
+	}
+	return method
+}
+
+// connectParams returns mcp/connect params that open a connection to
+// serverID for an owner of spelling: proposed is the connectionId to
+// propose where the spelling does, and meta the caller's _meta, if any.
+func connectParams(spelling, serverID string, proposed, meta json.RawMessage) json.RawMessage {
+	sp := ownerSpellings[spelling]
+	out := []byte{'{'}
+	add := func(k string, v []byte) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, mustQuote(k)...), ':'), v...)
+	}
+	if sp.proposeID {
+		add("connectionId", proposed)
+	}
+	for _, k := range sp.connect {
+		add(k, mustQuote(serverID))
+	}
+	if meta != nil {
+		add("_meta", meta)
+	}
+	return append(out, '}')
+}
+
+// disconnectParams returns mcp/disconnect params for the connection an
+// owner of spelling knows as id (raw JSON).
+func disconnectParams(spelling string, id []byte) json.RawMessage {
+	out := []byte{'{'}
+	for i, k := range ownerSpellings[spelling].disconnect {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, mustQuote(k)...), ':'), id...)
+	}
+	return append(out, '}')
+}
+
+// connectionIDOf returns the connectionId an owner answered mcp/connect
+// with, in either spelling; proposed, if the owner took the one it was
+// offered without saying so; nil if it gave none.
+func connectionIDOf(result, proposed json.RawMessage) []byte {
+	if id := wire.Member(result, "connectionId"); id != nil {
+		return id
+	}
+	if id := wire.Member(result, "connection_id"); id != nil {
+		return id
+	}
+	if proposed != nil && len(result) > 0 && result[0] == '{' {
+		return proposed
+	}
+	return nil
 }
 
 // declare records owner as the owner of every acp server declared in params
@@ -191,7 +301,7 @@ func (r *mcpRoutes) declare(owner int, params json.RawMessage) (ids []string, fo
 	defer r.mu.Unlock()
 	for _, d := range p.MCPServers {
 		id, spelling := d.serverID()
-		if d.Type != "acp" || id == "" {
+		if id == "" {
 			continue
 		}
 		found = true
@@ -252,14 +362,14 @@ func (r *mcpRoutes) server(id string) (mcpServer, bool) {
 // ownerID, and returns the connectionId the agent is to use: ownerID, or
 // if a connection of another owner already has that id, a variant of it,
 // so that neither connection's messages reach the other's owner.
-func (r *mcpRoutes) open(owner int, ownerID []byte) string {
+func (r *mcpRoutes) open(owner int, spelling string, ownerID []byte) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	agentID := string(ownerID)
 	for n := 2; r.conns[agentID] != nil; n++ {
 		agentID = variantID(ownerID, n)
 	}
-	c := &mcpConn{owner: owner, ownerID: string(ownerID), agentID: agentID}
+	c := &mcpConn{owner: owner, spelling: spelling, ownerID: string(ownerID), agentID: agentID}
 	r.conns[agentID] = c
 	r.owned[ownedID{owner, c.ownerID}] = c
 	return agentID
@@ -267,8 +377,8 @@ func (r *mcpRoutes) open(owner int, ownerID []byte) string {
 
 // openBridged records a connection that owner opened under ownerID for a
 // bridged client, which the agent never sees.
-func (r *mcpRoutes) openBridged(owner int, ownerID []byte, bridge *peer) *mcpConn {
-	c := &mcpConn{owner: owner, ownerID: string(ownerID), bridge: bridge}
+func (r *mcpRoutes) openBridged(owner int, spelling string, ownerID []byte, bridge *peer) *mcpConn {
+	c := &mcpConn{owner: owner, spelling: spelling, ownerID: string(ownerID), bridge: bridge}
 	r.mu.Lock()
 	r.owned[ownedID{owner, c.ownerID}] = c
 	r.mu.Unlock()
@@ -352,6 +462,15 @@ func variantID(id []byte, n int) string {
 	return string(mustQuote(fmt.Sprintf("%s~%d", s, n)))
 }
 
+// connID returns the connectionId of mcp/message or mcp/disconnect params,
+// or sacp's connection_id.
+func connID(params json.RawMessage) []byte {
+	if id := wire.Member(params, "connectionId"); id != nil {
+		return id
+	}
+	return wire.Member(params, "connection_id")
+}
+
 // withConnectionID returns obj with its connectionId set to id.
 func withConnectionID(obj json.RawMessage, id string) json.RawMessage {
 	out, err := wire.EditMember(obj, "connectionId", func(json.RawMessage) (json.RawMessage, error) {
@@ -363,10 +482,11 @@ func withConnectionID(obj json.RawMessage, id string) json.RawMessage {
 	return out
 }
 
-// connectTarget returns the server id an mcp/connect names, in either
-// spelling, and the spelling of declarations that goes with it.
+// connectTarget returns the server id an mcp/connect names, in any
+// spelling, and the spelling of declarations that goes with it. A parent
+// in proxy mode may connect by URL (@thinkwell/conductor, sacp).
 func connectTarget(params json.RawMessage) (id, spelling string) {
-	for _, s := range [...]struct{ member, spelling string }{{"acpId", "id"}, {"serverId", "serverId"}} {
+	for _, s := range [...]struct{ member, spelling string }{{"acpId", "id"}, {"serverId", "serverId"}, {"url", "url"}, {"acp_url", "url"}} {
 		if raw := wire.Member(params, s.member); raw != nil {
 			if json.Unmarshal(raw, &id) == nil {
 				return id, s.spelling
@@ -405,8 +525,19 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	if !ok {
 		return false // not declared in this chain: ordinary routing
 	}
-	c.mcp.agentSpoke(spelling)
-	d := c.toOwner(srv.owner, methodMCPConnect)
+	if spelling != "url" {
+		c.mcp.agentSpoke(spelling)
+	}
+	d := c.toOwner(srv.owner, spell(srv.spelling, methodMCPConnect))
+	var proposed json.RawMessage
+	if ownerSpellings[srv.spelling].proposeID {
+		// Said the owner's way, proposing the caller's connectionId if it
+		// gave one, with the caller's _meta.
+		if proposed = wire.Member(params, "connectionId"); proposed == nil {
+			proposed = c.mcp.newRequestID()
+		}
+		params = connectParams(srv.spelling, id, proposed, wire.Member(params, "_meta"))
+	}
 	params = c.mcp.withSession(params, id)
 	if m.IsNotification() {
 		c.relay(from, c.peers[d.to], nil, d, params)
@@ -424,9 +555,9 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 			resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+c.mcp.openStateless(srv, id, nil).agentID+`}`)
 			return false
 		}
-		if cid := wire.Member(resp.Result, "connectionId"); cid != nil {
+		if cid := connectionIDOf(resp.Result, proposed); resp.Error == nil && cid != nil {
 			c.mcp.learn(srv.owner, bindingConnect)
-			if agentID := c.mcp.open(srv.owner, cid); agentID != string(cid) {
+			if agentID := c.mcp.open(srv.owner, srv.spelling, cid); agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil {
 				resp.Result = withConnectionID(resp.Result, agentID)
 			}
 		}
@@ -446,7 +577,7 @@ func refusedConnect(resp *wire.Message) bool {
 // agent to the owner, or from the owner to the agent or a bridged client.
 func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
 	agentSide := src == c.topo.Load().last()
-	id := wire.Member(params, "connectionId")
+	id := connID(params)
 	conn := c.mcp.byOwner(src, id)
 	if agentSide {
 		conn = c.mcp.byAgent(id)
@@ -462,9 +593,17 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 		c.fromConnectCaller(conn, from, m, method, params, b)
 		return
 	case agentSide:
-		d = c.toOwner(conn.owner, method)
+		d = c.toOwner(conn.owner, spell(conn.spelling, method))
 		if method == methodMCPDisconnect {
 			c.mcp.close(conn)
+			if ownerSpellings[conn.spelling].notifyDisconnect {
+				// The owner answers none: the conductor does.
+				c.relay(from, c.peers[d.to], nil, d, disconnectParams(conn.spelling, []byte(conn.ownerID)))
+				if m.IsRequest() {
+					answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
+				}
+				return
+			}
 		}
 		if conn.ownerID != string(id) {
 			params = withConnectionID(params, conn.ownerID)
@@ -477,7 +616,7 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 		return
 	default: // the owner, to the agent
 		d = c.toAgent(method)
-		if conn.agentID != string(id) {
+		if conn.agentID != string(id) || wire.Member(params, "connectionId") == nil {
 			params = withConnectionID(params, conn.agentID)
 		}
 	}
@@ -592,6 +731,14 @@ func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (jso
 	if !found || c.topo.Load().role(d.to) != roleAgent {
 		return params, ids
 	}
+	if c.mcp.agentIsNative() || c.bridge != nil {
+		out, err := acpForm(params)
+		if err != nil {
+			c.log.Warn("could not turn acp: URL declarations into acp ones for the agent; passed on unchanged", zap.Error(err))
+			return params, ids
+		}
+		params = out
+	}
 	if c.mcp.agentIsNative() {
 		c.mcp.mu.Lock()
 		spelling := c.mcp.agentSpelling
@@ -625,9 +772,33 @@ var declarationSpellings = map[string][]string{
 	"serverId": {"serverId"},
 }
 
-// respell returns session set-up params whose acp declarations carry the
-// server id in each member the agent may read, and nothing else changed.
-func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, error) {
+// acpForm returns session set-up params whose Thinkwell-dialect
+// declarations, {"type":"http","url":"acp:<uuid>","headers":[]}, are acp
+// ones, {"type":"acp","serverId":"acp:<uuid>"}, with the rest of each
+// entry (name, _meta, anything unknown) kept: an agent (or the bridge)
+// reads an acp server only so, and an HTTP client would try to fetch the
+// URL.
+func acpForm(params json.RawMessage) (json.RawMessage, error) {
+	return editDeclarations(params, func(raw json.RawMessage, d acpDeclaration) (json.RawMessage, error) {
+		id, spelling := d.serverID()
+		if spelling != "url" {
+			return nil, nil
+		}
+		entry := map[string]json.RawMessage{}
+		if err := json.Unmarshal(raw, &entry); err != nil {
+			return nil, err
+		}
+		delete(entry, "url")
+		delete(entry, "headers")
+		entry["type"], entry["serverId"] = mustQuote("acp"), mustQuote(id)
+		return json.Marshal(entry)
+	})
+}
+
+// editDeclarations returns params with each entry of mcpServers that edit
+// returns a replacement for replaced, and params as they were if it
+// replaces none.
+func editDeclarations(params json.RawMessage, edit func(raw json.RawMessage, d acpDeclaration) (json.RawMessage, error)) (json.RawMessage, error) {
 	return wire.EditMember(params, "mcpServers", func(list json.RawMessage) (json.RawMessage, error) {
 		var servers []json.RawMessage
 		if err := json.Unmarshal(list, &servers); err != nil {
@@ -636,29 +807,44 @@ func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, err
 		changed := false
 		for i, raw := range servers {
 			var d acpDeclaration
-			if json.Unmarshal(raw, &d) != nil || d.Type != "acp" {
+			if json.Unmarshal(raw, &d) != nil {
 				continue
 			}
-			id, _ := d.serverID()
-			if id == "" {
-				continue
+			out, err := edit(raw, d)
+			if err != nil {
+				return nil, err
 			}
-			for _, member := range declarationSpellings[agentSpelling] {
-				if wire.Member(raw, member) != nil {
-					continue
-				}
-				out, err := wire.EditMember(raw, member, func(json.RawMessage) (json.RawMessage, error) { return mustQuote(id), nil })
-				if err != nil {
-					return nil, err
-				}
+			if out != nil {
 				servers[i], changed = out, true
-				raw = out
 			}
 		}
 		if !changed {
 			return nil, nil // EditMember keeps params as they were
 		}
 		return json.Marshal(servers)
+	})
+}
+
+// respell returns session set-up params whose acp declarations carry the
+// server id in each member the agent may read, and nothing else changed.
+func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, error) {
+	return editDeclarations(params, func(raw json.RawMessage, d acpDeclaration) (json.RawMessage, error) {
+		id, _ := d.serverID()
+		if d.Type != "acp" || id == "" {
+			return nil, nil
+		}
+		var out json.RawMessage
+		for _, member := range declarationSpellings[agentSpelling] {
+			if wire.Member(raw, member) != nil {
+				continue
+			}
+			var err error
+			if raw, err = wire.EditMember(raw, member, func(json.RawMessage) (json.RawMessage, error) { return mustQuote(id), nil }); err != nil {
+				return nil, err
+			}
+			out = raw
+		}
+		return out, nil
 	})
 }
 
@@ -693,8 +879,19 @@ func (c *chain) closeShared(session string) {
 		if !r.close(conn) {
 			continue // its owner went away first
 		}
-		bye := append(append([]byte(`{"connectionId":`), conn.ownerID...), '}')
-		c.relayCall(c.peers[conn.owner], &call{method: methodMCPDisconnect, onResponse: func(*wire.Message) bool { return true }},
-			c.toOwner(conn.owner, methodMCPDisconnect), bye)
+		c.disconnect(conn)
 	}
+}
+
+// disconnect tells the owner of a connection the conductor opened that it
+// is closed: with a request whose answer nobody needs, or the notification
+// the owner's spelling has instead.
+func (c *chain) disconnect(conn *mcpConn) {
+	d := c.toOwner(conn.owner, spell(conn.spelling, methodMCPDisconnect))
+	bye := disconnectParams(conn.spelling, []byte(conn.ownerID))
+	if ownerSpellings[conn.spelling].notifyDisconnect {
+		c.relay(nil, c.peers[conn.owner], nil, d, bye)
+		return
+	}
+	c.relayCall(c.peers[conn.owner], &call{method: d.method, onResponse: func(*wire.Message) bool { return true }}, d, bye)
 }

@@ -386,3 +386,88 @@ func TestMCPRequestCallerConnectOwner(t *testing.T) {
 	}
 	sawNoMCP(t, dir, "middle")
 }
+
+// TestMCPThinkwellOwner serves an MCP server from a Thinkwell-dialect
+// proxy, declared {"type":"http","url":"acp:<uuid>"} and spoken to over
+// _mcp/*, as @thinkwell/conductor's proxies and as sacp's read it, through
+// an RFD proxy and a Rust-dialect one, to a native agent of either binding
+// and to a bridged one. The agent sees an acp declaration; the owner sees
+// _mcp/connect in its own spelling and _mcp/disconnect as a notification,
+// and the proxies in between see no MCP traffic.
+func TestMCPThinkwellOwner(t *testing.T) {
+	const url = "acp:6f1c2a9e-0d7b-4c55-9a43-2b8e5d1f7a60"
+	// Both spellings go out; each flavour reads its own, and the
+	// connectionId @thinkwell/conductor's proxies keep, sacp's replace.
+	const connect = `"method":"_mcp/connect","params":{"connectionId":"acp-conductor:1","url":"` + url + `","acp_url":"` + url + `","_meta":{"acp-conductor/sessionId":"s1"}}}`
+	conn := map[string]string{"thinkwell": "acp-conductor:1", "sacp": "tw-conn-1"}
+	for _, flavor := range []string{"thinkwell", "sacp"} {
+		for _, agent := range []string{"mcp-agent", "mcp-req-agent", "mcp-stdio-agent"} {
+			t.Run(flavor+"/"+agent, func(t *testing.T) {
+				dir := t.TempDir()
+				cfg := Config{
+					Proxies: []Component{
+						fake(t, dir, "owner", "thinkwell", "ACP_TEST_TW_MCP="+flavor),
+						fake(t, dir, "rfd", "proxy"),
+						fake(t, dir, "rust", "proxy", "ACP_TEST_RUST_ONLY=1"),
+					},
+					Agent: fake(t, dir, "agent", agent),
+				}
+				if agent == "mcp-stdio-agent" {
+					cfg.MCPBridge = BridgeStdio
+				}
+				e := startChain(t, cfg)
+				got := mcpReports(e)
+				want := map[string]string{}
+				switch agent {
+				case "mcp-agent":
+					want = map[string]string{
+						"declared":   mustJSON([]map[string]any{{"id": url, "serverId": url, "name": "tw-tools", "type": "acp"}}),
+						"call":       `{"content":[{"type":"text","text":"tool ran; client said {'answer':'yes'}"}]}`,
+						"disconnect": `{}`,
+					}
+					var r struct{ ConnectionID string }
+					if json.Unmarshal([]byte(got["connect"]), &r); r.ConnectionID != conn[flavor] {
+						t.Errorf("connect: got %s, want connectionId %s", got["connect"], conn[flavor])
+					}
+				case "mcp-req-agent":
+					// The owner's question to a stateless client is refused.
+					want = map[string]string{"call": `{"result":{"content":[{"type":"text","text":"tool ran; client said "}]}}`}
+				case "mcp-stdio-agent":
+					want = map[string]string{
+						"list":      `{"tools":[{"name":"echo"}]}`,
+						"asked":     `sampling/createMessage`,
+						"call":      `{"content":[{"type":"text","text":"tool ran; client said {'answer':'yes'}"}]}`,
+						"shim-exit": `<nil>`,
+					}
+				}
+				for k, v := range want {
+					if got[k] != v {
+						t.Errorf("%s: got %s\nwant %s", k, got[k], v)
+					}
+				}
+				if agent == "mcp-req-agent" {
+					e.send(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"s1"}}`)
+					if m := e.recvMsg(); string(m.ID) != "3" || m.Error != nil {
+						t.Fatalf("session/close: %s", e.seen[len(e.seen)-1])
+					}
+				}
+				if err := e.close(); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+				owner, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
+				bye := `{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"_mcp/disconnect","params":{"connectionId":"` +
+					conn[flavor] + `","connection_id":"` + conn[flavor] + `"}}}`
+				for _, want := range []string{connect, `"method":"_mcp/message","params":{"connectionId":"` + conn[flavor] + `","method":"tools/call"`, bye} {
+					if !strings.Contains(string(owner), want) {
+						t.Errorf("owner never saw %s:\n%s", want, owner)
+					}
+				}
+				if strings.Contains(string(owner), `"method":"mcp/`) {
+					t.Errorf("owner saw MCP methods of another dialect:\n%s", owner)
+				}
+				sawNoMCP(t, dir, "rfd")
+				sawNoMCP(t, dir, "rust")
+			})
+		}
+	}
+}

@@ -246,19 +246,22 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 	if busy {
 		return
 	}
-	key := map[string]string{"id": "acpId", "serverId": "serverId"}[srv.spelling]
-	params, _ := json.Marshal(map[string]string{key: serverID})
-	params = r.withSession(params, serverID)
-	cl := &call{method: methodMCPConnect, onResponse: func(resp *wire.Message) bool {
+	var proposed json.RawMessage
+	if ownerSpellings[srv.spelling].proposeID {
+		proposed = r.newRequestID()
+	}
+	params := r.withSession(connectParams(srv.spelling, serverID, proposed, nil), serverID)
+	d := c.toOwner(srv.owner, spell(srv.spelling, methodMCPConnect))
+	cl := &call{method: d.method, onResponse: func(resp *wire.Message) bool {
 		var conn *mcpConn
 		var e *wire.Error
-		cid := wire.Member(resp.Result, "connectionId")
+		cid := connectionIDOf(resp.Result, proposed)
 		switch {
 		case refusedConnect(resp):
 			r.learn(srv.owner, bindingRequest)
 		case resp.Error == nil && cid != nil:
 			r.learn(srv.owner, bindingConnect)
-			conn = r.openShared(srv.owner, serverID, cid)
+			conn = r.openShared(srv, serverID, cid)
 		default:
 			e = wire.Errorf(codeMCPServerUnavailable, "MCP server %s: its owner refused the connection", srv.name).
 				WithData(map[string]json.RawMessage{"serverId": mustQuote(serverID), "error": resp.Error})
@@ -272,15 +275,15 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 		}
 		return true
 	}}
-	c.relayCall(c.peers[srv.owner], cl, c.toOwner(srv.owner, methodMCPConnect), params)
+	c.relayCall(c.peers[srv.owner], cl, d, params)
 }
 
 // openShared records the connection a connect-binding owner opened for
 // request-binding callers.
-func (r *mcpRoutes) openShared(owner int, serverID string, ownerID []byte) *mcpConn {
-	c := &mcpConn{owner: owner, serverID: serverID, ownerID: string(ownerID), forRequests: true}
+func (r *mcpRoutes) openShared(srv mcpServer, serverID string, ownerID []byte) *mcpConn {
+	c := &mcpConn{owner: srv.owner, spelling: srv.spelling, serverID: serverID, ownerID: string(ownerID), forRequests: true}
 	r.mu.Lock()
-	r.owned[ownedID{owner, c.ownerID}] = c
+	r.owned[ownedID{c.owner, c.ownerID}] = c
 	r.shared[serverID] = c
 	r.mu.Unlock()
 	return c
@@ -295,15 +298,16 @@ func (c *chain) toConnectOwner(conn *mcpConn, from *peer, m *wire.Message, param
 		return
 	}
 	out := connEnvelope(conn.ownerID, method, inner, wire.Member(params, "_meta"))
+	relayed := spell(conn.spelling, methodMCPMessage)
 	if m.IsNotification() {
-		c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, nil)
+		c.relayToOwner(conn.owner, from, m, relayed, out, b, nil)
 		return
 	}
 	req := activeRequest{requestID: append(json.RawMessage(nil), wire.Member(params, "requestId")...), progress: progressToken(inner)}
 	c.mcp.mu.Lock()
 	conn.active = append(conn.active, req)
 	c.mcp.mu.Unlock()
-	c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
+	c.relayToOwner(conn.owner, from, m, relayed, out, b, func(resp *wire.Message) bool {
 		c.mcp.mu.Lock()
 		for i, a := range conn.active {
 			if string(a.requestID) == string(req.requestID) {

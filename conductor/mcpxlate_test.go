@@ -31,6 +31,12 @@ func TestRouteMCP(t *testing.T) {
 		{3, "mcp/message", `{"method":"tools/call"}`, mcpOrdinary},
 		{3, "mcp/disconnect", `{"serverId":"s"}`, mcpOrdinary},
 		{3, "mcp/other", `{"serverId":"s"}`, mcpOrdinary},
+		// The Thinkwell dialect: a parent connects by URL; sacp names the
+		// connection to disconnect connection_id.
+		{3, "mcp/connect", `{"connectionId":"c","url":"acp:u"}`, mcpConnect},
+		{3, "mcp/connect", `{"acp_url":"acp:u"}`, mcpConnect},
+		{1, "mcp/disconnect", `{"connection_id":"c"}`, mcpOnConn},
+		{3, "mcp/disconnect", `{"connection_id":"c"}`, mcpOnConn},
 	} {
 		if got := topo.routeMCP(c.src, c.method, []byte(c.params)); got != c.want {
 			t.Errorf("from %d: %s %s: rule %d, want %d", c.src, c.method, c.params, got, c.want)
@@ -60,6 +66,95 @@ func TestRespell(t *testing.T) {
 		want := `{"cwd":"/","mcpServers":[` + others + `,` + c.want + `],"_meta":{"top":1}}`
 		if string(got) != want {
 			t.Errorf("agent %q, %s:\n got %s\nwant %s", c.agent, c.decl, got, want)
+		}
+	}
+}
+
+// TestDeclarations is the declaration table: which entries of mcpServers
+// are acp servers, their ids and their owners' spellings.
+func TestDeclarations(t *testing.T) {
+	for _, c := range []struct{ decl, id, spelling string }{
+		{`{"type":"acp","name":"t","id":"s1"}`, "s1", "id"},
+		{`{"type":"acp","name":"t","id":"s1","serverId":"s2"}`, "s1", "id"},
+		{`{"type":"acp","name":"t","serverId":"s1"}`, "s1", "serverId"},
+		{`{"type":"http","name":"t","url":"acp:6f1c","headers":[]}`, "acp:6f1c", "url"},
+		{`{"type":"http","name":"t","url":"http://127.0.0.1:9/mcp","headers":[]}`, "", ""},
+		{`{"type":"sse","name":"t","url":"acp:6f1c"}`, "", ""},
+		{`{"name":"fs","command":"x","args":[],"env":[]}`, "", ""},
+	} {
+		var d acpDeclaration
+		if err := json.Unmarshal([]byte(c.decl), &d); err != nil {
+			t.Fatal(err)
+		}
+		if id, spelling := d.serverID(); id != c.id || spelling != c.spelling {
+			t.Errorf("%s: %q, %q; want %q, %q", c.decl, id, spelling, c.id, c.spelling)
+		}
+	}
+}
+
+// TestACPForm turns Thinkwell-dialect declarations into acp ones for the
+// agent, keeping everything else, and then respell spells them as for any
+// acp server.
+func TestACPForm(t *testing.T) {
+	const others = `{"name":"fs","command":"x","args":[],"env":[]},{"type":"http","name":"web","url":"https://x.test/mcp","headers":[]}`
+	for _, c := range []struct{ decl, want string }{
+		{`{"type":"http","name":"tw","url":"acp:6f1c","headers":[]}`, `{"name":"tw","serverId":"acp:6f1c","type":"acp","id":"acp:6f1c"}`},
+		{`{"type":"http","name":"tw","url":"acp:6f1c","headers":[],"_meta":{"k":1},"x":true}`, `{"_meta":{"k":1},"name":"tw","serverId":"acp:6f1c","type":"acp","x":true,"id":"acp:6f1c"}`},
+		{`{"type":"acp","name":"t","serverId":"s1"}`, `{"type":"acp","name":"t","serverId":"s1","id":"s1"}`},
+	} {
+		params := `{"cwd":"/","mcpServers":[` + others + `,` + c.decl + `]}`
+		out, err := acpForm(json.RawMessage(params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err = respell(out, ""); err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"cwd":"/","mcpServers":[` + others + `,` + c.want + `]}`; string(out) != want {
+			t.Errorf("%s:\n got %s\nwant %s", c.decl, out, want)
+		}
+	}
+}
+
+// TestOwnerSpellings is the spelling table: what the conductor sends an
+// owner to connect and disconnect, and what it reads in the answer.
+func TestOwnerSpellings(t *testing.T) {
+	meta := json.RawMessage(`{"k":1}`)
+	for _, c := range []struct {
+		spelling, connect, disconnect, method string
+	}{
+		{"id", `{"acpId":"s1","_meta":{"k":1}}`, `{"connectionId":"c1"}`, "mcp/connect"},
+		{"serverId", `{"serverId":"s1","_meta":{"k":1}}`, `{"connectionId":"c1"}`, "mcp/connect"},
+		{"url", `{"connectionId":"p1","url":"s1","acp_url":"s1","_meta":{"k":1}}`, `{"connectionId":"c1","connection_id":"c1"}`, "_mcp/connect"},
+	} {
+		if got := string(connectParams(c.spelling, "s1", json.RawMessage(`"p1"`), meta)); got != c.connect {
+			t.Errorf("%s: connect %s, want %s", c.spelling, got, c.connect)
+		}
+		if got := string(disconnectParams(c.spelling, []byte(`"c1"`))); got != c.disconnect {
+			t.Errorf("%s: disconnect %s, want %s", c.spelling, got, c.disconnect)
+		}
+		if got := spell(c.spelling, methodMCPConnect); got != c.method {
+			t.Errorf("%s: method %s, want %s", c.spelling, got, c.method)
+		}
+		id, spelling := connectTarget(json.RawMessage(c.connect))
+		if id != "s1" || spelling != c.spelling {
+			t.Errorf("connectTarget(%s) = %q, %q", c.connect, id, spelling)
+		}
+	}
+	for _, c := range []struct{ result, proposed, want string }{
+		{`{"connectionId":"c1"}`, ``, `"c1"`},
+		{`{"connection_id":"c1"}`, ``, `"c1"`},
+		{`{"connection_id":"c1","connectionId":"c1","serverInfo":{}}`, `"p1"`, `"c1"`},
+		{`{"serverInfo":{"name":"tw"}}`, `"p1"`, `"p1"`}, // @thinkwell/conductor keeps its own
+		{`{"serverInfo":{"name":"tw"}}`, ``, ``},
+		{`null`, `"p1"`, ``},
+	} {
+		var proposed json.RawMessage
+		if c.proposed != "" {
+			proposed = json.RawMessage(c.proposed)
+		}
+		if got := string(connectionIDOf(json.RawMessage(c.result), proposed)); got != c.want {
+			t.Errorf("connectionIDOf(%s, %s) = %s, want %s", c.result, c.proposed, got, c.want)
 		}
 	}
 }
@@ -162,10 +257,15 @@ func FuzzMCPTranslation(f *testing.F) {
 	f.Add([]byte(`{"cwd":"/","mcpServers":[{"type":"acp","name":"t","id":"s1"}]}`), []byte(`{"result":{"tools":[]}}`))
 	f.Add([]byte(`{"name":"greet","_meta":{"progressToken":1}}`), []byte(`{"error":{"code":1,"message":"x"}}`))
 	f.Add([]byte(`{"mcpServers":[{"type":"acp","serverId":7}]}`), []byte(`[]`))
+	f.Add([]byte(`{"mcpServers":[{"type":"http","name":"tw","url":"acp:u","headers":[]}]}`), []byte(`{"connection_id":"c"}`))
 	f.Fuzz(func(t *testing.T, params, result []byte) {
 		if !json.Valid(params) || !json.Valid(result) {
 			return
 		}
+		if out, err := acpForm(params); err == nil && !json.Valid(out) {
+			t.Errorf("acpForm(%s) = %s", params, out)
+		}
+		_ = connectionIDOf(result, json.RawMessage(`"p"`))
 		for _, spelling := range []string{"", "id", "serverId"} {
 			out, err := respell(params, spelling)
 			if err == nil && !json.Valid(out) {

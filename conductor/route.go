@@ -301,6 +301,7 @@ const (
 var mcpRules = map[mcpKey]mcpRule{
 	{true, methodMCPConnect, mcpKeyNone}:     mcpConnect,
 	{true, methodMCPConnect, mcpKeyServer}:   mcpConnect,
+	{true, methodMCPConnect, mcpKeyConn}:     mcpConnect, // @thinkwell/conductor proposes a connectionId
 	{true, methodMCPMessage, mcpKeyConn}:     mcpOnConn,
 	{true, methodMCPDisconnect, mcpKeyConn}:  mcpOnConn,
 	{false, methodMCPMessage, mcpKeyConn}:    mcpOnConn,
@@ -325,11 +326,12 @@ const (
 
 // routeMCP names the rule for an mcp/* message. A connectionId wins over a
 // serverId, so a connect-binding message that also names its server stays
-// on its connection; an mcp/connect names its server as acpId or serverId.
+// on its connection; an mcp/connect names its server as acpId, serverId or
+// (from a Thinkwell parent) url or acp_url.
 func (t topology) routeMCP(src int, method string, params []byte) mcpRule {
 	k := mcpKey{agentSide: src == t.last(), method: method}
 	switch {
-	case wire.Member(params, "connectionId") != nil:
+	case connID(params) != nil:
 		k.key = mcpKeyConn
 	case wire.Member(params, "serverId") != nil:
 		k.key = mcpKeyServer
