@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -190,31 +190,31 @@ func TestStartFailure(t *testing.T) {
 
 // TestStartFailureLeavesNothing runs a chain that cannot start with a done
 // context and an input Run cannot close: Run returns only once that input
-// has ended, with nothing of it left reading.
+// has ended, with nothing of it left reading. Everything runs in memory
+// (the agent fails before any process starts), so synctest can tell when
+// Run has nothing left to do but wait for its input.
 func TestStartFailureLeavesNothing(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	pr, pw := io.Pipe()
-	returned, leaks := make(chan struct{}), make(chan error, 1)
-	go func() {
-		err := Run(ctx, Config{Agent: Component{Name: "missing", Command: filepath.Join(t.TempDir(), "no-such-agent")}},
-			struct{ io.Reader }{pr}, io.Discard)
-		close(returned)
-		if err == nil || !strings.Contains(err.Error(), "missing") {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		pr, pw := io.Pipe()
+		returned := make(chan error, 1)
+		go func() {
+			returned <- Run(ctx, Config{Agent: Component{Name: "missing", Command: filepath.Join(t.TempDir(), "no-such-agent")}},
+				struct{ io.Reader }{pr}, io.Discard)
+		}()
+		synctest.Wait()
+		select {
+		case err := <-returned:
+			t.Fatalf("Run returned (%v) while its input was still open", err)
+		default:
+		}
+		pw.Close()
+		if err := <-returned; err == nil || !strings.Contains(err.Error(), "missing") {
 			t.Errorf("Run = %v", err)
 		}
-		leaks <- goleak.Find(ignore)
-	}()
-	select {
-	case <-returned:
-		t.Fatal("Run returned while its input was still open")
-	case <-time.After(100 * time.Millisecond):
-	}
-	pw.Close()
-	if err := <-leaks; err != nil {
-		t.Errorf("left behind: %v", err)
-	}
+		// synctest.Test fails the test if any goroutine Run started is left.
+	})
 }
 
 // TestRestartReplayTimeout has a proxy crash mid-prompt and, restarted,

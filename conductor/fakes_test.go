@@ -104,6 +104,7 @@ func runFake(role string) {
 	if os.Getenv("ACP_TEST_STRAY") != "" {
 		os.Stdout.WriteString("a stray print on stdout\n")
 	}
+	announce := os.Getenv("ACP_TEST_ANNOUNCE") != ""
 	for {
 		line, err := ch.Recv()
 		if err != nil {
@@ -122,6 +123,9 @@ func runFake(role string) {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fake: bad input:", err)
 			continue
+		}
+		if announce {
+			fmt.Fprintln(os.Stderr, "fake: received", m.Method) // for a test to wait on
 		}
 		handle(m)
 	}

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -153,4 +156,52 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// A logWatch lets a test wait for a chain to log a message, the
+// conductor's own or a line of a component's stderr, which the conductor
+// logs as it reads it.
+type logWatch struct {
+	mu      sync.Mutex
+	seen    []string
+	changed chan struct{} // closed and replaced at each message
+}
+
+// watchLogs returns a logger for a chain, which logs to t as usual, and
+// the watch on what it logs.
+func watchLogs(t *testing.T) (*zap.Logger, *logWatch) {
+	w := &logWatch{changed: make(chan struct{})}
+	return zaptest.NewLogger(t, zaptest.WrapOptions(zap.Hooks(w.add))), w
+}
+
+func (w *logWatch) add(e zapcore.Entry) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, e.Message)
+	close(w.changed)
+	w.changed = make(chan struct{})
+	return nil
+}
+
+// wait returns once a message containing s has been logged, failing the
+// test after a generous bound rather than hanging.
+func (w *logWatch) wait(t *testing.T, s string) {
+	t.Helper()
+	bound := time.After(20 * time.Second)
+	for {
+		w.mu.Lock()
+		changed := w.changed
+		for _, m := range w.seen {
+			if strings.Contains(m, s) {
+				w.mu.Unlock()
+				return
+			}
+		}
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-bound:
+			t.Fatalf("%q was never logged", s)
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -151,22 +150,18 @@ func TestAbortSkipsDrain(t *testing.T) {
 	abort := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	core, logs := observer.New(zap.DebugLevel)
+	log, logs := watchLogs(t)
 	e := startChainCtx(t, ctx, Config{
 		Proxies:     []Component{fake(t, dir, "p", "proxy")},
-		Agent:       fake(t, dir, "agent", "mute", "ACP_TEST_IGNORE_EOF=1"),
+		Agent:       fake(t, dir, "agent", "mute", "ACP_TEST_IGNORE_EOF=1", "ACP_TEST_ANNOUNCE=1"),
 		GracePeriod: time.Minute,
 		Abort:       abort,
-		Logger:      zap.New(core),
+		Logger:      log,
 	})
 	e.send(initLine)
-	for !transcriptHas(filepath.Join(dir, "agent.txt"), "initialize") {
-		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
-	}
+	logs.wait(t, "fake: received initialize")
 	cancel()
-	for logs.FilterMessageSnippet("draining").Len() == 0 {
-		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
-	}
+	logs.wait(t, "draining")
 	// The stopping chain takes no new request: this one is refused, which
 	// shows that the drain has begun.
 	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
@@ -188,15 +183,13 @@ func TestAbortSkipsDrain(t *testing.T) {
 // naming the agent and how it ended.
 func TestFailureBeforeFirstRequest(t *testing.T) {
 	dir := t.TempDir()
-	core, logs := observer.New(zap.InfoLevel)
+	log, logs := watchLogs(t)
 	e := startChain(t, Config{
 		Agent:       fake(t, dir, "doomed", "crash"),
 		GracePeriod: 10 * time.Second,
-		Logger:      zap.New(core),
+		Logger:      log,
 	})
-	for logs.FilterMessage("component failed").Len() == 0 {
-		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
-	}
+	logs.wait(t, "component failed")
 	e.send(initLine)
 	m := e.recvMsg()
 	if m.Error == nil || !strings.Contains(string(m.Error), "doomed") || !strings.Contains(string(m.Error), "exit status 7") ||
@@ -206,11 +199,6 @@ func TestFailureBeforeFirstRequest(t *testing.T) {
 	if err, _ := e.stopped(); err == nil || !strings.Contains(err.Error(), "doomed") {
 		t.Errorf("Run = %v", err)
 	}
-}
-
-func transcriptHas(path, s string) bool {
-	b, _ := os.ReadFile(path)
-	return strings.Contains(string(b), s)
 }
 
 // supervised returns c run under this test binary as its supervisor, as
@@ -232,15 +220,19 @@ func TestSetsidGrandchild(t *testing.T) {
 	marker := fmt.Sprintf("ACP_TEST_SETSID=%d", rand.Int64())
 	k, v, _ := strings.Cut(marker, "=")
 	env := map[string]string{k: v}
+	log, logs := watchLogs(t)
 	e := startChain(t, Config{
-		Proxies:     []Component{{Name: "detacher", Command: "sh", Args: []string{"-c", "setsid sleep 45 & exec sleep 1000"}, Env: env}},
-		Agent:       Component{Name: "sleeper", Command: "sh", Args: []string{"-c", "exec sleep 1000"}, Env: env},
+		Proxies: []Component{{Name: "detacher", Command: "sh", Args: []string{"-c",
+			"setsid sh -c 'echo grandchild detached >&2; exec sleep 45' & exec sleep 1000"}, Env: env}},
+		Agent:       Component{Name: "sleeper", Command: "sh", Args: []string{"-c", "echo agent started >&2; exec sleep 1000"}, Env: env},
 		GracePeriod: 200 * time.Millisecond,
 		Supervisor:  supervised(t),
+		Logger:      log,
 	})
-	for len(markedProcesses(t, marker)) < 5 { // 2 supervisors, 2 sleeps and the detached one
-		time.Sleep(10 * time.Millisecond) // polls for the event; asserts no timing
-	}
+	// Each says so on its stderr once it runs: the grandchild from its own
+	// session, where the conductor's signals to the group do not reach.
+	logs.wait(t, "grandchild detached")
+	logs.wait(t, "agent started")
 	if err, took := e.stopped(); err != nil || took > 200*time.Millisecond+time.Second+slack {
 		t.Errorf("Run = %v after %v", err, took)
 	}
