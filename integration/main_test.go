@@ -23,6 +23,7 @@ var (
 	binDir    string // temporary directory with the built binaries
 	conductor string // built acp-conductor, or "" if it did not build
 	goProxy   string // built testdata/goproxy
+	twProxy   string // built testdata/twproxy: a Thinkwell-dialect proxy with an MCP server
 	libProxy  string // built testdata/libproxy (the project's proxy library), or ""
 	nodeBin   string
 	python    string
@@ -75,6 +76,10 @@ func runMain(m *testing.M) int {
 	goProxy = filepath.Join(binDir, "goproxy")
 	if out, err := goBuild(goProxy, "./integration/testdata/goproxy"); err != nil {
 		return fatal("building the Go test proxy: %v\n%s", err, out)
+	}
+	twProxy = filepath.Join(binDir, "twproxy")
+	if out, err := goBuild(twProxy, "./integration/testdata/twproxy"); err != nil {
+		return fatal("building the Thinkwell-dialect test proxy: %v\n%s", err, out)
 	}
 	lib := filepath.Join(binDir, "libproxy")
 	if out, err := goBuild(lib, "./integration/testdata/libproxy"); err != nil {
@@ -190,6 +195,17 @@ func shellJoin(words ...string) string {
 
 // goProxyCmd is a component command line for the Go passthrough proxy.
 func goProxyCmd(name string) string { return shellJoin(goProxy, name) }
+
+// rustProxyCmd is a component command line for the Go passthrough proxy
+// speaking the Rust SDK's dialect.
+func rustProxyCmd(name string) string { return "ACP_IT_DIALECT=rust " + shellJoin(goProxy, name) }
+
+// twProxyCmd is a component command line for the Thinkwell-dialect proxy
+// that serves an MCP server over _mcp/*, as flavor ("thinkwell" or "sacp")
+// reads them.
+func twProxyCmd(name, flavor string) string {
+	return "ACP_IT_TW_FLAVOR=" + flavor + " " + shellJoin(twProxy, name)
+}
 
 // libProxyCmd is a component command line for the passthrough built on the
 // project's proxy library.

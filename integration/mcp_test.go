@@ -45,6 +45,33 @@ func TestMCPRequestBinding(t *testing.T) {
 	}
 }
 
+// TestMCPThinkwellDialect runs an MCP server of a Thinkwell-dialect proxy
+// (twproxy: declared {"type":"http","url":"acp:<uuid>"}, served over
+// _mcp/*, as @thinkwell/conductor's and as sacp's proxies read it) in a
+// chain with an RFD proxy and a Rust-dialect one, beside the editor's
+// McpOverAcpProvider: the TypeScript SDK agent's McpOverAcpCaller (the
+// request binding) calls both, and each answers, with its progress and the
+// session.
+func TestMCPThinkwellDialect(t *testing.T) {
+	requireConductor(t)
+	for _, flavor := range []string{"thinkwell", "sacp"} {
+		t.Run(flavor, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			argv := agentModeArgs(goProxyCmd("go1"), twProxyCmd("tw2", flavor), rustProxyCmd("rs3"),
+				shellJoin(nodeBin, filepath.Join(peersDir, "mcp_agent.mjs")))
+			s := runMCPEditor(t, ctx, true, argv)
+			checkMCPReport(t, s, []string{"editor", "tw2"})
+			if len(s.Report) == 2 {
+				d := s.Report[1].Declaration
+				if d["type"] != "acp" || d["serverId"] != "acp:2b7f4e0c-9a1d-4c3e-8f56-71d0c4a9e2b5" || d["url"] != nil {
+					t.Errorf("the agent got the Thinkwell server as %v, want an acp declaration", d)
+				}
+			}
+		})
+	}
+}
+
 // TestMCPRequestBindingCancel cancels a request-binding call in flight: the
 // agent's McpOverAcpCaller aborts when the editor's tool reports progress,
 // and the $/cancel_request reaches the editor's McpOverAcpProvider, hop by

@@ -168,6 +168,61 @@ func TestMCPBindingTranslation(t *testing.T) {
 	}
 }
 
+// TestMCPThinkwellOwner has sdkagent's MCP Go SDK client call the server
+// of a Thinkwell-dialect proxy (twproxy, declared {"type":"http","url":
+// "acp:<uuid>"} and served over _mcp/*), in a chain with an RFD proxy and a
+// Rust-dialect one: natively over the connect binding, and bridged over
+// stdio and HTTP, as a legacy client and as a 2026-07-28 one (which asks
+// server/discover first, is refused, and initializes).
+func TestMCPThinkwellOwner(t *testing.T) {
+	requireNodePeers(t)
+	for _, c := range []struct{ name, flavor, advertise, protocol string }{
+		{"thinkwell native", "thinkwell", "acp", "2025-11-25"},
+		{"sacp native", "sacp", "acp", "2025-06-18"},
+		{"thinkwell bridged stdio", "thinkwell", "none", ""},
+		{"sacp bridged http", "sacp", "http", "2025-11-25"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			prompt, _ := json.Marshal(map[string]string{"server": "tw2-tools", "tool": "greet", "name": "go-agent", "protocol": c.protocol})
+			s := runTSEditor(t, false, string(prompt), quote(goProxy)+" go1",
+				"ACP_IT_TW_FLAVOR="+c.flavor+" "+quote(twProxy)+" tw2",
+				"ACP_IT_DIALECT=rust "+quote(goProxy)+" rs3",
+				quote(sdkAgent)+" --advertise "+c.advertise)
+			if len(s.Texts) != 1 {
+				t.Fatalf("the agent reported %d texts, want 1: %v", len(s.Texts), s.Texts)
+			}
+			var rep report
+			if err := json.Unmarshal([]byte(s.Texts[0]), &rep); err != nil {
+				t.Fatalf("the agent's report %s: %v", s.Texts[0], err)
+			}
+			if rep.Error != "" {
+				t.Fatalf("the agent's MCP client failed: %s", rep.Error)
+			}
+			var got map[string]any
+			json.Unmarshal([]byte(rep.Result), &got)
+			want := map[string]any{"owner": "tw2", "greeting": "hello go-agent", "session": s.SessionID, "client": "sdkagent"}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %v, want %v (result %s)", k, got[k], v, rep.Result)
+				}
+			}
+			if c.protocol != "" && rep.Protocol != c.protocol {
+				t.Errorf("protocol %q, want %q", rep.Protocol, c.protocol)
+			}
+			if rep.ServerName != "tw2-tools" || strings.Join(rep.Tools, ",") != "greet" {
+				t.Errorf("server %q, tools %v; want tw2-tools, [greet]", rep.ServerName, rep.Tools)
+			}
+			if len(rep.Progress) != 1 || rep.Progress[0] != "tw2 working" {
+				t.Errorf("progress %v, want twproxy's one notification", rep.Progress)
+			}
+			if !rep.Closed || rep.CloseError != "" {
+				t.Errorf("the client did not close cleanly: %s", rep.CloseError)
+			}
+		})
+	}
+}
+
 // tsSummary is mcp_editor.mjs's summary.
 type tsSummary struct {
 	SessionID string `json:"sessionId"`

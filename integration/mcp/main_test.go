@@ -13,6 +13,7 @@ import (
 var (
 	conductor string // acp-conductor, from the root module (ACP_IT_CONDUCTOR overrides)
 	goProxy   string // integration/testdata/goproxy, from the root module: a passthrough proxy
+	twProxy   string // integration/testdata/twproxy, from the root module: a Thinkwell-dialect MCP owner
 	toolProxy string // testdata/toolproxy: the proxy that owns the MCP server
 	sdkAgent  string // testdata/sdkagent: the agent whose MCP client is the SDK's
 	mcpTools  string // examples/proxies/mcp-tools, a module of its own
@@ -35,12 +36,14 @@ func runMain(m *testing.M) int {
 	root := filepath.Join("..", "..")
 	conductor = filepath.Join(dir, "acp-conductor")
 	goProxy = filepath.Join(dir, "goproxy")
+	twProxy = filepath.Join(dir, "twproxy")
 	toolProxy = filepath.Join(dir, "toolproxy")
 	sdkAgent = filepath.Join(dir, "sdkagent")
 	mcpTools = filepath.Join(dir, "mcp-tools")
 	builds := []struct{ dir, out, pkg string }{
 		{root, conductor, "./cmd/acp-conductor"},
 		{root, goProxy, "./integration/testdata/goproxy"},
+		{root, twProxy, "./integration/testdata/twproxy"},
 		{".", toolProxy, "./testdata/toolproxy"},
 		{".", sdkAgent, "./testdata/sdkagent"},
 		{filepath.Join(root, "examples", "proxies", "mcp-tools"), mcpTools, "."},

@@ -13,6 +13,10 @@
 // response, so requests flow in both directions together and each direction
 // keeps its order.
 //
+// With ACP_IT_DIALECT=rust it speaks the Rust SDK's dialect instead: it
+// refuses proxy/initialize as an unknown method, takes _proxy/initialize,
+// and wraps in _proxy/successor.
+//
 // With ACP_IT_STALL_FIFO=PATH it stops reading once it has forwarded the
 // first session/prompt, until something is written to the named pipe PATH:
 // a proxy that stops reading, for the memory tests.
@@ -53,6 +57,7 @@ type proxy struct {
 	nextID  int64
 	pending map[string]json.RawMessage // our id -> id we owe an answer to
 
+	rust  bool   // ACP_IT_DIALECT=rust
 	stall string // ACP_IT_STALL_FIFO; cleared once it has stalled
 	stop  bool   // stall before reading the next line
 }
@@ -143,8 +148,15 @@ func (p *proxy) handle(line []byte) {
 			p.request(inner.Method, inner.Params, m.ID)
 		}
 	default: // from the predecessor
-		method := m.Method
-		if method == "proxy/initialize" {
+		method, initialize, envelope := m.Method, "proxy/initialize", "proxy/successor"
+		if p.rust {
+			initialize, envelope = "_proxy/initialize", "_proxy/successor"
+			if method == "proxy/initialize" {
+				p.fail(m.ID, -32601, "Method not found: proxy/initialize")
+				return
+			}
+		}
+		if method == initialize {
 			method = "initialize"
 		}
 		name, _ := json.Marshal(method)
@@ -154,9 +166,9 @@ func (p *proxy) handle(line []byte) {
 		}
 		wrapped = append(wrapped, '}')
 		if m.ID == nil {
-			p.send(&message{Method: "proxy/successor", Params: wrapped})
+			p.send(&message{Method: envelope, Params: wrapped})
 		} else {
-			p.request("proxy/successor", wrapped, m.ID)
+			p.request(envelope, wrapped, m.ID)
 		}
 		p.stop = p.stall != "" && method == "session/prompt"
 	}
@@ -172,7 +184,8 @@ func main() {
 	}
 	log.SetFlags(0)
 	log.SetPrefix(fmt.Sprintf("[%s %d] ", name, os.Getpid()))
-	p := &proxy{w: bufio.NewWriterSize(os.Stdout, 64<<10), pending: map[string]json.RawMessage{}, stall: os.Getenv("ACP_IT_STALL_FIFO")}
+	p := &proxy{w: bufio.NewWriterSize(os.Stdout, 64<<10), pending: map[string]json.RawMessage{},
+		rust: os.Getenv("ACP_IT_DIALECT") == "rust", stall: os.Getenv("ACP_IT_STALL_FIFO")}
 	r := bufio.NewReaderSize(os.Stdin, 64<<10)
 	log.Print("started")
 	for {
