@@ -86,11 +86,11 @@ type Config struct {
 	RestartLimit  int
 	RestartWindow time.Duration
 	// RestartBackoff is how long a failed proxy waits before it is started
-	// again; the wait doubles with each failure that follows soon after a
-	// restart, up to RestartBackoffMax, and is back to RestartBackoff once a
-	// proxy has run for twice RestartBackoffMax. What is sent to it meanwhile
-	// queues for the new process. Zero means DefaultRestartBackoff and
-	// DefaultRestartBackoffMax; a maximum below RestartBackoff is raised to it.
+	// again; each restart within RestartWindow of earlier ones waits twice
+	// as long as the one before, up to RestartBackoffMax. What is sent to
+	// the proxy meanwhile queues for the new process. Zero means
+	// DefaultRestartBackoff and DefaultRestartBackoffMax; a maximum below
+	// RestartBackoff is raised to it.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
 	// MCPBridge selects how acp MCP servers reach an agent without native

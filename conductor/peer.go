@@ -42,7 +42,6 @@ type peer struct {
 	asked    chan struct{}    // closed at the peer's first request
 	hasAsked bool
 	restarts []time.Time // when it was restarted, within the window
-	backoff  backoff     // spaces its restarts; guarded by the runner's mu
 
 	// For replaying a proxy's initialization after a restart.
 	initParams    json.RawMessage // the proxy/initialize params it was sent
@@ -153,8 +152,8 @@ func (p *peer) recordedInit() json.RawMessage {
 }
 
 // allowRestart records a restart and reports whether it is within limit
-// restarts in window.
-func (p *peer) allowRestart(now time.Time, limit int, window time.Duration) bool {
+// restarts in window, and how many came before it in window.
+func (p *peer) allowRestart(now time.Time, limit int, window time.Duration) (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	recent := p.restarts[:0]
@@ -165,10 +164,10 @@ func (p *peer) allowRestart(now time.Time, limit int, window time.Duration) bool
 	}
 	p.restarts = recent
 	if len(recent) >= limit {
-		return false
+		return len(recent), false
 	}
 	p.restarts = append(p.restarts, now)
-	return true
+	return len(recent), true
 }
 
 func (p *peer) rememberInit(params json.RawMessage) {

@@ -81,7 +81,8 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	}
 	now := time.Now()
 	limit, window := r.cfg.restartLimit(), r.cfg.restartWindow()
-	if !p.allowRestart(now, limit, window) {
+	earlier, ok := p.allowRestart(now, limit, window)
+	if !ok {
 		return fmt.Errorf("restarted %d times within %v", limit, window)
 	}
 	old := p.link.Load()
@@ -91,7 +92,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 		return err
 	}
 	first, most := r.cfg.restartBackoff()
-	delay := p.backoff.next(now, first, most)
+	delay := backoff(earlier, first, most)
 	endMCP := r.chain.ownerGone(p.pos)
 	failCalls(p.replace(next, replay), report)
 	endMCP()
@@ -185,7 +186,6 @@ func (r *runner) startPending(p *peer, pending *link) (*link, error) {
 	if err != nil {
 		return nil, startError(p.comp, err)
 	}
-	p.backoff.started(time.Now())
 	ch := wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes).AllowEnvelope()
 	l := &link{ch: ch, out: pending.out, proc: proc, readDone: make(chan struct{})}
 	l.out.attach(wire.TryWriterOf(ch))
@@ -210,28 +210,21 @@ func (r *runner) wait(d time.Duration) bool {
 	}
 }
 
-// backoff spaces the restarts of one component: the first waits the
-// shortest delay; each restart of a process that failed within twice the
-// longest delay of its start waits twice as long as the one before, up to
-// the longest. A process that ran longer than that was well: its next
-// restart waits the shortest delay again.
-type backoff struct {
-	last  time.Duration // the delay before the latest restart; 0 before the first
-	since time.Time     // when the latest process started
-}
-
-// next returns the delay before a restart at now, and records it.
-func (b *backoff) next(now time.Time, first, most time.Duration) time.Duration {
+// backoff returns the delay before a restart that follows earlier ones
+// within the restart window: the first waits first, each later one twice
+// as long as the one before, up to most. Counting in the window, as the
+// restart limit does, makes the delays grow only for a proxy that keeps
+// failing, however long each of its processes takes to start and fail.
+func backoff(earlier int, first, most time.Duration) time.Duration {
 	d := first
-	if b.last > 0 && now.Sub(b.since) < 2*most {
-		d = min(2*b.last, most)
+	for range earlier {
+		if d >= most {
+			break
+		}
+		d *= 2
 	}
-	b.last = d
-	return d
+	return min(d, most)
 }
-
-// started records that a process started at now.
-func (b *backoff) started(now time.Time) { b.since = now }
 
 // awaitReplay fails a restarted proxy, on link l, that does not answer
 // its replayed initialize within the initialize timeout: everything sent to

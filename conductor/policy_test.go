@@ -15,34 +15,27 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// TestBackoffSchedule: the delay doubles for a proxy that fails soon after
-// each restart, stops at the longest, and is back to the shortest once a
-// process has run for twice the longest.
+// TestBackoffSchedule: each restart within the window of earlier ones
+// waits twice as long as the one before, up to the longest.
 func TestBackoffSchedule(t *testing.T) {
-	const first, most = 100 * time.Millisecond, time.Second
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var b backoff
-	now := t0
-	steps := []struct {
-		ran  time.Duration // how long the process ran before it failed
-		want time.Duration
+	for _, tc := range []struct {
+		first, most time.Duration
+		want        []time.Duration // for 0, 1, 2, ... earlier restarts
 	}{
-		{time.Hour, 100 * time.Millisecond}, // the first start, long ago
-		{0, 200 * time.Millisecond},
-		{time.Second, 400 * time.Millisecond},
-		{0, 800 * time.Millisecond},
-		{0, time.Second},
-		{2*most - 1, time.Second},
-		{2 * most, 100 * time.Millisecond}, // it was well
-		{0, 200 * time.Millisecond},
-	}
-	for i, s := range steps {
-		now = now.Add(s.ran)
-		if got := b.next(now, first, most); got != s.want {
-			t.Errorf("restart %d after a run of %v: delay %v, want %v", i, s.ran, got, s.want)
+		{100 * time.Millisecond, 5 * time.Second, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
+			800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second}},
+		{100 * time.Millisecond, 300 * time.Millisecond, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}},
+		{time.Second, time.Second, []time.Duration{time.Second, time.Second}},
+		{time.Hour, 5 * time.Second, []time.Duration{5 * time.Second}}, // the maximum bounds the first too
+	} {
+		for n, want := range tc.want {
+			if got := backoff(n, tc.first, tc.most); got != want {
+				t.Errorf("backoff(%d, %v, %v) = %v, want %v", n, tc.first, tc.most, got, want)
+			}
 		}
-		now = now.Add(s.want)
-		b.started(now)
+	}
+	if got := backoff(1000, time.Millisecond, time.Minute); got != time.Minute {
+		t.Errorf("after 1000 restarts: %v, want the maximum", got) // no overflow
 	}
 }
 

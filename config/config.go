@@ -12,35 +12,39 @@ import (
 // A Config is a chain ready to run: every component named, every setting
 // layered and checked.
 type Config struct {
-	Name            string
-	Mode            conductor.Mode
-	Proxies         []Component // nearest the editor first
-	Agent           Component   // AgentMode only
-	Logging         Logging
-	ShutdownGrace   time.Duration
-	MaxMessageBytes int
-	InitTimeout     time.Duration
-	RestartLimit    int
-	RestartWindow   time.Duration
-	MCPBridge       string
-	MCPHTTPIdle     time.Duration // 0: sessions end only when their client ends them
-	Trace           Trace
-	File            string // the chain file, or "" if the chain came from arguments
+	Name              string
+	Mode              conductor.Mode
+	Proxies           []Component // nearest the editor first
+	Agent             Component   // AgentMode only
+	Logging           Logging
+	ShutdownGrace     time.Duration
+	MaxMessageBytes   int
+	InitTimeout       time.Duration
+	RestartLimit      int
+	RestartWindow     time.Duration
+	RestartBackoff    time.Duration
+	RestartBackoffMax time.Duration
+	MCPBridge         string
+	MCPHTTPIdle       time.Duration // 0: sessions end only when their client ends them
+	Trace             Trace
+	File              string // the chain file, or "" if the chain came from arguments
 }
 
 // Conductor returns the conductor's configuration for c, logging to log.
 func (c *Config) Conductor(log *zap.Logger) conductor.Config {
 	cc := conductor.Config{
-		Mode:            c.Mode,
-		Proxies:         make([]conductor.Component, len(c.Proxies)),
-		Logger:          log,
-		GracePeriod:     c.ShutdownGrace,
-		MaxMessageBytes: c.MaxMessageBytes,
-		InitTimeout:     c.InitTimeout,
-		RestartLimit:    c.RestartLimit,
-		RestartWindow:   c.RestartWindow,
-		MCPBridge:       conductor.BridgeMode(c.MCPBridge),
-		MCPHTTPIdle:     c.MCPHTTPIdle,
+		Mode:              c.Mode,
+		Proxies:           make([]conductor.Component, len(c.Proxies)),
+		Logger:            log,
+		GracePeriod:       c.ShutdownGrace,
+		MaxMessageBytes:   c.MaxMessageBytes,
+		InitTimeout:       c.InitTimeout,
+		RestartLimit:      c.RestartLimit,
+		RestartWindow:     c.RestartWindow,
+		RestartBackoff:    c.RestartBackoff,
+		RestartBackoffMax: c.RestartBackoffMax,
+		MCPBridge:         conductor.BridgeMode(c.MCPBridge),
+		MCPHTTPIdle:       c.MCPHTTPIdle,
 	}
 	if c.MCPHTTPIdle == 0 {
 		cc.MCPHTTPIdle = -1 // the conductor's zero is the default

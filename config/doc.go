@@ -29,6 +29,8 @@
 //	init_timeout       --init-timeout       ACP_CONDUCTOR_INIT_TIMEOUT        60s
 //	restart_limit      --restart-limit      ACP_CONDUCTOR_RESTART_LIMIT       3
 //	restart_window     --restart-window     ACP_CONDUCTOR_RESTART_WINDOW      1m
+//	restart_backoff    --restart-backoff    ACP_CONDUCTOR_RESTART_BACKOFF     100ms
+//	restart_backoff_max  --restart-backoff-max  ACP_CONDUCTOR_RESTART_BACKOFF_MAX  5s
 //	mcp_bridge         --mcp-bridge         ACP_CONDUCTOR_MCP_BRIDGE          auto
 //	mcp_http_idle_timeout  --mcp-http-idle-timeout  ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT  30m (0: never)
 //	trace.file         --trace              ACP_CONDUCTOR_TRACE_FILE          "" (no trace)

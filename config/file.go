@@ -15,18 +15,20 @@ import (
 
 // A File is a decoded and checked chain file.
 type File struct {
-	Name            string        `yaml:"name"`
-	Proxies         []Component   `yaml:"proxies"`
-	Agent           *Component    `yaml:"agent"`
-	Logging         Logging       `yaml:"logging"`
-	ShutdownGrace   time.Duration `yaml:"shutdown_grace"`
-	MaxMessageBytes int           `yaml:"max_message_bytes"`
-	InitTimeout     time.Duration `yaml:"init_timeout"`
-	RestartLimit    int           `yaml:"restart_limit"`
-	RestartWindow   time.Duration `yaml:"restart_window"`
-	MCPBridge       string        `yaml:"mcp_bridge"`
-	MCPHTTPIdle     time.Duration `yaml:"mcp_http_idle_timeout"`
-	Trace           Trace         `yaml:"trace"`
+	Name              string        `yaml:"name"`
+	Proxies           []Component   `yaml:"proxies"`
+	Agent             *Component    `yaml:"agent"`
+	Logging           Logging       `yaml:"logging"`
+	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
+	MaxMessageBytes   int           `yaml:"max_message_bytes"`
+	InitTimeout       time.Duration `yaml:"init_timeout"`
+	RestartLimit      int           `yaml:"restart_limit"`
+	RestartWindow     time.Duration `yaml:"restart_window"`
+	RestartBackoff    time.Duration `yaml:"restart_backoff"`
+	RestartBackoffMax time.Duration `yaml:"restart_backoff_max"`
+	MCPBridge         string        `yaml:"mcp_bridge"`
+	MCPHTTPIdle       time.Duration `yaml:"mcp_http_idle_timeout"`
+	Trace             Trace         `yaml:"trace"`
 
 	path  string
 	nodes index // where each key sits, for messages and for layering

@@ -168,12 +168,13 @@ func TestParseBad(t *testing.T) {
 }
 
 func TestFailureSettings(t *testing.T) {
-	good := "agent: {command: a}\nproxies:\n  - {command: p, on_failure: restart}\n  - {command: q, on_failure: bypass}\ninit_timeout: 5s\nrestart_limit: 2\nrestart_window: 30s\nmcp_bridge: http\n"
+	good := "agent: {command: a}\nproxies:\n  - {command: p, on_failure: restart}\n  - {command: q, on_failure: bypass}\ninit_timeout: 5s\nrestart_limit: 2\nrestart_window: 30s\nrestart_backoff: 1s\nrestart_backoff_max: 1m\nmcp_bridge: http\n"
 	f, err := Parse("chain.yaml", []byte(good))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Proxies[0].OnFailure != "restart" || f.Proxies[1].OnFailure != "bypass" || f.InitTimeout.String() != "5s" || f.MCPBridge != "http" {
+	if f.Proxies[0].OnFailure != "restart" || f.Proxies[1].OnFailure != "bypass" || f.InitTimeout.String() != "5s" || f.MCPBridge != "http" ||
+		f.RestartBackoff != time.Second || f.RestartBackoffMax != time.Minute {
 		t.Errorf("decoded %+v", f)
 	}
 	for _, tc := range []struct{ yaml, want string }{
@@ -181,6 +182,8 @@ func TestFailureSettings(t *testing.T) {
 		{"proxies:\n  - {command: p, on_failure: retry}\n", `chain.yaml:2: proxies[0].on_failure: invalid policy "retry"`},
 		{"init_timeout: 0s\n", "chain.yaml:1: init_timeout: must be positive"},
 		{"restart_limit: 0\n", "chain.yaml:1: restart_limit: must be at least 1"},
+		{"restart_backoff: 0s\n", "chain.yaml:1: restart_backoff: must be positive"},
+		{"restart_backoff_max: -1s\n", "chain.yaml:1: restart_backoff_max: must be positive"},
 		{"mcp_bridge: carrier-pigeon\n", `chain.yaml:1: mcp_bridge: invalid bridge "carrier-pigeon"`},
 		{"mcp_http_idle_timeout: -1s\n", `chain.yaml:1: mcp_http_idle_timeout: must not be negative`},
 	} {

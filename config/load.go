@@ -164,6 +164,8 @@ func (f *File) settings() map[string]any {
 		"init_timeout":          f.InitTimeout,
 		"restart_limit":         f.RestartLimit,
 		"restart_window":        f.RestartWindow,
+		"restart_backoff":       f.RestartBackoff,
+		"restart_backoff_max":   f.RestartBackoffMax,
 		"mcp_bridge":            f.MCPBridge,
 		"mcp_http_idle_timeout": f.MCPHTTPIdle,
 		"trace.file":            f.Trace.File,
@@ -227,6 +229,8 @@ func (c *Config) settle(v *viper.Viper, fs *pflag.FlagSet) error {
 	c.InitTimeout, _ = duration(v.Get("init_timeout"))
 	c.RestartLimit, _ = integer(v.Get("restart_limit"))
 	c.RestartWindow, _ = duration(v.Get("restart_window"))
+	c.RestartBackoff, _ = duration(v.Get("restart_backoff"))
+	c.RestartBackoffMax, _ = duration(v.Get("restart_backoff_max"))
 	c.MCPBridge = v.GetString("mcp_bridge")
 	c.MCPHTTPIdle, _ = duration(v.Get("mcp_http_idle_timeout"))
 	c.Trace = Trace{File: v.GetString("trace.file"), Detail: v.GetString("trace.detail"), Serve: v.GetString("trace.serve")}
@@ -246,6 +250,8 @@ var checks = map[string]func(v any) error{
 	"init_timeout":          checkDuration(checkPositive),
 	"restart_limit":         checkInteger(func(n int) error { return checkAtLeast(n, 1) }),
 	"restart_window":        checkDuration(checkPositive),
+	"restart_backoff":       checkDuration(checkPositive),
+	"restart_backoff_max":   checkDuration(checkPositive),
 	"mcp_bridge":            func(v any) error { return checkBridge(fmt.Sprint(v)) },
 	"mcp_http_idle_timeout": checkDuration(checkNotNegative),
 	"trace.file":            func(v any) error { return checkTraceFile(fmt.Sprint(v)) },

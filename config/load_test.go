@@ -51,18 +51,20 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		Mode:            conductor.AgentMode,
-		Proxies:         []Component{},
-		Agent:           Component{Name: "my-agent", Command: "my-agent", Args: []string{"--acp"}, Origin: "argument 1"},
-		Logging:         Logging{Level: "info", Format: "console"},
-		ShutdownGrace:   conductor.DefaultGracePeriod,
-		MaxMessageBytes: wire.DefaultMaxMessageBytes,
-		InitTimeout:     conductor.DefaultInitTimeout,
-		RestartLimit:    conductor.DefaultRestartLimit,
-		RestartWindow:   conductor.DefaultRestartWindow,
-		MCPBridge:       string(conductor.BridgeAuto),
-		MCPHTTPIdle:     mcpbridge.DefaultHTTPIdleTimeout,
-		Trace:           Trace{Detail: "full"},
+		Mode:              conductor.AgentMode,
+		Proxies:           []Component{},
+		Agent:             Component{Name: "my-agent", Command: "my-agent", Args: []string{"--acp"}, Origin: "argument 1"},
+		Logging:           Logging{Level: "info", Format: "console"},
+		ShutdownGrace:     conductor.DefaultGracePeriod,
+		MaxMessageBytes:   wire.DefaultMaxMessageBytes,
+		InitTimeout:       conductor.DefaultInitTimeout,
+		RestartLimit:      conductor.DefaultRestartLimit,
+		RestartWindow:     conductor.DefaultRestartWindow,
+		RestartBackoff:    conductor.DefaultRestartBackoff,
+		RestartBackoffMax: conductor.DefaultRestartBackoffMax,
+		MCPBridge:         string(conductor.BridgeAuto),
+		MCPHTTPIdle:       mcpbridge.DefaultHTTPIdleTimeout,
+		Trace:             Trace{Detail: "full"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", c, want)
@@ -255,14 +257,16 @@ func TestConductorConfig(t *testing.T) {
 			{Name: "context", Command: "ctx-proxy", Args: []string{"--flag", "x"}, Env: map[string]string{"API_KEY": "abc", "lower_case": "kept"}, Dir: "/tmp", OnFailure: conductor.PolicyRestart},
 			{Name: "filter", Command: "/usr/local/bin/filter", OnFailure: conductor.PolicyBypass},
 		},
-		Agent:           conductor.Component{Name: "my-agent", Command: "npx", Args: []string{"-y", "some-agent", "--acp"}},
-		GracePeriod:     5 * time.Second,
-		MaxMessageBytes: 1 << 20,
-		InitTimeout:     30 * time.Second,
-		RestartLimit:    5,
-		RestartWindow:   2 * time.Minute,
-		MCPBridge:       conductor.BridgeStdio,
-		MCPHTTPIdle:     2 * time.Hour,
+		Agent:             conductor.Component{Name: "my-agent", Command: "npx", Args: []string{"-y", "some-agent", "--acp"}},
+		GracePeriod:       5 * time.Second,
+		MaxMessageBytes:   1 << 20,
+		InitTimeout:       30 * time.Second,
+		RestartLimit:      5,
+		RestartWindow:     2 * time.Minute,
+		RestartBackoff:    250 * time.Millisecond,
+		RestartBackoffMax: conductor.DefaultRestartBackoffMax,
+		MCPBridge:         conductor.BridgeStdio,
+		MCPHTTPIdle:       2 * time.Hour,
 	}
 	if !reflect.DeepEqual(cc, want) {
 		t.Errorf("Conductor =\n%+v\nwant\n%+v", cc, want)

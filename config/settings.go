@@ -36,6 +36,8 @@ var settings = []setting{
 	{"init_timeout", "init-timeout", conductor.DefaultInitTimeout, "how long the chain may take to answer initialize before the component still initializing is failed"},
 	{"restart_limit", "restart-limit", conductor.DefaultRestartLimit, "how many times a proxy with on_failure: restart is restarted within restart_window before the chain fails"},
 	{"restart_window", "restart-window", conductor.DefaultRestartWindow, "the window restart_limit counts restarts in"},
+	{"restart_backoff", "restart-backoff", conductor.DefaultRestartBackoff, "how long a failed proxy with on_failure: restart waits before it starts again; each restart within restart_window of earlier ones waits twice as long, up to restart_backoff_max"},
+	{"restart_backoff_max", "restart-backoff-max", conductor.DefaultRestartBackoffMax, "the longest wait before a restart"},
 	{"mcp_bridge", "mcp-bridge", string(conductor.BridgeAuto), "how acp MCP servers reach an agent without native MCP-over-ACP: auto, stdio or http"},
 	{"mcp_http_idle_timeout", "mcp-http-idle-timeout", mcpbridge.DefaultHTTPIdleTimeout, "how long a bridged MCP HTTP session may go without a request before it ends; 0 keeps it until the client ends it"},
 	{"trace.file", "trace", "", "write a trace of every message the chain relays to this file, one JSON event per line (view it with acp-conductor trace view)"},

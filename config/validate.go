@@ -86,7 +86,8 @@ func (f *File) validate() Problems {
 	if err := checkMaxBytes(f.MaxMessageBytes); err != nil && f.nodes.has("max_message_bytes") {
 		add("max_message_bytes", "%v", err)
 	}
-	for key, d := range map[string]time.Duration{"init_timeout": f.InitTimeout, "restart_window": f.RestartWindow} {
+	for key, d := range map[string]time.Duration{"init_timeout": f.InitTimeout, "restart_window": f.RestartWindow,
+		"restart_backoff": f.RestartBackoff, "restart_backoff_max": f.RestartBackoffMax} {
 		if err := checkPositive(d); err != nil && f.nodes.has(key) {
 			add(key, "%v", err)
 		}

@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// crashLoop writes a proxy that appends its pid to a file and exits at
+// once, every time it is started, and returns its path and that file's.
+func crashLoop(t *testing.T) (cmd, starts string) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd, starts = filepath.Join(dir, "crashloop"), filepath.Join(dir, "starts")
+	script := fmt.Sprintf("#!/bin/sh\necho $$ >> %s\necho 'crashloop: giving up at once' >&2\nexit 3\n", shellQuote(starts))
+	if err := os.WriteFile(cmd, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, starts
+}
+
+// restartDelays returns the back-off of every "restarting component" entry
+// in a JSON log.
+func restartDelays(t *testing.T, log string) []time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	for _, line := range strings.Split(log, "\n") {
+		var e struct {
+			Msg     string   `json:"msg"`
+			Backoff *float64 `json:"backoff"` // seconds
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Msg != "restarting component" {
+			continue
+		}
+		if e.Backoff == nil {
+			t.Fatalf("no backoff in %s", line)
+		}
+		ds = append(ds, time.Duration(*e.Backoff*float64(time.Second)).Round(time.Millisecond))
+	}
+	return ds
+}
+
+// TestRestartBackoffCrashLoop runs the conductor with a restarted proxy that
+// exits as soon as it starts: it is started again after each back-off in
+// turn, doubling up to the maximum, until the restart limit is spent; then
+// the editor's initialize is answered with an error naming it and the
+// conductor exits 1, every process gone.
+func TestRestartBackoffCrashLoop(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	ctx := testContext(t, 60*time.Second)
+	proxy, starts := crashLoop(t)
+	marker := newMarker()
+	file := restartChain(t, proxy)
+	begin := time.Now()
+	p := startRaw(t, ctx, []string{"env", markerVar + "=" + marker, conductor, "agent", "--config", file, "--log-format", "json",
+		"--restart-limit", "4", "--restart-backoff", "50ms", "--restart-backoff-max", "150ms"})
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	m := p.recv(t, ctx)
+	if string(m.ID) != "1" || m.Error == nil || !strings.Contains(string(m.Error), "crashloop") {
+		t.Errorf("initialize answered %s, want an error naming crashloop", m.raw)
+	}
+	// The chain ends by itself once the limit is spent.
+	err := p.cmd.Wait()
+	took := time.Since(begin)
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("conductor exit %v, want status 1", err)
+	}
+	want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond}
+	if got := restartDelays(t, p.stderr.String()); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("back-offs %v, want %v", got, want)
+	}
+	pidsSeen, _ := os.ReadFile(starts)
+	if n := bytes.Count(pidsSeen, []byte("\n")); n != len(want)+1 {
+		t.Errorf("the proxy started %d times, want %d: once and %d restarts", n, len(want)+1, len(want))
+	}
+	// Timers never fire early: the restarts took at least their back-offs.
+	if sum := 450 * time.Millisecond; took < sum {
+		t.Errorf("%d starts within %v, less than the back-offs' %v", len(want)+1, took, sum)
+	}
+	if !strings.Contains(p.stderr.String(), "restarted 4 times within 1m0s") {
+		t.Errorf("the spent restart limit is not logged:\n%s", p.stderr)
+	}
+	var left []proc
+	if !waitFor(boundCtx(ctx, cleanupBound), func() bool { left = markedProcs(marker); return len(left) == 0 }) {
+		t.Errorf("still running after the conductor exited:\n%s", procList(left))
+	}
+}
+
+// TestRestartBackoffShutdown closes the conductor's input while a crashed
+// proxy waits out a back-off of an hour: the initialize queued for it is
+// answered at once with an error naming it, and the conductor exits 0
+// within the shutdown deadline, every process gone.
+func TestRestartBackoffShutdown(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	ctx := testContext(t, 60*time.Second)
+	proxy, _ := crashLoop(t)
+	marker := newMarker()
+	p := startRaw(t, ctx, []string{"env", markerVar + "=" + marker, conductor, "agent", "--config", restartChain(t, proxy),
+		"--log-format", "json", "--restart-backoff", "1h"})
+	if !waitFor(ctx, func() bool { return len(restartDelays(t, p.stderr.String())) > 0 }) {
+		t.Fatalf("the proxy was not restarted:\n%s", p.stderr)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	p.stdin.Close()
+	start := time.Now()
+	m := p.recv(t, ctx)
+	if string(m.ID) != "1" || m.Error == nil || !strings.Contains(string(m.Error), "crashloop: the conductor is shutting down") {
+		t.Errorf("initialize answered %s, want an error naming crashloop", m.raw)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("conductor exit: %v, want 0", err)
+	}
+	// The default grace period, 2s, and a second to signal what is left.
+	if took := time.Since(start); took > 3*time.Second+time.Second {
+		t.Errorf("the conductor took %v to exit after its input closed", took)
+	}
+	var left []proc
+	if !waitFor(boundCtx(ctx, cleanupBound), func() bool { left = markedProcs(marker); return len(left) == 0 }) {
+		t.Errorf("still running after the conductor exited:\n%s", procList(left))
+	}
+}
+
+// restartChain writes a chain file of proxy, restarted when it fails, and
+// the test agent, and returns its path.
+func restartChain(t *testing.T, proxy string) string {
+	t.Helper()
+	chain := fmt.Sprintf("proxies:\n  - {command: %s, on_failure: restart}\nagent: {command: %s, args: [%s, --name, agent]}\n",
+		proxy, nodeBin, filepath.Join(peersDir, "agent.mjs"))
+	file := filepath.Join(t.TempDir(), "chain.yaml")
+	if err := os.WriteFile(file, []byte(chain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
