@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // TestMCPNative routes MCP-over-ACP between a native agent and a proxy two
@@ -332,7 +334,7 @@ func testMCPManyServers(t *testing.T, editorIDs string) {
 func sawNoMCP(t *testing.T, dir, name string) {
 	t.Helper()
 	seen, _ := os.ReadFile(filepath.Join(dir, name+".txt"))
-	if strings.Contains(string(seen), `"method":"mcp/`) {
+	if strings.Contains(string(seen), `"method":"mcp/`) || strings.Contains(string(seen), `"method":"_mcp/`) {
 		t.Errorf("the proxy in between saw MCP traffic:\n%s", seen)
 	}
 }
@@ -470,4 +472,115 @@ func TestMCPThinkwellOwner(t *testing.T) {
 			})
 		}
 	}
+}
+
+// parentHarness plays the parent of a proxy-mode conductor. next reads the
+// next message, which must be a request or notification of method (in an
+// envelope of any dialect: wrapped) whose params contain want; answer
+// answers it; reply reads the conductor's answer to the parent's request
+// id, which must contain want.
+func parentHarness(t *testing.T, e *editor) (next func(wrapped bool, method, want string) *wire.Message, answer func(*wire.Message, string), reply func(id, want string)) {
+	next = func(wrapped bool, method, want string) *wire.Message {
+		t.Helper()
+		m := e.recvMsg()
+		got, params := m.Method, m.Params
+		if wrapped && wire.IsSuccessor(m.Method) {
+			got, params, _ = wire.Unwrap(m.Params)
+		}
+		if got != method || wire.IsSuccessor(m.Method) != wrapped || !strings.Contains(string(params), want) {
+			t.Fatalf("want %s (wrapped: %v) with %s, got %s", method, wrapped, want, e.seen[len(e.seen)-1])
+		}
+		return m
+	}
+	answer = func(m *wire.Message, result string) {
+		e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`)
+	}
+	reply = func(id, want string) {
+		t.Helper()
+		if m := e.recvMsg(); string(m.ID) != id || !strings.Contains(string(m.Result), want) {
+			t.Fatalf("want the answer to %s with %s, got %s", id, want, e.seen[len(e.seen)-1])
+		}
+	}
+	return next, answer, reply
+}
+
+// TestMCPParentOwner runs a proxy-mode conductor whose parent owns an MCP
+// server: the parent (the test) declares it in session/new, then delivers
+// the agent's MCP traffic from the successor side, as a parent that routes
+// by position does (@thinkwell/conductor sends _mcp/* to its last proxy).
+// The conductor sends it back to its owner, plain, as from its first
+// component: mcp/connect with the session, messages on the connection, the
+// owner's own question to the agent going down wrapped, and a
+// request-binding call translated onto a connection of its own.
+func TestMCPParentOwner(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "inner", "proxy")}})
+	next, answer, reply := parentHarness(t, e)
+
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"proxy/initialize","params":{"protocolVersion":1}}`)
+	answer(next(true, "initialize", `"protocolVersion":1`), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
+	reply("0", `"protocolVersion":1`)
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"parent-tools","serverId":"srv-p"}]}}`)
+	answer(next(true, "session/new", `{"type":"acp","name":"parent-tools","serverId":"srv-p"}`), `{"sessionId":"s1"}`)
+	reply("1", `"sessionId":"s1"`)
+
+	// The connect binding.
+	e.send(`{"jsonrpc":"2.0","id":10,"method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"srv-p"}}}`)
+	answer(next(false, "mcp/connect", `{"serverId":"srv-p","_meta":{"acp-conductor/sessionId":"s1"}}`), `{"connectionId":"c-p"}`)
+	reply("10", `{"connectionId":"c-p"}`)
+	e.send(`{"jsonrpc":"2.0","id":11,"method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"c-p","method":"tools/call","params":{"name":"echo"}}}}`)
+	call := next(false, "mcp/message", `{"connectionId":"c-p","method":"tools/call"`)
+	// The owner asks the agent something first.
+	e.send(`{"jsonrpc":"2.0","id":12,"method":"mcp/message","params":{"connectionId":"c-p","method":"sampling/createMessage","params":{}}}`)
+	answer(next(true, "mcp/message", `{"connectionId":"c-p","method":"sampling/createMessage"`), `{"answer":"yes"}`)
+	reply("12", `{"answer":"yes"}`)
+	answer(call, `{"content":[{"type":"text","text":"ran"}]}`)
+	reply("11", `"text":"ran"`)
+
+	// The request binding, onto a connection of the conductor's own.
+	e.send(`{"jsonrpc":"2.0","id":13,"method":"proxy/successor","params":{"method":"mcp/message","params":{"serverId":"srv-p","requestId":"r1","method":"tools/call","params":{"name":"echo"}}}}`)
+	answer(next(false, "mcp/connect", `{"serverId":"srv-p","_meta":{"acp-conductor/sessionId":"s1"}}`), `{"connectionId":"c-p2"}`)
+	answer(next(false, "mcp/message", `{"connectionId":"c-p2","method":"tools/call"`), `{"content":[{"type":"text","text":"ran again"}]}`)
+	reply("13", `{"result":{"content":[{"type":"text","text":"ran again"}]}}`)
+
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	sawNoMCP(t, dir, "inner")
+}
+
+// TestMCPThinkwellParentOwner is TestMCPParentOwner with a parent of the
+// Thinkwell dialect (@thinkwell/conductor): it initializes the conductor
+// with a marked initialize, declares its server by acp: URL, connects by
+// URL proposing a connectionId, and disconnects with a notification; the
+// conductor speaks _mcp/* back to it.
+func TestMCPThinkwellParentOwner(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "inner", "proxy")}})
+	next, answer, reply := parentHarness(t, e)
+	const url = "acp:0c6b1d52-4f0e-4a8e-9a7b-d2f3e1c4b5a6"
+
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
+	answer(next(true, "initialize", `"protocolVersion":1`), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
+	reply("0", `"protocolVersion":1`)
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"http","name":"tw-tools","url":"` + url + `","headers":[]}]}}`)
+	answer(next(true, "session/new", `{"type":"http","name":"tw-tools","url":"`+url+`","headers":[]}`), `{"sessionId":"s1"}`)
+	reply("1", `"sessionId":"s1"`)
+
+	e.send(`{"jsonrpc":"2.0","id":10,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw-1","url":"` + url + `"}}}`)
+	answer(next(false, "_mcp/connect", `{"connectionId":"tw-1","url":"`+url+`","acp_url":"`+url+`","_meta":{"acp-conductor/sessionId":"s1"}}`),
+		`{"connectionId":"tw-1","serverInfo":{"name":"tw-tools","version":"0.1.0"}}`)
+	reply("10", `"connectionId":"tw-1"`)
+	e.send(`{"jsonrpc":"2.0","id":11,"method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{"connectionId":"tw-1","method":"tools/call","params":{"name":"echo"}}}}`)
+	answer(next(false, "_mcp/message", `{"connectionId":"tw-1","method":"tools/call"`), `{"content":[{"type":"text","text":"ran"}]}`)
+	reply("11", `"text":"ran"`)
+	e.send(`{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"_mcp/disconnect","params":{"connectionId":"tw-1"}}}`)
+	if m := next(false, "_mcp/disconnect", `{"connectionId":"tw-1","connection_id":"tw-1"}`); !m.IsNotification() {
+		t.Errorf("_mcp/disconnect reached the owner as a request: %s", e.seen[len(e.seen)-1])
+	}
+
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	sawNoMCP(t, dir, "inner")
 }

@@ -33,6 +33,10 @@ func TestMCPRequestBinding(t *testing.T) {
 		{"1 sdk proxy", []string{tsProxy("ts1")}, []string{"editor", "ts1"}},
 		{"3 proxies go-sdk-python", []string{goProxyCmd("go1"), tsProxy("ts2"), pyProxyCmd("py3")}, []string{"editor", "ts2"}},
 		{"3 sdk proxies", []string{tsProxy("ts1"), tsProxy("ts2"), tsProxy("ts3")}, []string{"editor", "ts1", "ts2", "ts3"}},
+		// A proxy-mode conductor in the chain: the servers of the editor and
+		// the outer proxy pass through it (its parent owns them there), and
+		// its own SDK proxy's server is reached through it.
+		{"nested conductor", []string{tsProxy("ts1"), nestedCmd(tsProxy("ts2"), goProxyCmd("go3"))}, []string{"editor", "ts1", "ts2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
