@@ -55,6 +55,27 @@ func sessionOf(obj json.RawMessage) string {
 	return id
 }
 
+// protocolVersionOf returns the protocolVersion member of an initialize
+// result as header text: a number as written, a string unquoted; "" if none.
+func protocolVersionOf(result json.RawMessage) string {
+	var v string
+	if len(result) == 0 || result[0] != '{' {
+		return ""
+	}
+	wire.EachField(result, func(key, val []byte) {
+		if string(key) != `"protocolVersion"` || len(val) == 0 {
+			return
+		}
+		switch {
+		case val[0] == '"':
+			_ = json.Unmarshal(val, &v)
+		case val[0] == '-' || val[0] >= '0' && val[0] <= '9':
+			v = string(val)
+		}
+	})
+	return v
+}
+
 // idKey is a message id as a map key: its JSON text, compacted.
 func idKey(id json.RawMessage) string { return string(compact(id)) }
 

@@ -23,7 +23,18 @@
 // session the server has not seen yet opens its stream rather than 404, since
 // a client reopens a session's stream before session/load; a batch is
 // answered 400 with a JSON-RPC error). Streams buffer what is sent while no
-// client is attached, up to a bound.
+// client is attached, up to a bound on bytes and one on the sessions
+// buffering (the SDK's maxBufferedSessionStreams): a request that would make
+// one more session buffer is refused with 400, output that would is a
+// client not reading, and closes the connection.
+//
+// The RFD leaves Acp-Protocol-Version to future work and says clients SHOULD
+// send it; the SDK does nothing with it. Both sides here treat it as MCP's
+// Streamable HTTP treats MCP-Protocol-Version: the client sends the version
+// its initialize negotiated on every later request, and the server, which
+// names that version on its initialize answer, refuses a request naming
+// another with 400 and accepts one naming none. The client keeps the
+// server's cookies for the connection's life, as the RFD requires.
 //
 // Guard checks what every request must carry before any of this runs: the
 // bearer token, compared in constant time, and a Host and Origin that a DNS

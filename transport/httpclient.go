@@ -33,8 +33,9 @@ type httpClient struct {
 	failed   chan struct{} // closed when the connection is lost or closed
 	err      error         // why; valid once failed is closed
 
-	wmu    sync.Mutex // serializes writes, in order
-	connID string
+	wmu     sync.Mutex // serializes writes, in order
+	connID  string
+	version string // the negotiated protocolVersion, sent as Acp-Protocol-Version; set with connID
 
 	mu          sync.Mutex
 	sessions    map[string]bool   // sessions whose stream is open
@@ -93,16 +94,25 @@ func (c *httpClient) request(ctx context.Context, method string, body []byte, h 
 	if err != nil {
 		return nil, err
 	}
+	c.setHeaders(req, h)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return c.hc.Do(req)
+}
+
+// setHeaders gives req the dial's headers, then h, then the negotiated
+// protocol version once there is one.
+func (c *httpClient) setHeaders(req *http.Request, h http.Header) {
 	for k, v := range c.hdr {
 		req.Header[k] = v
 	}
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if c.version != "" {
+		req.Header.Set(HeaderProtocolVersion, c.version)
 	}
-	return c.hc.Do(req)
 }
 
 // statusError describes a refused request with the start of its body.
@@ -188,6 +198,9 @@ func (c *httpClient) initialize(ctx context.Context, m *wire.Message) error {
 		return c.err
 	}
 	c.connID = id
+	if m, err := wire.Parse(compact(body)); err == nil {
+		c.version = protocolVersionOf(m.Result)
+	}
 	if err := c.openStream(ctx, ""); err != nil {
 		c.fail(err)
 		return err
@@ -219,12 +232,7 @@ func (c *httpClient) openStream(ctx context.Context, session string) error {
 	if err != nil {
 		return err
 	}
-	for k, v := range c.hdr {
-		req.Header[k] = v
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
+	c.setHeaders(req, h)
 	type result struct {
 		resp *http.Response
 		err  error

@@ -27,7 +27,9 @@ type httpConn struct {
 	initResp chan []byte // that answer
 
 	mu       sync.Mutex
+	version  string            // the protocolVersion initialize negotiated, as JSON text
 	routes   map[string]string // request id -> session whose stream gets its response ("" = connection)
+	awaited  map[string]int    // session -> responses routed to its stream and not yet written
 	conn     *stream           // the connection-scoped stream
 	sessions map[string]*stream
 	buffered int       // bytes queued on all streams
@@ -53,6 +55,7 @@ func newHTTPConn(s *Server, id, initID string) *httpConn {
 		initID:   initID,
 		initResp: make(chan []byte, 1),
 		routes:   make(map[string]string),
+		awaited:  make(map[string]int),
 		conn:     newStream(),
 		sessions: make(map[string]*stream),
 		lastSeen: time.Now(),
@@ -89,10 +92,60 @@ func (c *httpConn) Read(ctx context.Context) ([]byte, error) {
 	}
 }
 
-func (c *httpConn) setRoute(id json.RawMessage, session string) {
+// setRoute notes the stream that gets the response to request id. It
+// reports false, noting nothing, when that would be a session stream the
+// connection does not have and may not buffer one more of.
+func (c *httpConn) setRoute(id json.RawMessage, session string) bool {
 	c.mu.Lock()
-	c.routes[idKey(id)] = session
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if session != "" && !c.counted(session) && c.buffering() >= c.s.MaxSessionStreams {
+		return false
+	}
+	key := idKey(id)
+	if old, ok := c.routes[key]; ok && old != "" {
+		c.unawait(old) // a reused id: its earlier route is lost
+	}
+	c.routes[key] = session
+	if session != "" {
+		c.awaited[session]++
+	}
+	return true
+}
+
+// buffering counts the sessions whose messages would wait for a GET: those
+// with a stream no GET receives (a stream left empty by its GET is
+// dropped), and those without a stream that responses are routed to. c.mu
+// is held.
+func (c *httpConn) buffering() int {
+	n := 0
+	for _, st := range c.sessions {
+		if !st.attached {
+			n++
+		}
+	}
+	for s := range c.awaited {
+		if c.sessions[s] == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// counted reports whether a session has a stream or awaits one; c.mu is held.
+func (c *httpConn) counted(session string) bool {
+	return c.sessions[session] != nil || c.awaited[session] > 0
+}
+
+func (c *httpConn) unawait(session string) {
+	if c.awaited[session]--; c.awaited[session] <= 0 {
+		delete(c.awaited, session)
+	}
+}
+
+func (c *httpConn) protocolVersion() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
 }
 
 // Write queues msg on the stream the RFD assigns it. It never waits for the
@@ -110,6 +163,9 @@ func (c *httpConn) Write(_ context.Context, msg []byte) error {
 	}
 	if m.IsResponse() && m.ID != nil && c.initID != "" && idKey(m.ID) == c.initID {
 		c.initID = ""
+		c.mu.Lock()
+		c.version = protocolVersionOf(m.Result)
+		c.mu.Unlock()
 		c.initResp <- append([]byte(nil), msg...)
 		return nil
 	}
@@ -125,7 +181,17 @@ func (c *httpConn) Write(_ context.Context, msg []byte) error {
 	}
 	st := c.conn
 	if session != "" {
+		if !c.counted(session) && c.buffering() >= c.s.MaxSessionStreams {
+			c.mu.Unlock()
+			c.s.Logger.Warn("closing connection: its client opens none of its sessions' streams",
+				zap.String("connection", c.id), zap.Int("buffered_sessions", c.s.MaxSessionStreams))
+			c.Close()
+			return ErrClosed
+		}
 		st = c.session(session)
+		if m.IsResponse() {
+			c.unawait(session)
+		}
 	}
 	st.queue = append(st.queue, msg)
 	c.buffered += len(msg)
@@ -189,13 +255,29 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 		st.attached = false
 		c.streams--
 		c.lastSeen = time.Now()
+		over := false
+		if session != "" {
+			if len(st.queue) == 0 {
+				delete(c.sessions, session) // the next message or GET makes it again
+			} else {
+				over = c.buffering() > c.s.MaxSessionStreams
+			}
+		}
 		c.mu.Unlock()
+		if over {
+			c.s.Logger.Warn("closing connection: its client left too many sessions' streams with messages unread",
+				zap.String("connection", c.id), zap.Int("buffered_sessions", c.s.MaxSessionStreams))
+			c.Close()
+		}
 	}()
 
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
+	if v := c.protocolVersion(); v != "" {
+		h.Set(HeaderProtocolVersion, v)
+	}
 	w.WriteHeader(http.StatusOK)
 	if rc.Flush() != nil {
 		return

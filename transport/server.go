@@ -23,14 +23,21 @@ import (
 const (
 	HeaderConnectionID = "Acp-Connection-Id"
 	HeaderSessionID    = "Acp-Session-Id"
+	// HeaderProtocolVersion carries the protocolVersion the connection's
+	// initialize negotiated, on every request after it (the RFD's "SHOULD";
+	// the TypeScript SDK 2.4 neither sends nor checks it).
+	HeaderProtocolVersion = "Acp-Protocol-Version"
 )
 
 // Defaults for the zero values of Server.
 const (
 	DefaultMaxMessageBytes = 64 << 20
 	DefaultMaxBuffered     = 64 << 20
-	DefaultIdleTimeout     = 5 * time.Minute
-	DefaultInitTimeout     = 2 * time.Minute
+	// DefaultMaxSessionStreams is the TypeScript SDK's
+	// DEFAULT_MAX_BUFFERED_SESSION_STREAMS.
+	DefaultMaxSessionStreams = 1024
+	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultInitTimeout       = 2 * time.Minute
 )
 
 // ConnInfo describes a new connection, for logs.
@@ -58,6 +65,12 @@ type Server struct {
 	// client has not opened or is not reading; beyond it the connection is
 	// closed. Zero means DefaultMaxBuffered.
 	MaxBuffered int
+	// MaxSessionStreams bounds the sessions of one HTTP connection that hold
+	// messages no GET is receiving. A session-scoped request that would
+	// need one more is refused with 400; output from the chain that would
+	// need one more closes the connection. Zero means
+	// DefaultMaxSessionStreams.
+	MaxSessionStreams int
 	// IdleTimeout ends an HTTP connection that has had no request and no
 	// open stream for that long: a client that vanished never says DELETE.
 	// Zero means DefaultIdleTimeout.
@@ -93,6 +106,9 @@ func (s *Server) init() {
 		}
 		if s.MaxBuffered <= 0 {
 			s.MaxBuffered = DefaultMaxBuffered
+		}
+		if s.MaxSessionStreams <= 0 {
+			s.MaxSessionStreams = DefaultMaxSessionStreams
 		}
 		if s.IdleTimeout <= 0 {
 			s.IdleTimeout = DefaultIdleTimeout
@@ -275,7 +291,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			if m.Method == "session/load" {
 				route = "" // its answer precedes the session's stream
 			}
-			c.setRoute(m.ID, route)
+			if !c.setRoute(m.ID, route) {
+				http.Error(w, fmt.Sprintf("this connection already holds messages for %d sessions whose streams are not open: open their streams (GET with %s) first",
+					s.MaxSessionStreams, HeaderSessionID), http.StatusBadRequest)
+				return
+			}
 		}
 	}
 	if err := c.receive(r.Context(), m.Raw); err != nil {
@@ -303,7 +323,11 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Mess
 	if err := c.receive(r.Context(), m.Raw); err == nil {
 		select {
 		case resp := <-c.initResp:
-			writeJSON(w, http.StatusOK, resp, http.Header{HeaderConnectionID: {c.id}})
+			h := http.Header{HeaderConnectionID: {c.id}}
+			if v := c.protocolVersion(); v != "" {
+				h.Set(HeaderProtocolVersion, v)
+			}
+			writeJSON(w, http.StatusOK, resp, h)
 			return
 		case <-c.done:
 		case <-r.Context().Done():
@@ -349,7 +373,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 // connOf returns the connection r names in its Acp-Connection-Id header, or
-// answers r with the reason there is none and returns nil.
+// answers r with the reason there is none and returns nil. A request that
+// names a protocol version other than the one the connection negotiated is
+// refused with 400, as MCP's Streamable HTTP does with MCP-Protocol-Version.
 func (s *Server) connOf(w http.ResponseWriter, r *http.Request) *httpConn {
 	cid := r.Header.Get(HeaderConnectionID)
 	if cid == "" {
@@ -359,6 +385,13 @@ func (s *Server) connOf(w http.ResponseWriter, r *http.Request) *httpConn {
 	c := s.lookup(cid)
 	if c == nil {
 		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
+		return nil
+	}
+	if v := strings.TrimSpace(r.Header.Get(HeaderProtocolVersion)); v != "" {
+		if nv := c.protocolVersion(); nv != "" && v != nv {
+			http.Error(w, fmt.Sprintf("unsupported %s %q: this connection negotiated protocol version %s", HeaderProtocolVersion, v, nv), http.StatusBadRequest)
+			return nil
+		}
 	}
 	return c
 }

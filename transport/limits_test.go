@@ -1,0 +1,136 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// openStream GETs a stream of connection cid (session "" for the
+// connection's own) and returns its reader once the server has accepted it.
+func openStream(t *testing.T, ctx context.Context, u, cid, session string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(HeaderConnectionID, cid)
+	if session != "" {
+		req.Header.Set(HeaderSessionID, session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %q: %s", session, resp.Status)
+	}
+	return resp, bufio.NewReader(resp.Body)
+}
+
+// event reads one SSE event's data line.
+func event(t *testing.T, br *bufio.Reader) string {
+	t.Helper()
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			return strings.TrimSpace(line[6:])
+		}
+	}
+}
+
+// TestSessionStreamBound: a connection holds messages for at most
+// MaxSessionStreams sessions whose streams nobody receives. A client that
+// prompts one more such session is refused with 400 saying why; once it
+// reads a session's stream, the session no longer counts. GETs for sessions
+// that come and go leave nothing behind.
+func TestSessionStreamBound(t *testing.T) {
+	s, u := newTestServer(t, nil)
+	s.MaxSessionStreams = 2
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	cid := init.Header.Get(HeaderConnectionID)
+	prompt := func(id int, session string) *http.Response {
+		return post(t, u, cid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q}}`, id, session),
+			map[string]string{HeaderSessionID: session})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// Streams opened and closed for many sessions cost nothing after.
+	for i := range 10 {
+		sctx, scancel := context.WithCancel(ctx)
+		resp, _ := openStream(t, sctx, u, cid, fmt.Sprintf("visit-%d", i))
+		scancel()
+		resp.Body.Close()
+	}
+	// Two sessions' answers may wait for their streams; a third may not.
+	for i, sid := range []string{"a", "b"} {
+		if resp := prompt(10+i, sid); resp.StatusCode != 202 {
+			t.Fatalf("prompt for %s: %s %s", sid, resp.Status, readAll(resp))
+		}
+	}
+	third := prompt(12, "c")
+	body := readAll(third)
+	if third.StatusCode != 400 || !strings.Contains(body, "2 sessions whose streams are not open") {
+		t.Errorf("a third unopened session: %s %q, want 400 saying why", third.Status, body)
+	}
+	// Once a's stream has been read and closed, a no longer counts.
+	resp, br := openStream(t, ctx, u, cid, "a")
+	if ev := event(t, br) + event(t, br); !strings.Contains(ev, `"id":10`) {
+		t.Fatalf("a's stream: %s", ev)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := prompt(13, "c")
+		status := r.StatusCode
+		r.Body.Close()
+		if status == 202 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a prompt for c after a's stream was read and closed: %d", status)
+		}
+		time.Sleep(5 * time.Millisecond) // until the server notices the closed GET
+	}
+	del(t, u, cid)
+	waitIdle(t, s)
+}
+
+// TestSessionStreamBoundOutput: a chain that writes for one more session
+// than may buffer, to a client that opens none of their streams, has its
+// connection closed, which ends the connection's stream.
+func TestSessionStreamBoundOutput(t *testing.T) {
+	s := &Server{MaxSessionStreams: 3, Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+		if _, err := c.Read(ctx); err != nil {
+			return
+		}
+		_ = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`))
+		for i := 0; ; i++ {
+			if err := c.Write(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s%d"}}`, i))); err != nil {
+				return
+			}
+		}
+	}}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	u := ts.URL
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	if init.StatusCode != 200 {
+		t.Fatalf("initialize: %s", init.Status)
+	}
+	waitIdle(t, s)
+	resp := post(t, u, init.Header.Get(HeaderConnectionID), `{"jsonrpc":"2.0","method":"x/note"}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a POST to the closed connection: %s, want 404", resp.Status)
+	}
+}
