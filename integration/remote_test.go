@@ -538,3 +538,40 @@ agent:
 	}
 	s.waitNoChains(t)
 }
+
+// TestServeVanishedClient: an editor killed with SIGKILL mid-prompt sends
+// no DELETE. Over WebSocket the closed socket ends its connection; over
+// Streamable HTTP the connection, with no request and no stream left, is
+// ended after --idle-timeout. Either way its chain stops.
+func TestServeVanishedClient(t *testing.T) {
+	requireConductor(t)
+	for _, profile := range []string{"ws", "http"} {
+		t.Run(profile, func(t *testing.T) {
+			t.Parallel()
+			s := startServeWith(t, []string{"--idle-timeout", "2s"}, goProxyCmd("remote-proxy"), agentCmd("agent"))
+			url := s.url
+			if profile == "http" {
+				url = s.httpURL()
+			}
+			ctx := testContext(t, 90*time.Second)
+			cfg := remoteConfig(clientConfig{Mode: "hold", HoldPrompt: "please hang", HoldAction: "wait"}, url, profile)
+			rc := startClient(t, ctx, cfg, nil)
+			rc.event(t, ctx) // the prompt is active: the chain is running
+			if len(s.chainProcs()) == 0 {
+				t.Fatalf("no chain running for the held prompt")
+			}
+			if err := rc.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			<-rc.done
+			s.waitNoChains(t)
+			if !waitFor(ctx, func() bool { return strings.Contains(s.log.String(), "connection ended") }) {
+				t.Errorf("serve did not log the connection's end")
+			}
+			idle := strings.Contains(s.log.String(), "closing idle connection")
+			if idle != (profile == "http") {
+				t.Errorf("serve logged an idle close: %v, want %v", idle, profile == "http")
+			}
+		})
+	}
+}

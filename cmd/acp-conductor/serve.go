@@ -36,6 +36,7 @@ type serveFlags struct {
 	tlsKey         string
 	allowHosts     []string
 	proxy          bool
+	idleTimeout    time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -46,8 +47,9 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve the chain to remote editors at the /acp endpoint of ACP's Streamable
 HTTP and WebSocket transport. Every ACP connection gets a chain of its own,
 started by its initialize and stopped, as "agent" stops one, when the
-connection ends (WebSocket close, DELETE, or an HTTP connection idle for five
-minutes). The chain is given as for "agent", or with --proxy as for "proxy":
+connection ends: WebSocket close, DELETE, or an HTTP connection left idle
+(no request and no open stream) for --idle-timeout, which is how a client
+that vanished without DELETE is noticed. The chain is given as for "agent", or with --proxy as for "proxy":
 a chain of proxies that a parent conductor reaches as one of its own, by URL.
 
 Every request must carry "Authorization: Bearer TOKEN". The token is read from
@@ -82,6 +84,7 @@ ended is logged.`,
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (PEM)")
 	fs.BoolVar(&f.proxy, "proxy", false, "serve a proxy-mode chain, for a parent conductor that lists this URL among its proxies")
 	fs.StringSliceVar(&f.allowHosts, "allow-host", nil, "further host names accepted in Host and Origin (repeatable)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", transport.DefaultIdleTimeout, "end a Streamable HTTP connection with no request and no open stream for this long")
 	addChainFlags(cmd)
 	return cmd
 }
@@ -125,6 +128,8 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return errors.New("--tls-cert and --tls-key go together")
 	case !loopback && f.tlsCert == "":
 		return fmt.Errorf("%s is not a loopback address: serve it over TLS (--tls-cert, --tls-key), or listen on loopback behind a tunnel", f.listen)
+	case f.idleTimeout <= 0:
+		return fmt.Errorf("--idle-timeout must be positive, not %s", f.idleTimeout)
 	}
 
 	file, _ := cmd.Flags().GetString("config")
@@ -161,6 +166,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	srv := &transport.Server{
 		MaxConnections:  f.maxConns,
 		MaxMessageBytes: cc.MaxMessageBytes,
+		IdleTimeout:     f.idleTimeout,
 		Logger:          log,
 		Serve: func(ctx context.Context, c transport.Conn, info transport.ConnInfo) {
 			serveChain(ctx, cc, c, log.With(zap.String("connection", info.ID)))

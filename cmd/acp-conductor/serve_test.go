@@ -27,6 +27,7 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"no token", nil, []string{"serve", "--", agent}, "no token"},
 		{"no auth off loopback", nil, []string{"serve", "--insecure-no-auth", "--listen", "0.0.0.0:0", "--", agent}, "loopback address only"},
 		{"no TLS off loopback", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "0.0.0.0:0", "--", agent}, "over TLS"},
+		{"no idle timeout", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--idle-timeout", "0s", "--", agent}, "--idle-timeout must be positive"},
 		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", agent}, "is empty"},
 	} {
 		r := acp(t, "", tc.env, tc.args...)
