@@ -34,6 +34,7 @@ type httpConn struct {
 	sessions map[string]*stream
 	buffered int       // bytes queued on all streams
 	streams  int       // GETs attached
+	requests int       // other requests being handled (a POST, an initialize awaiting its answer)
 	lastSeen time.Time // of the last request or detached stream
 }
 
@@ -77,6 +78,22 @@ func (c *httpConn) receive(ctx context.Context, msg []byte) error {
 
 func (c *httpConn) touch() {
 	c.mu.Lock()
+	c.lastSeen = time.Now()
+	c.mu.Unlock()
+}
+
+// begin notes a request in flight, which keeps the connection from being
+// idle until end: an initialize waits for a chain to start, a POST for the
+// chain to take its message.
+func (c *httpConn) begin() {
+	c.mu.Lock()
+	c.requests++
+	c.mu.Unlock()
+}
+
+func (c *httpConn) end() {
+	c.mu.Lock()
+	c.requests--
 	c.lastSeen = time.Now()
 	c.mu.Unlock()
 }
@@ -331,7 +348,7 @@ func (c *httpConn) requeue(st *stream, msgs [][]byte) {
 }
 
 // reapIdle closes the connection once it has had no request and no stream
-// for the idle timeout.
+// for the idle timeout: its client has vanished without DELETE.
 func (c *httpConn) reapIdle() {
 	period := c.s.IdleTimeout / 4
 	t := time.NewTicker(period)
@@ -343,7 +360,7 @@ func (c *httpConn) reapIdle() {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		idle := c.streams == 0 && time.Since(c.lastSeen) > c.s.IdleTimeout
+		idle := c.streams == 0 && c.requests == 0 && time.Since(c.lastSeen) > c.s.IdleTimeout
 		c.mu.Unlock()
 		if idle {
 			c.s.Logger.Info("closing idle connection", zap.String("connection", c.id), zap.Duration("idle", c.s.IdleTimeout))

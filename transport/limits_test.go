@@ -134,3 +134,26 @@ func TestSessionStreamBoundOutput(t *testing.T) {
 		t.Errorf("a POST to the closed connection: %s, want 404", resp.Status)
 	}
 }
+
+// TestIdleTimeout: an HTTP connection whose client has no request in
+// flight and no stream open for IdleTimeout is ended (its client vanished
+// without DELETE); an initialize waiting for a slow chain is in flight, so
+// not idle.
+func TestIdleTimeout(t *testing.T) {
+	s := &Server{IdleTimeout: 40 * time.Millisecond, Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+		if _, err := c.Read(ctx); err != nil {
+			return
+		}
+		time.Sleep(300 * time.Millisecond) // a chain slow to start: several idle timeouts
+		_ = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`))
+		_, _ = c.Read(ctx) // until the connection ends
+	}}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	init := post(t, ts.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	if body := readAll(init); init.StatusCode != 200 {
+		t.Fatalf("a slow initialize: %s %s", init.Status, body)
+	}
+	// Nobody opens the connection's stream: the connection ends.
+	waitIdle(t, s)
+}

@@ -276,6 +276,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
+	c.begin()
+	defer c.end()
 	if m.Method != "" {
 		hdr, inParams := r.Header.Get(HeaderSessionID), sessionOf(m.Params)
 		switch {
@@ -313,6 +315,8 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Mess
 		return
 	}
 	c := newHTTPConn(s, newID(), idKey(m.ID))
+	c.begin()
+	defer c.end()
 	s.mu.Lock()
 	s.http[c.id] = c
 	s.mu.Unlock()
