@@ -15,8 +15,10 @@ forwards everything unchanged:
   (a request under our own id), and the answer is returned to the envelope's
   id.
 
-Raw values (ids, params, results, errors) are copied as the exact text that
-arrived, never re-encoded. The proxy never waits: one reader loop dispatches
+A ``$/cancel_request`` for a request the proxy relayed has its ``requestId``
+changed to the id the proxy relayed it under. Raw values (ids, params,
+results, errors) are otherwise copied as the exact text that arrived, never
+re-encoded. The proxy never waits: one reader loop dispatches
 each line at once and keeps only tables of outstanding ids, so requests in both
 directions are in flight together and each direction keeps its order.
 """
@@ -89,18 +91,35 @@ class Proxy:
         self.next_id = 0
         # our id -> original raw id (the request we owe an answer to)
         self.pending = {}
+        # (side, original raw id) -> our id, and back, for $/cancel_request
+        self.relayed = {}
+        self.side_of = {}
 
     def send(self, line):
         with self.wlock:
             self.wfile.write(line.encode("utf-8") + b"\n")
             self.wfile.flush()
 
-    def request(self, method, params, answer_to):
+    def request(self, side, method, params, answer_to):
         """Sends a request under a fresh id; its answer goes to raw id answer_to."""
         self.next_id += 1
         our = f'"py-{self.next_id}"'
         self.pending[our] = answer_to
+        self.relayed[(side, answer_to)] = our
+        self.side_of[our] = (side, answer_to)
         self.send(envelope(id=our, method=json.dumps(method), params=params))
+
+    def cancel_params(self, side, params):
+        """Returns $/cancel_request params from side naming our id for the request."""
+        try:
+            fields = members(params or "{}")
+        except (ValueError, IndexError):
+            return params
+        our = self.relayed.get((side, fields.get("requestId")))
+        if our is None:
+            return params
+        fields["requestId"] = our
+        return "{" + ",".join(json.dumps(k) + ":" + v for k, v in fields.items()) + "}"
 
     def error(self, raw_id, code, message):
         err = json.dumps({"code": code, "message": message})
@@ -122,6 +141,7 @@ class Proxy:
         if "method" not in m:
             # A response to one of our requests.
             answer_to = self.pending.pop(raw_id, None)
+            self.relayed.pop(self.side_of.pop(raw_id, None), None)
             if answer_to is None:
                 log("response to unknown id", raw_id)
                 return
@@ -144,19 +164,23 @@ class Proxy:
                 return
             inner_params = inner.get("params")
             if raw_id is None:
+                if inner_method == "$/cancel_request":
+                    inner_params = self.cancel_params("successor", inner_params)
                 self.send(envelope(method=json.dumps(inner_method), params=inner_params))
             else:
-                self.request(inner_method, inner_params, raw_id)
+                self.request("successor", inner_method, inner_params, raw_id)
             return
 
         # From the predecessor: wrap for the successor.
         if method == "proxy/initialize":
             method = "initialize"
+        if method == "$/cancel_request" and raw_id is None:
+            params = self.cancel_params("predecessor", params)
         wrapped = self.wrap(method, params)
         if raw_id is None:
             self.send(envelope(method='"proxy/successor"', params=wrapped))
         else:
-            self.request("proxy/successor", wrapped, raw_id)
+            self.request("predecessor", "proxy/successor", wrapped, raw_id)
 
     def run(self):
         for raw in self.rfile:

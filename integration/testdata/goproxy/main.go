@@ -7,7 +7,9 @@
 // in proxy/successor; proxy/successor (or _proxy/successor) messages from the
 // conductor come from the successor and go back to the predecessor unwrapped.
 // Requests are re-issued under the proxy's own ids and their responses
-// returned to the original ids. Raw values are copied as they arrived.
+// returned to the original ids; a $/cancel_request for a relayed request has
+// its requestId changed to the id the proxy relayed it under. Raw values are
+// otherwise copied as they arrived.
 //
 // One goroutine reads and dispatches each line at once, never waiting for a
 // response, so requests flow in both directions together and each direction
@@ -56,6 +58,8 @@ type proxy struct {
 
 	nextID  int64
 	pending map[string]json.RawMessage // our id -> id we owe an answer to
+	relayed map[string]json.RawMessage // side + id we owe an answer to -> our id
+	sideOf  map[string]string          // our id -> the side + id key of relayed
 
 	rust  bool   // ACP_IT_DIALECT=rust
 	stall string // ACP_IT_STALL_FIFO; cleared once it has stalled
@@ -95,11 +99,40 @@ func (p *proxy) send(m *message) {
 	}
 }
 
-func (p *proxy) request(method string, params, answerTo json.RawMessage) {
+// Sides a request came from, in the keys of relayed.
+const (
+	fromPredecessor = "p:"
+	fromSuccessor   = "s:"
+)
+
+func (p *proxy) request(from, method string, params, answerTo json.RawMessage) {
 	p.nextID++
 	id := json.RawMessage(strconv.Quote("go-" + strconv.FormatInt(p.nextID, 10)))
 	p.pending[string(id)] = answerTo
+	key := from + string(answerTo)
+	p.relayed[key] = id
+	p.sideOf[string(id)] = key
 	p.send(&message{ID: id, Method: method, Params: params})
+}
+
+// cancelParams returns the params of a $/cancel_request from one side with
+// its requestId changed to the id the proxy relayed that request under, or
+// the params unchanged if it names no request the proxy relayed.
+func (p *proxy) cancelParams(from string, params json.RawMessage) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(params, &fields) != nil {
+		return params
+	}
+	ours, ok := p.relayed[from+string(fields["requestId"])]
+	if !ok {
+		return params
+	}
+	fields["requestId"] = ours
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return params
+	}
+	return b
 }
 
 func (p *proxy) fail(id json.RawMessage, code int, msg string) {
@@ -123,6 +156,8 @@ func (p *proxy) handle(line []byte) {
 			return
 		}
 		delete(p.pending, string(m.ID))
+		delete(p.relayed, p.sideOf[string(m.ID)])
+		delete(p.sideOf, string(m.ID))
 		if m.Error != nil {
 			p.send(&message{ID: answerTo, Error: m.Error})
 		} else {
@@ -143,9 +178,12 @@ func (p *proxy) handle(line []byte) {
 			return
 		}
 		if m.ID == nil {
+			if inner.Method == "$/cancel_request" {
+				inner.Params = p.cancelParams(fromSuccessor, inner.Params)
+			}
 			p.send(&message{Method: inner.Method, Params: inner.Params})
 		} else {
-			p.request(inner.Method, inner.Params, m.ID)
+			p.request(fromSuccessor, inner.Method, inner.Params, m.ID)
 		}
 	default: // from the predecessor
 		method, initialize, envelope := m.Method, "proxy/initialize", "proxy/successor"
@@ -159,6 +197,9 @@ func (p *proxy) handle(line []byte) {
 		if method == initialize {
 			method = "initialize"
 		}
+		if method == "$/cancel_request" && m.ID == nil {
+			m.Params = p.cancelParams(fromPredecessor, m.Params)
+		}
 		name, _ := json.Marshal(method)
 		wrapped := append([]byte(`{"method":`), name...)
 		if m.Params != nil {
@@ -168,7 +209,7 @@ func (p *proxy) handle(line []byte) {
 		if m.ID == nil {
 			p.send(&message{Method: envelope, Params: wrapped})
 		} else {
-			p.request(envelope, wrapped, m.ID)
+			p.request(fromPredecessor, envelope, wrapped, m.ID)
 		}
 		p.stop = p.stall != "" && method == "session/prompt"
 	}
@@ -185,6 +226,7 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix(fmt.Sprintf("[%s %d] ", name, os.Getpid()))
 	p := &proxy{w: bufio.NewWriterSize(os.Stdout, 64<<10), pending: map[string]json.RawMessage{},
+		relayed: map[string]json.RawMessage{}, sideOf: map[string]string{},
 		rust: os.Getenv("ACP_IT_DIALECT") == "rust", stall: os.Getenv("ACP_IT_STALL_FIFO")}
 	r := bufio.NewReaderSize(os.Stdin, 64<<10)
 	log.Print("started")
