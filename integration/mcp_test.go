@@ -77,25 +77,30 @@ func TestMCPThinkwellDialect(t *testing.T) {
 }
 
 // TestMCPRequestBindingCancel cancels a request-binding call in flight: the
-// agent's McpOverAcpCaller aborts when the editor's tool reports progress,
-// and the $/cancel_request reaches the editor's McpOverAcpProvider, hop by
-// hop, whose handler sees its signal abort; the call ends cancelled.
+// agent's McpOverAcpCaller aborts when the owner's tool reports progress,
+// and the $/cancel_request reaches the owner's McpOverAcpProvider, hop by
+// hop, whose handler sees its signal abort; the call ends cancelled. The
+// owner is the editor, or an SDK-built proxy (mcp_proxy.mjs), which gets
+// the cancel for the proxy/successor request that carried the call.
 func TestMCPRequestBindingCancel(t *testing.T) {
 	requireConductor(t)
+	tsProxy := func(name string) string { return shellJoin(nodeBin, filepath.Join(peersDir, "mcp_proxy.mjs"), name) }
 	for _, c := range []struct {
 		name    string
 		proxies []string
+		owner   string
 	}{
-		{"0 proxies", nil},
-		{"2 proxies go-python", []string{goProxyCmd("go1"), pyProxyCmd("py2")}},
+		{"0 proxies", nil, "editor"},
+		{"2 proxies go-python", []string{goProxyCmd("go1"), pyProxyCmd("py2")}, "editor"},
+		{"sdk proxy owner", []string{goProxyCmd("go1"), tsProxy("ts2"), pyProxyCmd("py3")}, "ts2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t, 90*time.Second)
 			argv := agentModeArgs(append(c.proxies, "MCP_IT_CANCEL=1 "+shellJoin(nodeBin, filepath.Join(peersDir, "mcp_agent.mjs")))...)
-			s := runMCPEditor(t, ctx, true, argv)
+			s := runMCPEditor(t, ctx, c.owner == "editor", argv)
 			if len(s.Report) != 1 {
-				t.Fatalf("the agent called %d servers, want the editor's", len(s.Report))
+				t.Fatalf("the agent called %d servers, want %s's", len(s.Report), c.owner)
 			}
 			r := s.Report[0]
 			var code struct{ Code int }
@@ -103,8 +108,42 @@ func TestMCPRequestBindingCancel(t *testing.T) {
 			if code.Code != -32800 {
 				json.Unmarshal(r.Outcome.Error, &code)
 			}
-			if code.Code != -32800 || strings.Join(s.Cancelled, ",") != "editor" {
-				t.Errorf("outcome %s / error %s, the editor's handler cancelled: %v; want -32800 and [editor]", r.Outcome.Error, r.Error, s.Cancelled)
+			if code.Code != -32800 || strings.Join(s.Cancelled, ",") != c.owner {
+				t.Errorf("outcome %s / error %s, cancelled handlers: %v; want -32800 and [%s]", r.Outcome.Error, r.Error, s.Cancelled, c.owner)
+			}
+			if len(s.Unexpected) != 0 || s.Exit.Code == nil || *s.Exit.Code != 0 {
+				t.Errorf("unexpected %v, exit %v", s.Unexpected, s.Exit.Code)
+			}
+		})
+	}
+}
+
+// TestMCPFromMcpServer serves a server built with the official MCP
+// TypeScript server package (@modelcontextprotocol/server's McpServer,
+// adapted by the ACP SDK's fromMcpServer) from the editor's
+// McpOverAcpProvider, and the TS SDK agent's McpOverAcpCaller calls its
+// tool through the conductor, with and without a proxy in between.
+func TestMCPFromMcpServer(t *testing.T) {
+	requireConductor(t)
+	for _, c := range []struct {
+		name    string
+		proxies []string
+	}{
+		{"0 proxies", nil},
+		{"1 go proxy", []string{goProxyCmd("go1")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			argv := agentModeArgs(append(c.proxies, shellJoin(nodeBin, filepath.Join(peersDir, "mcp_agent.mjs")))...)
+			args := []string{filepath.Join(peersDir, "mcp_editor.mjs"), "--provide-mcp-server", "--"}
+			s := runMCPEditorArgs(t, ctx, append(args, argv...))
+			if s.Error != nil || s.Stop != "end_turn" || len(s.Report) != 1 {
+				t.Fatalf("the prompt: error %s, stop %q, %d servers called; want end_turn and mcpsdk-tools", s.Error, s.Stop, len(s.Report))
+			}
+			r := s.Report[0]
+			if r.Error != nil || r.Outcome.Result == nil || len(r.Outcome.Result.Content) != 1 || r.Outcome.Result.Content[0].Text != "hello ts-agent from mcpsdk" {
+				t.Errorf("greet: outer error %s, outcome %+v / %s; want hello ts-agent from mcpsdk", r.Error, r.Outcome.Result, r.Outcome.Error)
 			}
 			if len(s.Unexpected) != 0 || s.Exit.Code == nil || *s.Exit.Code != 0 {
 				t.Errorf("unexpected %v, exit %v", s.Unexpected, s.Exit.Code)
@@ -152,7 +191,13 @@ func runMCPEditor(t *testing.T, ctx context.Context, provide bool, argv []string
 	if provide {
 		args = append(args, "--provide")
 	}
-	args = append(append(args, "--"), argv...)
+	return runMCPEditorArgs(t, ctx, append(append(args, "--"), argv...))
+}
+
+// runMCPEditorArgs runs node with args (mcp_editor.mjs and its arguments),
+// as runMCPEditor does.
+func runMCPEditorArgs(t *testing.T, ctx context.Context, args []string) *mcpSummary {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, nodeBin, args...)
 	cmd.Dir = peersDir
 	marker := newMarker()

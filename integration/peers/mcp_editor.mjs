@@ -1,10 +1,13 @@
 // An editor, built with the official TypeScript SDK, that offers an MCP
 // server with the SDK's McpOverAcpProvider (request binding) and prompts once.
 //
-//   node mcp_editor.mjs [--provide] [--prompt TEXT] -- COMMAND [ARGS...]
+//   node mcp_editor.mjs [--provide] [--provide-mcp-server] [--prompt TEXT] -- COMMAND [ARGS...]
 //
 // It spawns COMMAND (the conductor), initializes, opens a session (declaring
-// its server "editor-tools" when --provide is given), sends one prompt (TEXT,
+// its server "editor-tools" when --provide is given, and "mcpsdk-tools", an
+// McpServer of the official @modelcontextprotocol/server package served
+// with the SDK's fromMcpServer, when --provide-mcp-server is: its tool
+// greet {name} answers "hello NAME from mcpsdk"), sends one prompt (TEXT,
 // by default "use the tools") and prints, as its last stdout line, a JSON
 // summary: the initialize result, the session id, the agent's "mcp-report"
 // (see mcp_agent.mjs) or, from other agents, the texts of its message
@@ -57,10 +60,12 @@ const app = acp
     else unexpected.push({ kind: "request", method });
     throw acp.RequestError.methodNotFound(method);
   })
+  // An SDK-built proxy's "wait" tool saw its call cancelled.
+  .onNotification("_it/mcp_cancelled", (params) => params, ({ params }) => cancelled.push(params.owner))
   .onNotification("*", ({ method }) => {
-    // The SDK acts on $/cancel_request itself (the handler's signal) and
-    // shows it here too.
-    if (method !== "$/cancel_request") unexpected.push({ kind: "notification", method });
+    // The SDK acts on $/cancel_request itself (the handler's signal), and
+    // on _it/mcp_cancelled above, and shows them here too.
+    if (method !== "$/cancel_request" && method !== "_it/mcp_cancelled") unexpected.push({ kind: "notification", method });
   });
 
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
@@ -76,6 +81,19 @@ try {
   const mcpServers = [];
   if (flags.includes("--provide")) {
     mcpServers.push(provider.registerServer(agent, { name: "editor-tools", handler: greetServer("editor") }).declaration);
+  }
+  if (flags.includes("--provide-mcp-server")) {
+    const { McpServer } = await import("@modelcontextprotocol/server");
+    const { fromMcpServer } = await import("@agentclientprotocol/sdk/experimental/mcp-server");
+    const z = await import("zod/v4");
+    const tools = fromMcpServer(() => {
+      const server = new McpServer({ name: "mcpsdk", version: "1.0.0" });
+      server.registerTool("greet", { inputSchema: z.object({ name: z.string() }) }, async ({ name }) => ({
+        content: [{ type: "text", text: `hello ${name} from mcpsdk` }],
+      }));
+      return server;
+    });
+    mcpServers.push(provider.registerServer(agent, { name: "mcpsdk-tools", handler: tools.handler }).declaration);
   }
   const session = await agent.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers });
   summary.sessionId = session.sessionId;

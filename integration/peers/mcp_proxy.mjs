@@ -7,6 +7,14 @@
 // It declares "NAME-tools" in every session/new it passes on, serves the
 // mcp/message requests the conductor delivers to it (inside proxy/successor,
 // as coming from its successor) and passes everything else through.
+//
+// Cancellation reaches its McpOverAcpProvider either way a conductor may
+// send it: a plain $/cancel_request naming the proxy/successor request (the
+// SDK's schema; the SDK aborts the handler's signal itself), or one wrapped
+// in proxy/successor (as acp-conductor sends it for a request that came
+// wrapped), which aborts the same request here and goes no further. When
+// its "wait" tool sees the cancellation it tells the editor, with the
+// notification _it/mcp_cancelled {owner}.
 import * as acp from "@agentclientprotocol/sdk/unstable";
 import { Readable, Writable } from "node:stream";
 import { greetServer } from "./mcp_tools.mjs";
@@ -15,6 +23,9 @@ const name = process.argv[2] ?? "ts-proxy";
 const SUCCESSOR = "proxy/successor";
 const provider = new acp.McpOverAcpProvider();
 let registration = null;
+// The mcp/message requests in flight, by the id of the proxy/successor
+// request that carried them, for a wrapped cancel to abort.
+const inflight = new Map();
 
 const raw = (params) => params; // custom methods need a params parser
 const toSuccessor = (client, method, params) => client.request(SUCCESSOR, { method, params });
@@ -22,7 +33,10 @@ const toSuccessor = (client, method, params) => client.request(SUCCESSOR, { meth
 const app = acp
   .agent({ name })
   .onRequest("proxy/initialize", raw, async ({ params, client }) => {
-    registration ??= provider.registerServer(client, { name: `${name}-tools`, handler: greetServer(name) });
+    registration ??= provider.registerServer(client, {
+      name: `${name}-tools`,
+      handler: greetServer(name, (owner) => client.notify("_it/mcp_cancelled", { owner })),
+    });
     return toSuccessor(client, "initialize", params);
   })
   .onRequest(acp.methods.agent.session.new, ({ params, client }) =>
@@ -30,13 +44,32 @@ const app = acp
   )
   // From the successor, through the conductor: MCP for our server, or a
   // request for the predecessor.
-  .onRequest(SUCCESSOR, raw, ({ params, client, signal }) => {
+  .onRequest(SUCCESSOR, raw, async ({ params, client, signal, requestId }) => {
     if (params.method === "mcp/message") {
-      return provider.handleRequest({ params: params.params, agent: client, client, signal });
+      // The provider's request ends on the SDK's own cancel (signal) or on
+      // a wrapped one (inflight), whichever comes.
+      const abort = new AbortController();
+      const onCancel = () => abort.abort(signal.reason);
+      signal.addEventListener("abort", onCancel, { once: true });
+      inflight.set(JSON.stringify(requestId), abort);
+      try {
+        return await provider.handleRequest({ params: params.params, agent: client, client, signal: abort.signal });
+      } finally {
+        inflight.delete(JSON.stringify(requestId));
+        signal.removeEventListener("abort", onCancel);
+      }
     }
     return client.request(params.method, params.params);
   })
-  .onNotification(SUCCESSOR, raw, ({ params, client }) => client.notify(params.method, params.params))
+  .onNotification(SUCCESSOR, raw, ({ params, client }) => {
+    if (params.method === "$/cancel_request") {
+      // Names one of our proxy/successor requests: cancellation is never
+      // forwarded to another hop.
+      inflight.get(JSON.stringify(params.params?.requestId))?.abort(acp.RequestError.requestCancelled());
+      return;
+    }
+    return client.notify(params.method, params.params);
+  })
   .onRequest("*", ({ method, params, client }) => toSuccessor(client, method, params))
   .onNotification("*", ({ method, params, client }) => client.notify(SUCCESSOR, { method, params }));
 

@@ -10,7 +10,9 @@ export const SESSION_META = "acp-conductor/sessionId";
 // The owners whose "wait" call was cancelled, as their handler saw it.
 export const cancelled = [];
 
-export function greetServer(owner) {
+// greetServer returns the handler of owner's server; onCancelled, if given,
+// hears of each cancelled "wait" call too.
+export function greetServer(owner, onCancelled) {
   return async (cx) => {
     switch (cx.method) {
       case "server/discover":
@@ -36,6 +38,7 @@ export function greetServer(owner) {
             cx.signal.addEventListener("abort", resolve, { once: true });
           });
           cancelled.push(owner);
+          await onCancelled?.(owner);
           return { error: { code: -32800, message: "cancelled" } };
         }
         if (cx.params?.name !== "greet") {
