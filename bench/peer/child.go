@@ -122,8 +122,45 @@ func (c *child) finish() error {
 
 // procStatus returns a field of /proc/PID/status in bytes (for the Vm*
 // fields, which the kernel gives in kB).
+// cpuUsage is what a process's threads have used so far.
+type cpuUsage struct {
+	cpuNs    int64 // time on a CPU
+	switches int64 // voluntary context switches: times it went to sleep
+}
+
+func (u cpuUsage) sub(v cpuUsage) cpuUsage {
+	return cpuUsage{u.cpuNs - v.cpuNs, u.switches - v.switches}
+}
+
+// usage sums the CPU time (schedstat, in ns rather than clock ticks) and the
+// voluntary context switches of every thread of pid. A Go process keeps its
+// threads, so a difference of two readings is what happened in between.
+func usage(pid int) cpuUsage {
+	var u cpuUsage
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, _ := os.ReadDir(dir)
+	for _, t := range tasks {
+		if data, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat"); err == nil {
+			if f := strings.Fields(string(data)); len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				u.cpuNs += n
+			}
+		}
+		if n, err := statusField(dir+"/"+t.Name()+"/status", "voluntary_ctxt_switches"); err == nil {
+			u.switches += n
+		}
+	}
+	return u
+}
+
 func procStatus(pid int, field string) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return statusField(fmt.Sprintf("/proc/%d/status", pid), field)
+}
+
+// statusField reads one numeric field of a /proc status file, in bytes if
+// it is given in kB.
+func statusField(path, field string) (int64, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
@@ -145,7 +182,7 @@ func procStatus(pid int, field string) (int64, error) {
 		}
 		return n, nil
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+	return 0, fmt.Errorf("no %s in %s", field, path)
 }
 
 // tail keeps the last few KiB written to it: a child's stderr, for reports.

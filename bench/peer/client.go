@@ -206,6 +206,14 @@ type StreamResult struct {
 	LatencyP99Ns    int64      `json:"latencyP99Ns"`
 	TP3             Throughput `json:"tp3"`
 	TP100           Throughput `json:"tp100"`
+	// What the child process itself (the conductor, a relay, or the agent
+	// when direct) spent, which the machine's load does not change as it
+	// changes latency: CPU time and voluntary context switches (sleeps,
+	// hence wake-ups) per round trip of the latency phase, and CPU time per
+	// update of the 100-update phase.
+	LatencyCPUNs    float64 `json:"latencyCpuNs"`
+	LatencySwitches float64 `json:"latencySwitches"`
+	TP100CPUNs      float64 `json:"tp100CpuNs"`
 }
 
 // streamScenario: one session, prompts one after another. First warm-up
@@ -229,6 +237,7 @@ func streamScenario(f clientFlags, argv []string) (*StreamResult, error) {
 	}
 	res := new(StreamResult)
 	lat := make([]time.Duration, 0, f.latency)
+	before := usage(c.pid())
 	for range f.latency {
 		t := time.Now()
 		if buf, err = turn(c, buf, next(), s, 0, "ping"); err != nil {
@@ -240,6 +249,9 @@ func streamScenario(f clientFlags, argv []string) (*StreamResult, error) {
 		slices.Sort(lat)
 		res.LatencyMedianNs = int64(lat[len(lat)/2])
 		res.LatencyP99Ns = int64(lat[min(len(lat)-1, len(lat)*99/100)])
+		d := usage(c.pid()).sub(before)
+		res.LatencyCPUNs = float64(d.cpuNs) / float64(len(lat))
+		res.LatencySwitches = float64(d.switches) / float64(len(lat))
 	}
 
 	phase := func(n, updates int) (Throughput, error) {
@@ -254,8 +266,12 @@ func streamScenario(f clientFlags, argv []string) (*StreamResult, error) {
 	if res.TP3, err = phase(f.tp3, 3); err != nil {
 		return nil, err
 	}
+	before = usage(c.pid())
 	if res.TP100, err = phase(f.tp100, 100); err != nil {
 		return nil, err
+	}
+	if res.TP100.Updates > 0 {
+		res.TP100CPUNs = float64(usage(c.pid()).sub(before).cpuNs) / float64(res.TP100.Updates)
 	}
 	return res, c.finish()
 }

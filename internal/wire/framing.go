@@ -67,7 +67,7 @@ func NewLineChannel(r io.Reader, w io.WriteCloser, limit int) *LineChannel {
 	if limit <= 0 {
 		limit = DefaultMaxMessageBytes
 	}
-	return &LineChannel{r: bufio.NewReaderSize(r, readBufferSize), limit: limit, w: w}
+	return &LineChannel{r: bufio.NewReaderSize(nonblocking(r), readBufferSize), limit: limit, w: w}
 }
 
 // EnvelopeOverhead is as much as relaying a message can add to it: a

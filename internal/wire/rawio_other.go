@@ -4,6 +4,12 @@ package wire
 
 import "syscall"
 
+// Raw system calls are Linux's (see rawio_linux.go).
+const rawIO = false
+
+// readNonblock reads from fd, which must be in non-blocking mode.
+func readNonblock(fd int, p []byte) (int, error) { return syscall.Read(fd, p) }
+
 // writev writes the first of segs: the other systems x/sys/unix serves do
 // not all have writev(2).
 func writev(fd int, segs [][]byte) (int, error) {
