@@ -131,6 +131,9 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool) error {
 	if r.start, err = b.startup(); err != nil {
 		return err
 	}
+	if r.trick, err = b.tricks(); err != nil {
+		return err
+	}
 	if r.relay, err = b.goBench(); err != nil {
 		return err
 	}

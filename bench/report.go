@@ -98,11 +98,14 @@ func (r *results) markdown(e env) string {
 	fmt.Fprintf(&w, "Latency: %d prompts answered at once (no updates), each timed from send to answer. "+
 		"Throughput: session/update notifications received per second over %d prompts with 3 updates each and %d prompts with 100 each.\n\n",
 		p.latency, p.tp3, p.tp100)
-	fmt.Fprintf(&w, "| chain | median latency | p99 latency | updates/s, 3 per prompt | updates/s, 100 per prompt |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&w, "CPU and sleeps: of the process the editor launched (the conductor, a copier, or the agent when direct), per round trip of the latency prompts "+
+		"and per update at 100 per prompt, from /proc: the machine's load moves these far less than it moves latency.\n\n")
+	fmt.Fprintf(&w, "| chain | median latency | p99 latency | updates/s, 3 per prompt | updates/s, 100 per prompt | CPU / round trip | sleeps / round trip | CPU / update |\n|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.sweep {
-		fmt.Fprintf(&w, "| %s | %s | %s | %s | %s |\n", s.chain.name,
+		fmt.Fprintf(&w, "| %s | %s | %s | %s | %s | %s | %.2f | %s |\n", s.chain.name,
 			cell(fmtNs(s.lat50), s.lat50, base.lat50), cell(fmtNs(s.lat99), s.lat99, base.lat99),
-			cell(fmtRate(s.tp3), s.tp3, base.tp3), cell(fmtRate(s.tp100), s.tp100, base.tp100))
+			cell(fmtRate(s.tp3), s.tp3, base.tp3), cell(fmtRate(s.tp100), s.tp100, base.tp100),
+			fmtNs(s.cpuRT), s.switchesRT, fmtNs(s.cpuUpdate))
 	}
 	c0 := r.sweepRow(0)
 	for _, s := range r.sweep {
@@ -111,7 +114,7 @@ func (r *results) markdown(e env) string {
 		}
 		hop := (s.lat50 - c0.lat50) / float64(s.chain.proxies)
 		hop99 := (s.lat99 - c0.lat99) / float64(s.chain.proxies)
-		fmt.Fprintf(&w, "| added per proxy, 0→%d proxies | %s | %s | | |\n", s.chain.proxies,
+		fmt.Fprintf(&w, "| added per proxy, 0→%d proxies | %s | %s | | | | | |\n", s.chain.proxies,
 			cell(fmtNs(hop), hop, base.lat50), cell(fmtNs(hop99), hop99, base.lat99))
 	}
 
@@ -158,6 +161,8 @@ func (r *results) markdown(e env) string {
 		}
 		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", scen, s.name, fmtBytes(float64(s.idleRSS)), ratio(float64(s.idleRSS), float64(sd.idleRSS)))
 	}
+
+	r.trick.table(&w, p)
 
 	// The in-process relay.
 	fmt.Fprintf(&w, "\n### In-process relay path (`go test -run '^$' -bench BenchmarkRelay -benchmem -benchtime %s ./conductor`)\n\n", p.benchtime)

@@ -27,6 +27,9 @@ type streamResult struct {
 	LatencyP99Ns    int64      `json:"latencyP99Ns"`
 	TP3             throughput `json:"tp3"`
 	TP100           throughput `json:"tp100"`
+	LatencyCPUNs    float64    `json:"latencyCpuNs"`
+	LatencySwitches float64    `json:"latencySwitches"`
+	TP100CPUNs      float64    `json:"tp100CpuNs"`
 }
 
 type bigResult struct {
@@ -54,6 +57,10 @@ type startupResult struct {
 type sweepRow struct {
 	chain                    chain
 	lat50, lat99, tp3, tp100 float64 // medians over the rounds: ns, ns, updates/s, updates/s
+	// The process between editor and agent (the agent itself when direct):
+	// CPU ns and voluntary context switches per round trip, CPU ns per
+	// update at 100 per prompt; medians over the rounds.
+	cpuRT, switchesRT, cpuUpdate float64
 }
 
 type bigRow struct {
@@ -89,6 +96,7 @@ type results struct {
 	start []startRow
 	relay []benchRow
 	sdk   []sdkRow // nil without Node.js
+	trick trickRows
 }
 
 func medianF(v []float64) float64 {
@@ -126,16 +134,25 @@ func (b *bench) sweep() ([]sweepRow, error) {
 	}
 	rows := make([]sweepRow, len(chains))
 	for i, c := range chains {
-		var l50, l99, t3, t100 []float64
-		for _, r := range runs[i] {
-			l50 = append(l50, float64(r.LatencyMedianNs))
-			l99 = append(l99, float64(r.LatencyP99Ns))
-			t3 = append(t3, r.TP3.UpdatesPerSec)
-			t100 = append(t100, r.TP100.UpdatesPerSec)
-		}
-		rows[i] = sweepRow{chain: c, lat50: medianF(l50), lat99: medianF(l99), tp3: medianF(t3), tp100: medianF(t100)}
+		rows[i] = sweepOf(c, runs[i])
 	}
 	return rows, nil
+}
+
+// sweepOf makes the medians of runs.
+func sweepOf(c chain, runs []streamResult) sweepRow {
+	var l50, l99, t3, t100, cpu, sw, cpuU []float64
+	for _, r := range runs {
+		l50 = append(l50, float64(r.LatencyMedianNs))
+		l99 = append(l99, float64(r.LatencyP99Ns))
+		t3 = append(t3, r.TP3.UpdatesPerSec)
+		t100 = append(t100, r.TP100.UpdatesPerSec)
+		cpu = append(cpu, r.LatencyCPUNs)
+		sw = append(sw, r.LatencySwitches)
+		cpuU = append(cpuU, r.TP100CPUNs)
+	}
+	return sweepRow{chain: c, lat50: medianF(l50), lat99: medianF(l99), tp3: medianF(t3), tp100: medianF(t100),
+		cpuRT: medianF(cpu), switchesRT: medianF(sw), cpuUpdate: medianF(cpuU)}
 }
 
 // big sends one prompt of plan.bigBytes directly and through 3 proxies.

@@ -3,6 +3,8 @@ package conductor
 import (
 	"runtime"
 	"sync/atomic"
+
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 )
 
 // Large messages are given back to the runtime as soon as they are written.
@@ -18,7 +20,10 @@ const (
 	collectAfter = 4 << 20 // large bytes written between collections
 )
 
-var largeWritten atomic.Int64
+var (
+	largeWritten atomic.Int64
+	collect      = trick.On(trick.Collect)
+)
 
 // largeBytes is how much of segs counts as large.
 func largeBytes(segs [][]byte) int {
@@ -34,7 +39,7 @@ func largeBytes(segs [][]byte) int {
 // wroteLarge records n large bytes written, with no reference to them
 // left, and collects when enough have gone.
 func wroteLarge(n int) {
-	if n == 0 || largeWritten.Add(int64(n)) < collectAfter {
+	if n == 0 || !collect || largeWritten.Add(int64(n)) < collectAfter {
 		return
 	}
 	largeWritten.Store(0)

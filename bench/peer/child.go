@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -25,16 +26,22 @@ type child struct {
 	killed bool
 }
 
+// childEnv is added to the environment of every child: the tricks it is
+// to go without (client -disable), and nothing else, so that the client
+// itself, which is measuring, runs the same way in every run.
+var childEnv []string
+
 // launch starts argv with piped stdio. The environment is the client's,
 // minus the conductor's own settings, so that a developer's
-// ACP_CONDUCTOR_LOGGING_LEVEL=debug cannot skew a run.
+// ACP_CONDUCTOR_LOGGING_LEVEL=debug cannot skew a run, plus childEnv.
 func launch(argv []string) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ACP_CONDUCTOR_") {
+		if !strings.HasPrefix(kv, "ACP_CONDUCTOR_") && !strings.HasPrefix(kv, trick.Env+"=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, childEnv...)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -29,6 +30,7 @@ type clientFlags struct {
 	repeat   int // launches (startup)
 	settle   time.Duration
 	timeout  time.Duration
+	disable  string // platform tricks the child goes without (internal/trick)
 }
 
 // runClient plays the editor for one scenario against the command after
@@ -48,8 +50,12 @@ func runClient(args []string) error {
 	fs.IntVar(&f.repeat, "repeat", 10, "")
 	fs.DurationVar(&f.settle, "settle", 300*time.Millisecond, "")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "")
+	fs.StringVar(&f.disable, "disable", "", "tricks the child goes without, for "+trick.Env)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if f.disable != "" {
+		childEnv = append(childEnv, trick.Env+"="+f.disable)
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
@@ -29,7 +30,7 @@ func main() {
 	// messages to each other on one thread instead of waking others, which
 	// make bench measures against the default. GOMAXPROCS in the
 	// environment still decides.
-	if os.Getenv("GOMAXPROCS") == "" {
+	if os.Getenv("GOMAXPROCS") == "" && trick.On(trick.OneProc) {
 		runtime.GOMAXPROCS(1)
 	}
 	// A supervisor is started once per component, at every chain start:

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/creachadair/jrpc2/channel"
+
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 )
 
 // DefaultMaxMessageBytes bounds one line. The official ACP SDKs cap lines at
@@ -60,6 +62,9 @@ const headBytes = 512
 // readBufferSize is the read buffer of a channel: lines that fit are read
 // with one copy.
 const readBufferSize = 64 << 10
+
+// useScratch: long lines are gathered off the heap (see readLong).
+var useScratch = trick.On(trick.Scratch)
 
 // NewLineChannel returns a channel reading lines from r and writing them to w.
 // A limit <= 0 selects DefaultMaxMessageBytes.
@@ -189,7 +194,7 @@ func (c *LineChannel) readLong(frag []byte) ([]byte, error) {
 // mapped on first use, or where mapping is not possible a heap buffer
 // that grows as needed.
 func (c *LineChannel) scratch() []byte {
-	if c.long == nil {
+	if c.long == nil && useScratch {
 		c.long = mapScratch(c.limit + 2) // the line, and CR LF
 	}
 	if c.long == nil {
