@@ -111,17 +111,20 @@ func TestServeStreams(t *testing.T) {
 	}
 }
 
-// waitHub waits until hub holds n events.
+// waitHub waits until hub holds n events, as a subscriber sees them.
 func waitHub(t *testing.T, hub *Hub, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if events, _ := hub.Snapshot(); len(events) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
+	events, _, stop := hub.Subscribe(0, n)
+	defer stop()
+	bound := time.After(10 * time.Second)
+	for range n {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				t.Fatal("the hub closed")
+			}
+		case <-bound:
 			t.Fatalf("the hub never got %d events", n)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -5,10 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,9 +63,9 @@ func TestTraceLive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The answer reached the editor after it was recorded; the file has
-	// it once the writer has caught up.
-	events := waitTrace(t, file, `"type":"response"`, `"to":"client"`, `"method":"session/new"`)
+	// The answer reached the editor after it was recorded; the viewer has
+	// it once the recorder has caught up.
+	events := waitEvent(t, url, `"type":"response"`, `"to":"client"`, `"method":"session/new"`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -90,26 +91,38 @@ func TestTraceLive(t *testing.T) {
 	checkDrawn(t, "trace view", dom, 3, events)
 }
 
-// waitTrace waits until the last line of the trace file holds every one of
-// parts, and returns the number of events in it.
-func waitTrace(t *testing.T, file string, parts ...string) int {
+// waitEvent reads the live viewer's stream of events until one holds every
+// one of parts, and returns the number of events up to that one.
+func waitEvent(t *testing.T, url string, parts ...string) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		data, _ := os.ReadFile(file)
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		last, all := lines[len(lines)-1], true
-		for _, p := range parts {
-			all = all && strings.Contains(last, p)
-		}
-		if all {
-			return len(lines)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the trace never ended with %v:\n%s", parts, data)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"events?from=0", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	stream := bufio.NewScanner(resp.Body)
+	stream.Buffer(nil, 1<<20)
+	seq := -1
+	for stream.Scan() {
+		k, v, _ := strings.Cut(stream.Text(), ": ")
+		switch k {
+		case "id":
+			seq, _ = strconv.Atoi(v)
+		case "data":
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(v, p)
+			}
+			if all {
+				return seq + 1
+			}
+		}
+	}
+	t.Fatalf("the event stream ended (%v) before an event with %v", stream.Err(), parts)
+	return 0
 }
 
 // checkDrawn checks that a viewer page drew lanes lifelines and an arrow
