@@ -24,8 +24,19 @@ func addChainFlags(cmd *cobra.Command) {
 
 // runChain loads the chain for mode from the command line, starts logging,
 // and runs the conductor on stdin and stdout until the client hangs up, a
-// component fails, or SIGINT or SIGTERM arrives.
+// component fails, or SIGINT, SIGTERM or SIGHUP arrives.
 func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
+	// Signals are handled from the start, so that one arriving while the
+	// chain is loaded (a chain file on a slow disk, a FIFO) ends the
+	// conductor as cleanly as one arriving later, not by their default action.
+	//
+	// A client that hangs up makes writes to stdout fail with EPIPE. Without
+	// this the first such write would kill the conductor outright, leaving its
+	// components orphaned; a handler, unlike SIG_IGN, is not inherited by them.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, abort, stopSignals := onSignals(cmd.Context())
+	defer stopSignals()
+
 	file, _ := cmd.Flags().GetString("config")
 	cfg, err := config.Load(config.Options{Mode: mode, File: file, Components: args, Flags: cmd.Flags()})
 	if err == nil {
@@ -33,24 +44,29 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 		// midway through it.
 		err = cfg.CheckCommands()
 	}
+	// Refusing, or stopped before the chain started, the editor's first
+	// request is still answered; only a second signal skips that.
+	untilAbort, cancel := abortContext(ctx, abort)
+	defer cancel()
 	if err != nil {
-		return refuseChain(cmd, cfg, file, err)
+		return refuseChain(untilAbort, cmd, cfg, file, err)
 	}
 	log, closeLog, err := newLogger(cfg.Logging, cfg.Name)
 	if err != nil {
-		return refuseChain(cmd, nil, file, err)
+		return refuseChain(untilAbort, cmd, nil, file, err)
 	}
 	defer closeLog()
 	for _, name := range config.UnknownEnv(os.Environ()) {
 		log.Warn("ignored an unknown setting in the environment", zap.String("variable", name))
 	}
-
-	// A client that hangs up makes writes to stdout fail with EPIPE. Without
-	// this the first such write would kill the conductor outright, leaving its
-	// components orphaned; a handler, unlike SIG_IGN, is not inherited by them.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	ctx, abort, stopSignals := onSignals(cmd.Context(), log)
-	defer stopSignals()
+	if ctx.Err() != nil {
+		// Stopped before anything started: nothing to drain or stop, but
+		// the editor still hears why.
+		log.Info("stopped before the chain started", zap.Error(context.Cause(ctx)))
+		cause := fmt.Errorf("the conductor is shutting down: %w", context.Cause(ctx))
+		_ = conductor.Refuse(untilAbort, conductor.Config{GracePeriod: cfg.ShutdownGrace}, conductor.Stdin(), conductor.Stdout(), cause)
+		return nil
+	}
 
 	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()))
 	cc := cfg.Conductor(log)
@@ -78,7 +94,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 // refuseChain reports a chain that cannot start: to the log file the
 // settings name, if they name one and it can be opened, and to the editor
 // as the answer to its first request. It returns cause, for stderr.
-func refuseChain(cmd *cobra.Command, cfg *config.Config, file string, cause error) error {
+func refuseChain(ctx context.Context, cmd *cobra.Command, cfg *config.Config, file string, cause error) error {
 	logging, name := config.Logging{Level: "info", Format: "console"}, ""
 	if cfg != nil {
 		logging, name = cfg.Logging, cfg.Name
@@ -95,14 +111,29 @@ func refuseChain(cmd *cobra.Command, cfg *config.Config, file string, cause erro
 	if cfg != nil && cfg.ShutdownGrace > 0 {
 		grace = cfg.ShutdownGrace
 	}
-	return conductor.Refuse(cmd.Context(), conductor.Config{GracePeriod: grace}, conductor.Stdin(), conductor.Stdout(), cause)
+	return conductor.Refuse(ctx, conductor.Config{GracePeriod: grace}, conductor.Stdin(), conductor.Stdout(), cause)
+}
+
+// abortContext returns a context, not done with ctx, that is done once
+// abort is closed; cancel releases it.
+func abortContext(ctx context.Context, abort <-chan struct{}) (_ context.Context, cancel func()) {
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-abort:
+			stop()
+		case <-ctx.Done():
+		}
+	})
+	return ctx, func() { stop(); wg.Wait() }
 }
 
 // onSignals returns a context that SIGINT, SIGTERM or SIGHUP (a closed
 // terminal, or a supervisor that says stop) cancels, so that the chain
 // drains and stops, and a channel that a second such signal closes, so that
 // it stops at once. stop releases the signals.
-func onSignals(parent context.Context, log *zap.Logger) (ctx context.Context, abort <-chan struct{}, stop func()) {
+func onSignals(parent context.Context) (ctx context.Context, abort <-chan struct{}, stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	ctx, cancel := context.WithCancelCause(parent)
