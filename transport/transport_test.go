@@ -146,15 +146,18 @@ func TestConversation(t *testing.T) {
 }
 
 // waitIdle waits until s serves no connection: ending the client's side
-// must end the server's.
+// must end the server's. No new connection may start meanwhile.
 func waitIdle(t *testing.T, s *Server) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Active() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still served after the client closed", s.Active())
-		}
-		time.Sleep(5 * time.Millisecond)
+	idle := make(chan struct{})
+	go func() { s.wg.Wait(); close(idle) }() // each connection's run is done
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d connections still served after the client closed", s.Active())
+	}
+	if n := s.Active(); n != 0 {
+		t.Fatalf("%d connections counted once all were done", n)
 	}
 }
 
