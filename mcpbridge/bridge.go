@@ -244,8 +244,15 @@ func (b *Bridge) track(c io.Closer) bool {
 		return false
 	}
 	b.open[c] = struct{}{}
+	if tracked != nil {
+		tracked(len(b.open))
+	}
 	return true
 }
+
+// tracked, if set (by tests, before a bridge starts), is called with the
+// number of connections open or handshaking each time track adds one.
+var tracked func(open int)
 
 // adopt replaces old with c among the open connections, as a shim socket
 // becomes a Conn; it reports false, having closed c, if Serve is stopping.

@@ -779,6 +779,7 @@ func TestHTTPListenerOnDemand(t *testing.T) {
 func TestHTTPConnectionsCapped(t *testing.T) {
 	defer func(d time.Duration) { headerTimeout = d }(headerTimeout)
 	headerTimeout = time.Hour // only the test ends them
+	full := reach(t, &httpConnsChanged, maxHTTPConns)
 	b, conns, c := httpBridge(t, Options{})
 	u, _ := url.Parse(c.url)
 	var silent []net.Conn
@@ -790,7 +791,7 @@ func TestHTTPConnectionsCapped(t *testing.T) {
 		defer nc.Close()
 		silent = append(silent, nc)
 	}
-	waitFor(t, func() bool { return b.http.ln.open.Load() == maxHTTPConns })
+	waitClosed(t, full, "every connection slot taken")
 	got := async(t, func() *http.Response {
 		return c.post(acceptJSON, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	})
@@ -809,7 +810,8 @@ func TestHTTPConnectionsCapped(t *testing.T) {
 func TestHTTPSilentConnectionDropped(t *testing.T) {
 	defer func(d time.Duration) { headerTimeout = d }(headerTimeout)
 	headerTimeout = 50 * time.Millisecond
-	b, _, c := httpBridge(t, Options{})
+	empty := reach(t, &httpConnsChanged, 0)
+	_, _, c := httpBridge(t, Options{})
 	u, _ := url.Parse(c.url)
 	nc, err := net.Dial("tcp", u.Host)
 	if err != nil {
@@ -821,5 +823,5 @@ func TestHTTPSilentConnectionDropped(t *testing.T) {
 	if _, err := io.ReadAll(nc); err != nil {
 		t.Errorf("the bridge kept a silent connection open: %v", err)
 	}
-	waitFor(t, func() bool { return b.http.ln.open.Load() == 0 })
+	waitClosed(t, empty, "its slot freed") // the slot is given back after the close
 }

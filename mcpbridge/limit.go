@@ -49,8 +49,18 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		l.sem.Release(1)
 		return nil, err
 	}
-	l.open.Add(1)
-	return &limitedConn{Conn: c, release: func() { l.open.Add(-1); l.sem.Release(1) }}, nil
+	l.counted(l.open.Add(1))
+	return &limitedConn{Conn: c, release: func() { l.counted(l.open.Add(-1)); l.sem.Release(1) }}, nil
+}
+
+// httpConnsChanged, if set (by tests, before a bridge starts), is called
+// with the number of HTTP connections open each time it changes.
+var httpConnsChanged func(open int64)
+
+func (l *limitListener) counted(open int64) {
+	if httpConnsChanged != nil {
+		httpConnsChanged(open)
+	}
 }
 
 func (l *limitListener) Close() error {

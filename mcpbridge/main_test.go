@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -138,4 +140,64 @@ func recv(t *testing.T, c *Conn) ([]byte, error) {
 func observed() (*zap.Logger, *observer.ObservedLogs) {
 	core, logs := observer.New(zap.DebugLevel)
 	return zap.New(core), logs
+}
+
+// reach makes *hook, a count the package reports to tests, close the
+// returned channel once the count is want, and unsets it when the test
+// ends. Call it before the bridge starts, so that it is unset only once
+// the bridge has stopped.
+func reach[T comparable](t *testing.T, hook *func(T), want T) <-chan struct{} {
+	reached := make(chan struct{})
+	var once sync.Once
+	*hook = func(n T) {
+		if n == want {
+			once.Do(func() { close(reached) })
+		}
+	}
+	t.Cleanup(func() { *hook = nil })
+	return reached
+}
+
+// waitClosed waits for ch to close, failing the test after a generous
+// bound rather than hanging.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("never: %s", what)
+	}
+}
+
+// observedWatch is observed, with a function that waits until cond, which
+// reads the logs, holds: cond is checked again at each message logged.
+func observedWatch() (*zap.Logger, *observer.ObservedLogs, func(t *testing.T, cond func() bool)) {
+	core, logs := observer.New(zap.DebugLevel)
+	var mu sync.Mutex
+	changed := make(chan struct{})
+	log := zap.New(core, zap.Hooks(func(zapcore.Entry) error {
+		mu.Lock()
+		defer mu.Unlock()
+		close(changed)
+		changed = make(chan struct{})
+		return nil
+	}))
+	wait := func(t *testing.T, cond func() bool) {
+		t.Helper()
+		bound := time.After(10 * time.Second)
+		for {
+			mu.Lock()
+			ch := changed
+			mu.Unlock()
+			if cond() {
+				return
+			}
+			select {
+			case <-ch:
+			case <-bound:
+				t.Fatal("what the test waits for was never logged")
+			}
+		}
+	}
+	return log, logs, wait
 }

@@ -556,6 +556,7 @@ func TestShimHandshakeBounded(t *testing.T) {
 func TestShimHandshakesCapped(t *testing.T) {
 	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
 	handshakeTimeout = time.Hour // only the test ends them
+	full := reach(t, &tracked, maxHandshakes)
 	accept, conns := parked()
 	b := startBridge(t, Options{}, accept)
 	e := env(b.Stdio("srv-1", "tools"))
@@ -571,12 +572,7 @@ func TestShimHandshakesCapped(t *testing.T) {
 	// The kernel queues the next connection; the bridge does not take it
 	// while all its slots are busy.
 	startShim(t, t.Context(), b.Stdio("srv-1", "tools"))
-	open := func() int {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.open)
-	}
-	waitFor(t, func() bool { return open() == maxHandshakes })
+	waitClosed(t, full, "every handshake slot taken")
 	if len(b.greeters) != maxHandshakes || len(conns) != 0 {
 		t.Errorf("%d slots held, %d shims served; want all %d held, none served", len(b.greeters), len(conns), maxHandshakes)
 	}
@@ -598,7 +594,7 @@ func TestRefusalsRateLimited(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			refusalInterval = tc.interval
-			log, logs := observed()
+			log, logs, waitLogged := observedWatch()
 			b, err := New(Options{Logger: log})
 			if err != nil {
 				t.Fatal(err)
@@ -632,7 +628,7 @@ func TestRefusalsRateLimited(t *testing.T) {
 				cancel()
 				<-done
 			} else {
-				waitFor(t, func() bool { _, total := counted(); return total == n })
+				waitLogged(t, func() bool { _, total := counted(); return total == n })
 			}
 			lines, total := counted()
 			if total != n || lines >= n || (tc.stop && lines != 2) {
@@ -640,17 +636,5 @@ func TestRefusalsRateLimited(t *testing.T) {
 			}
 			cancel()
 		})
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after a while.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never held")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
