@@ -20,8 +20,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // newServer returns an SDK server whose tools exercise the connection both
 // ways: where (the ACP session, through mcpsdk.Conn), greet (structured
 // input and output), ask (a sampling request to the client) and wait (which
-// runs until it is cancelled, and reports that on cancelled).
-func newServer(cancelled chan<- error) *mcp.Server {
+// says on started that it runs, runs until it is cancelled, and reports
+// that on cancelled).
+func newServer(started chan<- struct{}, cancelled chan<- error) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "test-tools", Version: "1.0.0"}, nil)
 	text := func(format string, args ...any) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
@@ -58,6 +59,7 @@ func newServer(cancelled chan<- error) *mcp.Server {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "Waits to be cancelled."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			started <- struct{}{}
 			<-ctx.Done()
 			cancelled <- ctx.Err()
 			return nil, nil, ctx.Err()
@@ -72,8 +74,8 @@ func newServer(cancelled chan<- error) *mcp.Server {
 func TestServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cancelled := make(chan error, 1)
-	a := startAgent(t, &proxy.Proxy{MCPServers: []*proxy.MCPServer{mcpsdk.Server("tools", newServer(cancelled))}})
+	started, cancelled := make(chan struct{}, 1), make(chan error, 1)
+	a := startAgent(t, &proxy.Proxy{MCPServers: []*proxy.MCPServer{mcpsdk.Server("tools", newServer(started, cancelled))}})
 	one := a.newSession("s1", "/work/one")
 	two := a.newSession("s2", "/work/two")
 	if one["tools"] == "" || two["tools"] == "" || one["tools"] == two["tools"] {
@@ -137,7 +139,7 @@ func TestServer(t *testing.T) {
 	// The client gives up on a call: MCP's notifications/cancelled reaches
 	// the server on the connection, and the tool's context is cancelled.
 	callCtx, stop := context.WithCancel(ctx)
-	time.AfterFunc(50*time.Millisecond, stop)
+	go func() { <-started; stop() }() // once the tool runs
 	if _, err := cs1.CallTool(callCtx, &mcp.CallToolParams{Name: "wait"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled call returned %v", err)
 	}
@@ -167,8 +169,8 @@ func TestServer(t *testing.T) {
 func TestDisconnectCancels(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cancelled := make(chan error, 1)
-	a := startAgent(t, &proxy.Proxy{MCPServers: []*proxy.MCPServer{mcpsdk.Server("tools", newServer(cancelled))}})
+	started, cancelled := make(chan struct{}, 1), make(chan error, 1)
+	a := startAgent(t, &proxy.Proxy{MCPServers: []*proxy.MCPServer{mcpsdk.Server("tools", newServer(started, cancelled))}})
 	ids := a.newSession("s1", "/w")
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1.0.0"}, nil)
 	tr := a.connect(ids["tools"])
@@ -178,7 +180,7 @@ func TestDisconnectCancels(t *testing.T) {
 	}
 	// The agent disconnects, as when its MCP client goes away. (The SDK
 	// client's own Close would wait for the call first.)
-	time.AfterFunc(50*time.Millisecond, func() { tr.Close() })
+	go func() { <-started; tr.Close() }() // once the tool runs
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait"}); err == nil {
 		t.Error("the call survived the disconnect")
 	}
