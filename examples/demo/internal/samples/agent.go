@@ -1,10 +1,15 @@
 // Package samples holds a small scripted ACP agent, client and proxy, so that
 // a whole chain can run with nothing installed: the demo (examples/demo)
 // starts its own binary as the sample proxy and agent under a conductor and
-// drives them with the sample client. They speak through internal/wire, each
-// on a single goroutine that both handles what arrives and sends, so their
-// messages leave in exactly the order the protocol requires; one extra
-// goroutine per connection only reads.
+// drives them with the sample client. The proxy is built on package proxy
+// alone, as any proxy would be. The agent and the client are JSON-RPC
+// endpoints of a kind the library does not provide; they use the
+// conductor's own framing and messages (internal/wire: size-capped lines
+// that survive an oversize one, raw-preserving messages, the parse-error
+// codes) rather than a second copy of them, each on a single goroutine that
+// both handles what arrives and sends, so their messages leave in exactly
+// the order the protocol requires; one extra goroutine per connection only
+// reads.
 package samples
 
 import (

@@ -11,7 +11,6 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
-	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
@@ -66,25 +65,47 @@ func (pc *promptCounts) serveMCP(ctx context.Context, c *proxy.MCPConn) error {
 		if err != nil {
 			return err
 		}
-		m, err := wire.Parse(raw)
-		if err != nil || !m.IsRequest() {
-			continue
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 		}
-		result, rpcErr := pc.answerMCP(c, m.Method, m.Params)
-		resp := &wire.Message{ID: m.ID, Result: result}
-		if rpcErr != nil {
-			resp = wire.ErrorResponse(m.ID, rpcErr)
+		if json.Unmarshal(raw, &m) != nil || m.ID == nil || m.Method == "" {
+			continue // a notification, or nothing this server can answer
 		}
-		if err := c.Write(ctx, resp.Bytes()); err != nil {
+		resp := mcpResponse{JSONRPC: "2.0", ID: m.ID}
+		resp.Result, resp.Error = pc.answerMCP(c, m.Method, m.Params)
+		out, err := marshal(resp)
+		if err == nil {
+			err = c.Write(ctx, out)
+		}
+		if err != nil {
 			return err
 		}
 	}
 }
 
+// An mcpResponse answers one MCP request: with a result, or an error.
+type mcpResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *mcpError       `json:"error,omitempty"`
+}
+
+type mcpError struct {
+	Code    jrpc2.Code `json:"code"`
+	Message string     `json:"message"`
+}
+
+func mcpErrorf(code jrpc2.Code, format string, args ...any) *mcpError {
+	return &mcpError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
 // mcpVersions are the MCP revisions this server speaks, newest first.
 var mcpVersions = []string{"2025-06-18", "2025-03-26", "2024-11-05"}
 
-func (pc *promptCounts) answerMCP(c *proxy.MCPConn, method string, params json.RawMessage) (json.RawMessage, *wire.Error) {
+func (pc *promptCounts) answerMCP(c *proxy.MCPConn, method string, params json.RawMessage) (json.RawMessage, *mcpError) {
 	var result any
 	switch method {
 	case "initialize":
@@ -115,18 +136,18 @@ func (pc *promptCounts) answerMCP(c *proxy.MCPConn, method string, params json.R
 		}
 		json.Unmarshal(params, &p)
 		if p.Name != ProxyMCPTool {
-			return nil, wire.Errorf(jrpc2.InvalidParams, "unknown tool %q", p.Name)
+			return nil, mcpErrorf(jrpc2.InvalidParams, "unknown tool %q", p.Name)
 		}
 		s := c.Session()
 		n := pc.get(s.ID)
 		text := fmt.Sprintf("sample-proxy has passed on %d prompt(s) in session %s.", n, s.ID)
 		result = map[string]any{"content": []any{map[string]string{"type": "text", "text": text}}}
 	default:
-		return nil, wire.Errorf(jrpc2.MethodNotFound, "method not found: %s", method)
+		return nil, mcpErrorf(jrpc2.MethodNotFound, "method not found: %s", method)
 	}
 	b, err := marshal(result)
 	if err != nil {
-		return nil, wire.Errorf(jrpc2.InternalError, "%v", err)
+		return nil, mcpErrorf(jrpc2.InternalError, "%v", err)
 	}
 	return b, nil
 }
