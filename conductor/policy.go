@@ -140,12 +140,12 @@ func (r *runner) replayInit(p *peer, l *link) (*call, <-chan struct{}, error) {
 }
 
 // startAfter starts p's new process on its link pending once delay has
-// passed, and bounds the replay (answered: see replayInit) unless p failed again meanwhile (pending is no longer its link)
-// or the chain is stopping: then nothing is started, and what queued for
-// p is answered at once with the usual error, so that shutdown does not
-// wait for it.
+// passed, and bounds its replayed initialize (answered: see replayInit).
+// Nothing is started if p failed again meanwhile (pending is no longer its
+// link) or the chain is stopping; then what queued for p is answered at
+// once with the usual error, so that shutdown does not wait for it.
 func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, answered <-chan struct{}) {
-	if r.wait(delay) {
+	if r.waitBackoff(delay) {
 		r.mu.Lock()
 		l, err := r.startPending(p, pending)
 		r.mu.Unlock()
@@ -194,9 +194,9 @@ func (r *runner) startPending(p *peer, pending *link) (*link, error) {
 	return l, nil
 }
 
-// wait waits out a restart's back-off, and reports false if the chain
-// began to stop first.
-func (r *runner) wait(d time.Duration) bool {
+// waitBackoff waits out a restart's back-off, and reports false if the
+// chain began to stop first.
+func (r *runner) waitBackoff(d time.Duration) bool {
 	if r.cfg.restartWait != nil {
 		return r.cfg.restartWait(d, r.stopping)
 	}

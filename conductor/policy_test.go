@@ -83,6 +83,25 @@ func starts(t *testing.T, path string) int {
 	return bytes.Count(b, []byte("\n"))
 }
 
+// restartedCrasher is a proxy named crasher, restarted when it fails, that
+// crashes on a prompt that asks it to.
+func restartedCrasher(t *testing.T, dir string, env ...string) Component {
+	t.Helper()
+	c := fake(t, dir, "crasher", "proxy", append([]string{"ACP_TEST_CRASH_ON_PROMPT=1"}, env...)...)
+	c.OnFailure = PolicyRestart
+	return c
+}
+
+// initAndCrash initializes the chain and crashes its crasher with prompt 1,
+// whose error answer comes once the restart's back-off has begun.
+func initAndCrash(t *testing.T, e *editor) {
+	t.Helper()
+	e.send(initLine)
+	e.recvMsg()
+	e.send(promptLine(1, true))
+	failedPrompt(t, e, 1, "crasher")
+}
+
 // failedPrompt reads until the answer to prompt id, which must be an error
 // naming the crashed proxy.
 func failedPrompt(t *testing.T, e *editor, id int, crashed string) {
@@ -118,9 +137,7 @@ func (e *editor) sync() {
 func TestRestartBackoffCrashLoop(t *testing.T) {
 	dir := t.TempDir()
 	startsFile := filepath.Join(dir, "starts")
-	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1",
-		"ACP_TEST_CRASH_AFTER_FIRST="+filepath.Join(dir, "ran"), "ACP_TEST_STARTS="+startsFile)
-	crasher.OnFailure = PolicyRestart
+	crasher := restartedCrasher(t, dir, "ACP_TEST_CRASH_AFTER_FIRST="+filepath.Join(dir, "ran"), "ACP_TEST_STARTS="+startsFile)
 	core, logs := observer.New(zap.InfoLevel)
 	cfg := Config{
 		Proxies:           []Component{crasher},
@@ -132,10 +149,7 @@ func TestRestartBackoffCrashLoop(t *testing.T) {
 	}
 	h := holdBackoff(&cfg)
 	e := startChain(t, cfg)
-	e.send(initLine)
-	e.recvMsg()
-	e.send(promptLine(1, true))
-	failedPrompt(t, e, 1, "crasher")
+	initAndCrash(t, e)
 
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
 	for i, w := range want {
@@ -183,18 +197,14 @@ func TestRestartBackoffCrashLoop(t *testing.T) {
 func TestRestartBackoffQueues(t *testing.T) {
 	dir := t.TempDir()
 	startsFile := filepath.Join(dir, "starts")
-	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1", "ACP_TEST_STARTS="+startsFile)
-	crasher.OnFailure = PolicyRestart
+	crasher := restartedCrasher(t, dir, "ACP_TEST_STARTS="+startsFile)
 	cfg := Config{
 		Proxies: []Component{fake(t, dir, "first", "proxy"), crasher},
 		Agent:   fake(t, dir, "agent", "streamer"),
 	}
 	h := holdBackoff(&cfg)
 	e := startChain(t, cfg)
-	e.send(initLine)
-	e.recvMsg()
-	e.send(promptLine(1, true))
-	failedPrompt(t, e, 1, "crasher")
+	initAndCrash(t, e)
 	if d := h.next(t); d != DefaultRestartBackoff {
 		t.Errorf("first back-off %v, want %v", d, DefaultRestartBackoff)
 	}
@@ -246,8 +256,7 @@ func TestRestartBackoffQueues(t *testing.T) {
 // restarted proxy answers it all.
 func TestRestartBackoffFlow(t *testing.T) {
 	dir := t.TempDir()
-	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
-	crasher.OnFailure = PolicyRestart
+	crasher := restartedCrasher(t, dir)
 	core, logs := observer.New(zap.DebugLevel)
 	paused := make(chan struct{}, 1)
 	cfg := Config{
@@ -265,10 +274,7 @@ func TestRestartBackoffFlow(t *testing.T) {
 	}
 	h := holdBackoff(&cfg)
 	e := startChain(t, cfg)
-	e.send(initLine)
-	e.recvMsg()
-	e.send(promptLine(1, true))
-	failedPrompt(t, e, 1, "crasher")
+	initAndCrash(t, e)
 	h.next(t)
 	const n = 6 // of 1 MiB: past the outbox's bound
 	fill := strings.Repeat("x", 1<<20)
@@ -316,8 +322,7 @@ func TestRestartBackoffFlow(t *testing.T) {
 func TestRestartBackoffShutdown(t *testing.T) {
 	marker := fmt.Sprintf("ACP_TEST_BACKOFF=%d", rand.Int64())
 	dir := t.TempDir()
-	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1", marker)
-	crasher.OnFailure = PolicyRestart
+	crasher := restartedCrasher(t, dir, marker)
 	const grace = time.Second
 	e := startChain(t, Config{
 		Proxies:        []Component{fake(t, dir, "first", "proxy", marker), crasher},
@@ -325,10 +330,7 @@ func TestRestartBackoffShutdown(t *testing.T) {
 		RestartBackoff: time.Hour,
 		GracePeriod:    grace,
 	})
-	e.send(initLine)
-	e.recvMsg()
-	e.send(promptLine(1, true))
-	failedPrompt(t, e, 1, "crasher") // answered once the back-off has begun
+	initAndCrash(t, e)
 	e.send(promptLine(2, false))
 	e.sync()
 	start := time.Now()

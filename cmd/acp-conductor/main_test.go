@@ -279,31 +279,50 @@ func TestLogFile(t *testing.T) {
 	}
 }
 
+// started is the binary running with its stdin and stdout piped to the
+// test and its stderr kept.
+type started struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr *bytes.Buffer
+}
+
+// start runs the binary with args; the test's end closes its input and kills
+// what is left of it.
+func start(t *testing.T, args ...string) *started {
+	t.Helper()
+	s := &started{cmd: exec.Command(binary, args...), stderr: new(bytes.Buffer)}
+	s.cmd.Env = cleanEnv()
+	var err error
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if s.stdout, err = s.cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.stdin.Close()
+		s.cmd.Process.Kill()
+	})
+	return s
+}
+
 // TestSignalStops checks that SIGTERM, SIGINT and SIGHUP each stop a
 // running chain cleanly and promptly, with the client still connected.
 func TestSignalStops(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
-			cmd := exec.Command(binary, "agent", "--shutdown-grace", "1s", shellQuote(demo)+" sample-agent")
-			cmd.Env = cleanEnv()
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stdin.Close()
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			s := start(t, "agent", "--shutdown-grace", "1s", shellQuote(demo)+" sample-agent")
+			cmd, stdin, stdout, stderr := s.cmd, s.stdin, s.stdout, s.stderr
 			// Wait until the chain answers, so the signal finds it running.
 			fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
 			if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
-				t.Fatalf("no initialize response: %v\n%s", err, &stderr)
+				t.Fatalf("no initialize response: %v\n%s", err, stderr)
 			}
 			cmd.Process.Signal(sig)
 			done := make(chan error, 1)
@@ -311,11 +330,11 @@ func TestSignalStops(t *testing.T) {
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Errorf("after %v: %v\nstderr:\n%s", sig, err, &stderr)
+					t.Errorf("after %v: %v\nstderr:\n%s", sig, err, stderr)
 				}
 			case <-time.After(15 * time.Second):
 				cmd.Process.Kill()
-				t.Fatalf("still running 15s after %v\nstderr:\n%s", sig, &stderr)
+				t.Fatalf("still running 15s after %v\nstderr:\n%s", sig, stderr)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -28,23 +27,8 @@ func TestSignalWhileLoading(t *testing.T) {
 				t.Fatal(err)
 			}
 			started := filepath.Join(dir, "agent-started")
-			cmd := exec.Command(binary, "agent", "--config", fifo, "--shutdown-grace", "1s")
-			cmd.Env = cleanEnv()
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stdin.Close()
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
+			s := start(t, "agent", "--config", fifo, "--shutdown-grace", "1s")
+			cmd, stdin, stdout, stderr := s.cmd, s.stdin, s.stdout, s.stderr
 			fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
 
 			// Opening the FIFO to write returns once the conductor has
@@ -63,7 +47,7 @@ func TestSignalWhileLoading(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				cmd.Process.Kill()
 				os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0) // let the writer go
-				t.Fatalf("the conductor never opened its chain file\n%s", &stderr)
+				t.Fatalf("the conductor never opened its chain file\n%s", stderr)
 			}
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -79,11 +63,11 @@ func TestSignalWhileLoading(t *testing.T) {
 					t.Errorf("initialize answered %q, want an error saying the conductor is shutting down", line)
 				}
 			case <-time.After(20 * time.Second):
-				t.Fatalf("initialize not answered 20s after %v\n%s", sig, &stderr)
+				t.Fatalf("initialize not answered 20s after %v\n%s", sig, stderr)
 			}
 			stdin.Close()
 			if err := cmd.Wait(); err != nil {
-				t.Errorf("after %v while loading: %v, want exit 0\n%s", sig, err, &stderr)
+				t.Errorf("after %v while loading: %v, want exit 0\n%s", sig, err, stderr)
 			}
 			if pid, err := os.ReadFile(started); err == nil {
 				t.Logf("the agent had started (pid %s)", bytes.TrimSpace(pid))
