@@ -149,6 +149,9 @@ func (r *results) markdown(e env) string {
 	}
 	own := r.conductorStartup()
 	fmt.Fprintf(&w, "| | conductor's own share, 3 proxies (conductor − components) | %s | %s |\n", fmtNs(own), ratio(own, float64(sd.initNs)))
+	if bare := r.startRow(unsupervised.name) - r.startRow(partsName); r.startRow(unsupervised.name) > 0 {
+		fmt.Fprintf(&w, "| | the same without component supervisors | %s | %s |\n", fmtNs(bare), ratio(bare, float64(sd.initNs)))
+	}
 	first = true
 	for _, s := range r.start {
 		if s.idleRSS == 0 {
@@ -205,16 +208,17 @@ func (r *results) benchRow(name string) (benchRow, bool) {
 // its launch-to-answer time minus that of the same components started
 // together without it.
 func (r *results) conductorStartup() float64 {
-	var parts, c3 float64
+	return r.startRow(conductorChain(3).name) - r.startRow(partsName)
+}
+
+// startRow is the launch-to-answer time of the startup row named name, or 0.
+func (r *results) startRow(name string) float64 {
 	for _, s := range r.start {
-		switch {
-		case strings.HasPrefix(s.name, "components"):
-			parts = float64(s.initNs)
-		case s.name == conductorChain(3).name:
-			c3 = float64(s.initNs)
+		if s.name == name {
+			return float64(s.initNs)
 		}
 	}
-	return c3 - parts
+	return 0
 }
 
 type target struct {

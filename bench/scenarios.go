@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 )
 
 // The results of bench/peer, as it prints them.
@@ -209,13 +211,21 @@ func (b *bench) concurrent() ([]concRow, error) {
 func (b *bench) startup() ([]startRow, error) {
 	rep := strconv.Itoa(b.plan.startRepeat)
 	var rows []startRow
-	for _, c := range []chain{direct, conductorChain(0), conductorChain(3)} {
+	for _, c := range []chain{direct, conductorChain(0), conductorChain(3), unsupervised} {
 		progress("startup x%s, %s", rep, c.name)
 		var res startupResult
-		if err := b.client(c, &res, nil, "-scenario", "startup", "-repeat", rep, "-settle", "200ms"); err != nil {
+		disable := ""
+		if c == unsupervised {
+			c, disable = conductorChain(3), trick.Supervisor
+		}
+		if err := b.client(c, &res, nil, "-scenario", "startup", "-disable", disable, "-repeat", rep, "-settle", "200ms"); err != nil {
 			return nil, err
 		}
-		rows = append(rows, startRow{name: c.name, initNs: res.InitNs, idleRSS: res.IdleRSS})
+		row := startRow{name: c.name, initNs: res.InitNs, idleRSS: res.IdleRSS}
+		if disable != "" {
+			row = startRow{name: unsupervised.name, initNs: res.InitNs}
+		}
+		rows = append(rows, row)
 		if c.kind == "direct" {
 			progress("startup x%s, 3 proxies and the agent without a conductor", rep)
 			var parts startupResult
@@ -223,11 +233,17 @@ func (b *bench) startup() ([]startRow, error) {
 			if err := b.peerCmd(&parts, nil, "startparts", "-repeat", rep, "--", proxy, proxy, proxy, b.peer+" agent"); err != nil {
 				return nil, err
 			}
-			rows = append(rows, startRow{name: "components of the 3-proxy chain, started together", initNs: parts.InitNs})
+			rows = append(rows, startRow{name: partsName, initNs: parts.InitNs})
 		}
 	}
 	return rows, nil
 }
+
+// unsupervised is the 3-proxy chain with no component supervisors
+// (ACP_BENCH_DISABLE=supervisor): what the supervisors cost at start-up.
+var unsupervised = chain{name: "conductor, 3 proxies, no component supervisors", kind: "conductor", proxies: 3}
+
+const partsName = "components of the 3-proxy chain, started together"
 
 var benchLine = regexp.MustCompile(`^BenchmarkRelay/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?(?:\s+[\d.]+ \S+/op)*?\s+(\d+) B/op\s+(\d+) allocs/op`)
 

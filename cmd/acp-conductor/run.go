@@ -13,6 +13,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 )
 
 // addChainFlags defines the flags shared by the commands that run a chain.
@@ -76,7 +77,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 		return err
 	}
 	defer stopTrace()
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := os.Executable(); err == nil && trick.On(trick.Supervisor) {
 		cc.Supervisor = exe // components die with the conductor, even by SIGKILL
 	}
 	err = conductor.Run(ctx, cc, conductor.Stdin(), conductor.Stdout())
