@@ -36,6 +36,7 @@ proxy mode there is no agent:
       args: ["--flag", "x"]
       env: {API_KEY: abc}     # added to the conductor's environment
       cwd: /some/dir          # default: the conductor's directory
+      on_failure: restart     # fail (the default), restart or bypass
   agent:
     name: my-agent
     command: npx
@@ -45,7 +46,11 @@ proxy mode there is no agent:
     format: console           # console or json
     file: ""                  # empty means stderr
   shutdown_grace: 2s          # a duration: 500ms, 2s, 1m
-  max_message_bytes: 67108864 # at least 1024`,
+  max_message_bytes: 67108864 # at least 1024
+  restart_limit: 3            # restarts of a proxy within restart_window, then fail
+  restart_window: 1m
+  restart_backoff: 100ms      # the wait before a restart, doubled for each
+  restart_backoff_max: 5s     # earlier one within restart_window, up to this`,
 		Example: `  acp-conductor validate --config chain.yaml
   acp-conductor validate chain.yaml
   acp-conductor validate --mode proxy --config inner.yaml
