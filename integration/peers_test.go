@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -147,6 +148,62 @@ func TestPassthroughProxies(t *testing.T) {
 				t.Fatalf("proxy exit: %v\n%s", err, p.stderr.String())
 			}
 		})
+	}
+}
+
+// TestSDKProxyCancel drives the SDK-built proxy (mcp_proxy.mjs) as the
+// conductor would: a request that came from its successor, wrapped, and is
+// cancelled with a wrapped $/cancel_request naming the envelope's id is
+// cancelled toward its predecessor under the id the proxy sent it with;
+// one from its predecessor, cancelled plainly, is cancelled toward its
+// successor under the id of its proxy/successor request. Each waits for
+// the answer of the hop it cancelled, and relays it.
+func TestSDKProxyCancel(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 30*time.Second)
+	p := startRaw(t, ctx, []string{nodeBin, filepath.Join(peersDir, "mcp_proxy.mjs"), "ts-unit"})
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"proxy/initialize","params":{"protocolVersion":1}}`)
+	m := p.recv(t, ctx)
+	if m.Method != "proxy/successor" || m.successor(t).Method != "initialize" {
+		t.Fatalf("proxy/initialize became %s", m.raw)
+	}
+	p.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1,"agentCapabilities":{}}}`, m.ID))
+	if m := p.recv(t, ctx); string(m.ID) != "1" || m.Result == nil {
+		t.Fatalf("initialize answered %s", m.raw)
+	}
+	// cancelled reads a plain cancel naming id, the request the proxy
+	// sent on; answers that request as cancelled; and reads that answer
+	// relayed to asked.
+	cancelled := func(id, asked string) {
+		t.Helper()
+		if m := p.recv(t, ctx); m.Method != "$/cancel_request" || m.ID != nil || string(m.Params) != `{"requestId":`+id+`}` {
+			t.Fatalf("want a cancel for %s, got %s", id, m.raw)
+		}
+		p.send(t, `{"jsonrpc":"2.0","id":`+id+`,"error":{"code":-32800,"message":"cancelled"}}`)
+		if m := p.recv(t, ctx); string(m.ID) != asked || !strings.Contains(string(m.Error), "-32800") {
+			t.Fatalf("want -32800 for %s, got %s", asked, m.raw)
+		}
+	}
+
+	p.send(t, `{"jsonrpc":"2.0","id":"c-7","method":"proxy/successor","params":{"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"t"},"options":[]}}}`)
+	perm := p.recv(t, ctx)
+	if perm.Method != "session/request_permission" || perm.ID == nil {
+		t.Fatalf("the successor's request became %s", perm.raw)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":"c-7"}}}`)
+	cancelled(string(perm.ID), `"c-7"`)
+
+	p.send(t, `{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	prompt := p.recv(t, ctx)
+	if prompt.Method != "proxy/successor" || prompt.successor(t).Method != "session/prompt" {
+		t.Fatalf("the predecessor's request became %s", prompt.raw)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}`)
+	cancelled(string(prompt.ID), "5")
+
+	p.stdin.Close()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("proxy exit: %v\n%s", err, p.stderr.String())
 	}
 }
 

@@ -8,12 +8,14 @@
 // mcp/message requests the conductor delivers to it (inside proxy/successor,
 // as coming from its successor) and passes everything else through.
 //
-// Cancellation reaches its McpOverAcpProvider either way a conductor may
+// A request from the successor is cancelled either way a conductor may
 // send it: a plain $/cancel_request naming the proxy/successor request (the
 // SDK's schema; the SDK aborts the handler's signal itself), or one wrapped
 // in proxy/successor (as acp-conductor sends it for a request that came
-// wrapped), which aborts the same request here and goes no further. When
-// its "wait" tool sees the cancellation it tells the editor, with the
+// wrapped), which aborts the same request here. Either way an MCP request
+// ends in its McpOverAcpProvider, and one passed on to the predecessor is
+// cancelled there by the SDK, under the id it was sent with. When its
+// "wait" tool sees the cancellation it tells the editor, with the
 // notification _it/mcp_cancelled {owner}.
 import * as acp from "@agentclientprotocol/sdk/unstable";
 import { Readable, Writable } from "node:stream";
@@ -23,12 +25,15 @@ const name = process.argv[2] ?? "ts-proxy";
 const SUCCESSOR = "proxy/successor";
 const provider = new acp.McpOverAcpProvider();
 let registration = null;
-// The mcp/message requests in flight, by the id of the proxy/successor
-// request that carried them, for a wrapped cancel to abort.
+// The requests from the successor in flight, by the id of the
+// proxy/successor request that carried them, for a wrapped cancel to abort.
 const inflight = new Map();
 
 const raw = (params) => params; // custom methods need a params parser
-const toSuccessor = (client, method, params) => client.request(SUCCESSOR, { method, params });
+// A cancelled request from the predecessor cancels the proxy/successor
+// request it became, which the SDK names in a plain $/cancel_request.
+const toSuccessor = (client, method, params, signal) =>
+  client.request(SUCCESSOR, { method, params }, signal ? { cancellationSignal: signal } : undefined);
 
 const app = acp
   .agent({ name })
@@ -45,21 +50,21 @@ const app = acp
   // From the successor, through the conductor: MCP for our server, or a
   // request for the predecessor.
   .onRequest(SUCCESSOR, raw, async ({ params, client, signal, requestId }) => {
-    if (params.method === "mcp/message") {
-      // The provider's request ends on the SDK's own cancel (signal) or on
-      // a wrapped one (inflight), whichever comes.
-      const abort = new AbortController();
-      const onCancel = () => abort.abort(signal.reason);
-      signal.addEventListener("abort", onCancel, { once: true });
-      inflight.set(JSON.stringify(requestId), abort);
-      try {
+    // It ends on the SDK's own cancel (signal) or on a wrapped one
+    // (inflight), whichever comes.
+    const abort = new AbortController();
+    const onCancel = () => abort.abort(signal.reason);
+    signal.addEventListener("abort", onCancel, { once: true });
+    inflight.set(JSON.stringify(requestId), abort);
+    try {
+      if (params.method === "mcp/message") {
         return await provider.handleRequest({ params: params.params, agent: client, client, signal: abort.signal });
-      } finally {
-        inflight.delete(JSON.stringify(requestId));
-        signal.removeEventListener("abort", onCancel);
       }
+      return await client.request(params.method, params.params, { cancellationSignal: abort.signal });
+    } finally {
+      inflight.delete(JSON.stringify(requestId));
+      signal.removeEventListener("abort", onCancel);
     }
-    return client.request(params.method, params.params);
   })
   .onNotification(SUCCESSOR, raw, ({ params, client }) => {
     if (params.method === "$/cancel_request") {
@@ -70,8 +75,14 @@ const app = acp
     }
     return client.notify(params.method, params.params);
   })
-  .onRequest("*", ({ method, params, client }) => toSuccessor(client, method, params))
-  .onNotification("*", ({ method, params, client }) => client.notify(SUCCESSOR, { method, params }));
+  .onRequest("*", ({ method, params, client, signal }) => toSuccessor(client, method, params, signal))
+  .onNotification("*", ({ method, params, client }) => {
+    // The SDK acts on a cancel from the predecessor itself (the handler's
+    // signal, then a cancel under the id the successor saw): its id means
+    // nothing one hop on.
+    if (method === "$/cancel_request") return;
+    return client.notify(SUCCESSOR, { method, params });
+  });
 
 const connection = app.connect(acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
 // No process.exit on stdin's end: the SDK runs handlers concurrently, so a
