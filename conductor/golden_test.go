@@ -100,3 +100,43 @@ func TestGoldenMCPRequestBinding(t *testing.T) {
 	}
 	checkTranscripts(t, e, dir, "mcp-request-", "owner", "middle", "agent")
 }
+
+// TestGoldenMCPThinkwell drives the connect binding to a Thinkwell-dialect
+// owner (sacp's spelling) through an RFD and a Rust-dialect proxy: its
+// acp: URL declaration reaches the native agent as an acp one; the agent's
+// mcp/connect, tool call (during which the owner asks the agent a question),
+// unknown connection and mcp/disconnect reach the owner as _mcp/* in its
+// envelopes, the disconnect as a notification; the proxies in between see
+// none of it.
+func TestGoldenMCPThinkwell(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{
+			fake(t, dir, "owner", "thinkwell", "ACP_TEST_TW_MCP=sacp"),
+			fake(t, dir, "middle", "proxy"),
+			fake(t, dir, "rust", "proxy", "ACP_TEST_RUST_ONLY=1"),
+		},
+		Agent: fake(t, dir, "agent", "mcp-agent"),
+	})
+	mcpReports(e)
+	if err := e.close(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// The agent's updates reach the owner along the chain, its MCP
+	// messages straight: how they interleave there is timing. The owner's
+	// golden file holds what it saw but the updates.
+	b, err := os.ReadFile(filepath.Join(dir, "owner.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if !strings.Contains(line, `"session/update"`) {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "owner-but-updates.txt"), []byte(strings.Join(kept, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checkTranscripts(t, e, dir, "mcp-thinkwell-", "owner-but-updates", "middle", "rust", "agent")
+}
