@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -295,8 +296,13 @@ func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mes
 			if err := json.Unmarshal(m.Params, &p); err != nil {
 				panic(err)
 			}
-			if d, err := time.ParseDuration(os.Getenv("ACP_TEST_PROMPT_DELAY")); err == nil {
-				time.Sleep(d) // an agent at work
+			if path := os.Getenv("ACP_TEST_HOLD_PROMPT"); path != "" {
+				// An agent at work until the test says: the FIFO opens once
+				// the test opens it to write, and ends when it closes it.
+				if f, err := os.Open(path); err == nil {
+					io.Copy(io.Discard, f)
+					f.Close()
+				}
 			}
 			for i := range p.Meta.Updates {
 				send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,10 +98,10 @@ func TestShutdownBound(t *testing.T) {
 }
 
 // TestDrainAtEOF is an editor that writes initialize, session/new and a
-// prompt and closes its input at once, before any answer: the agent takes
-// a second over the prompt, and all three real answers still arrive, the
-// update the agent sends just before its answer too, through 1 and 3
-// proxies.
+// prompt and closes its input at once, before any answer: the agent holds
+// the prompt until the conductor is draining, and all three real answers
+// still arrive, the update the agent sends just before its answer too,
+// through 1 and 3 proxies.
 func TestDrainAtEOF(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
 		t.Run(fmt.Sprintf("%d proxies", n), func(t *testing.T) {
@@ -109,15 +111,23 @@ func TestDrainAtEOF(t *testing.T) {
 			for i := range n {
 				proxies = append(proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy"))
 			}
+			hold := filepath.Join(dir, "hold")
+			if err := syscall.Mkfifo(hold, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			log, logs := watchLogs(t)
 			e := startChain(t, Config{
 				Proxies:     proxies,
-				Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_PROMPT_DELAY=1s"),
+				Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_HOLD_PROMPT="+hold),
 				GracePeriod: 10 * time.Second,
+				Logger:      log,
 			})
 			e.send(initLine)
 			e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
 			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[],"_meta":{"tag":"late","updates":1}}}`)
 			e.in.Close()
+			logs.wait(t, "draining")
+			release(t, hold)
 			var got []string
 			for len(got) < 4 {
 				m := e.recvMsg()
@@ -278,5 +288,27 @@ func TestStripTerminal(t *testing.T) {
 		if got := stripTerminal(tc.in); got != tc.want {
 			t.Errorf("stripTerminal(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// release lets a fake agent that holds its prompt on the FIFO at path go
+// on: it opens the FIFO to write, which waits for the agent to open it to
+// read, and closes it.
+func release(t *testing.T, path string) {
+	t.Helper()
+	opened := make(chan *os.File, 1)
+	go func() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			panic(err)
+		}
+		opened <- f
+	}()
+	select {
+	case f := <-opened:
+		f.Close()
+	case <-time.After(20 * time.Second):
+		os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // let the opener go
+		t.Fatal("the agent never took its prompt")
 	}
 }
