@@ -39,6 +39,7 @@ type clientConfig struct {
 	CancelRequestPrompt string            `json:"cancelRequestPrompt,omitempty"`
 
 	expectResults []string // what checkConversation expects of the file reads
+	env           []string // added to the client's own environment
 }
 
 // summary is the last line peers/client.mjs prints.
@@ -139,6 +140,9 @@ func startClient(t *testing.T, ctx context.Context, cfg clientConfig, argv []str
 	args := append([]string{filepath.Join(peersDir, "client.mjs"), "--config", string(conf), "--"}, argv...)
 	cmd := exec.CommandContext(ctx, nodeBin, args...)
 	cmd.Dir = peersDir
+	if len(cfg.env) > 0 {
+		cmd.Env = append(cmd.Environ(), cfg.env...)
+	}
 	rc := &runningClient{
 		cmd:    cmd,
 		stderr: &lockedBuffer{},

@@ -22,7 +22,7 @@ import (
 // A served is an "acp-conductor serve" started by a test, on a free
 // loopback port.
 type served struct {
-	url    string // ws://127.0.0.1:PORT/acp
+	url    string // ws://127.0.0.1:PORT/acp, or wss:// when served over TLS
 	cmd    *exec.Cmd
 	log    *lockedBuffer
 	marker string // in its environment, so in every component's
@@ -54,7 +54,7 @@ func startServeWith(t *testing.T, flags []string, components ...string) *served 
 	}
 	urls := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`"url": "(ws://[^"]+)"`)
+		re := regexp.MustCompile(`"url": "(wss?://[^"]+)"`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			s.log.Write([]byte(sc.Text() + "\n"))
@@ -382,10 +382,15 @@ func TestServeLoad(t *testing.T) {
 }
 
 func loadConn(ctx context.Context, url string, httpOnly bool, prompts int) error {
-	c, err := transport.Dial(ctx, url, transport.DialOptions{
-		Header:         http.Header{"Authorization": {"Bearer " + serveToken}},
-		StreamableHTTP: httpOnly,
-	})
+	return converseRaw(ctx, url, transport.DialOptions{StreamableHTTP: httpOnly}, prompts)
+}
+
+// converseRaw dials url with opts and serveToken, and runs initialize,
+// session/new and the prompts, each of which must be answered with a
+// stopReason after updates.
+func converseRaw(ctx context.Context, url string, opts transport.DialOptions, prompts int) error {
+	opts.Header = http.Header{"Authorization": {"Bearer " + serveToken}}
+	c, err := transport.Dial(ctx, url, opts)
 	if err != nil {
 		return err
 	}

@@ -58,22 +58,18 @@ func sessionOf(obj json.RawMessage) string {
 // protocolVersionOf returns the protocolVersion member of an initialize
 // result as header text: a number as written, a string unquoted; "" if none.
 func protocolVersionOf(result json.RawMessage) string {
-	var v string
-	if len(result) == 0 || result[0] != '{' {
+	v := wire.Member(result, "protocolVersion")
+	switch {
+	case len(v) == 0:
 		return ""
+	case v[0] == '"':
+		var s string
+		_ = json.Unmarshal(v, &s)
+		return s
+	case v[0] == '-' || v[0] >= '0' && v[0] <= '9':
+		return string(v)
 	}
-	wire.EachField(result, func(key, val []byte) {
-		if string(key) != `"protocolVersion"` || len(val) == 0 {
-			return
-		}
-		switch {
-		case val[0] == '"':
-			_ = json.Unmarshal(val, &v)
-		case val[0] == '-' || val[0] >= '0' && val[0] <= '9':
-			v = string(val)
-		}
-	})
-	return v
+	return ""
 }
 
 // idKey is a message id as a map key: its JSON text, compacted.

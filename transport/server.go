@@ -46,6 +46,7 @@ type ConnInfo struct {
 	Transport string // "websocket" or "http"
 	Remote    string // the client's address
 	UserAgent string
+	Proto     string // the HTTP version of the request that made it: HTTP/2.0 over TLS or h2c, or HTTP/1.1
 }
 
 // A Server serves the /acp endpoint. Each ACP connection, a WebSocket or a
@@ -198,7 +199,7 @@ func (s *Server) run(c Conn, info ConnInfo) {
 	start := time.Now()
 	log := s.Logger.With(zap.String("connection", info.ID))
 	log.Info("connection opened", zap.String("transport", info.Transport),
-		zap.String("remote", info.Remote), zap.String("user_agent", info.UserAgent))
+		zap.String("remote", info.Remote), zap.String("proto", info.Proto), zap.String("user_agent", info.UserAgent))
 	if hc, ok := c.(*httpConn); ok {
 		reaped := make(chan struct{})
 		go func() { hc.reapIdle(); close(reaped) }()
@@ -226,7 +227,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		s.Logger.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.Error(err))
 		return
 	}
-	s.run(newWSConn(ws, s.MaxMessageBytes), ConnInfo{ID: id, Transport: "websocket", Remote: r.RemoteAddr, UserAgent: r.UserAgent()})
+	s.run(newWSConn(ws, s.MaxMessageBytes), ConnInfo{ID: id, Transport: "websocket", Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Proto: r.Proto})
 }
 
 // sessionMethods are the methods whose POST must name their session in
@@ -320,7 +321,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Mess
 	s.mu.Lock()
 	s.http[c.id] = c
 	s.mu.Unlock()
-	go s.run(c, ConnInfo{ID: c.id, Transport: "http", Remote: r.RemoteAddr, UserAgent: r.UserAgent()})
+	go s.run(c, ConnInfo{ID: c.id, Transport: "http", Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Proto: r.Proto})
 
 	timer := time.NewTimer(s.InitTimeout)
 	defer timer.Stop()
