@@ -580,3 +580,68 @@ func TestServeVanishedClient(t *testing.T) {
 		})
 	}
 }
+
+// TestServeTrace: serve's one --trace holds every connection's chain.
+// Each event names its connection, as serve logged it, and within a
+// connection every response is paired with its request, though the two
+// chains use the same component names and ids.
+func TestServeTrace(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "serve.jsons")
+	s := startServeWith(t, []string{"--trace", file}, shellJoin(demoBinary(t), "sample-agent"))
+	ctx := testContext(t, 90*time.Second)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() { errs <- loadConn(ctx, s.httpURL(), i == 1, 3) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.waitNoChains(t)
+	logged := map[string]bool{}
+	for _, m := range regexp.MustCompile(`connection opened\t\{"connection": "(\w+)"`).FindAllStringSubmatch(s.log.String(), -1) {
+		logged[m[1]] = true
+	}
+	var events []struct {
+		Type, Method, Connection string
+		ID                       json.RawMessage
+	}
+	if !waitFor(ctx, func() bool {
+		b, _ := os.ReadFile(file)
+		events = events[:0]
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var e struct {
+				Type, Method, Connection string
+				ID                       json.RawMessage
+			}
+			if json.Unmarshal([]byte(line), &e) == nil {
+				events = append(events, e)
+			}
+		}
+		n := 0
+		for _, e := range events {
+			if e.Type == "response" && e.Method == "session/prompt" {
+				n++
+			}
+		}
+		return n == 6
+	}) {
+		t.Fatalf("the trace does not hold the 6 prompts' answers:\n%v", events)
+	}
+	seen := map[string]bool{}
+	for _, e := range events {
+		if !logged[e.Connection] {
+			t.Errorf("an event of connection %q, which serve did not log: %+v", e.Connection, e)
+		}
+		seen[e.Connection] = true
+		if e.Type == "response" && e.Method == "" {
+			t.Errorf("a response not paired with its request: %+v", e)
+		}
+	}
+	if len(seen) != 2 || len(logged) != 2 {
+		t.Errorf("events of %d connections, %d logged; want 2", len(seen), len(logged))
+	}
+}

@@ -19,8 +19,8 @@ const (
 )
 
 // An Event is one line of a trace. Its fields follow the Rust conductor's
-// TraceEvent: requests and notifications carry params, responses carry
-// is_error and payload (the result, or the error object). Method and
+// TraceEvent, with connection added: requests and notifications carry
+// params, responses carry is_error and payload (the result, or the error object). Method and
 // protocol are written on responses too, and bytes on every event: the size
 // of params or payload as it crossed the conductor, kept when the detail is
 // Metadata and the payload itself is not.
@@ -37,6 +37,10 @@ type Event struct {
 	IsError  *bool           `json:"is_error,omitempty"`
 	Payload  json.RawMessage `json:"payload,omitempty"` // responses
 	Bytes    int             `json:"bytes"`
+	// Connection is the Acp-Connection-Id of the network connection whose
+	// chain sent the event, in the one trace acp-conductor serve writes for
+	// all its connections; absent in a trace of one chain.
+	Connection string `json:"connection,omitempty"`
 }
 
 // Detail says how much of each message a trace keeps.

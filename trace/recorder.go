@@ -33,7 +33,19 @@ type Options struct {
 // methods are called on the relay's path and never block; a nil *Recorder
 // records nothing, so the relay tests for nil once and pays nothing more
 // when tracing is off.
+//
+// Chains that share one trace (acp-conductor serve runs one per network
+// connection) each record through a Recorder from ForConnection: their
+// events carry the connection, and their requests and responses pair
+// within it, though the component names and ids repeat across chains.
 type Recorder struct {
+	*sink
+	conn  string // every event's connection; "" for a trace of one chain
+	owner bool   // made by NewRecorder: its Close closes the sink
+}
+
+// sink is what the Recorders of one trace share.
+type sink struct {
 	start   time.Time
 	queue   chan record
 	dropped atomic.Int64
@@ -51,6 +63,7 @@ type Recorder struct {
 // goroutine does the rest.
 type record struct {
 	at       time.Duration
+	conn     string
 	kind     uint8
 	mcp      bool // crossed a bridged MCP connection
 	from, to string
@@ -77,18 +90,28 @@ func NewRecorder(w io.Writer, opts Options) *Recorder {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	r := &Recorder{
+	r := &Recorder{owner: true, sink: &sink{
 		start: time.Now(),
 		queue: make(chan record, opts.Buffer),
 		log:   opts.Logger,
 		done:  make(chan struct{}),
-	}
+	}}
 	wr := &writer{detail: opts.Detail, live: opts.Live, pending: map[pendingKey]pending{}}
 	if w != nil {
 		wr.out = bufio.NewWriterSize(w, 64<<10)
 	}
 	go r.run(wr)
 	return r
+}
+
+// ForConnection returns a Recorder that writes to r's trace with every
+// event marked as the connection id's. Its Close does nothing: r's owner
+// closes the trace. For a nil r it returns nil.
+func (r *Recorder) ForConnection(id string) *Recorder {
+	if r == nil {
+		return nil
+	}
+	return &Recorder{sink: r.sink, conn: id}
 }
 
 // Send records a request (id != nil, the id the receiver sees) or a
@@ -116,6 +139,7 @@ func (r *Recorder) Reply(from, to string, id json.RawMessage, body json.RawMessa
 
 func (r *Recorder) put(rec record) {
 	rec.at = time.Since(r.start)
+	rec.conn = r.conn
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.closed {
@@ -135,8 +159,12 @@ func (r *Recorder) put(rec record) {
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
 // Close stops recording, waits until everything recorded is written, and
-// returns the first write error. It does not close the writer.
+// returns the first write error. It does not close the writer. On a
+// Recorder from ForConnection it does nothing.
 func (r *Recorder) Close() error {
+	if !r.owner {
+		return nil
+	}
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true
@@ -178,8 +206,9 @@ type writer struct {
 }
 
 type pendingKey struct {
-	to string // who was asked
-	id string
+	conn string
+	to   string // who was asked
+	id   string
 }
 
 type pending struct {
@@ -187,7 +216,7 @@ type pending struct {
 }
 
 func (w *writer) write(rec *record) {
-	e := Event{TS: rec.at.Seconds(), Protocol: ProtocolACP, From: rec.from, To: rec.to, Method: rec.method}
+	e := Event{TS: rec.at.Seconds(), Connection: rec.conn, Protocol: ProtocolACP, From: rec.from, To: rec.to, Method: rec.method}
 	switch rec.kind {
 	case kindRequest, kindNotification:
 		e.Type = TypeNotification
@@ -209,12 +238,12 @@ func (w *writer) write(rec *record) {
 		}
 		e.Params, e.Bytes = w.keep(body, false)
 		if rec.kind == kindRequest {
-			w.pending[pendingKey{rec.to, string(rec.id)}] = pending{e.Method, e.Session, e.Protocol}
+			w.pending[pendingKey{rec.conn, rec.to, string(rec.id)}] = pending{e.Method, e.Session, e.Protocol}
 		}
 	case kindResponse:
 		isError := rec.method == "error"
 		e.Type, e.ID, e.IsError, e.Method = TypeResponse, rec.id, &isError, ""
-		k := pendingKey{rec.from, string(rec.id)}
+		k := pendingKey{rec.conn, rec.from, string(rec.id)}
 		if p, ok := w.pending[k]; ok {
 			delete(w.pending, k)
 			e.Method, e.Session, e.Protocol = p.method, p.session, p.protocol

@@ -114,3 +114,47 @@ func TestRecorderEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestRecorderConnections: chains sharing one trace through ForConnection
+// use the same names and ids; each event carries its connection, and each
+// response pairs with its own connection's request.
+func TestRecorderConnections(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewRecorder(&buf, Options{})
+	a, b := r.ForConnection("A"), r.ForConnection("B")
+	a.Send("client", "agent", json.RawMessage(`1`), "session/prompt", json.RawMessage(`{"sessionId":"sa"}`), false)
+	b.Send("client", "agent", json.RawMessage(`1`), "session/load", json.RawMessage(`{"sessionId":"sb"}`), false)
+	b.Reply("agent", "client", json.RawMessage(`1`), json.RawMessage(`null`), false)
+	a.Reply("agent", "client", json.RawMessage(`1`), json.RawMessage(`{"stopReason":"end_turn"}`), false)
+	if err := a.Close(); err != nil { // does nothing: r owns the trace
+		t.Fatal(err)
+	}
+	b.Send("client", "agent", nil, "session/cancel", json.RawMessage(`{"sessionId":"sb"}`), false)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var e Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e.Connection+" "+e.Type+" "+e.Method+" "+e.Session)
+	}
+	want := []string{
+		"A request session/prompt sa",
+		"B request session/load sb",
+		"B response session/load sb",
+		"A response session/prompt sa",
+		"B notification session/cancel sb",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if r.ForConnection("x") == nil || (*Recorder)(nil).ForConnection("x") != nil {
+		t.Error("ForConnection of a nil Recorder must be nil, of a Recorder not")
+	}
+	if strings.Contains(strings.SplitN(buf.String(), "\n", 2)[0], `"connection":""`) {
+		t.Error("an empty connection is written")
+	}
+}

@@ -61,8 +61,9 @@ on a loopback address both must name this machine (or an --allow-host).
 
 The address is loopback by default. A non-loopback address needs
 --tls-cert and --tls-key (HTTP/2 over TLS); on loopback, plain HTTP serves
-HTTP/1.1 and cleartext HTTP/2 (h2c). Who connected and when each connection
-ended is logged.`,
+HTTP/1.1 and cleartext HTTP/2 (h2c). Who connected, over which HTTP version,
+and when each connection ended is logged. With --trace, one trace holds
+every connection's chain, each event marked with its "connection".`,
 		Example: `  # A chain on a dev box, reached through an SSH tunnel to its loopback port:
   ACP_CONDUCTOR_TOKEN=$(cat ~/.acp-token) acp-conductor serve --listen 127.0.0.1:8765 \
       -- "ctx-proxy --flag x" "npx -y some-agent --acp"
@@ -157,7 +158,8 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	if exe, err := os.Executable(); err == nil {
 		cc.Supervisor = exe
 	}
-	// One trace for every connection's chain; their sessions tell them apart.
+	// One trace for every connection's chain, each event marked with its
+	// connection's Acp-Connection-Id.
 	var stopTrace func()
 	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, log); err != nil {
 		return err
@@ -169,6 +171,8 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		IdleTimeout:     f.idleTimeout,
 		Logger:          log,
 		Serve: func(ctx context.Context, c transport.Conn, info transport.ConnInfo) {
+			cc := cc
+			cc.Trace = cc.Trace.ForConnection(info.ID)
 			serveChain(ctx, cc, c, log.With(zap.String("connection", info.ID)))
 		},
 	}
