@@ -261,7 +261,8 @@ func startSDKServer(t *testing.T, marker string, flags ...string) string {
 
 // TestRemoteSDKAgent puts the SDK's experimental/server behind a local
 // conductor as its agent: "agent PROXY ws://.../acp", and over Streamable
-// HTTP when the server refuses the upgrade.
+// HTTP when the server refuses the upgrade, where every request must send
+// back the cookie the server set on that refusal.
 func TestRemoteSDKAgent(t *testing.T) {
 	requireConductor(t)
 	for _, profile := range []string{"ws", "http"} {
@@ -270,11 +271,13 @@ func TestRemoteSDKAgent(t *testing.T) {
 			ctx := testContext(t, 90*time.Second)
 			cfg := conversationConfig(t, "sdk-server-"+profile)
 			marker := withMarker(t, &cfg)
+			// It sets a cookie and, over Streamable HTTP, refuses requests
+			// that do not send it back.
 			var url string
 			if profile == "ws" {
-				url = startSDKServer(t, marker)
+				url = startSDKServer(t, marker, "--cookie", "backend=b1")
 			} else {
-				url = "http" + strings.TrimPrefix(startSDKServer(t, marker, "--no-websocket"), "ws")
+				url = "http" + strings.TrimPrefix(startSDKServer(t, marker, "--no-websocket", "--cookie", "backend=b1"), "ws")
 			}
 			sum := runClient(t, ctx, cfg, agentModeArgs(goProxyCmd("local-proxy"), url))
 			checkConversation(t, sum, cfg)

@@ -29,6 +29,11 @@
 //                  dropping every connection mid-prompt.
 //   --no-websocket with --listen: refuse WebSocket upgrades (426), leaving
 //                  Streamable HTTP only.
+//   --cookie NAME=VALUE with --listen: set this cookie, as a load balancer
+//                  pinning a client to a backend does, on the answer to any
+//                  request without it (the refused upgrade, the 101), and
+//                  refuse with 403 any Streamable HTTP request that does not
+//                  send it back: the RFD requires clients to.
 import * as acp from "@agentclientprotocol/sdk";
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -193,12 +198,29 @@ async function listen(addr) {
   const { createServer } = await import("node:http");
   const server = new AcpServer({ agent: app });
   const wss = new WebSocketServer({ noServer: true });
-  const http = createServer(createNodeHttpHandler(server));
+  const handle = createNodeHttpHandler(server);
+  const cookie = option("--cookie");
+  const hasCookie = (req) => (req.headers.cookie ?? "").split(/;\s*/).includes(cookie);
+  const http = createServer((req, res) => {
+    if (cookie && !hasCookie(req)) {
+      log(`refused a ${req.method} without the cookie ${cookie}`);
+      res.writeHead(403, { "Set-Cookie": `${cookie}; Path=/; HttpOnly` });
+      res.end("missing the affinity cookie");
+      return;
+    }
+    handle(req, res);
+  });
+  if (cookie) {
+    wss.on("headers", (headers, req) => {
+      if (!hasCookie(req)) headers.push(`Set-Cookie: ${cookie}; Path=/; HttpOnly`);
+    });
+  }
   if (flag("--no-websocket")) {
     // A Streamable-HTTP-only server, as the RFD allows a proxy in between
     // to make it: the upgrade is refused.
+    const setCookie = cookie ? `Set-Cookie: ${cookie}; Path=/; HttpOnly\r\n` : "";
     http.on("upgrade", (_req, socket) => {
-      socket.end("HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      socket.end(`HTTP/1.1 426 Upgrade Required\r\n${setCookie}Content-Length: 0\r\nConnection: close\r\n\r\n`);
     });
   } else {
     http.on("upgrade", createNodeWebSocketUpgradeHandler(server, wss));
