@@ -10,6 +10,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/mcpbridge"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 // Run serves one client on in and out until the client closes in, ctx is
@@ -52,9 +53,17 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	client := newPeer("client", 0, newLink(clientCh, nil, r.chain.hb, r.chain.flow), log)
 	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
+	if cfg.Supervisor != "" {
+		sup, err := supervisor.StartChain(cfg.Supervisor)
+		if err != nil {
+			return refuse(ctx, cfg, in, out, err, "")
+		}
+		r.sup = sup
+		defer sup.Close() // after every component has been reaped: see run
+	}
 	for i, c := range comps {
 		c.Name = componentName(c)
-		p, err := startProcess(c, cfg.Supervisor)
+		p, err := startProcess(c, r.sup)
 		if err != nil {
 			for _, started := range r.comps {
 				started.proc().kill()
@@ -65,7 +74,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		pr.comp = c
 		r.comps = append(r.comps, pr)
 		r.chain.peers = append(r.chain.peers, pr)
-		log.Debug("started component", zap.String("component", c.Name), zap.Int("pid", p.cmd.Process.Pid))
+		log.Debug("started component", zap.String("component", c.Name), zap.Int("pid", p.pid))
 	}
 	if cfg.Mode == ProxyMode {
 		r.chain.peers = append(r.chain.peers, client) // the parent is also our successor
@@ -99,6 +108,7 @@ type runner struct {
 	out   io.Writer // the client's
 
 	bridge *mcpbridge.Bridge // nil in proxy mode
+	sup    *supervisor.Chain // starts every component; nil without Config.Supervisor
 
 	mu      sync.Mutex // guards what follows, and stopped against restarts
 	stopped bool       // the components are being stopped

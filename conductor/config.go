@@ -105,11 +105,12 @@ type Config struct {
 	// servers run as their shim ("acp-conductor mcp-shim"). Empty means the
 	// running executable.
 	ShimExecutable string
-	// Supervisor, if set, is an acp-conductor binary to run each component
-	// under ("acp-conductor component-supervisor -- CMD..."), so that even
-	// SIGKILL of the conductor leaves no grandchild behind (Linux). The CLI
-	// sets it to itself; a program embedding Run leaves it empty unless its
-	// binary calls supervisor.Run for that argument.
+	// Supervisor, if set, is an acp-conductor binary to start the chain's
+	// components ("acp-conductor component-supervisor --chain", one per
+	// chain), so that even SIGKILL of the conductor leaves no grandchild
+	// behind (Linux). The CLI sets it to itself; a program embedding Run
+	// leaves it empty unless its binary calls supervisor.RunChain for those
+	// arguments.
 	Supervisor string
 	// Trace, if set, records every message the chain relays (package
 	// trace). Run does not close it.

@@ -19,8 +19,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if len(os.Args) > 2 && os.Args[1] == supervisor.Command && os.Args[2] == "--" {
-		os.Exit(supervisor.Run(os.Args[3:]))
+	if len(os.Args) == 3 && os.Args[1] == supervisor.Command && os.Args[2] == supervisor.ChainFlag {
+		os.Exit(supervisor.RunChain())
 	}
 	if role := os.Getenv("ACP_TEST_ROLE"); role != "" {
 		runFake(role)

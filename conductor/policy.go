@@ -154,7 +154,7 @@ func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, answere
 			r.componentFailed(p, err)
 			return
 		case l != nil:
-			r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", l.proc.cmd.Process.Pid))
+			r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", l.proc.pid))
 			if answered != nil {
 				r.awaitReplay(p, l, answered)
 			}
@@ -182,7 +182,7 @@ func (r *runner) startPending(p *peer, pending *link) (*link, error) {
 	if p.link.Load() != pending {
 		return nil, nil
 	}
-	proc, err := startProcess(p.comp, r.cfg.Supervisor)
+	proc, err := startProcess(p.comp, r.sup)
 	if err != nil {
 		return nil, startError(p.comp, err)
 	}

@@ -5,12 +5,12 @@ package conductor
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +30,8 @@ import (
 // however its exit and our reaping interleave.
 type process struct {
 	name   string
-	cmd    *exec.Cmd
+	pid    int
+	reap   func() error // waits for its end: nil, or how it ended
 	stdin  *os.File
 	stdout *os.File
 	errOut *os.File
@@ -41,22 +42,14 @@ type process struct {
 	drained chan struct{} // closed when stderr has been read to its end
 }
 
-// startProcess starts c with piped stdio. The caller runs wait and
+// startProcess starts c with piped stdio: through sup, the chain's
+// supervisor, or without one, directly. The caller runs wait and
 // pumpStderr, and reads stdout.
-func startProcess(c Component, supervisorExe string) (p *process, err error) {
-	cmd := exec.Command(c.Command, c.Args...)
-	if supervisorExe != "" {
-		cmd = exec.Command(supervisorExe, append([]string{supervisor.Command, "--", c.Command}, c.Args...)...)
+func startProcess(c Component, sup *supervisor.Chain) (p *process, err error) {
+	env := os.Environ()
+	for k, v := range c.Env {
+		env = append(env, k+"="+v) // later entries win
 	}
-	cmd.Dir = c.Dir
-	if len(c.Env) > 0 {
-		env := os.Environ()
-		for k, v := range c.Env {
-			env = append(env, k+"="+v)
-		}
-		cmd.Env = env // later entries win
-	}
-	cmd.SysProcAttr = sysProcAttr(supervisorExe != "")
 
 	var theirs []*os.File
 	defer func() {
@@ -78,17 +71,68 @@ func startProcess(c Component, supervisorExe string) (p *process, err error) {
 		closeAll(inW, outR, errR)
 		return nil, err
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
-		closeAll(inW, outR, errR)
-		return nil, err
-	}
-	return &process{
-		name: c.Name, cmd: cmd, stdin: inW, stdout: outR, errOut: errR,
+	p = &process{
+		name: c.Name, stdin: inW, stdout: outR, errOut: errR,
 		exited:  make(chan struct{}),
 		stderr:  newTail(20),
 		drained: make(chan struct{}),
-	}, nil
+	}
+	if sup != nil {
+		err = p.spawn(c, sup, env, [3]*os.File{inR, outW, errW})
+	} else {
+		cmd := exec.Command(c.Command, c.Args...)
+		cmd.Dir, cmd.Env, cmd.SysProcAttr = c.Dir, env, sysProcAttr()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+		if err = cmd.Start(); err == nil {
+			p.pid, p.reap = cmd.Process.Pid, cmd.Wait
+		}
+	}
+	if err != nil {
+		closeAll(inW, outR, errR)
+		return nil, err
+	}
+	return p, nil
+}
+
+// spawn starts c through the chain's supervisor.
+func (p *process) spawn(c Component, sup *supervisor.Chain, env []string, stdio [3]*os.File) error {
+	path, err := exec.LookPath(c.Command) // as exec.Command would
+	if err != nil {
+		return err
+	}
+	pid, wait, err := sup.Spawn(path, append([]string{c.Command}, c.Args...), c.Dir, env, stdio)
+	if err != nil {
+		return err
+	}
+	p.pid = pid
+	p.reap = func() error {
+		ws, err := wait()
+		if err != nil {
+			return err
+		}
+		if ws.Exited() && ws.ExitStatus() == 0 {
+			return nil
+		}
+		return waitStatus(ws)
+	}
+	return nil
+}
+
+// A waitStatus is how a process ended, said as os.ProcessState says it.
+type waitStatus syscall.WaitStatus
+
+func (ws waitStatus) Error() string {
+	s := syscall.WaitStatus(ws)
+	switch {
+	case s.Signaled():
+		if s.CoreDump() {
+			return "signal: " + s.Signal().String() + " (core dumped)"
+		}
+		return "signal: " + s.Signal().String()
+	case s.Stopped():
+		return "stop signal: " + s.StopSignal().String()
+	}
+	return "exit status " + strconv.Itoa(s.ExitStatus())
 }
 
 func closeAll(files ...*os.File) {
@@ -102,9 +146,9 @@ func closeAll(files ...*os.File) {
 // wait reaps the process. Once the leader is gone, anything it left in its
 // group is killed, so that its pipes reach EOF.
 func (p *process) wait() {
-	p.waitErr = p.cmd.Wait()
+	p.waitErr = p.reap()
 	close(p.exited)
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 }
 
 // pumpStderr logs the component's stderr line by line and keeps the last
@@ -165,7 +209,7 @@ func (p *process) stop(grace time.Duration) {
 
 // signal sends sig to the process's group.
 func (p *process) signal(sig syscall.Signal) {
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	_ = syscall.Kill(-p.pid, sig)
 }
 
 // hasExited reports whether the process has been reaped.
@@ -215,8 +259,8 @@ func (l *link) endOutputs(ctx context.Context) {
 // kill ends a process whose wait is not running, for a chain that never
 // got going.
 func (p *process) kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	_ = p.cmd.Wait()
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = p.reap()
 	closeAll(p.stdin, p.stdout, p.errOut)
 }
 
@@ -232,11 +276,8 @@ func (p *process) describeExit() exitError {
 	select {
 	case <-p.exited:
 		status = "exited 0"
-		var ee *exec.ExitError
-		if errors.As(p.waitErr, &ee) {
-			status = ee.ProcessState.String()
-		} else if p.waitErr != nil {
-			status = p.waitErr.Error()
+		if p.waitErr != nil {
+			status = p.waitErr.Error() // an *exec.ExitError says it as waitStatus does
 		}
 	default:
 	}

@@ -5,6 +5,6 @@ package conductor
 import "syscall"
 
 // sysProcAttr puts a component in its own process group.
-func sysProcAttr(bool) *syscall.SysProcAttr {
+func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

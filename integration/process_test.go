@@ -109,10 +109,11 @@ func TestShutdownOnStdinClose(t *testing.T) {
 
 // TestConductorSignalled sends SIGTERM or SIGKILL to the conductor while a
 // prompt is in flight. After either, the whole tree must go: after SIGTERM
-// the conductor stops it; after SIGKILL, which the conductor never sees, each
-// component's supervisor ("acp-conductor component-supervisor") gets the
-// kernel's parent-death signal and kills its process group, grandchildren
-// included, even those of an agent that ignores the end of its input.
+// the conductor stops it; after SIGKILL, which the conductor never sees, the
+// chain's supervisor ("acp-conductor component-supervisor --chain"), which
+// started every component, gets the kernel's parent-death signal and kills
+// every process below it, grandchildren included, even those of an agent
+// that ignores the end of its input.
 func TestConductorSignalled(t *testing.T) {
 	requireConductor(t)
 	cases := []struct {
@@ -140,10 +141,10 @@ func TestConductorSignalled(t *testing.T) {
 			rc := startClient(t, ctx, cfg, agentModeArgs(chain...))
 			ev := rc.event(t, ctx)
 			running := markedProcs(marker)
-			// Each component runs under a supervisor: the conductor's direct
-			// children are the supervisors of go1, the inner conductor and
-			// the agent; deeper are those components, the inner conductor's
-			// supervisors and proxies (py2, go3), and the agent's sleep.
+			// The chain's supervisor starts every component: it is the
+			// conductor's one direct child; deeper are go1, the inner
+			// conductor, the agent, the inner conductor's supervisor and
+			// proxies (py2, go3), and the agent's sleep.
 			var direct, deeper, components []proc
 			for _, p := range running {
 				switch {
@@ -158,8 +159,8 @@ func TestConductorSignalled(t *testing.T) {
 				}
 			}
 			t.Logf("active: conductor %d\ndirect children:\n%sdeeper:\n%s", ev.PID, procList(direct), procList(deeper))
-			if len(direct) != 3 || len(components) != 6 {
-				t.Errorf("want 3 direct children (the supervisors of go1, the inner conductor and the agent) and 6 processes besides supervisors (go1, inner conductor, py2, go3, agent, sleep)")
+			if len(direct) != 1 || len(components) != 6 {
+				t.Errorf("want 1 direct child (the chain's supervisor) and 6 processes besides supervisors (go1, inner conductor, py2, go3, agent, sleep)")
 			}
 
 			if err := syscall.Kill(ev.PID, c.sig); err != nil {

@@ -1,9 +1,10 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -13,74 +14,143 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killAfter is how long the component gets after the conductor's SIGTERM
-// before the supervisor kills it and everything it started. It is shorter
-// than the conductor's own wait before SIGKILL (which the supervisor cannot
-// survive to clean up after), so that the supervisor gets there first.
-const killAfter = 200 * time.Millisecond
-
-// Run runs args as a component and returns the exit status to leave with.
+// RunChain serves the conductor on the control socket (descriptor 3) until
+// the conductor closes it or dies, then kills every process left below the
+// supervisor, and returns the exit status to leave with.
 //
-// The component inherits the supervisor's stdio and process group, so
-// nothing is copied and the conductor's own shutdown (which signals the
-// group) reaches it directly. The supervisor then lets go of its own stdin
-// and stdout, so that the conductor sees the component's output end when
+// Each component is started in a process group of its own, with the
+// descriptors that came with its request as its stdio, and its end is
+// reported with its wait status. The supervisor holds no copy of any
+// component's pipes, so the conductor sees a component's output end when
 // the component closes it, even while it keeps running.
-//
-// The supervisor is a child subreaper: whatever the component starts and
-// leaves behind, even in a session of its own (setsid), becomes its child
-// rather than init's. When the component ends, when the conductor's SIGTERM
-// is not enough, or when the conductor is gone (the kernel sends the
-// supervisor SIGTERM, its parent-death signal), the supervisor kills every
-// descendant before it exits.
-func Run(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "component-supervisor: no command")
-		return 2
-	}
+func RunChain() int {
 	parent := os.Getppid()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	children := make(chan os.Signal, 1)
+	signal.Notify(children, syscall.SIGCHLD)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "component-supervisor: cannot become a subreaper: %v\n", err)
 	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "component-supervisor: %v\n", err)
-		return 127
+	f := os.NewFile(3, "control")
+	ctl, err := net.FileConn(f)
+	f.Close() // FileConn made its own copy; no component inherits this one
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "component-supervisor: no control socket: %v\n", err)
+		return 2
+	}
+	conn, ok := ctl.(*net.UnixConn)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "component-supervisor: the control socket is not a Unix socket")
+		return 2
 	}
 	releaseStdio()
-	done := make(chan struct{})
-	go func() { // owned: Run waits for done below
-		defer close(done)
-		_ = cmd.Wait()
+
+	type request struct {
+		spawn
+		files []int
+		err   error
+	}
+	requests := make(chan request)
+	go func() { // ends with the process: RunChain returns only to exit
+		defer close(requests)
+		buf := make([]byte, 1<<20)
+		oob := make([]byte, unix.CmsgSpace(3*4))
+		for {
+			n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+			if err != nil || n == 0 {
+				return // the conductor is done, or gone
+			}
+			var r request
+			r.files, r.err = rights(oob[:oobn])
+			if r.err == nil {
+				r.err = json.Unmarshal(buf[:n], &r.spawn)
+			}
+			requests <- r
+		}
 	}()
-	var deadline <-chan time.Time
+	send := func(e event) {
+		msg, _ := json.Marshal(e)
+		_, _ = conn.Write(msg) // a conductor that is gone hears nothing
+	}
+
+	components := make(map[int]bool)
 	for {
 		select {
-		case <-done:
-			killDescendants(true)
-			return exitStatus(cmd.ProcessState)
+		case r, ok := <-requests:
+			if !ok {
+				killDescendants()
+				return 0
+			}
+			if r.err == nil && len(r.files) != 3 {
+				r.err = fmt.Errorf("%d descriptors with the request, want 3", len(r.files))
+			}
+			if r.err != nil {
+				send(event{Error: "component-supervisor: " + r.err.Error()})
+			} else if pid, err := syscall.ForkExec(r.Path, r.Args, &syscall.ProcAttr{
+				Dir:   r.Dir,
+				Env:   r.Env,
+				Files: []uintptr{uintptr(r.files[0]), uintptr(r.files[1]), uintptr(r.files[2])},
+				Sys:   &syscall.SysProcAttr{Setpgid: true},
+			}); err != nil {
+				send(event{Error: err.Error()})
+			} else {
+				components[pid] = true
+				send(event{PID: pid})
+			}
+			for _, fd := range r.files {
+				_ = syscall.Close(fd) // the component holds its own copies
+			}
+		case <-children:
+			// Reap every child that has ended: a component, whose end the
+			// conductor hears of, or an orphan that was adopted.
+			for {
+				var ws syscall.WaitStatus
+				pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+				if pid <= 0 || err != nil {
+					break
+				}
+				if components[pid] {
+					delete(components, pid)
+					send(event{Exited: pid, Status: uint32(ws)})
+				}
+			}
 		case <-sigs:
 			if os.Getppid() != parent {
 				// The conductor is gone: take everything it started with it.
-				killDescendants(false)
-				_ = syscall.Kill(0, syscall.SIGKILL)
+				killDescendants()
+				return 1
 			}
-			// Otherwise the conductor is stopping the group itself, and the
-			// component got the same signal: give it a moment.
-			if deadline == nil {
-				deadline = time.After(killAfter)
-			}
-		case <-deadline:
-			killDescendants(false) // then done, which reaps
+			// Otherwise the conductor stops the components itself.
 		}
 	}
 }
 
-// releaseStdio points the supervisor's stdin and stdout at /dev/null, so
-// that the component holds the only copies of the conductor's pipes.
+// rights returns the descriptors that came with a message.
+func rights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		f, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return nil, err
+		}
+		for _, fd := range f {
+			// Only the copies dup'ed to 0, 1 and 2 may reach the
+			// component: one more of its stdout would keep it open after
+			// the component closed it.
+			syscall.CloseOnExec(fd)
+		}
+		fds = append(fds, f...)
+	}
+	return fds, nil
+}
+
+// releaseStdio points the supervisor's stdin and stdout at /dev/null: it
+// holds no copy of the conductor's own stdio.
 func releaseStdio() {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
@@ -93,10 +163,9 @@ func releaseStdio() {
 }
 
 // killDescendants kills every process descended from this one until none
-// is left or a bound passes: a process may start another while its
-// siblings die. With reap, it also reaps the orphans it inherited; only
-// once the component itself has been waited for, whose status is wanted.
-func killDescendants(reap bool) {
+// is left or a bound passes (a process may start another while its
+// siblings die), and reaps them.
+func killDescendants() {
 	self := os.Getpid()
 	for range 20 {
 		pids := descendants(self)
@@ -108,7 +177,7 @@ func killDescendants(reap bool) {
 		}
 		time.Sleep(time.Millisecond) // for the kills to land before looking again
 	}
-	for reap {
+	for {
 		if pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); pid <= 0 || err != nil {
 			return
 		}
@@ -154,14 +223,4 @@ func descendants(pid int) []int {
 		queue = append(queue, children[p]...)
 	}
 	return out
-}
-
-// exitStatus mirrors the component's end: its exit code, or its signal
-// re-raised so that the conductor's report shows it.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		signal.Reset(ws.Signal())
-		_ = syscall.Kill(os.Getpid(), ws.Signal())
-	}
-	return ps.ExitCode()
 }

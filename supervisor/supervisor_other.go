@@ -7,8 +7,9 @@ import (
 	"os"
 )
 
-// Run is Linux-only: it relies on the parent-death signal.
-func Run(args []string) int {
+// RunChain is Linux-only: it relies on the parent-death signal and on
+// child subreapers.
+func RunChain() int {
 	fmt.Fprintln(os.Stderr, "component-supervisor: only supported on Linux")
 	return 2
 }

@@ -33,10 +33,10 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" && trick.On(trick.OneProc) {
 		runtime.GOMAXPROCS(1)
 	}
-	// A supervisor is started once per component, at every chain start:
-	// skip building the command tree for it.
-	if len(os.Args) > 2 && os.Args[1] == supervisor.Command && os.Args[2] == "--" {
-		os.Exit(supervisor.Run(os.Args[3:]))
+	// A supervisor is started at every chain start: skip building the
+	// command tree for it.
+	if len(os.Args) == 3 && os.Args[1] == supervisor.Command && os.Args[2] == supervisor.ChainFlag {
+		os.Exit(supervisor.RunChain())
 	}
 	os.Exit(run(os.Args[1:]))
 }
