@@ -74,7 +74,8 @@ func IsBatch(line []byte) bool {
 }
 
 // EachElement calls fn with the raw bytes of each element of the JSON array
-// in data, which must be valid JSON.
+// in data, which must be valid JSON. Given invalid JSON anyway, it stops at
+// the first element that is not a value.
 func EachElement(data []byte, fn func(val []byte)) {
 	s := scanner{data: data}
 	s.skipSpace()
@@ -88,6 +89,10 @@ func EachElement(data []byte, fn func(val []byte)) {
 		}
 		s.consume(',')
 		s.skipSpace()
-		fn(s.value())
+		val := s.value()
+		if len(val) == 0 {
+			return // no value moved the walk on: invalid JSON
+		}
+		fn(val)
 	}
 }

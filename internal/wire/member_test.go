@@ -36,6 +36,27 @@ func TestEachField(t *testing.T) {
 	}
 }
 
+func TestEachElement(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{`[]`, nil},
+		{` [ 1 , {"a":[2]} , "]" ] `, []string{`1`, `{"a":[2]}`, `"]"`}},
+		{`{}`, nil},
+		// Invalid JSON, which callers must not pass, still ends the walk.
+		{`[}`, nil},
+		{`[:]`, nil},
+		{`[1:2]`, []string{`1`}},
+	} {
+		var got []string
+		EachElement([]byte(tt.in), func(val []byte) { got = append(got, string(val)) })
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("EachElement(%s) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestMember(t *testing.T) {
 	for _, tt := range []struct {
 		obj, name, want string
@@ -71,6 +92,7 @@ func FuzzMember(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n := 0
 		EachField(data, func(key, val []byte) { n++ })
+		EachElement(data, func([]byte) {}) // must end
 		var m map[string]json.RawMessage
 		if json.Unmarshal(data, &m) != nil || m == nil {
 			return
