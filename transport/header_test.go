@@ -172,3 +172,37 @@ func readAll(resp *http.Response) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestGuardNonLoopback: off loopback (serve over TLS on a public address)
+// any Host is accepted, but an Origin must name that host or an allowed
+// one, so that a page elsewhere cannot drive the chain with a stolen token.
+func TestGuardNonLoopback(t *testing.T) {
+	s, u := newTestServer(t, &Guard{Token: "s3cret", AllowedHosts: []string{"tunnel.example"}})
+	for _, tc := range []struct {
+		name, host, origin string
+		want               int
+	}{
+		{"no Origin", "devbox.example.com", "", 200},
+		{"same-host Origin", "devbox.example.com:8443", "https://devbox.example.com", 200},
+		{"allowed Origin", "devbox.example.com", "https://tunnel.example:3000", 200},
+		{"foreign Origin", "devbox.example.com", "https://evil.example", 403},
+		{"null Origin", "devbox.example.com", "null", 403},
+	} {
+		req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer s3cret")
+		req.Host = tc.host
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %s, want %d", tc.name, resp.Status, tc.want)
+		}
+	}
+	s.Close()
+}
