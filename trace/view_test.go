@@ -210,3 +210,24 @@ func FuzzView(f *testing.F) {
 		}
 	})
 }
+
+// TestViewConnections: a trace serve wrote for two connections gets a
+// connection filter, and the filter in the URL leaves exactly that
+// connection's arrows; a trace of one chain has no such filter.
+func TestViewConnections(t *testing.T) {
+	var events [][]byte
+	for i, conn := range []string{"A", "B", "A", "A", "B"} {
+		events = append(events, []byte(fmt.Sprintf(`{"type":"notification","ts":%d,"connection":%q,"protocol":"acp","from":"agent","to":"client","method":"session/update","session":"s-%s","bytes":2}`, i, conn, conn)))
+	}
+	dom := render(t, events, "#connection=A", 1000)
+	d := parseDOM(t, dom)
+	if d.arrows != 3 || d.shown != 3 || d.total != 5 {
+		t.Errorf("connection filter: %d arrows, status %d of %d; want 3 of 5", d.arrows, d.shown, d.total)
+	}
+	if !regexp.MustCompile(`<label id="connection-filter">`).MatchString(dom) {
+		t.Errorf("the connection filter is hidden:\n%.2000s", dom)
+	}
+	if dom := render(t, goldenEvents(t), "", 1000); !strings.Contains(dom, `<label id="connection-filter" hidden="">`) {
+		t.Errorf("a trace of one chain shows a connection filter")
+	}
+}

@@ -36,9 +36,10 @@ func newTraceViewCmd() *cobra.Command {
 		Long: `Render the trace in FILE as a sequence diagram: one lifeline per component
 (client, each proxy, the agent), one arrow per message, requests solid,
 responses dashed, notifications dotted, MCP-over-ACP traffic in purple.
-Filter by session or method at the top; click an arrow to see the whole
-message. The filters and the selected message are kept in the URL's
-fragment (#session=S&method=M&select=N), so a view can be shared.
+Filter by session or method at the top (and by connection, in a trace that
+"serve" wrote for many); click an arrow to see the whole message. The
+filters and the selected message are kept in the URL's fragment
+(#connection=C&session=S&method=M&select=N), so a view can be shared.
 
 The page is one file with everything inside it: it loads nothing from the
 network and can be attached to a bug report. Without -o it is written next

@@ -8,14 +8,15 @@
   const $ = (id) => document.getElementById(id);
   const scroller = $("scroller"), canvas = $("canvas"), rows = $("rows"), heads = $("heads");
   const lifelines = $("lifelines"), status = $("status"), sessionSel = $("session"), methodIn = $("method");
+  const connSel = $("connection");
 
   const events = [];       // every event, in order
   const lanes = [];        // component names, in the order they are drawn
   const laneOf = new Map();
-  const sessions = new Set(), methods = new Set();
+  const sessions = new Set(), methods = new Set(), connections = new Set();
   let shown = [];          // indices into events that pass the filters
   let selected = -1;
-  let filter = { session: "", method: "" };
+  let filter = { connection: "", session: "", method: "" };
 
   function lane(name) {
     if (!laneOf.has(name)) {
@@ -33,6 +34,7 @@
     const i = events.length;
     events.push(ev);
     lane(String(ev.from)); lane(String(ev.to));
+    if (ev.connection) addConnection(String(ev.connection));
     if (ev.session && !sessions.has(ev.session)) {
       sessions.add(ev.session);
       const o = document.createElement("option");
@@ -49,7 +51,19 @@
     return false;
   }
 
+  // A trace that serve wrote holds the chains of many connections, each
+  // event marked with its own; the connection filter appears once one is seen.
+  function addConnection(c) {
+    if (connections.has(c)) return;
+    connections.add(c);
+    const o = document.createElement("option");
+    o.value = o.textContent = c;
+    connSel.appendChild(o);
+    $("connection-filter").hidden = false;
+  }
+
   function matches(ev) {
+    if (filter.connection && ev.connection !== filter.connection) return false;
     if (filter.session && ev.session !== filter.session) return false;
     if (filter.method && !String(ev.method || "").includes(filter.method)) return false;
     return true;
@@ -154,14 +168,15 @@
   }
 
   // The filters and the selection live in the URL's fragment, so that a
-  // view can be bookmarked or shared: #session=S&method=M&select=N.
+  // view can be bookmarked or shared: #connection=C&session=S&method=M&select=N.
   function readHash() {
     const p = new URLSearchParams(location.hash.replace(/^#/, ""));
-    filter = { session: p.get("session") || "", method: p.get("method") || "" };
+    filter = { connection: p.get("connection") || "", session: p.get("session") || "", method: p.get("method") || "" };
     return p.has("select") ? Number(p.get("select")) : -1;
   }
   function writeHash() {
     const p = new URLSearchParams();
+    if (filter.connection) p.set("connection", filter.connection);
     if (filter.session) p.set("session", filter.session);
     if (filter.method) p.set("method", filter.method);
     if (selected >= 0) p.set("select", selected);
@@ -184,6 +199,7 @@
   });
   $("detail-close").addEventListener("click", () => select(-1));
   sessionSel.addEventListener("change", () => { filter.session = sessionSel.value; refilter(); });
+  connSel.addEventListener("change", () => { filter.connection = connSel.value; refilter(); });
   methodIn.addEventListener("input", () => { filter.method = methodIn.value.trim(); refilter(); });
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") select(-1);
@@ -199,6 +215,8 @@
     sessionSel.appendChild(o);
   }
   sessionSel.value = filter.session;
+  if (filter.connection) addConnection(filter.connection);
+  connSel.value = filter.connection;
   methodIn.value = filter.method;
   layout();
   if (sel >= 0 && sel < events.length) {
