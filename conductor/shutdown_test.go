@@ -190,24 +190,30 @@ func TestAbortSkipsDrain(t *testing.T) {
 
 // TestFailureBeforeFirstRequest has the agent die before the editor sends
 // anything: the editor's first request is answered with the failure,
-// naming the agent and how it ended.
+// naming the agent and how it ended, whether the agent was started directly
+// or by the chain's supervisor, which reports its wait status.
 func TestFailureBeforeFirstRequest(t *testing.T) {
-	dir := t.TempDir()
-	log, logs := watchLogs(t)
-	e := startChain(t, Config{
-		Agent:       fake(t, dir, "doomed", "crash"),
-		GracePeriod: 10 * time.Second,
-		Logger:      log,
-	})
-	logs.wait(t, "component failed")
-	e.send(initLine)
-	m := e.recvMsg()
-	if m.Error == nil || !strings.Contains(string(m.Error), "doomed") || !strings.Contains(string(m.Error), "exit status 7") ||
-		!strings.Contains(string(m.Error), "crashing on purpose") {
-		t.Errorf("initialize answered %s %s, want the agent's failure", m.Result, m.Error)
-	}
-	if err, _ := e.stopped(); err == nil || !strings.Contains(err.Error(), "doomed") {
-		t.Errorf("Run = %v", err)
+	for name, sup := range map[string]string{"direct": "", "supervised": supervised(t)} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			log, logs := watchLogs(t)
+			e := startChain(t, Config{
+				Agent:       fake(t, dir, "doomed", "crash"),
+				GracePeriod: 10 * time.Second,
+				Logger:      log,
+				Supervisor:  sup,
+			})
+			logs.wait(t, "component failed")
+			e.send(initLine)
+			m := e.recvMsg()
+			if m.Error == nil || !strings.Contains(string(m.Error), "doomed") || !strings.Contains(string(m.Error), "exit status 7") ||
+				!strings.Contains(string(m.Error), "crashing on purpose") {
+				t.Errorf("initialize answered %s %s, want the agent's failure", m.Result, m.Error)
+			}
+			if err, _ := e.stopped(); err == nil || !strings.Contains(err.Error(), "doomed") {
+				t.Errorf("Run = %v", err)
+			}
+		})
 	}
 }
 
