@@ -58,8 +58,10 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return refuse(ctx, cfg, in, out, err, "")
 		}
-		r.sup = sup
-		defer sup.Close() // after every component has been reaped: see run
+		if sup != nil { // nil where there is none (not Linux)
+			r.sup = sup
+			defer sup.Close() // after every component has been reaped: see run
+		}
 	}
 	for i, c := range comps {
 		c.Name = componentName(c)
