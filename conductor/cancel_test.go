@@ -11,7 +11,8 @@ import (
 )
 
 // TestCancelRequest cancels a request in each direction and checks, at
-// every hop, that exactly one cancel arrived naming the id that hop saw.
+// every hop, that exactly one cancel arrived, plain, naming the id that hop
+// saw.
 func TestCancelRequest(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
 		t.Run(fmt.Sprintf("%d proxies", n), func(t *testing.T) {
@@ -71,6 +72,11 @@ func checkCancels(t *testing.T, path string, proxy bool) {
 		method, params := m.Method, m.Params
 		if wire.IsSuccessor(method) {
 			method, params, _ = wire.Unwrap(params)
+			if method == wire.MethodCancelRequest {
+				// The schema cancels a proxy/successor request by its own id,
+				// plain; never a cancel inside an envelope.
+				t.Errorf("%s: a cancel in an envelope: %s", filepath.Base(path), line)
+			}
 		}
 		switch method {
 		case "session/prompt":

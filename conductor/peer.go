@@ -82,7 +82,6 @@ type call struct {
 	fromID json.RawMessage // the id they used
 	to     *peer           // who was asked
 	id     int64           // the id they were asked under
-	wrap   bool            // whether it went inside a successor envelope
 	batch  *batch          // the batch it arrived in, if any
 	method string          // the method as sent
 	params json.RawMessage // kept only where the request may be sent again

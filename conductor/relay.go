@@ -135,7 +135,7 @@ func (c *chain) dialectAt(pos int) *wire.Dialect { return c.peers[pos].getDialec
 // own. The call is tracked on both sides before the request leaves, so its
 // response and a cancel for it always find it.
 func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage) {
-	cl.to, cl.id, cl.wrap = to, to.nextID.Add(1), d.wrap
+	cl.to, cl.id = to, to.nextID.Add(1)
 	// The id aliases the line it came in; kept as it is, it would keep all
 	// of that line (a 16 MiB prompt, say) live until the answer comes.
 	cl.fromID = append(json.RawMessage(nil), cl.fromID...)
@@ -153,9 +153,12 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 }
 
 // cancel translates a $/cancel_request for a request the sender made
-// through the conductor into one for the id the next hop saw, sent the way
-// the request went. A cancel for an unknown or finished request is ignored,
-// as the request-cancellation RFD allows.
+// through the conductor into one for the id the next hop saw. It goes
+// plain even when the request went in an envelope: the ACP schema cancels
+// a proxy/successor request by its own id on that connection, and never
+// carries a cancel to another hop inside one. (The sender's may come
+// either way; route unwraps it.) A cancel for an unknown or finished
+// request is ignored, as the request-cancellation RFD allows.
 func (c *chain) cancel(from *peer, params json.RawMessage) {
 	id := requestID(params)
 	cl := from.inFlight(id)
@@ -164,7 +167,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 		return
 	}
 	inner := append(append([]byte(`{"requestId":`), wire.IntID(cl.id)...), '}')
-	c.relay(from, cl.to, nil, delivery{wrap: cl.wrap, method: wire.MethodCancelRequest}, inner)
+	c.relay(from, cl.to, nil, delivery{method: wire.MethodCancelRequest}, inner)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.

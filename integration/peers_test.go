@@ -152,9 +152,10 @@ func TestPassthroughProxies(t *testing.T) {
 }
 
 // TestSDKProxyCancel drives the SDK-built proxy (mcp_proxy.mjs) as the
-// conductor would: a request that came from its successor, wrapped, and is
-// cancelled with a wrapped $/cancel_request naming the envelope's id is
-// cancelled toward its predecessor under the id the proxy sent it with;
+// conductor does: a request that came from its successor, wrapped, and is
+// cancelled with a plain $/cancel_request naming the envelope's id, as the
+// ACP schema says, is cancelled toward its predecessor under the id the
+// proxy sent it with;
 // one from its predecessor, cancelled plainly, is cancelled toward its
 // successor under the id of its proxy/successor request. Each waits for
 // the answer of the hop it cancelled, and relays it.
@@ -190,7 +191,7 @@ func TestSDKProxyCancel(t *testing.T) {
 	if perm.Method != "session/request_permission" || perm.ID == nil {
 		t.Fatalf("the successor's request became %s", perm.raw)
 	}
-	p.send(t, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":"c-7"}}}`)
+	p.send(t, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"c-7"}}`)
 	cancelled(string(perm.ID), `"c-7"`)
 
 	p.send(t, `{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)

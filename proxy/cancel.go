@@ -9,10 +9,13 @@ import (
 
 // Request ids belong to one connection, so a $/cancel_request between the
 // proxy and its conductor names a request by the id it had on that
-// connection, and travels the way that request did: plain for a request
-// to or from the predecessor, wrapped for one to or from the successor. The
-// conductor translates it to the ids of the next hop, as the proxy does for
-// requests it relays.
+// connection, and is always sent plain, never in an envelope, even for a
+// proxy/successor request: the ACP schema says so ("to cancel it, the sender
+// sends $/cancel_request with the ID of this proxy/successor request on the
+// same connection; cancellation is never forwarded to another hop"), and the
+// TypeScript SDK's proxies do it. A wrapped one, as conductors and proxies
+// of this project sent before, is still accepted. The conductor translates
+// it to the ids of the next hop, as the proxy does for requests it relays.
 
 // cancelServed handles $/cancel_request from the conductor for a request the
 // proxy received. A handler sees its context cancelled; a relayed request is
@@ -35,7 +38,7 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 	case s.cancel != nil:
 		s.cancel(errCancelRequested)
 	default:
-		c.cancelRequest(s.relayedTo, s.relayedAs)
+		c.cancelRequest(s.relayedAs)
 	}
 }
 
@@ -45,8 +48,9 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 var errCancelRequested = errors.New("proxy: the caller cancelled the request")
 
 // cancelRequest tells the conductor that the proxy no longer needs the answer
-// to its request id, sent to one side.
-func (c *Conn) cancelRequest(to Side, id json.RawMessage) {
+// to its request id, whichever side it went to: plain, as for any request
+// on this connection.
+func (c *Conn) cancelRequest(id json.RawMessage) {
 	params := append(append([]byte(`{"requestId":`), id...), '}')
-	c.out.put(nil, c.encode(to, nil, wire.MethodCancelRequest, params))
+	c.out.put(nil, c.encode(Predecessor, nil, wire.MethodCancelRequest, params))
 }

@@ -56,10 +56,9 @@ type call struct {
 
 // A served request is one the proxy received and has not yet answered.
 type served struct {
-	// A handled request has its handler's cancel; a relayed one, the side
-	// it went on to and the id it went under there.
+	// A handled request has its handler's cancel; a relayed one, the id it
+	// went on under.
 	cancel    context.CancelCauseFunc
-	relayedTo Side
 	relayedAs json.RawMessage
 }
 
@@ -144,13 +143,13 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 			// the cancel on and wait, since the callee must still answer
 			// (perhaps with partial results, or stopReason "cancelled"),
 			// and that answer is the caller's.
-			c.cancelRequest(to, id)
+			c.cancelRequest(id)
 			m = <-cl.answer
 			break
 		}
 		if c.forget(id) {
 			c.out.resume(h, false)
-			c.cancelRequest(to, id)
+			c.cancelRequest(id)
 			return nil, ctx.Err()
 		}
 		m = <-cl.answer // the answer is already on its way
@@ -181,7 +180,7 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.R
 		return
 	}
 	c.mu.Lock()
-	c.served[string(id)] = &served{relayedTo: to, relayedAs: ours}
+	c.served[string(id)] = &served{relayedAs: ours}
 	c.mu.Unlock()
 	c.out.put(nil, c.encode(to, ours, method, params))
 }

@@ -70,9 +70,10 @@
 // # Cancellation
 //
 // Request ids belong to one connection, so the proxy and its conductor
-// exchange $/cancel_request about the ids on theirs, sent the way the
-// request went: plain for a request to or from the predecessor, wrapped for
-// one to or from the successor. Cancelling a request a handler is serving
+// exchange $/cancel_request about the ids on theirs, always plain, as the
+// ACP schema says: a proxy/successor request is cancelled by its own id,
+// and cancellation is never carried to another hop in an envelope (a
+// wrapped one is still accepted). Cancelling a request a handler is serving
 // cancels the handler's context, and a Forward or Call made under it passes
 // the cancel on and still returns the answer, which is the caller's (a
 // cancelled prompt ends with stopReason "cancelled", not an error);

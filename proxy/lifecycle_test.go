@@ -98,7 +98,8 @@ func TestShutdownOnWriteError(t *testing.T) {
 }
 
 // $/cancel_request names a request by its id on the proxy's connection and
-// travels the way the request did. For a relayed request the proxy cancels
+// is sent plain, even for a proxy/successor request; a wrapped one is
+// accepted. For a relayed request the proxy cancels
 // the request it sent in turn, and still passes the answer back; for a
 // handled one it cancels the handler, whose own pending call is cancelled in
 // turn.
@@ -112,26 +113,34 @@ func testCancelRequest(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":"r1","method":"session/prompt","params":{}}`)
 	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
 	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r1"}}`)
-	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":1}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
 	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
 	c.expect(`{"jsonrpc":"2.0","id":"r1","result":{"stopReason":"cancelled"}}`)
 
-	// From the successor's side, wrapped.
+	// From the successor's side: a plain cancel names the envelope's id.
 	c.send(`{"jsonrpc":"2.0","id":"w1","method":"proxy/successor","params":{"method":"session/request_permission","params":{}}}`)
 	c.expect(`{"jsonrpc":"2.0","id":2,"method":"session/request_permission","params":{}}`)
-	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":"w1"}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"w1"}}`)
 	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`)
 	c.send(`{"jsonrpc":"2.0","id":2,"error":{"code":-32800,"message":"Request cancelled"}}`)
 	c.expect(`{"jsonrpc":"2.0","id":"w1","error":{"code":-32800,"message":"Request cancelled"}}`)
 
+	// The wrapped spelling of earlier conductors is accepted.
+	c.send(`{"jsonrpc":"2.0","id":"w2","method":"proxy/successor","params":{"method":"session/request_permission","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{}}`)
+	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":"w2"}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":3}}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"error":{"code":-32800,"message":"Request cancelled"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"w2","error":{"code":-32800,"message":"Request cancelled"}}`)
+
 	c.send(`{"jsonrpc":"2.0","id":"h1","method":"session/load","params":{}}`)
-	c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":4,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`)
 	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"h1"}}`)
-	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":3}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":4}}`)
 	// A handler's Forward passes the cancel on and still returns the
 	// successor's answer, which is the caller's: ACP answers a cancelled
 	// prompt with stopReason "cancelled", not an error.
-	c.send(`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}`)
+	c.send(`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"cancelled"}}`)
 	c.expect(`{"jsonrpc":"2.0","id":"h1","result":{"stopReason":"cancelled"}}`)
 
 	// Cancelling what is already answered, or unknown, does nothing.

@@ -339,7 +339,7 @@ func testMCPCancel(t *testing.T) {
 
 	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call"}}}`)
 	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
-	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":"m"}}}`)
+	h.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"m"}}`)
 	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32800,"message":"Request cancelled"}}`)
 	sv.expect(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"cancelled by the client"}}`)
 	sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"late":true}}`)
@@ -360,7 +360,7 @@ func TestMCPServerCloses(t *testing.T) {
 
 	sv.ret <- errors.New("tired")
 	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32000,"message":"MCP connection closed"}}`)
-	h.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":2}}}`)
+	h.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`)
 	if _, err := sv.conn.Read(context.Background()); !errors.Is(err, proxy.ErrClosed) {
 		t.Errorf("Read after Serve returned: %v, want ErrClosed", err)
 	}

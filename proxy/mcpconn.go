@@ -188,7 +188,7 @@ func (c *MCPConn) end(why error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(asked)) {
 		if hc.forget(json.RawMessage(id)) {
-			hc.cancelRequest(Successor, json.RawMessage(id))
+			hc.cancelRequest(json.RawMessage(id))
 		}
 	}
 }

@@ -10,9 +10,9 @@
 //
 // A request from the successor is cancelled either way a conductor may
 // send it: a plain $/cancel_request naming the proxy/successor request (the
-// SDK's schema; the SDK aborts the handler's signal itself), or one wrapped
-// in proxy/successor (as acp-conductor sends it for a request that came
-// wrapped), which aborts the same request here. Either way an MCP request
+// SDK's schema, and what acp-conductor sends; the SDK aborts the handler's
+// signal itself), or one wrapped in proxy/successor (as acp-conductor sent
+// it before), which aborts the same request here. Either way an MCP request
 // ends in its McpOverAcpProvider, and one passed on to the predecessor is
 // cancelled there by the SDK, under the id it was sent with. When its
 // "wait" tool sees the cancellation it tells the editor, with the

@@ -15,8 +15,8 @@ forwards everything unchanged:
   (a request under our own id), and the answer is returned to the envelope's
   id.
 
-A ``$/cancel_request`` for a request the proxy relayed has its ``requestId``
-changed to the id the proxy relayed it under. Raw values (ids, params,
+A ``$/cancel_request`` for a request the proxy relayed becomes a plain one
+for the id the proxy relayed it under. Raw values (ids, params,
 results, errors) are otherwise copied as the exact text that arrived, never
 re-encoded. The proxy never waits: one reader loop dispatches
 each line at once and keeps only tables of outstanding ids, so requests in both
@@ -109,17 +109,26 @@ class Proxy:
         self.side_of[our] = (side, answer_to)
         self.send(envelope(id=our, method=json.dumps(method), params=params))
 
-    def cancel_params(self, side, params):
-        """Returns $/cancel_request params from side naming our id for the request."""
+    def cancel(self, params):
+        """Handles a $/cancel_request from the conductor, plain or wrapped.
+
+        It names a request the proxy received on this connection, from either
+        side; the proxy cancels in turn the request it relayed it as, with a
+        plain $/cancel_request under its own id, as the ACP schema says for
+        every hop. A cancel for anything else is dropped: never forwarded.
+        """
         try:
             fields = members(params or "{}")
         except (ValueError, IndexError):
-            return params
-        our = self.relayed.get((side, fields.get("requestId")))
-        if our is None:
-            return params
-        fields["requestId"] = our
-        return "{" + ",".join(json.dumps(k) + ":" + v for k, v in fields.items()) + "}"
+            log("malformed $/cancel_request dropped:", params)
+            return
+        for side in ("predecessor", "successor"):
+            our = self.relayed.get((side, fields.get("requestId")))
+            if our is not None:
+                fields["requestId"] = our
+                body = "{" + ",".join(json.dumps(k) + ":" + v for k, v in fields.items()) + "}"
+                self.send(envelope(method='"$/cancel_request"', params=body))
+                return
 
     def error(self, raw_id, code, message):
         err = json.dumps({"code": code, "message": message})
@@ -165,7 +174,8 @@ class Proxy:
             inner_params = inner.get("params")
             if raw_id is None:
                 if inner_method == "$/cancel_request":
-                    inner_params = self.cancel_params("successor", inner_params)
+                    self.cancel(inner_params)
+                    return
                 self.send(envelope(method=json.dumps(inner_method), params=inner_params))
             else:
                 self.request("successor", inner_method, inner_params, raw_id)
@@ -175,7 +185,8 @@ class Proxy:
         if method == "proxy/initialize":
             method = "initialize"
         if method == "$/cancel_request" and raw_id is None:
-            params = self.cancel_params("predecessor", params)
+            self.cancel(params)
+            return
         wrapped = self.wrap(method, params)
         if raw_id is None:
             self.send(envelope(method='"proxy/successor"', params=wrapped))

@@ -208,13 +208,13 @@ class Proxy:
             self.envelope = "_proxy/successor" if method.startswith("_") else "proxy/successor"
             self.send_on(PREDECESSOR, rid, "initialize", params)
         elif method == "$/cancel_request" and rid is None:
-            self.cancel(PREDECESSOR, params)
+            self.cancel(params)
         else:
             self.send_on(PREDECESSOR, rid, method, params)
 
     def from_successor(self, rid, method, params):
         if rid is None and method == "$/cancel_request":
-            self.cancel(SUCCESSOR, params)
+            self.cancel(params)
             return
         # Whatever goes wrong in looking at a message, it still goes on:
         # dropping it would leave its sender waiting.
@@ -260,17 +260,20 @@ class Proxy:
         else:
             self.send(message(id=rid, result=m.get("result", "null")))
 
-    def cancel(self, came_from, params):
-        """Passes on $/cancel_request for a request we sent on, under our id."""
-        target = json.loads(params or "{}").get("requestId")
-        ours = self.relayed.get((came_from, json.dumps(target)))
-        if ours is None:
-            return  # answered already, or by us
-        if came_from == SUCCESSOR:
-            self.send(message(method="$/cancel_request", params=dumps({"requestId": ours})))
-        else:
-            wrapped = dumps({"method": "$/cancel_request", "params": {"requestId": ours}})
-            self.send(message(method=self.envelope, params=wrapped))
+    def cancel(self, params):
+        """Passes on $/cancel_request for a request we sent on, under our id.
+
+        The conductor names the request by the id it had here, whichever
+        side it came from, and the cancel goes on plain, as the ACP schema
+        says for every hop, even for a request we sent in an envelope.
+        """
+        target = json.dumps(json.loads(params or "{}").get("requestId"))
+        for came_from in (PREDECESSOR, SUCCESSOR):
+            ours = self.relayed.get((came_from, target))
+            if ours is not None:
+                self.send(message(method="$/cancel_request", params=dumps({"requestId": ours})))
+                return
+        # answered already, or by us
 
     def observe(self, params):
         """Remembers the kind and title of tool calls, which a permission

@@ -151,11 +151,19 @@ function passBack(m) {
 }
 
 // cancel passes on $/cancel_request for a request we sent on, under our id.
-function cancel(from, params) {
-  const target = params === undefined ? undefined : JSON.parse(params).requestId;
-  const ours = relayed.get(`${from} ${JSON.stringify(target)}`);
-  if (ours === undefined) return; // answered already
-  sendOn(from, undefined, "$/cancel_request", `{"requestId":${ours}}`);
+// The conductor names the request by the id it had here, whichever side it
+// came from, and the cancel goes on plain, as the ACP schema says for every
+// hop, even for a request we sent in an envelope.
+function cancel(params) {
+  const target = JSON.stringify(params === undefined ? undefined : JSON.parse(params).requestId);
+  for (const from of ["predecessor", "successor"]) {
+    const ours = relayed.get(`${from} ${target}`);
+    if (ours !== undefined) {
+      send(message({ method: "$/cancel_request", params: `{"requestId":${ours}}` }));
+      return;
+    }
+  }
+  // answered already
 }
 
 function dispatch(line) {
@@ -184,7 +192,7 @@ function dispatch(line) {
     const innerMethod = parsed.params.method;
     const innerParams = inner.get("params");
     record("to_client", message({ id, method: innerMethod, params: innerParams }));
-    if (id === undefined && innerMethod === "$/cancel_request") cancel("successor", innerParams);
+    if (id === undefined && innerMethod === "$/cancel_request") cancel(innerParams);
     else sendOn("successor", id, innerMethod, innerParams);
     return;
   }
@@ -196,7 +204,7 @@ function dispatch(line) {
     envelope = method.startsWith("_") ? "_proxy/successor" : "proxy/successor";
     sendOn("predecessor", id, "initialize", params);
   } else if (id === undefined && method === "$/cancel_request") {
-    cancel("predecessor", params);
+    cancel(params);
   } else {
     sendOn("predecessor", id, method, params);
   }

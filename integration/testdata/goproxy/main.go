@@ -7,8 +7,8 @@
 // in proxy/successor; proxy/successor (or _proxy/successor) messages from the
 // conductor come from the successor and go back to the predecessor unwrapped.
 // Requests are re-issued under the proxy's own ids and their responses
-// returned to the original ids; a $/cancel_request for a relayed request has
-// its requestId changed to the id the proxy relayed it under. Raw values are
+// returned to the original ids; a $/cancel_request for a relayed request
+// becomes a plain one for the id the proxy relayed it under. Raw values are
 // otherwise copied as they arrived.
 //
 // One goroutine reads and dispatches each line at once, never waiting for a
@@ -115,24 +115,26 @@ func (p *proxy) request(from, method string, params, answerTo json.RawMessage) {
 	p.send(&message{ID: id, Method: method, Params: params})
 }
 
-// cancelParams returns the params of a $/cancel_request from one side with
-// its requestId changed to the id the proxy relayed that request under, or
-// the params unchanged if it names no request the proxy relayed.
-func (p *proxy) cancelParams(from string, params json.RawMessage) json.RawMessage {
+// cancel handles a $/cancel_request from the conductor, plain or (as older
+// conductors sent it) wrapped: it names a request the proxy received on
+// this connection, from either side, and the proxy cancels in turn the
+// request it relayed it as, with a plain $/cancel_request under its own id,
+// as the ACP schema says for every hop. A cancel for anything else is
+// dropped: cancellation is never forwarded.
+func (p *proxy) cancel(params json.RawMessage) {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(params, &fields) != nil {
-		return params
+		log.Printf("dropping malformed $/cancel_request %s", params)
+		return
 	}
-	ours, ok := p.relayed[from+string(fields["requestId"])]
-	if !ok {
-		return params
+	for _, from := range []string{fromPredecessor, fromSuccessor} {
+		if ours, ok := p.relayed[from+string(fields["requestId"])]; ok {
+			fields["requestId"] = ours
+			b, _ := json.Marshal(fields)
+			p.send(&message{Method: "$/cancel_request", Params: b})
+			return
+		}
 	}
-	fields["requestId"] = ours
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return params
-	}
-	return b
 }
 
 func (p *proxy) fail(id json.RawMessage, code int, msg string) {
@@ -179,7 +181,8 @@ func (p *proxy) handle(line []byte) {
 		}
 		if m.ID == nil {
 			if inner.Method == "$/cancel_request" {
-				inner.Params = p.cancelParams(fromSuccessor, inner.Params)
+				p.cancel(inner.Params)
+				return
 			}
 			p.send(&message{Method: inner.Method, Params: inner.Params})
 		} else {
@@ -198,7 +201,8 @@ func (p *proxy) handle(line []byte) {
 			method = "initialize"
 		}
 		if method == "$/cancel_request" && m.ID == nil {
-			m.Params = p.cancelParams(fromPredecessor, m.Params)
+			p.cancel(m.Params)
+			return
 		}
 		name, _ := json.Marshal(method)
 		wrapped := append([]byte(`{"method":`), name...)
