@@ -228,7 +228,9 @@ func TestRestartReplayTimeout(t *testing.T) {
 	e := startChain(t, Config{
 		Proxies:      []Component{crasher},
 		Agent:        fake(t, dir, "agent", "streamer"),
-		InitTimeout:  500 * time.Millisecond,
+		// The first initialization must beat it too, on a loaded machine
+		// under -race; the replay waits it out in full either way.
+		InitTimeout:  3 * time.Second,
 		RestartLimit: 1,
 		GracePeriod:  200 * time.Millisecond,
 	})
