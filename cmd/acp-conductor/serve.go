@@ -115,6 +115,13 @@ func isLoopbackAddr(addr string) bool {
 }
 
 func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
+	// Signals as for a stdio chain (runChain), from the start: SIGINT,
+	// SIGTERM or SIGHUP stops every chain along its shutdown path, a second
+	// one skips what is left of their drains.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, abort, stopSignals := onSignals(cmd.Context())
+	defer stopSignals()
+
 	token, err := readToken(f.tokenFile)
 	if err != nil {
 		return err
@@ -150,11 +157,13 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return err
 	}
 	defer closeLog()
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if ctx.Err() != nil {
+		log.Info("stopped before serving", zap.Error(context.Cause(ctx)))
+		return nil
+	}
 
 	cc := cfg.Conductor(log)
+	cc.Abort = abort
 	if exe, err := os.Executable(); err == nil {
 		cc.Supervisor = exe
 	}

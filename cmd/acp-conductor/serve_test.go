@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -79,9 +80,28 @@ func startServe(t *testing.T, env []string, args ...string) (string, *exec.Cmd, 
 type lockedLog struct {
 	mu    sync.Mutex
 	lines []string
+	wake  chan struct{} // closed and replaced at each line
 }
 
-func (l *lockedLog) add(s string) { l.mu.Lock(); l.lines = append(l.lines, s); l.mu.Unlock() }
+func (l *lockedLog) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	l.mu.Unlock()
+}
+
+// changed returns a channel closed when the next line is added.
+func (l *lockedLog) changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	return l.wake
+}
 func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -257,5 +277,74 @@ func TestServeH2C(t *testing.T) {
 	resp.Body.Close()
 	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || resp.Header.Get(transport.HeaderConnectionID) == "" {
 		t.Errorf("h2c initialize: %s %s, connection %q", resp.Proto, resp.Status, resp.Header.Get(transport.HeaderConnectionID))
+	}
+}
+
+// TestServeSignals: serve treats SIGINT and SIGHUP as SIGTERM, stopping each
+// connection's chain along its shutdown path and exiting 0; and a second
+// signal skips a drain that would otherwise last the whole grace period (a
+// prompt in flight to an agent that never answers, grace 60 s).
+func TestServeSignals(t *testing.T) {
+	for _, tc := range []struct {
+		sigs  []syscall.Signal
+		agent string
+	}{
+		{[]syscall.Signal{syscall.SIGHUP}, shellQuote(demo) + " sample-agent"},
+		{[]syscall.Signal{syscall.SIGINT}, shellQuote(demo) + " sample-agent"},
+		{[]syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}, "sleep 1000"},
+	} {
+		t.Run(fmt.Sprint(tc.sigs), func(t *testing.T) {
+			u, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--shutdown-grace", "60s", "--log-level", "debug", "--", tc.agent)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := transport.Dial(ctx, "ws"+strings.TrimPrefix(u, "http"), transport.DialOptions{Header: http.Header{"Authorization": {"Bearer tok-123"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)); err != nil {
+				t.Fatal(err)
+			}
+			if len(tc.sigs) == 1 {
+				if _, err := c.Read(ctx); err != nil { // the chain runs
+					t.Fatalf("initialize: %v\n%s", err, log)
+				}
+			} else if !waitLine(ctx, log, "started component") {
+				t.Fatalf("the chain never started:\n%s", log)
+			}
+			for i, sig := range tc.sigs {
+				cmd.Process.Signal(sig)
+				if i == 0 && len(tc.sigs) > 1 && !waitLine(ctx, log, "draining") {
+					t.Fatalf("no drain after %v:\n%s", sig, log)
+				}
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("after %v: %v\n%s", tc.sigs, err, log)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("serve still running 20s after %v (grace 60s)\n%s", tc.sigs, log)
+			}
+			if !strings.Contains(log.String(), "chain stopped") {
+				t.Errorf("no chain stopped along its shutdown path:\n%s", log)
+			}
+		})
+	}
+}
+
+// waitLine waits until the log has a line containing s, or ctx ends.
+func waitLine(ctx context.Context, log *lockedLog, s string) bool {
+	for {
+		if strings.Contains(log.String(), s) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-log.changed():
+		}
 	}
 }
