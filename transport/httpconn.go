@@ -286,6 +286,9 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 				zap.String("connection", c.id), zap.Int("buffered_sessions", c.s.MaxSessionStreams))
 			c.Close()
 		}
+		if c.s.streamEnded != nil {
+			c.s.streamEnded(session)
+		}
 	}()
 
 	rc := http.NewResponseController(w)
@@ -366,6 +369,9 @@ func (c *httpConn) reapIdle() {
 			c.s.Logger.Info("closing idle connection", zap.String("connection", c.id), zap.Duration("idle", c.s.IdleTimeout))
 			c.Close()
 			return
+		}
+		if c.s.idleChecked != nil {
+			c.s.idleChecked()
 		}
 	}
 }

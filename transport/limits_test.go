@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -51,8 +52,15 @@ func event(t *testing.T, br *bufio.Reader) string {
 // reads a session's stream, the session no longer counts. GETs for sessions
 // that come and go leave nothing behind.
 func TestSessionStreamBound(t *testing.T) {
+	ended := make(chan struct{})
 	s, u := newTestServer(t, nil)
 	s.MaxSessionStreams = 2
+	var once sync.Once
+	s.streamEnded = func(session string) {
+		if session == "a" {
+			once.Do(func() { close(ended) })
+		}
+	}
 	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
 	init.Body.Close()
 	cid := init.Header.Get(HeaderConnectionID)
@@ -87,18 +95,15 @@ func TestSessionStreamBound(t *testing.T) {
 		t.Fatalf("a's stream: %s", ev)
 	}
 	resp.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := prompt(13, "c")
-		status := r.StatusCode
+	select {
+	case <-ended: // the server has seen that GET end
+	case <-ctx.Done():
+		t.Fatal("the server never saw a's stream end")
+	}
+	if r := prompt(13, "c"); r.StatusCode != 202 {
+		t.Fatalf("a prompt for c after a's stream was read and closed: %s %s", r.Status, readAll(r))
+	} else {
 		r.Body.Close()
-		if status == 202 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a prompt for c after a's stream was read and closed: %d", status)
-		}
-		time.Sleep(5 * time.Millisecond) // until the server notices the closed GET
 	}
 	del(t, u, cid)
 	waitIdle(t, s)
@@ -140,14 +145,26 @@ func TestSessionStreamBoundOutput(t *testing.T) {
 // without DELETE); an initialize waiting for a slow chain is in flight, so
 // not idle.
 func TestIdleTimeout(t *testing.T) {
+	checks := make(chan struct{}, 1)
 	s := &Server{IdleTimeout: 40 * time.Millisecond, Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
 		if _, err := c.Read(ctx); err != nil {
 			return
 		}
-		time.Sleep(300 * time.Millisecond) // a chain slow to start: several idle timeouts
+		// A chain slow to start: the initialize stays in flight across
+		// idle checks made after the idle timeout had passed.
+		start := time.Now()
+		for n := 0; n < 3 || time.Since(start) <= 2*40*time.Millisecond; n++ {
+			<-checks
+		}
 		_ = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`))
 		_, _ = c.Read(ctx) // until the connection ends
 	}}
+	s.idleChecked = func() {
+		select {
+		case checks <- struct{}{}:
+		default:
+		}
+	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() { s.Close(); ts.Close() })
 	init := post(t, ts.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)

@@ -89,6 +89,11 @@ type Server struct {
 	wg     sync.WaitGroup // one per connection being served
 
 	refuseUpgrade bool // tests: a server with Streamable HTTP only
+	// Tests: called once a stream's GET has ended and its state is
+	// updated (with its session, "" for the connection's), and after each
+	// idle check that kept the connection.
+	streamEnded func(session string)
+	idleChecked func()
 
 	mu     sync.Mutex
 	active int
