@@ -4,12 +4,14 @@ package proxy_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
 
@@ -98,8 +100,14 @@ func stdioChild() {
 	defer cancel()
 	p := &proxy.Proxy{FromPredecessor: map[string]proxy.Handler{
 		"_example/stop": func(context.Context, *proxy.Request) (json.RawMessage, error) {
-			// Once the reader waits for more input.
-			time.AfterFunc(50*time.Millisecond, cancel)
+			// Once the reader waits in the poller for more input, which
+			// never comes: the context must end that wait.
+			go func() {
+				for !waitingInPoller() {
+					runtime.Gosched()
+				}
+				cancel()
+			}()
 			return nil, nil
 		},
 	}}
@@ -107,4 +115,11 @@ func stdioChild() {
 		fail("Serve returned %v, want context.Canceled", err)
 	}
 	os.Exit(0)
+}
+
+// waitingInPoller reports whether a goroutine of this process is parked in
+// Go's poller, as the proxy's reader is once its input has nothing more.
+func waitingInPoller() bool {
+	buf := make([]byte, 1<<20)
+	return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("internal/poll.runtime_pollWait"))
 }
