@@ -59,14 +59,11 @@ var (
 // does and as every ACP and MCP SDK sends; a message without it is refused
 // like any other invalid request.
 func Parse(data []byte) (*Message, error) {
-	if !Valid(data) {
-		return nil, ErrNotJSON
-	}
 	m := &Message{Raw: data}
 	var hasMethod, hasResult, hasError, badMethod bool
 	var seen uint8 // a bit for each member JSON-RPC defines
 	version, odd := false, false
-	ok := EachField(data, func(key, val []byte) {
+	valid, ok := eachValidMember(data, func(key, val []byte) {
 		if bytes.IndexByte(key, '\\') >= 0 {
 			key, odd = decodedKey(key), true
 		}
@@ -89,6 +86,9 @@ func Parse(data []byte) (*Message, error) {
 		odd = odd || seen&bit != 0
 		seen |= bit
 	})
+	if !valid {
+		return nil, ErrNotJSON
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: not an object", ErrNotJSONRPC)
 	}
