@@ -96,9 +96,14 @@ func startProcess(c Component, sup *supervisor.Chain) (p *process, err error) {
 
 // spawn starts c through the chain's supervisor.
 func (p *process) spawn(c Component, sup *supervisor.Chain, env []string, stdio [3]*os.File) error {
-	path, err := exec.LookPath(c.Command) // as exec.Command would
-	if err != nil {
-		return err
+	// As exec.Command does: a bare name is looked up in PATH; a path, even
+	// a relative one, is the supervisor's to run from c.Dir.
+	path := c.Command
+	if filepath.Base(path) == path {
+		var err error
+		if path, err = exec.LookPath(path); err != nil {
+			return err
+		}
 	}
 	pid, wait, err := sup.Spawn(path, append([]string{c.Command}, c.Args...), c.Dir, env, stdio)
 	if err != nil {

@@ -191,14 +191,32 @@ func TestAbortSkipsDrain(t *testing.T) {
 // TestFailureBeforeFirstRequest has the agent die before the editor sends
 // anything: the editor's first request is answered with the failure,
 // naming the agent and how it ended, whether the agent was started directly
-// or by the chain's supervisor, which reports its wait status.
+// or by the chain's supervisor, which reports its wait status, and whether
+// its command is found in PATH or is a path relative to its cwd.
 func TestFailureBeforeFirstRequest(t *testing.T) {
-	for name, sup := range map[string]string{"direct": "", "supervised": supervised(t)} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sup      string
+		relative bool
+	}{
+		{"direct", "", false},
+		{"supervised", supervised(t), false},
+		{"supervised, relative to cwd", supervised(t), true},
+		{"direct, relative to cwd", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			log, logs := watchLogs(t)
+			agent := fake(t, dir, "doomed", "crash")
+			if tc.relative {
+				if err := os.Symlink(agent.Command, filepath.Join(dir, "agent")); err != nil {
+					t.Fatal(err)
+				}
+				agent.Command, agent.Dir = "./agent", dir
+			}
+			sup := tc.sup
 			e := startChain(t, Config{
-				Agent:       fake(t, dir, "doomed", "crash"),
+				Agent:       agent,
 				GracePeriod: 10 * time.Second,
 				Logger:      log,
 				Supervisor:  sup,
