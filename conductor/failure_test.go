@@ -225,11 +225,11 @@ func TestRestartReplayTimeout(t *testing.T) {
 	dir := t.TempDir()
 	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1", "ACP_TEST_MUTE_AFTER_FIRST="+filepath.Join(dir, "ran"))
 	crasher.OnFailure = PolicyRestart
+	// The first initialization must beat init_timeout too, on a loaded
+	// machine under -race; the replay waits it out in full either way.
 	e := startChain(t, Config{
 		Proxies:      []Component{crasher},
 		Agent:        fake(t, dir, "agent", "streamer"),
-		// The first initialization must beat it too, on a loaded machine
-		// under -race; the replay waits it out in full either way.
 		InitTimeout:  3 * time.Second,
 		RestartLimit: 1,
 		GracePeriod:  200 * time.Millisecond,
