@@ -133,7 +133,12 @@ func isVersion(val []byte) bool {
 	return ok && s == Version
 }
 
+// validID reports whether id, a valid JSON value, is one JSON-RPC allows:
+// a string, a number or null.
 func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
 	switch id[0] {
 	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		return true
