@@ -24,6 +24,8 @@ test: ## vet, then every test with the race detector (real peers included), in e
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo "== installing chromium for the trace viewer's tests" && $(CHROMIUM_INSTALL); } || \
 		echo "*** no chromium and it could not be installed: the trace viewer's browser tests will SKIP"
+	@unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path '*/node_modules/*'))"; \
+		[ -z "$$unformatted" ] || { echo "gofmt would change: $$unformatted"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	@set -e; for m in $(MODULES); do \
@@ -35,17 +37,13 @@ build: ## a static binary in ./acp-conductor
 	CGO_ENABLED=0 $(GO) build -trimpath -o acp-conductor ./cmd/acp-conductor
 
 FUZZTIME ?= 1m
-fuzz: ## run each fuzz target for FUZZTIME (default 1m)
-	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzUnwrap$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzPeek$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzEachValidMember$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzLineChannel$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseComponent$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./trace -run '^$$' -fuzz '^FuzzView$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./transport -run '^$$' -fuzz '^FuzzReadStream$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./transport -run '^$$' -fuzz '^FuzzPost$$' -fuzztime $(FUZZTIME)
+fuzz: ## run every fuzz target in the tree for FUZZTIME (default 1m) each
+	@set -e; for f in $$(grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Fuzz' .); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$(dirname $$f) $$t"; \
+			$(GO) test ./$$(dirname $$f) -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME); \
+		done; \
+	done
 
 bench: ## the performance suite (not part of make test); prints a table of ratios to a direct pipe
 	$(GO) run ./bench
