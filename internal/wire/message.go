@@ -147,12 +147,33 @@ func validID(id json.RawMessage) bool {
 }
 
 func unquoteOr(v []byte, bad *bool) (string, bool) {
+	if s, ok := knownMethods[string(v)]; ok { // no allocation
+		return s, true
+	}
 	s, ok := unquote(v)
 	if !ok {
 		*bad = true
 	}
 	return s, true
 }
+
+// knownMethods are the methods most messages name, by their plain JSON
+// spelling: Parse takes a method's string from here instead of allocating
+// one for each message.
+var knownMethods = func() map[string]string {
+	m := make(map[string]string)
+	for _, name := range []string{
+		"session/update", "session/prompt", "session/new", "session/load", "session/cancel",
+		"session/request_permission", "session/set_mode", "session/set_model", "session/list",
+		"initialize", "authenticate", "fs/read_text_file", "fs/write_text_file",
+		"terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release",
+		MethodSuccessor, MethodSuccessorRust, MethodProxyInitialize, MethodProxyInitRust, MethodCancelRequest,
+		"mcp/message", "mcp/connect", "mcp/disconnect", "_mcp/message", "_mcp/connect", "_mcp/disconnect",
+	} {
+		m[`"`+name+`"`] = name
+	}
+	return m
+}()
 
 // unquote decodes a JSON string, taking the allocation-free path when it
 // holds no escapes.

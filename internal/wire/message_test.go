@@ -246,3 +246,27 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+// TestParseAllocations: parsing a message allocates the Message and no
+// more when its method is one wire knows by name; any other method costs
+// its string too.
+func TestParseAllocations(t *testing.T) {
+	for _, tt := range []struct {
+		line   string
+		method string
+		want   float64
+	}{
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`, "session/update", 1},
+		{`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{}}`, "session/prompt", 1},
+		{`{"jsonrpc":"2.0","method":"x/custom","params":{}}`, "x/custom", 2},
+	} {
+		line := []byte(tt.line)
+		m, err := Parse(line)
+		if err != nil || m.Method != tt.method {
+			t.Fatalf("Parse(%s) = method %q, %v; want %q", tt.line, m.Method, err, tt.method)
+		}
+		if n := testing.AllocsPerRun(100, func() { Parse(line) }); n != tt.want {
+			t.Errorf("Parse(%s) allocates %v times, want %v", tt.line, n, tt.want)
+		}
+	}
+}

@@ -2,23 +2,30 @@ package wire
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
-// FuzzEachValidMember checks the one pass Parse makes against the two it
-// replaces: Valid, then EachField. Both must agree on validity, on being an
-// object, and on every member, as slices of the input.
+// FuzzEachValidMember checks the one pass Parse makes against two others:
+// encoding/json.Valid, then EachField. They must agree on validity, on
+// being an object, and on every member, as slices of the input.
 func FuzzEachValidMember(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[1,2,{"b":"c"}]}}`,
 		`{}`, `[]`, `{"a":1} `, ` {"a" : "\u0041" , "b":null}`, `{"a":1}{`, `{"a":}`,
 		`"x"`, ``, `{"a":1,"a":2}`, "{\"\xff\":1}", `{"a":1,}`, `{"a" 1}`, `{"m\u0065thod":"x"}`,
+		`{"a":"0123456789abcdef\"x"}`, "{\"a\":\"01234567\x1f9abcdef\"}", `{"a":"01234567\\\"bcdef"}`,
+		`{"a":-0.5e+7,"b":[true,false,null,{}],"c":"\u00e9\ud800"}`, `{"a":01}`, `{"a":1.}`, `{"a":1e}`,
+		`{"a":tru}`, `{"a":"\u12g4"}`, `{"a":"\q"}`, "{\"a\":\"\xc3\xa9\xff\"}",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var want [][2][]byte
-		wantValid := Valid(data)
+		wantValid := json.Valid(data)
 		wantObject := wantValid && EachField(data, func(k, v []byte) { want = append(want, [2][]byte{k, v}) })
 		var got [][2][]byte
 		valid, object := eachValidMember(data, func(k, v []byte) { got = append(got, [2][]byte{k, v}) })
@@ -42,7 +49,8 @@ func FuzzEachValidMember(f *testing.F) {
 var updateLine = []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk 12 of the answer, with some more words in it"}},"_meta":{"tag":7,"seq":12}}}`)
 
 // BenchmarkMembers: validating a session/update and finding its members in
-// one pass (Parse), against Valid then EachField.
+// one pass (Parse), against jsontext's validator (which the validator
+// replaced) then EachField, and encoding/json.Valid alone.
 func BenchmarkMembers(b *testing.B) {
 	b.Run("one_pass", func(b *testing.B) {
 		b.ReportAllocs()
@@ -50,12 +58,40 @@ func BenchmarkMembers(b *testing.B) {
 			eachValidMember(updateLine, func(k, v []byte) {})
 		}
 	})
-	b.Run("two_passes", func(b *testing.B) {
+	b.Run("jsontext", func(b *testing.B) {
 		b.ReportAllocs()
+		opts := []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 		for b.Loop() {
-			if Valid(updateLine) {
+			if jsontext.Value(updateLine).IsValid(opts...) {
 				EachField(updateLine, func(k, v []byte) {})
 			}
 		}
 	})
+	b.Run("encoding_json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			json.Valid(updateLine)
+		}
+	})
+}
+
+// TestValidDepth: arrays and objects nest as deep as encoding/json allows,
+// and no deeper, without exhausting the stack.
+func TestValidDepth(t *testing.T) {
+	for _, n := range []int{maxDepth, maxDepth + 1, 100 * maxDepth} {
+		for _, open := range []string{"[", `{"a":`} {
+			close := "]"
+			if open != "[" {
+				close = "}"
+			}
+			data := []byte(strings.Repeat(open, n) + "1" + strings.Repeat(close, n))
+			if got, want := Valid(data), json.Valid(data); got != want {
+				t.Errorf("Valid(%d times %s) = %v, encoding/json says %v", n, open, got, want)
+			}
+			_, object := eachValidMember(data, func(k, v []byte) {})
+			if want := open != "[" && n <= maxDepth; object != want {
+				t.Errorf("eachValidMember(%d times %s): object %v, want %v", n, open, object, want)
+			}
+		}
+	}
 }
