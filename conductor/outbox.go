@@ -134,13 +134,19 @@ func (o *outbox) writeNow() {
 	o.mu.Unlock()
 	large := largeBytes(segs)
 	rest, err := o.try(segs) // never blocks
+	written := err == nil && len(rest) == 0
+	if written {
+		clear(segs) // hold no written value past its write
+	}
 	o.mu.Lock()
 	o.busy = false
 	o.writing = size{}
-	if err == nil && len(rest) == 0 && len(o.queue) == 0 && !o.closed {
+	if written && len(o.queue) == 0 && !o.closed {
+		if o.queue == nil && cap(segs) <= keptSegments {
+			o.queue = segs[:0] // the next burst's, without growing it anew
+		}
 		o.account(false)
 		o.mu.Unlock()
-		clear(segs)
 		wroteLarge(large)
 		return
 	}
@@ -267,6 +273,9 @@ func (l *link) writeLoop(log *zap.Logger) {
 		wroteLarge(large)
 	}
 }
+
+// keptSegments bounds the queue an outbox keeps for reuse once written.
+const keptSegments = 1024
 
 // coalesceBytes bounds how many bytes of small lines one write joins.
 const coalesceBytes = 64 << 10

@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -86,5 +87,43 @@ func TestClientOutputWritesDirectly(t *testing.T) {
 	defer w.Close()
 	if l := newLink(wire.NewLineChannel(r, nopCloser{w}, 0), nil, nil, nil); l.out.try == nil {
 		t.Fatal("no direct writes to a pipe wrapped in nopCloser")
+	}
+}
+
+// TestOutboxReusesQueue: lines written at once, one by one or held back
+// for a burst, leave the outbox their queue to fill again, so that a
+// stream of them allocates nothing in the outbox; a queue grown past
+// keptSegments is let go.
+func TestOutboxReusesQueue(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	go func() { _, _ = io.Copy(io.Discard, r) }() // never full
+	hb := new(holdback)
+	l := newLink(wire.NewLineChannel(r, w, 0), nil, hb, nil)
+	line := []byte("{}\n")
+	burst := func(n int) {
+		hb.hold()
+		for range n {
+			l.out.put(line)
+		}
+		hb.release()
+	}
+	burst(16)
+	if n := testing.AllocsPerRun(100, func() { l.out.put(line) }); n != 0 {
+		t.Errorf("a line written at once allocates %v times in the outbox, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { burst(16) }); n != 0 {
+		t.Errorf("a burst of 16 lines allocates %v times in the outbox, want 0", n)
+	}
+	burst(keptSegments + 1)
+	l.out.mu.Lock()
+	kept := cap(l.out.queue)
+	l.out.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("after a burst of %d lines the outbox keeps a queue of %d", keptSegments+1, kept)
 	}
 }
