@@ -443,3 +443,31 @@ func TestEnvelopeSpoofing(t *testing.T) {
 		t.Errorf("the next proxy got the spoofed message:\n%s", next)
 	}
 }
+
+// TestComponentEnv: a variable a component is given replaces the one the
+// conductor inherited, with the chain's supervisor and without it. A
+// program given a name twice sees the first (Go's os.Getenv, glibc's
+// getenv, Node), so the component's value must be the only one.
+func TestComponentEnv(t *testing.T) {
+	for _, supervise := range []bool{false, true} {
+		t.Run(fmt.Sprintf("supervisor %v", supervise), func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("ACP_TEST_TRANSCRIPT", filepath.Join(dir, "inherited.txt"))
+			cfg := Config{Agent: fake(t, dir, "agent", "streamer")} // its own ACP_TEST_TRANSCRIPT
+			if supervise {
+				cfg.Supervisor = supervised(t)
+			}
+			e := startChain(t, cfg)
+			converse(t, e, 1)
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "agent.txt")); err != nil {
+				t.Errorf("the agent did not record where its own ACP_TEST_TRANSCRIPT says: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "inherited.txt")); err == nil {
+				t.Errorf("the agent recorded where the conductor's ACP_TEST_TRANSCRIPT says")
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,9 +47,16 @@ type process struct {
 // supervisor, or without one, directly. The caller runs wait and
 // pumpStderr, and reads stdout.
 func startProcess(c Component, sup *supervisor.Chain) (p *process, err error) {
-	env := os.Environ()
+	// The component's own variables replace the conductor's: a program
+	// given a name twice sees the first (Go, glibc, Node), and the
+	// supervisor passes the list on as it is.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		_, own := c.Env[name]
+		return own
+	})
 	for k, v := range c.Env {
-		env = append(env, k+"="+v) // later entries win
+		env = append(env, k+"="+v)
 	}
 
 	var theirs []*os.File
