@@ -29,6 +29,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/trick"
 )
 
 func main() {
@@ -240,6 +242,11 @@ func (b *bench) argv(c chain) []string {
 	}
 	for range c.proxies {
 		argv = append(argv, b.peer+" proxy")
+	}
+	if c.kind == "conductor" {
+		// The agent is no subject of the tricks the conductor passes on to
+		// its components: it waits as it does in every other chain.
+		return append(argv, trick.Env+"= "+b.peer+" agent")
 	}
 	return append(argv, b.peer+" agent")
 }

@@ -21,12 +21,27 @@ const chunkText = "Here is one streamed chunk of the agent's answer, a few words
 // answered with K session/update notifications, each carrying _meta
 // {"tag":T,"seq":i}, then end_turn. Every message is written with one system
 // call of its own, as an agent streaming an answer does.
+//
+// It waits for input as the proxy library does: its stdio in non-blocking
+// mode, read and written with raw system calls, idle in Go's poller. Blocked
+// in read(2) through the runtime's syscall path instead, its runtime's
+// monitor thread woke every 20 µs for as long as it waited, so that the
+// agent's own cost per round trip grew with whatever stood between it and
+// the editor (bench/README.md, History).
 func runAgent() error {
-	ch := wire.NewLineChannel(os.Stdin, os.Stdout, 0)
-	out := os.Stdout
+	out := wire.Pollable(os.Stdout, 1, "stdout")
+	ch := wire.NewLineChannel(wire.Pollable(os.Stdin, 0, "stdin"), out, 0)
+	try := ch.TryWriter() // nil when stdout is not a pipe or socket
 	var buf []byte
 	sessions := 0
 	write := func(b []byte) error {
+		if try != nil {
+			rest, err := try([][]byte{b})
+			if err != nil || len(rest) == 0 {
+				return err
+			}
+			b = rest[0] // the pipe is full: wait for the rest in the poller
+		}
 		_, err := out.Write(b)
 		return err
 	}

@@ -21,6 +21,7 @@ type child struct {
 	cmd    *exec.Cmd
 	in     *os.File
 	ch     *wire.LineChannel
+	try    func([][]byte) ([][]byte, error) // writes in without blocking
 	stderr *tail
 	exited chan struct{}
 	killed bool
@@ -60,15 +61,27 @@ func launch(argv []string) (*child, error) {
 		outR.Close()
 		return nil, err
 	}
+	// os.Pipe's ends are non-blocking: the channel reads outR with raw
+	// system calls, and try writes inW with them, so that the client, like
+	// the agent, does not wake its runtime's monitor thread (see runAgent).
 	c.ch = wire.NewLineChannel(outR, inW, 0)
+	c.try = c.ch.TryWriter()
 	go func() { cmd.Wait(); close(c.exited) }()
 	return c, nil
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
-// send writes one line, which must end in a newline, with one write.
+// send writes one line, which must end in a newline, with one write while
+// the pipe has room for it. Only one goroutine sends at a time.
 func (c *child) send(line []byte) error {
+	if c.try != nil {
+		rest, err := c.try([][]byte{line})
+		if err != nil || len(rest) == 0 {
+			return err
+		}
+		line = rest[0] // the pipe is full: wait for the rest in the poller
+	}
 	_, err := c.in.Write(line)
 	return err
 }
