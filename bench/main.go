@@ -39,12 +39,17 @@ func main() {
 	profile := flag.String("profile", "", "also profile the in-process relay, writing pprof files to this directory")
 	rounds := flag.Int("rounds", 0, "rounds of the chain sweep (default 3, or 1 with -quick)")
 	profileOnly := flag.Bool("profile-only", false, "with -profile, skip the table and only profile")
+	only := flag.String("only", "", "run only this scenario and print its table and targets: sdk")
 	flag.Parse()
 	if *profileOnly && *profile == "" {
 		fmt.Fprintln(os.Stderr, "bench: -profile-only needs -profile DIR")
 		os.Exit(2)
 	}
-	if err := run(*quick, *out, *profile, *rounds, *profileOnly); err != nil {
+	if *only != "" && *only != "sdk" {
+		fmt.Fprintf(os.Stderr, "bench: -only %s: the scenario that runs alone is sdk\n", *only)
+		os.Exit(2)
+	}
+	if err := run(*quick, *out, *profile, *rounds, *profileOnly, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -88,7 +93,7 @@ type bench struct {
 	plan      plan
 }
 
-func run(quick bool, out, profile string, rounds int, profileOnly bool) error {
+func run(quick bool, out, profile string, rounds int, profileOnly bool, only string) error {
 	start := time.Now()
 	root, err := moduleRoot()
 	if err != nil {
@@ -119,6 +124,9 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool) error {
 
 	if profileOnly {
 		return b.profile(profile)
+	}
+	if only == "sdk" {
+		return b.sdkOnly(out)
 	}
 	var r results
 	if r.sweep, err = b.sweep(); err != nil {

@@ -159,6 +159,30 @@ func (b *bench) sdk() ([]sdkRow, error) {
 	return rows, nil
 }
 
+// sdkOnly runs the sdk scenario alone (-only sdk) and prints its table and
+// its targets.
+func (b *bench) sdkOnly(out string) error {
+	rows, err := b.sdk()
+	if err != nil {
+		return err
+	}
+	if rows == nil {
+		return fmt.Errorf("-only sdk: the scenario needs node and npm")
+	}
+	r := results{sdk: rows}
+	var w strings.Builder
+	r.sdkTable(&w, b.plan)
+	fmt.Fprintf(&w, "\n### Targets\n\n| target | measured | result |\n|---|---|---|\n")
+	for _, t := range r.thinkwellTargets() {
+		fmt.Fprintf(&w, "| %s | %s | %s |\n", t.name, t.measured, passMiss(t.ok))
+	}
+	fmt.Print(w.String())
+	if out != "" {
+		return os.WriteFile(out, []byte(w.String()), 0o644)
+	}
+	return nil
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
