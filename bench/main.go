@@ -113,7 +113,7 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool, only str
 	progress("building the conductor and bench/peer")
 	// The conductor is built as make build and the Dockerfile build it: a
 	// static binary, which starts about 10 ms sooner than a cgo build
-	// (go install where a C compiler is present), itself and its supervisor.
+	// (go install where a C compiler is present), itself and its watchdog.
 	if err := b.goCmd("build", "-trimpath", "-o", b.conductor, "./cmd/acp-conductor"); err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func (r *results) markdown(e env) string {
 	own := r.conductorStartup()
 	fmt.Fprintf(&w, "| | conductor's own share, 3 proxies (conductor − components) | %s | %s |\n", fmtNs(own), ratio(own, float64(sd.initNs)))
 	if bare := r.startRow(unsupervised.name) - r.startRow(partsName); r.startRow(unsupervised.name) > 0 {
-		fmt.Fprintf(&w, "| | the same without component supervisors | %s | %s |\n", fmtNs(bare), ratio(bare, float64(sd.initNs)))
+		fmt.Fprintf(&w, "| | the same without the chain's watchdog | %s | %s |\n", fmtNs(bare), ratio(bare, float64(sd.initNs)))
 	}
 	first = true
 	for _, s := range r.start {

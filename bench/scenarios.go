@@ -239,9 +239,9 @@ func (b *bench) startup() ([]startRow, error) {
 	return rows, nil
 }
 
-// unsupervised is the 3-proxy chain with no component supervisors
-// (ACP_BENCH_DISABLE=supervisor): what the supervisors cost at start-up.
-var unsupervised = chain{name: "conductor, 3 proxies, no component supervisors", kind: "conductor", proxies: 3}
+// unsupervised is the 3-proxy chain with no watchdog
+// (ACP_BENCH_DISABLE=supervisor): what the chain's watchdog costs at start-up.
+var unsupervised = chain{name: "conductor, 3 proxies, no watchdog", kind: "conductor", proxies: 3}
 
 const partsName = "components of the 3-proxy chain, started together"
 

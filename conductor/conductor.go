@@ -54,18 +54,18 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
 	if cfg.Supervisor != "" {
-		sup, err := supervisor.StartChain(cfg.Supervisor)
+		w, err := supervisor.Start(cfg.Supervisor)
 		if err != nil {
 			return refuse(ctx, cfg, in, out, err, "")
 		}
-		if sup != nil { // nil where there is none (not Linux)
-			r.sup = sup
-			defer sup.Close() // after every component has been reaped: see run
+		if w != nil { // nil where there is none (not Linux)
+			r.watch = w
+			defer w.Close() // after every component has been reaped: see run
 		}
 	}
 	for i, c := range comps {
 		c.Name = componentName(c)
-		p, err := startProcess(c, r.sup)
+		p, err := startProcess(c, r.watch)
 		if err != nil {
 			for _, started := range r.comps {
 				started.proc().kill()
@@ -110,7 +110,7 @@ type runner struct {
 	out   io.Writer // the client's
 
 	bridge *mcpbridge.Bridge // nil in proxy mode
-	sup    *supervisor.Chain // starts every component; nil without Config.Supervisor
+	watch  *supervisor.Watch // the chain's watchdog; nil without Config.Supervisor
 
 	mu      sync.Mutex // guards what follows, and stopped against restarts
 	stopped bool       // the components are being stopped

@@ -182,7 +182,7 @@ func (r *runner) startPending(p *peer, pending *link) (*link, error) {
 	if p.link.Load() != pending {
 		return nil, nil
 	}
-	proc, err := startProcess(p.comp, r.sup)
+	proc, err := startProcess(p.comp, r.watch)
 	if err != nil {
 		return nil, startError(p.comp, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,7 +31,8 @@ import (
 type process struct {
 	name   string
 	pid    int
-	reap   func() error // waits for its end: nil, or how it ended
+	reap   func() error      // waits for its end: nil, or how it ended
+	watch  *supervisor.Watch // the chain's watchdog, or nil
 	stdin  *os.File
 	stdout *os.File
 	errOut *os.File
@@ -43,13 +43,14 @@ type process struct {
 	drained chan struct{} // closed when stderr has been read to its end
 }
 
-// startProcess starts c with piped stdio: through sup, the chain's
-// supervisor, or without one, directly. The caller runs wait and
-// pumpStderr, and reads stdout.
-func startProcess(c Component, sup *supervisor.Chain) (p *process, err error) {
+// startProcess starts c with piped stdio, in a process group of its own
+// that the kernel kills should the conductor die outright (SIGKILL). With
+// w, the chain's watchdog, c carries the chain's marker in its environment
+// and w learns of its group. The caller runs wait and pumpStderr, and reads
+// stdout.
+func startProcess(c Component, w *supervisor.Watch) (p *process, err error) {
 	// The component's own variables replace the conductor's: a program
-	// given a name twice sees the first (Go, glibc, Node), and the
-	// supervisor passes the list on as it is.
+	// given a name twice sees the first (Go, glibc, Node).
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
 		_, own := c.Env[name]
@@ -57,6 +58,9 @@ func startProcess(c Component, sup *supervisor.Chain) (p *process, err error) {
 	})
 	for k, v := range c.Env {
 		env = append(env, k+"="+v)
+	}
+	if w != nil {
+		env = w.Env(env)
 	}
 
 	var theirs []*os.File
@@ -79,73 +83,23 @@ func startProcess(c Component, sup *supervisor.Chain) (p *process, err error) {
 		closeAll(inW, outR, errR)
 		return nil, err
 	}
-	p = &process{
-		name: c.Name, stdin: inW, stdout: outR, errOut: errR,
-		exited:  make(chan struct{}),
-		stderr:  newTail(20),
-		drained: make(chan struct{}),
-	}
-	if sup != nil {
-		err = p.spawn(c, sup, env, [3]*os.File{inR, outW, errW})
-	} else {
-		cmd := exec.Command(c.Command, c.Args...)
-		cmd.Dir, cmd.Env, cmd.SysProcAttr = c.Dir, env, sysProcAttr()
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-		if err = cmd.Start(); err == nil {
-			p.pid, p.reap = cmd.Process.Pid, cmd.Wait
-		}
-	}
-	if err != nil {
+	cmd := exec.Command(c.Command, c.Args...)
+	cmd.Dir, cmd.Env, cmd.SysProcAttr = c.Dir, env, sysProcAttr()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err = cmd.Start(); err != nil {
 		closeAll(inW, outR, errR)
 		return nil, err
 	}
-	return p, nil
-}
-
-// spawn starts c through the chain's supervisor.
-func (p *process) spawn(c Component, sup *supervisor.Chain, env []string, stdio [3]*os.File) error {
-	// As exec.Command does: a bare name is looked up in PATH; a path, even
-	// a relative one, is the supervisor's to run from c.Dir.
-	path := c.Command
-	if filepath.Base(path) == path {
-		var err error
-		if path, err = exec.LookPath(path); err != nil {
-			return err
-		}
+	if w != nil {
+		w.Started(cmd.Process.Pid)
 	}
-	pid, wait, err := sup.Spawn(path, append([]string{c.Command}, c.Args...), c.Dir, env, stdio)
-	if err != nil {
-		return err
-	}
-	p.pid = pid
-	p.reap = func() error {
-		ws, err := wait()
-		if err != nil {
-			return err
-		}
-		if ws.Exited() && ws.ExitStatus() == 0 {
-			return nil
-		}
-		return waitStatus(ws)
-	}
-	return nil
-}
-
-// A waitStatus is how a process ended, said as os.ProcessState says it.
-type waitStatus syscall.WaitStatus
-
-func (ws waitStatus) Error() string {
-	s := syscall.WaitStatus(ws)
-	switch {
-	case s.Signaled():
-		if s.CoreDump() {
-			return "signal: " + s.Signal().String() + " (core dumped)"
-		}
-		return "signal: " + s.Signal().String()
-	case s.Stopped():
-		return "stop signal: " + s.StopSignal().String()
-	}
-	return "exit status " + strconv.Itoa(s.ExitStatus())
+	return &process{
+		name: c.Name, pid: cmd.Process.Pid, reap: cmd.Wait, watch: w,
+		stdin: inW, stdout: outR, errOut: errR,
+		exited:  make(chan struct{}),
+		stderr:  newTail(20),
+		drained: make(chan struct{}),
+	}, nil
 }
 
 func closeAll(files ...*os.File) {
@@ -162,6 +116,9 @@ func (p *process) wait() {
 	p.waitErr = p.reap()
 	close(p.exited)
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	if p.watch != nil {
+		p.watch.Ended(p.pid)
+	}
 }
 
 // pumpStderr logs the component's stderr line by line and keeps the last
@@ -274,6 +231,9 @@ func (l *link) endOutputs(ctx context.Context) {
 func (p *process) kill() {
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = p.reap()
+	if p.watch != nil {
+		p.watch.Ended(p.pid)
+	}
 	closeAll(p.stdin, p.stdout, p.errOut)
 }
 
@@ -290,7 +250,7 @@ func (p *process) describeExit() exitError {
 	case <-p.exited:
 		status = "exited 0"
 		if p.waitErr != nil {
-			status = p.waitErr.Error() // an *exec.ExitError says it as waitStatus does
+			status = p.waitErr.Error() // an *exec.ExitError: "exit status 7", "signal: killed"
 		}
 	default:
 	}

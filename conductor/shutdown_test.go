@@ -190,9 +190,9 @@ func TestAbortSkipsDrain(t *testing.T) {
 
 // TestFailureBeforeFirstRequest has the agent die before the editor sends
 // anything: the editor's first request is answered with the failure,
-// naming the agent and how it ended, whether the agent was started directly
-// or by the chain's supervisor, which reports its wait status, and whether
-// its command is found in PATH or is a path relative to its cwd.
+// naming the agent and how it ended, with the chain's watchdog and without,
+// and whether its command is found in PATH or is a path relative to its
+// cwd.
 func TestFailureBeforeFirstRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -235,8 +235,8 @@ func TestFailureBeforeFirstRequest(t *testing.T) {
 	}
 }
 
-// supervised returns c run under this test binary as its supervisor, as
-// acp-conductor runs every component.
+// supervised returns this test binary, to run as the chain's watchdog as
+// acp-conductor runs one for every chain.
 func supervised(t *testing.T) string {
 	exe, err := os.Executable()
 	if err != nil {
@@ -276,7 +276,7 @@ func TestSetsidGrandchild(t *testing.T) {
 }
 
 // TestOutputClosedButAlive runs an agent that closes its stdout and keeps
-// running: the conductor sees its output end (its supervisor holds no copy)
+// running: the conductor sees its output end (its watchdog holds no copy)
 // and answers the editor's initialize with the failure at once, not after
 // the initialize timeout.
 func TestOutputClosedButAlive(t *testing.T) {
@@ -293,6 +293,31 @@ func TestOutputClosedButAlive(t *testing.T) {
 	}
 	if err, _ := e.stopped(); err == nil {
 		t.Errorf("Run = nil, want the agent's failure")
+	}
+}
+
+// TestLargeEnvironment starts, with the chain's watchdog, an agent whose
+// environment is 300 KB more than the conductor's (the kernel takes up to
+// 128 KiB per variable), larger than any one message on a socket (the
+// supervisor this design replaced sent each environment in one): it
+// answers initialize, with the chain's marker added.
+func TestLargeEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	var env []string
+	for i := range 3 {
+		env = append(env, fmt.Sprintf("ACP_TEST_BIG%d=%s", i, strings.Repeat("x", 100_000)))
+	}
+	e := startChain(t, Config{
+		Agent:       fake(t, dir, "agent", "streamer", env...),
+		GracePeriod: 10 * time.Second,
+		Supervisor:  supervised(t),
+	})
+	e.send(initLine)
+	if m := e.recvMsg(); m.Error != nil || m.Result == nil {
+		t.Errorf("initialize answered %s %s, want a result", m.Result, m.Error)
+	}
+	if err, _ := e.stopped(); err != nil {
+		t.Errorf("Run = %v", err)
 	}
 }
 

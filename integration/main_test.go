@@ -34,7 +34,7 @@ var (
 
 func TestMain(m *testing.M) {
 	// Race-built binaries sleep a second on exit to flush reports; with
-	// the chain's supervisor that doubles, and eats the shutdown grace.
+	// the chain's watchdog that doubles, and eats the shutdown grace.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
 	os.Exit(runMain(m))
 }

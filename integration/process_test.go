@@ -75,7 +75,7 @@ func TestShutdownOnStdinClose(t *testing.T) {
 				ev := rc.event(t, ctx)
 				running = markedProcs(marker)
 				t.Logf("active (conductor pid %d):\n%s", ev.PID, procList(running))
-				// Each component also has its supervisor; count the rest.
+				// Each conductor also has its watchdog; count the rest.
 				n := 0
 				for _, p := range running {
 					if !strings.Contains(p.Cmdline, "component-supervisor") {
@@ -83,7 +83,7 @@ func TestShutdownOnStdinClose(t *testing.T) {
 					}
 				}
 				if n != c.expect {
-					t.Errorf("found %d marked processes besides supervisors while active, want %d", n, c.expect)
+					t.Errorf("found %d marked processes besides watchdogs while active, want %d", n, c.expect)
 				}
 				if !containsPID(running, ev.PID) {
 					t.Errorf("the conductor (pid %d) is not among the marked processes", ev.PID)
@@ -110,10 +110,12 @@ func TestShutdownOnStdinClose(t *testing.T) {
 // TestConductorSignalled sends SIGTERM or SIGKILL to the conductor while a
 // prompt is in flight. After either, the whole tree must go: after SIGTERM
 // the conductor stops it; after SIGKILL, which the conductor never sees, the
-// chain's supervisor ("acp-conductor component-supervisor --chain"), which
-// started every component, gets the kernel's parent-death signal and kills
-// every process below it, grandchildren included, even those of an agent
-// that ignores the end of its input.
+// components die of their parent-death signal, and the chain's watchdog
+// ("acp-conductor component-supervisor --watch"), which sees the end of the
+// conductor's pipe, kills the rest: the components' process groups and
+// every process carrying the chain's marker, grandchildren included, even
+// those of an agent that ignores the end of its input, and the inner
+// conductor's chain.
 func TestConductorSignalled(t *testing.T) {
 	requireConductor(t)
 	cases := []struct {
@@ -141,10 +143,10 @@ func TestConductorSignalled(t *testing.T) {
 			rc := startClient(t, ctx, cfg, agentModeArgs(chain...))
 			ev := rc.event(t, ctx)
 			running := markedProcs(marker)
-			// The chain's supervisor starts every component: it is the
-			// conductor's one direct child; deeper are go1, the inner
-			// conductor, the agent, the inner conductor's supervisor and
-			// proxies (py2, go3), and the agent's sleep.
+			// The conductor's direct children are go1, the inner conductor,
+			// the agent and the chain's watchdog; deeper are the inner
+			// conductor's proxies (py2, go3) and watchdog, and the agent's
+			// sleep.
 			var direct, deeper, components []proc
 			for _, p := range running {
 				switch {
@@ -159,8 +161,8 @@ func TestConductorSignalled(t *testing.T) {
 				}
 			}
 			t.Logf("active: conductor %d\ndirect children:\n%sdeeper:\n%s", ev.PID, procList(direct), procList(deeper))
-			if len(direct) != 1 || len(components) != 6 {
-				t.Errorf("want 1 direct child (the chain's supervisor) and 6 processes besides supervisors (go1, inner conductor, py2, go3, agent, sleep)")
+			if len(direct) != 4 || len(components) != 6 {
+				t.Errorf("want 4 direct children (go1, the inner conductor, the agent, the chain's watchdog) and 6 processes besides watchdogs (go1, inner conductor, py2, go3, agent, sleep)")
 			}
 
 			if err := syscall.Kill(ev.PID, c.sig); err != nil {

@@ -1,45 +1,41 @@
-// Package supervisor runs the components of a chain so that none of them,
-// nor anything they start, outlives their conductor.
+// Package supervisor keeps the components of a chain, and everything they
+// start, from outliving their conductor, without standing between the
+// conductor and its components' start.
 //
-// The conductor starts one supervisor per chain, "BINARY
-// component-supervisor --chain" (StartChain), when Config.Supervisor names a
-// binary whose main calls RunChain for those arguments (acp-conductor's
-// does), and has it start every component (Chain.Spawn). The supervisor is
-// a child subreaper: whatever a component starts and leaves behind, even in
-// a session of its own (setsid), becomes its child rather than init's. It
-// exists for one case no handler sees: the conductor killed with SIGKILL.
-// The kernel then sends the supervisor its parent-death signal, and the
-// supervisor kills every process below it. When the conductor closes the
-// control socket, at the end of its run, the supervisor likewise kills what
-// is left and exits.
+// The conductor starts each component itself, in a process group of its
+// own, with the kernel's parent-death signal set to SIGKILL, and with the
+// chain's marker in its environment (MarkerEnv: the chain's ID added to the
+// IDs of the chains around it, so that a nested conductor's components carry
+// both). Whatever a component starts inherits the marker, even in a session
+// of its own (setsid). Beside the components, not before them, the conductor
+// starts a watchdog, "BINARY component-supervisor --watch ID" (Start), which
+// holds the read end of a pipe whose write end only the conductor holds, and
+// learns from it the process group of each component (Watch.Started). Should
+// the conductor be killed outright (SIGKILL), the components die of their
+// parent-death signal, the pipe reaches its end, and the watchdog kills every
+// process group it was told of and every process that carries the chain's
+// marker, then exits. Since what it must kill is in the pipe or in /proc, a
+// watchdog that has not yet finished its own start-up when the conductor
+// dies loses nothing; so it runs at the lowest priority (SCHED_IDLE), and
+// its start-up does not compete with the components'. At the chain's end,
+// once every component has been reaped, the conductor kills what is left
+// with the marker itself, and then the watchdog (Watch.Close).
 //
-// One supervisor serves the whole chain, rather than one per component,
-// because starting a Go process is most of what the conductor adds to a
-// chain's start-up (make bench: the startup rows).
+// The components are children of the conductor, not of a supervisor
+// process, because starting a second Go process and waiting for it before
+// each component was most of what the conductor added to a chain's
+// start-up (make bench: the startup rows).
 package supervisor
 
-// Command and ChainFlag are the arguments that make a binary a chain's
-// supervisor: "BINARY component-supervisor --chain", with the control
-// socket as descriptor 3.
+// Command and WatchFlag are the arguments that make a binary a chain's
+// watchdog: "BINARY component-supervisor --watch ID", with the read end of
+// the conductor's pipe as descriptor 3.
 const (
 	Command   = "component-supervisor"
-	ChainFlag = "--chain"
+	WatchFlag = "--watch"
 )
 
-// A spawn is the conductor's request to start one component; its stdin,
-// stdout and stderr travel with it as SCM_RIGHTS.
-type spawn struct {
-	Path string   `json:"path"`
-	Args []string `json:"args"` // argv, the program's name first
-	Dir  string   `json:"dir,omitempty"`
-	Env  []string `json:"env"`
-}
-
-// An event is the supervisor's answer to a spawn (PID or Error), or the
-// end of a component (Exited, with its wait status).
-type event struct {
-	PID    int    `json:"pid,omitempty"`
-	Error  string `json:"error,omitempty"`
-	Exited int    `json:"exited,omitempty"`
-	Status uint32 `json:"status,omitempty"`
-}
+// MarkerEnv is the environment variable that marks every process of a
+// chain: the IDs of the chains it belongs to, innermost last, separated by
+// commas.
+const MarkerEnv = "ACP_CONDUCTOR_CHAIN"

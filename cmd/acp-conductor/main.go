@@ -25,6 +25,11 @@ import (
 )
 
 func main() {
+	// A watchdog is started at every chain start, beside its components:
+	// skip the rest.
+	if len(os.Args) == 4 && os.Args[1] == supervisor.Command && os.Args[2] == supervisor.WatchFlag {
+		os.Exit(supervisor.RunWatch(os.Args[3]))
+	}
 	// The relay does little work per message and shares the machine with
 	// the editor, the agent and every proxy. With one P its goroutines hand
 	// messages to each other on one thread instead of waking others, which
@@ -32,11 +37,6 @@ func main() {
 	// environment still decides.
 	if os.Getenv("GOMAXPROCS") == "" && trick.On(trick.OneProc) {
 		runtime.GOMAXPROCS(1)
-	}
-	// A supervisor is started at every chain start: skip building the
-	// command tree for it.
-	if len(os.Args) == 3 && os.Args[1] == supervisor.Command && os.Args[2] == supervisor.ChainFlag {
-		os.Exit(supervisor.RunChain())
 	}
 	os.Exit(run(os.Args[1:]))
 }

@@ -78,7 +78,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	}
 	defer stopTrace()
 	if exe, err := os.Executable(); err == nil && trick.On(trick.Supervisor) {
-		cc.Supervisor = exe // components die with the conductor, even by SIGKILL
+		cc.Supervisor = exe // nothing outlives the conductor, even killed by SIGKILL
 	}
 	err = conductor.Run(ctx, cc, conductor.Stdin(), conductor.Stdout())
 	if err == nil {

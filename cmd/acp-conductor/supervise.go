@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -10,16 +11,20 @@ import (
 
 func newSuperviseCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   supervisor.Command + " " + supervisor.ChainFlag,
-		Short: "Run a chain's components so that they cannot outlive their conductor",
-		Long: `Start and watch the components of one chain for the conductor that started
-this process, over the control socket it passed as descriptor 3, so that,
-should the conductor itself be killed outright (SIGKILL), every component
-and everything it started are killed too. It is not meant to be run by hand.`,
+		Use:   supervisor.Command + " " + supervisor.WatchFlag + " ID",
+		Short: "Watch a chain so that its processes cannot outlive their conductor",
+		Long: `Wait for the end of the pipe the conductor that started this process passed
+as descriptor 3, and then kill every process group the conductor named on it
+and every process marked as one of chain ID's, so that, should the conductor
+itself be killed outright (SIGKILL), nothing its components started is left.
+It is not meant to be run by hand.`,
 		Hidden:             true, // a part of the conductor, not a tool
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			os.Exit(supervisor.RunChain())
+			if len(args) != 2 || args[0] != supervisor.WatchFlag {
+				return fmt.Errorf("usage: %s %s ID", supervisor.Command, supervisor.WatchFlag)
+			}
+			os.Exit(supervisor.RunWatch(args[1]))
 			return nil
 		},
 	}

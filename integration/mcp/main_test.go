@@ -21,7 +21,7 @@ var (
 
 func TestMain(m *testing.M) {
 	// Race-built binaries sleep a second on exit to flush reports; with a
-	// supervisor per component that doubles, and eats the shutdown grace.
+	// watchdog per chain that doubles, and eats the shutdown grace.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
 	os.Exit(runMain(m))
 }

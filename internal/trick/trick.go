@@ -33,10 +33,10 @@ const (
 	// Pollable: standard input and output, when pipes or sockets, are put
 	// in non-blocking mode and read and written through Go's poller.
 	Pollable = "pollable"
-	// Supervisor: each component runs under a supervisor process, so
-	// that nothing it starts outlives the conductor, even killed with
-	// SIGKILL. Not a trick but a guarantee; turning it off shows what it
-	// costs at start-up.
+	// Supervisor: each chain has a watchdog process and marks its
+	// components, so that nothing they start outlives the conductor, even
+	// killed with SIGKILL (package supervisor). Not a trick but a
+	// guarantee; turning it off shows what it costs at start-up.
 	Supervisor = "supervisor"
 )
 
