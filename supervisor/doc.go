@@ -16,10 +16,10 @@
 // process group it was told of and every process that carries the chain's
 // marker, then exits. Since what it must kill is in the pipe or in /proc, a
 // watchdog that has not yet finished its own start-up when the conductor
-// dies loses nothing; so it runs at the lowest priority (SCHED_IDLE), and
-// its start-up does not compete with the components'. At the chain's end,
-// once every component has been reaped, the conductor kills what is left
-// with the marker itself, and then the watchdog (Watch.Close).
+// dies loses nothing; so it runs at the lowest nice value (19), and its
+// start-up hardly competes with the components'. At the chain's end, once
+// every component has been reaped, the conductor kills what is left with
+// the marker itself, and then the watchdog (Watch.Close).
 //
 // The components are children of the conductor, not of a supervisor
 // process, because starting a second Go process and waiting for it before

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -15,7 +16,7 @@ import (
 // A Watch is the conductor's end of a chain's watchdog.
 type Watch struct {
 	id   string
-	cmd  *exec.Cmd
+	pid  int      // the watchdog's, until reaped (see reap)
 	pipe *os.File // the write end, which only the conductor holds
 }
 
@@ -23,6 +24,7 @@ type Watch struct {
 // been executed, not once it runs: the conductor starts the components
 // while the watchdog starts up, at the lowest priority.
 func Start(exe string) (*Watch, error) {
+	reap()
 	id := strconv.FormatUint(rand.Uint64(), 16)
 	r, w, err := os.Pipe() // close-on-exec: no component inherits either end
 	if err != nil {
@@ -30,7 +32,8 @@ func Start(exe string) (*Watch, error) {
 	}
 	cmd := exec.Command(exe, Command, WatchFlag, id)
 	cmd.ExtraFiles = []*os.File{r}
-	cmd.Stderr = os.Stderr // stdin and stdout are /dev/null: it holds none of the conductor's
+	// Its stdio is /dev/null: it holds none of the conductor's, which the
+	// editor may read to their end.
 	// A group of its own, so that no signal meant for the conductor's group
 	// (a terminal's ^C) reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -40,10 +43,16 @@ func Start(exe string) (*Watch, error) {
 		w.Close()
 		return nil, fmt.Errorf("chain watchdog: %w", err)
 	}
-	// The threads its runtime starts inherit the policy of its first one.
-	// Should a thread start before this, the watchdog only competes more.
-	_ = unix.SchedSetAttr(cmd.Process.Pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
-	return &Watch{id: id, cmd: cmd, pipe: w}, nil
+	// The lowest priority a process can leave no one waiting on: nice 19,
+	// which the threads its runtime starts inherit from its first one
+	// (should one start before this, the watchdog only competes more).
+	// SCHED_IDLE would keep it off the components' way a little more, but
+	// on a busy machine it could take seconds to be scheduled to do its
+	// work, which matters once the conductor is gone.
+	_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, 19)
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release() // reaped by PID: see reap
+	return &Watch{id: id, pid: pid, pipe: w}, nil
 }
 
 // Env returns env with the chain's marker added, for a component: the
@@ -87,12 +96,36 @@ func (w *Watch) send(op byte, pgid int) {
 
 // Close ends the chain, once every component has been reaped: it kills
 // every process left that carries the chain's marker (what a component
-// left in a session of its own), then the watchdog, and returns once it
-// has been reaped.
+// left in a session of its own), then the watchdog, which has nothing left
+// to do. It does not wait for the watchdog to end: at its priority, on a
+// busy machine, that can take a while. The watchdog is reaped by the next
+// Start or Close, or by init once the conductor has exited.
 func (w *Watch) Close() error {
 	sweep(w.id, nil)
 	w.pipe.Close()
-	_ = w.cmd.Process.Kill() // nothing is left for it to do
-	_ = w.cmd.Wait()
+	_ = syscall.Kill(w.pid, syscall.SIGKILL) // its PID is ours until reaped
+	killed.Lock()
+	killed.pids = append(killed.pids, w.pid)
+	killed.Unlock()
+	reap()
 	return nil
+}
+
+// killed holds the watchdogs killed and not yet reaped.
+var killed struct {
+	sync.Mutex
+	pids []int
+}
+
+// reap reaps the watchdogs that have ended since they were killed.
+func reap() {
+	killed.Lock()
+	defer killed.Unlock()
+	left := killed.pids[:0]
+	for _, pid := range killed.pids {
+		if got, err := syscall.Wait4(pid, nil, syscall.WNOHANG, nil); got == 0 && err == nil {
+			left = append(left, pid) // not yet ended
+		}
+	}
+	killed.pids = left
 }
