@@ -39,14 +39,14 @@ func main() {
 	profile := flag.String("profile", "", "also profile the in-process relay, writing pprof files to this directory")
 	rounds := flag.Int("rounds", 0, "rounds of the chain sweep (default 3, or 1 with -quick)")
 	profileOnly := flag.Bool("profile-only", false, "with -profile, skip the table and only profile")
-	only := flag.String("only", "", "run only this scenario and print its table and targets: sdk")
+	only := flag.String("only", "", "run only this scenario and print its table and targets: sdk or startup")
 	flag.Parse()
 	if *profileOnly && *profile == "" {
 		fmt.Fprintln(os.Stderr, "bench: -profile-only needs -profile DIR")
 		os.Exit(2)
 	}
-	if *only != "" && *only != "sdk" {
-		fmt.Fprintf(os.Stderr, "bench: -only %s: the scenario that runs alone is sdk\n", *only)
+	if *only != "" && *only != "sdk" && *only != "startup" {
+		fmt.Fprintf(os.Stderr, "bench: -only %s: the scenarios that run alone are sdk and startup\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*quick, *out, *profile, *rounds, *profileOnly, *only); err != nil {
@@ -125,8 +125,11 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool, only str
 	if profileOnly {
 		return b.profile(profile)
 	}
-	if only == "sdk" {
+	switch only {
+	case "sdk":
 		return b.sdkOnly(out)
+	case "startup":
+		return b.startupOnly(out)
 	}
 	var r results
 	if r.sweep, err = b.sweep(); err != nil {
