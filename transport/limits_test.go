@@ -174,3 +174,24 @@ func TestIdleTimeout(t *testing.T) {
 	// Nobody opens the connection's stream: the connection ends.
 	waitIdle(t, s)
 }
+
+// TestInitializeAnsweredThenEnded: a chain that answers initialize and ends
+// at once: the POST still gets the answer, whichever the server notices
+// first, and the connection is gone afterwards.
+func TestInitializeAnsweredThenEnded(t *testing.T) {
+	s := &Server{Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+		if _, err := c.Read(ctx); err != nil {
+			return
+		}
+		_ = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`))
+	}}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	for range 20 {
+		init := post(t, ts.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+		body := readAll(init)
+		if init.StatusCode != 200 || !strings.Contains(body, `"protocolVersion":1`) {
+			t.Fatalf("initialize: %s %s", init.Status, body)
+		}
+	}
+}

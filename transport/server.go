@@ -331,17 +331,28 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Mess
 	timer := time.NewTimer(s.InitTimeout)
 	defer timer.Stop()
 	if err := c.receive(r.Context(), m.Raw); err == nil {
+		var resp []byte
 		select {
-		case resp := <-c.initResp:
+		case resp = <-c.initResp:
+		case <-c.done:
+		case <-r.Context().Done():
+		case <-timer.C:
+		}
+		if resp == nil {
+			// An answer written just before the connection ended (a chain
+			// that answers, then breaks a limit) is still the answer.
+			select {
+			case resp = <-c.initResp:
+			default:
+			}
+		}
+		if resp != nil {
 			h := http.Header{HeaderConnectionID: {c.id}}
 			if v := c.protocolVersion(); v != "" {
 				h.Set(HeaderProtocolVersion, v)
 			}
 			writeJSON(w, http.StatusOK, resp, h)
 			return
-		case <-c.done:
-		case <-r.Context().Done():
-		case <-timer.C:
 		}
 	}
 	c.Close()

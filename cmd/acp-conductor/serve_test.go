@@ -52,9 +52,10 @@ func startServe(t *testing.T, env []string, args ...string) (string, *exec.Cmd, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	log := &lockedLog{}
+	log := &lockedLog{ended: make(chan struct{})}
 	urls := make(chan string, 1)
 	go func() {
+		defer close(log.ended)
 		sc := bufio.NewScanner(stderr)
 		re := regexp.MustCompile(`"url": "ws://([^"]+)"`)
 		for sc.Scan() {
@@ -81,6 +82,14 @@ type lockedLog struct {
 	mu    sync.Mutex
 	lines []string
 	wake  chan struct{} // closed and replaced at each line
+	ended chan struct{} // closed once serve's stderr has been read to its end
+}
+
+// wait waits for serve to exit, once its stderr has been read to the end:
+// exec's Wait closes the pipe, and a line not yet read would be lost.
+func (l *lockedLog) wait(cmd *exec.Cmd) error {
+	<-l.ended
+	return cmd.Wait()
 }
 
 func (l *lockedLog) add(s string) {
@@ -150,7 +159,7 @@ func TestServe(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- log.wait(cmd) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -319,7 +328,7 @@ func TestServeSignals(t *testing.T) {
 				}
 			}
 			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			go func() { done <- log.wait(cmd) }()
 			select {
 			case err := <-done:
 				if err != nil {
