@@ -43,16 +43,31 @@ func Start(exe string) (*Watch, error) {
 		w.Close()
 		return nil, fmt.Errorf("chain watchdog: %w", err)
 	}
-	// The lowest priority a process can leave no one waiting on: nice 19,
-	// which the threads its runtime starts inherit from its first one
-	// (should one start before this, the watchdog only competes more).
+	// The lowest priority a process can leave no one waiting on: nice 19.
 	// SCHED_IDLE would keep it off the components' way a little more, but
 	// on a busy machine it could take seconds to be scheduled to do its
 	// work, which matters once the conductor is gone.
-	_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, 19)
 	pid := cmd.Process.Pid
+	lowerPriority(pid)
 	_ = cmd.Process.Release() // reaped by PID: see reap
 	return &Watch{id: id, pid: pid, pipe: w}, nil
+}
+
+// lowerPriority sets every thread of process pid to nice 19; the threads
+// they start inherit it. Linux sets a nice value per thread: a thread its
+// runtime started before this keeps its own, so the watchdog, once
+// running, does this for itself too.
+func lowerPriority(pid int) {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, 19)
+		return
+	}
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			_ = unix.Setpriority(unix.PRIO_PROCESS, tid, 19)
+		}
+	}
 }
 
 // Env returns env with the chain's marker added, for a component: the

@@ -19,6 +19,7 @@ func RunWatch(id string) int {
 	// Signals from the terminal are for the conductor, which ends the
 	// chain; the end of the pipe is the watchdog's only cue.
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP)
+	lowerPriority(os.Getpid())
 	groups := make(map[int]bool)
 	sc := bufio.NewScanner(os.NewFile(3, "conductor"))
 	for sc.Scan() {
