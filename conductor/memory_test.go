@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"weak"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // TestRelayLetsGoOfTheLine: once a request has been written on, nothing
@@ -25,7 +27,7 @@ func TestRelayLetsGoOfTheLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		kept := weak.Make(&line[0])
-		c.receive(client, line)
+		c.receive(client, line, new(wire.Message))
 		line = nil
 		var spare [][]byte
 		flush(t, agent, &spare)

@@ -38,28 +38,40 @@ type chain struct {
 	initTimer   *time.Timer // running while the client's initialize is unanswered
 }
 
-// receive handles one line read from peer from.
-func (c *chain) receive(from *peer, line []byte) {
+// receive handles one line read from peer from. m is its reader's own
+// message, which each line is parsed into in turn (see dispatch).
+func (c *chain) receive(from *peer, line []byte, m *wire.Message) {
 	pos := from.pos
 	if pos == 0 && wire.IsBatch(line) {
 		c.receiveBatch(from, line)
 		return
 	}
-	m, err := wire.Parse(line)
-	if err != nil {
+	if err := wire.ParseInto(m, line); err != nil {
 		c.badInput(from, pos, line, err, nil)
-		return
+	} else {
+		c.dispatch(pos, from, m, nil)
 	}
-	c.dispatch(pos, from, m, nil)
+	*m = wire.Message{} // keeps no line alive until the next one comes
 }
 
 // dispatch carries out what route decides for one message; b is the batch
-// it came in, if any.
+// it came in, if any. m stays the caller's: a message relayed as its line
+// (most of a stream: session/update on its way to the editor) needs
+// nothing of it past routing, and any other is copied before it goes on,
+// since an answer's hook or a bridged call may keep it.
 func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 	dc := c.topo.Load().route(inbound{from: pos, msg: m, restarted: from.restarted()}, c)
 	if dc.learn != nil {
 		from.setDialect(dc.learn)
 	}
+	if dc.act == actRelayLine {
+		if c.trace != nil {
+			c.traceSend(from, c.peers[dc.d.to], nil, dc.d.method, dc.raw)
+		}
+		c.peers[dc.d.to].send(m.Raw, newline)
+		return
+	}
+	m = new(wire.Message(*m))
 	switch dc.act {
 	case actComplete:
 		c.relayAnswer(from, m)
@@ -84,12 +96,6 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 			c.answerError(from, m, dc.err, b)
 			return
 		}
-	case actRelayLine:
-		if c.trace != nil {
-			c.traceSend(from, c.peers[dc.d.to], nil, dc.d.method, dc.raw)
-		}
-		c.peers[dc.d.to].send(m.Raw, newline)
-		return
 	}
 	to := c.peers[dc.d.to]
 	params := dc.raw
@@ -386,13 +392,14 @@ func (c *chain) bypass(pos int) {
 func (c *chain) readLoop(p *peer, l *link) {
 	more, _ := l.ch.(interface{ More() bool })
 	hb, holding := c.hb, false
+	var m wire.Message // each line's, in turn
 	for {
 		line, err := l.ch.Recv()
 		burst := more != nil && err == nil && more.More()
 		if burst && !holding {
 			hb.hold()
 		}
-		ok := c.handle(p, line, err)
+		ok := c.handle(p, line, err, &m)
 		if holding && !burst { // an error ends any burst
 			hb.release()
 		}
@@ -406,9 +413,9 @@ func (c *chain) readLoop(p *peer, l *link) {
 	}
 }
 
-// handle relays one line read from p, or deals with the error reading it;
-// it reports false when p's input has ended.
-func (c *chain) handle(p *peer, line []byte, err error) bool {
+// handle relays one line read from p, parsed into m, or deals with the
+// error reading it; it reports false when p's input has ended.
+func (c *chain) handle(p *peer, line []byte, err error, m *wire.Message) bool {
 	var big *wire.OversizeError
 	switch {
 	case errors.As(err, &big):
@@ -419,7 +426,7 @@ func (c *chain) handle(p *peer, line []byte, err error) bool {
 		}
 		return false
 	default:
-		c.receive(p, line)
+		c.receive(p, line, m)
 	}
 	return true
 }

@@ -151,14 +151,24 @@ func flush(b testing.TB, p *peer, spare *[][]byte) {
 }
 
 // relay reads one line from the peer at pos and hands it to the chain, as a
-// reader goroutine does.
+// reader goroutine does, parsing it into that reader's message.
 func relay(b testing.TB, c *chain, pos int) {
-	line, err := c.peers[pos].link.Load().ch.Recv()
+	p := c.peers[pos]
+	line, err := p.link.Load().ch.Recv()
 	if err != nil {
 		b.Fatal(err)
 	}
-	c.receive(c.peers[pos], line)
+	m, ok := readerMessages[p]
+	if !ok {
+		m = new(wire.Message)
+		readerMessages[p] = m
+	}
+	c.receive(p, line, m)
 }
+
+// readerMessages are the messages relay parses into, one per reader as
+// readLoop has. Benchmarks and tests that use relay do not run in parallel.
+var readerMessages = make(map[*peer]*wire.Message)
 
 func benchCopy(b *testing.B, line string) {
 	w := new(countingWriter)

@@ -59,7 +59,19 @@ var (
 // does and as every ACP and MCP SDK sends; a message without it is refused
 // like any other invalid request.
 func Parse(data []byte) (*Message, error) {
-	m := &Message{Raw: data}
+	m := new(Message)
+	if err := ParseInto(m, data); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ParseInto is Parse into a message of the caller's, which it overwrites:
+// a relay that parses every line it reads reuses one message for those it
+// is done with before the next, instead of allocating one for each. m is
+// left unspecified when it returns an error.
+func ParseInto(m *Message, data []byte) error {
+	*m = Message{Raw: data}
 	var hasMethod, hasResult, hasError, badMethod bool
 	var seen uint8 // a bit for each member JSON-RPC defines
 	version, odd := false, false
@@ -87,30 +99,30 @@ func Parse(data []byte) (*Message, error) {
 		seen |= bit
 	})
 	if !valid {
-		return nil, ErrNotJSON
+		return ErrNotJSON
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: not an object", ErrNotJSONRPC)
+		return fmt.Errorf("%w: not an object", ErrNotJSONRPC)
 	}
 	if badMethod {
-		return nil, fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
+		return fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
 	}
 	switch {
 	case !version:
-		return nil, fmt.Errorf(`%w: "jsonrpc" must be "2.0"`, ErrNotJSONRPC)
+		return fmt.Errorf(`%w: "jsonrpc" must be "2.0"`, ErrNotJSONRPC)
 	case hasMethod && (hasResult || hasError):
-		return nil, fmt.Errorf("%w: both method and result/error", ErrNotJSONRPC)
+		return fmt.Errorf("%w: both method and result/error", ErrNotJSONRPC)
 	case hasMethod && m.Method == "":
-		return nil, fmt.Errorf("%w: empty method", ErrNotJSONRPC)
+		return fmt.Errorf("%w: empty method", ErrNotJSONRPC)
 	case !hasMethod && !hasResult && !hasError:
-		return nil, fmt.Errorf("%w: no method, result or error", ErrNotJSONRPC)
+		return fmt.Errorf("%w: no method, result or error", ErrNotJSONRPC)
 	case !hasMethod && m.ID == nil:
-		return nil, fmt.Errorf("%w: response without id", ErrNotJSONRPC)
+		return fmt.Errorf("%w: response without id", ErrNotJSONRPC)
 	case m.ID != nil && !validID(m.ID):
-		return nil, fmt.Errorf("%w: id must be a string, number or null", ErrNotJSONRPC)
+		return fmt.Errorf("%w: id must be a string, number or null", ErrNotJSONRPC)
 	}
 	m.plain = !odd
-	return m, nil
+	return nil
 }
 
 // decodedKey returns an escaped member name, a raw JSON string, with its
