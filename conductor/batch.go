@@ -63,6 +63,6 @@ func (c *chain) receiveBatch(from *peer, line []byte) {
 			c.badInput(from, 0, entries[i], errs[i], b)
 			continue
 		}
-		c.dispatch(0, from, msgs[i], b)
+		c.dispatch(0, from, msgs[i], b, nil)
 	}
 }

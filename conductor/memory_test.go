@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"weak"
-
-	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // TestRelayLetsGoOfTheLine: once a request has been written on, nothing
@@ -27,7 +25,7 @@ func TestRelayLetsGoOfTheLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		kept := weak.Make(&line[0])
-		c.receive(client, line, new(wire.Message))
+		c.receive(client, line, new(reader))
 		line = nil
 		var spare [][]byte
 		flush(t, agent, &spare)

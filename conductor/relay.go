@@ -38,28 +38,35 @@ type chain struct {
 	initTimer   *time.Timer // running while the client's initialize is unanswered
 }
 
-// receive handles one line read from peer from. m is its reader's own
-// message, which each line is parsed into in turn (see dispatch).
-func (c *chain) receive(from *peer, line []byte, m *wire.Message) {
+// A reader is what a peer's reader goroutine keeps from one line to the
+// next.
+type reader struct {
+	m  wire.Message      // each line's, parsed in turn (see dispatch)
+	lc *wire.LineChannel // what it reads from, if a LineChannel
+}
+
+// receive handles one line read from peer from by its reader rd.
+func (c *chain) receive(from *peer, line []byte, rd *reader) {
 	pos := from.pos
 	if pos == 0 && wire.IsBatch(line) {
 		c.receiveBatch(from, line)
 		return
 	}
-	if err := wire.ParseInto(m, line); err != nil {
+	if err := wire.ParseInto(&rd.m, line); err != nil {
 		c.badInput(from, pos, line, err, nil)
 	} else {
-		c.dispatch(pos, from, m, nil)
+		c.dispatch(pos, from, &rd.m, nil, rd.lc)
 	}
-	*m = wire.Message{} // keeps no line alive until the next one comes
+	rd.m = wire.Message{} // keeps no line alive until the next one comes
 }
 
 // dispatch carries out what route decides for one message; b is the batch
-// it came in, if any. m stays the caller's: a message relayed as its line
-// (most of a stream: session/update on its way to the editor) needs
-// nothing of it past routing, and any other is copied before it goes on,
-// since an answer's hook or a bridged call may keep it.
-func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
+// it came in, if any, and lc the LineChannel it was read from, if it was.
+// m stays the caller's: a message relayed as its line (most of a stream:
+// session/update on its way to the editor) needs nothing of it past
+// routing, and any other is copied before it goes on, since an answer's
+// hook or a bridged call may keep it.
+func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wire.LineChannel) {
 	dc := c.topo.Load().route(inbound{from: pos, msg: m, restarted: from.restarted()}, c)
 	if dc.learn != nil {
 		from.setDialect(dc.learn)
@@ -68,7 +75,11 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch) {
 		if c.trace != nil {
 			c.traceSend(from, c.peers[dc.d.to], nil, dc.d.method, dc.raw)
 		}
-		c.peers[dc.d.to].send(m.Raw, newline)
+		if whole := lc.WithNewline(m.Raw); whole != nil {
+			c.peers[dc.d.to].send(whole) // one segment to queue and write
+		} else {
+			c.peers[dc.d.to].send(m.Raw, newline)
+		}
 		return
 	}
 	m = new(wire.Message(*m))
@@ -392,14 +403,15 @@ func (c *chain) bypass(pos int) {
 func (c *chain) readLoop(p *peer, l *link) {
 	more, _ := l.ch.(interface{ More() bool })
 	hb, holding := c.hb, false
-	var m wire.Message // each line's, in turn
+	rd := new(reader)
+	rd.lc, _ = l.ch.(*wire.LineChannel)
 	for {
 		line, err := l.ch.Recv()
 		burst := more != nil && err == nil && more.More()
 		if burst && !holding {
 			hb.hold()
 		}
-		ok := c.handle(p, line, err, &m)
+		ok := c.handle(p, line, err, rd)
 		if holding && !burst { // an error ends any burst
 			hb.release()
 		}
@@ -413,9 +425,9 @@ func (c *chain) readLoop(p *peer, l *link) {
 	}
 }
 
-// handle relays one line read from p, parsed into m, or deals with the
-// error reading it; it reports false when p's input has ended.
-func (c *chain) handle(p *peer, line []byte, err error, m *wire.Message) bool {
+// handle relays one line read from p by rd, or deals with the error
+// reading it; it reports false when p's input has ended.
+func (c *chain) handle(p *peer, line []byte, err error, rd *reader) bool {
 	var big *wire.OversizeError
 	switch {
 	case errors.As(err, &big):
@@ -426,7 +438,7 @@ func (c *chain) handle(p *peer, line []byte, err error, m *wire.Message) bool {
 		}
 		return false
 	default:
-		c.receive(p, line, m)
+		c.receive(p, line, rd)
 	}
 	return true
 }

@@ -150,25 +150,27 @@ func flush(b testing.TB, p *peer, spare *[][]byte) {
 	*spare = lines
 }
 
-// relay reads one line from the peer at pos and hands it to the chain, as a
-// reader goroutine does, parsing it into that reader's message.
+// relay reads one line from the peer at pos and hands it to the chain, as
+// its reader goroutine does.
 func relay(b testing.TB, c *chain, pos int) {
 	p := c.peers[pos]
-	line, err := p.link.Load().ch.Recv()
+	ch := p.link.Load().ch
+	line, err := ch.Recv()
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, ok := readerMessages[p]
+	rd, ok := readers[p]
 	if !ok {
-		m = new(wire.Message)
-		readerMessages[p] = m
+		rd = new(reader)
+		rd.lc, _ = ch.(*wire.LineChannel)
+		readers[p] = rd
 	}
-	c.receive(p, line, m)
+	c.receive(p, line, rd)
 }
 
-// readerMessages are the messages relay parses into, one per reader as
-// readLoop has. Benchmarks and tests that use relay do not run in parallel.
-var readerMessages = make(map[*peer]*wire.Message)
+// readers are relay's, one per peer as readLoop has. Benchmarks and tests
+// that use relay do not run in parallel.
+var readers = make(map[*peer]*reader)
 
 func benchCopy(b *testing.B, line string) {
 	w := new(countingWriter)

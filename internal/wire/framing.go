@@ -110,6 +110,18 @@ func (c *LineChannel) Recv() ([]byte, error) {
 	}
 }
 
+// WithNewline returns line with the newline that follows it, when line is
+// one c's Recv returned and fitted the read buffer: Recv leaves its newline
+// just past its end, in its capacity, where nothing writes. A relay that
+// forwards such a line as it came then writes one segment, not two. It
+// returns nil for any other line, and on a nil channel.
+func (c *LineChannel) WithNewline(line []byte) []byte {
+	if n := len(line); c != nil && cap(line) > n && line[:n+1][n] == '\n' {
+		return line[:n+1]
+	}
+	return nil
+}
+
 // More reports whether a whole line is already buffered, so that the next
 // Recv returns without a system call. A reader uses it to hold back its
 // writes while a burst it read at once is still being handled.
@@ -131,7 +143,10 @@ func (c *LineChannel) readLine() ([]byte, error) {
 		if len(line) > c.limit {
 			return nil, c.oversize(nil, frag, nil)
 		}
-		return append(make([]byte, 0, len(line)), line...), nil
+		// The copy keeps the newline past its end (see WithNewline).
+		out := make([]byte, len(line)+1)
+		out[copy(out, line)] = '\n'
+		return out[:len(line)], nil
 	case errors.Is(err, bufio.ErrBufferFull):
 		return c.readLong(frag)
 	case errors.Is(err, io.EOF) && len(frag) > 0:

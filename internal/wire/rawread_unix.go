@@ -17,6 +17,14 @@ import (
 type nonblockReader struct {
 	f  *os.File
 	rc syscall.RawConn
+
+	// The read in progress, for read: RawConn.Read takes a function, and
+	// one made for each call (a closure over its buffer and results)
+	// would be allocated for each.
+	p    []byte
+	n    int
+	rerr error
+	read func(fd uintptr) bool
 }
 
 // nonblocking returns r read through a nonblockReader when it is a file in
@@ -39,20 +47,27 @@ func nonblocking(r io.Reader) io.Reader {
 	if !nonblock {
 		return r
 	}
-	return &nonblockReader{f: f, rc: rc}
+	nr := &nonblockReader{f: f, rc: rc}
+	nr.read = nr.readFD
+	return nr
 }
 
-func (r *nonblockReader) Read(p []byte) (int, error) {
-	var n int
-	var rerr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = readNonblock(int(fd), p)
-			if !errors.Is(rerr, syscall.EINTR) {
-				return !errors.Is(rerr, syscall.EAGAIN) // else wait in the poller
-			}
+// readFD reads into r.p from fd, or reports that the poller must wait.
+func (r *nonblockReader) readFD(fd uintptr) bool {
+	for {
+		r.n, r.rerr = readNonblock(int(fd), r.p)
+		if !errors.Is(r.rerr, syscall.EINTR) {
+			return !errors.Is(r.rerr, syscall.EAGAIN) // else wait in the poller
 		}
-	})
+	}
+}
+
+// Read is not safe for concurrent use, as no reader is.
+func (r *nonblockReader) Read(p []byte) (int, error) {
+	r.p = p
+	err := r.rc.Read(r.read)
+	n, rerr := r.n, r.rerr
+	r.p, r.rerr = nil, nil
 	switch {
 	case err != nil:
 		// The file was closed: let os.File say so in its own words.

@@ -69,3 +69,45 @@ func TestNonblockingPipe(t *testing.T) {
 		t.Errorf("Recv at the writer's close = %v, want io.EOF", err)
 	}
 }
+
+// TestRecvAllocations: reading a line from a pipe allocates the line's copy and nothing else, and the
+// copy keeps its newline just past its end for WithNewline, CR LF or not.
+func TestRecvAllocations(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	ch := NewLineChannel(r, w, 0)
+	for _, sent := range []string{"{\"a\":1}\n", "{\"a\":1}\r\n"} {
+		if _, err := w.Write([]byte(sent)); err != nil {
+			t.Fatal(err)
+		}
+		line, err := ch.Recv()
+		if err != nil || string(line) != `{"a":1}` {
+			t.Fatalf("Recv = %q, %v", line, err)
+		}
+		if got := ch.WithNewline(line); string(got) != "{\"a\":1}\n" {
+			t.Errorf("WithNewline after %q = %q, want the line and its newline", sent, got)
+		}
+	}
+	if got := ch.WithNewline([]byte(`{"a":1}`)); got != nil {
+		t.Errorf("WithNewline of a line Recv did not return = %q, want nil", got)
+	}
+	if got := (*LineChannel)(nil).WithNewline([]byte("{}\n")[:2]); got != nil {
+		t.Errorf("WithNewline on a nil channel = %q, want nil", got)
+	}
+	line := []byte("{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{}}\n")
+	n := testing.AllocsPerRun(200, func() {
+		if _, err := w.Write(line); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 1 {
+		t.Errorf("Recv allocates %v times a line, want 1: the line's copy", n)
+	}
+}
