@@ -14,6 +14,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/mcpbridge"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 	"github.com/acp-conductor/acp-conductor/trace"
 )
 
@@ -189,7 +190,8 @@ func checkMaxBytes(n int) error {
 func UnknownEnv(environ []string) []string {
 	// Besides the documented variables, those the conductor itself sets
 	// for the processes it starts.
-	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true, EnvRemoteHeaders: true}
+	// A nested conductor inherits its chain's marker.
+	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true, EnvRemoteHeaders: true, supervisor.MarkerEnv: true}
 	for _, v := range Environment() {
 		known[v.Name] = true
 	}

@@ -1,0 +1,21 @@
+package config
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestUnknownEnv reports an ACP_CONDUCTOR_ variable no setting reads, and
+// not those the conductor sets for the processes it starts (a nested
+// conductor inherits them).
+func TestUnknownEnv(t *testing.T) {
+	got := UnknownEnv([]string{
+		"ACP_CONDUCTOR_SHUTDOWN_GRACE=1s",
+		"ACP_CONDUCTOR_CHAIN=1f,2e",
+		"ACP_CONDUCTOR_SHUTDOWN_GARCE=1s",
+		"HOME=/root",
+	})
+	if want := []string{"ACP_CONDUCTOR_SHUTDOWN_GARCE"}; !slices.Equal(got, want) {
+		t.Errorf("UnknownEnv = %q, want %q", got, want)
+	}
+}
