@@ -86,8 +86,15 @@ func TestKilledConductorLeavesNothing(t *testing.T) {
 				t.Fatalf("not every child ran (missing %v):\n%s", want, logged.String())
 			}
 			// The conductor, its watchdog, two components and four children.
-			if n := len(markedPIDs(marker)); n != 8 {
-				t.Errorf("%d processes of the chain running, want 8", n)
+			// A process between fork and exec (a component's sh becoming
+			// cat, a child's sh becoming sleep) may briefly show no
+			// environment: wait, within a bound, until all are seen.
+			deadline := time.Now().Add(20 * time.Second)
+			for n := len(markedPIDs(marker)); n != 8; n = len(markedPIDs(marker)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d processes of the chain running, want 8: %v", n, describePIDs(markedPIDs(marker)))
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			t.Logf("watchdog reading its pipe when the conductor was killed: %v", watchdogWaiting(marker))
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
