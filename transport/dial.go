@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -24,6 +25,17 @@ type DialOptions struct {
 	// StreamableHTTP skips the WebSocket attempt for an http(s) URL, for
 	// networks whose proxies pass HTTP but break upgrades.
 	StreamableHTTP bool
+	// PingInterval is how often a WebSocket connection pings the server;
+	// one whose pong does not come within the interval is closed, and its
+	// Read fails with ErrHeartbeat, so that a server whose network vanished
+	// is noticed in seconds rather than when TCP gives up. Zero means
+	// DefaultPingInterval; negative turns the heartbeat off.
+	PingInterval time.Duration
+
+	// Tests: the heartbeat's timeout (zero: the interval), and a function
+	// called after each pong.
+	pingTimeout time.Duration
+	pong        func()
 }
 
 // Dial opens the client side of an ACP connection to rawURL. A ws:// or
@@ -53,7 +65,8 @@ func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
 	}
 	ws, resp, err := websocket.Dial(ctx, rawURL, &websocket.DialOptions{HTTPClient: opts.HTTPClient, HTTPHeader: opts.Header})
 	if err == nil {
-		return newWSConn(ws, opts.MaxMessageBytes), nil
+		hb := heartbeat{interval: pingInterval(opts.PingInterval), timeout: opts.pingTimeout, pong: opts.pong}
+		return newWSConn(ws, opts.MaxMessageBytes, hb), nil
 	}
 	refused := resp != nil && resp.StatusCode != http.StatusSwitchingProtocols
 	if (u.Scheme == "http" || u.Scheme == "https") && refused && resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {

@@ -36,6 +36,13 @@
 // another with 400 and accepts one naming none. The client keeps the
 // server's cookies for the connection's life, as the RFD requires.
 //
+// A peer whose network vanished (no FIN, no RST) is noticed by a heartbeat
+// rather than when TCP gives up a quarter of an hour later. Each end of a
+// WebSocket pings the other every PingInterval and closes the connection
+// when no pong comes within it; its Read then fails with ErrHeartbeat. A
+// Streamable HTTP connection has IdleTimeout instead, since it outlives its
+// TCP connections.
+//
 // Guard checks what every request must carry before any of this runs: the
 // bearer token, compared in constant time, and a Host and Origin that a DNS
 // rebinding page cannot forge.

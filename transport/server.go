@@ -79,6 +79,12 @@ type Server struct {
 	// InitTimeout bounds how long an HTTP initialize waits for its answer.
 	// Zero means DefaultInitTimeout.
 	InitTimeout time.Duration
+	// PingInterval is how often a WebSocket connection pings its client;
+	// one whose pong does not come within the interval is closed, so that a
+	// client whose network vanished is noticed in seconds rather than when
+	// TCP gives up. Zero means DefaultPingInterval; negative turns the
+	// heartbeat off. Streamable HTTP has IdleTimeout instead.
+	PingInterval time.Duration
 	// Logger receives who connected and when each connection ended. Nil
 	// discards.
 	Logger *zap.Logger
@@ -94,6 +100,10 @@ type Server struct {
 	// idle check that kept the connection.
 	streamEnded func(session string)
 	idleChecked func()
+	// Tests: a WebSocket heartbeat's timeout (zero: the interval), and a
+	// function called after each pong.
+	pingTimeout time.Duration
+	pong        func()
 
 	mu     sync.Mutex
 	active int
@@ -212,7 +222,14 @@ func (s *Server) run(c Conn, info ConnInfo) {
 	}
 	s.Serve(s.ctx, c, info)
 	c.Close()
-	log.Info("connection ended", zap.Duration("after", time.Since(start).Round(time.Millisecond)))
+	after := zap.Duration("after", time.Since(start).Round(time.Millisecond))
+	if wc, ok := c.(*wsConn); ok {
+		if err := wc.heartbeatLost(); err != nil {
+			log.Warn("connection ended: heartbeat lost", after, zap.Error(err))
+			return
+		}
+	}
+	log.Info("connection ended", after)
 }
 
 func newID() string { return rand.Text() }
@@ -232,7 +249,8 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		s.Logger.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.Error(err))
 		return
 	}
-	s.run(newWSConn(ws, s.MaxMessageBytes), ConnInfo{ID: id, Transport: "websocket", Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Proto: r.Proto})
+	hb := heartbeat{interval: pingInterval(s.PingInterval), timeout: s.pingTimeout, pong: s.pong}
+	s.run(newWSConn(ws, s.MaxMessageBytes, hb), ConnInfo{ID: id, Transport: "websocket", Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Proto: r.Proto})
 }
 
 // sessionMethods are the methods whose POST must name their session in

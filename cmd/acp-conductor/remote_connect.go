@@ -20,7 +20,8 @@ import (
 )
 
 func newRemoteConnectCmd() *cobra.Command {
-	return &cobra.Command{
+	var pingInterval time.Duration
+	cmd := &cobra.Command{
 		Use:   config.RemoteCommand + " URL",
 		Short: "Carry a remote component's stdio to its URL",
 		Long: `Connect stdin and stdout to the ACP endpoint at URL, over WebSocket (or
@@ -28,20 +29,27 @@ Streamable HTTP when an http(s) server refuses the upgrade), one message per
 line. The conductor runs it for a component given as a URL, with the
 component's headers in ` + config.EnvRemoteHeaders + `; it is not meant to be run
 by hand. It exits 0 when stdin ends, and 1, naming the URL, when the
-connection cannot be made or is lost.`,
+connection cannot be made or is lost: a WebSocket whose pong does not come
+within --ping-interval is lost, so a server whose network vanished fails the
+component in seconds rather than when TCP gives up.`,
 		Hidden: true, // a part of the conductor, not a tool
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRemoteConnect(cmd.Context(), args[0])
+			if pingInterval < 0 {
+				return fmt.Errorf("--ping-interval must be positive, or 0 for none, not %s", pingInterval)
+			}
+			return runRemoteConnect(cmd.Context(), args[0], pingField(pingInterval))
 		},
 	}
+	cmd.Flags().DurationVar(&pingInterval, "ping-interval", transport.DefaultPingInterval, "ping a WebSocket server this often and fail when no pong comes within it; 0 turns pings off")
+	return cmd
 }
 
 // dialTimeout bounds connecting, so a black-holed host fails the component
 // rather than hang the editor's initialize.
 const dialTimeout = 30 * time.Second
 
-func runRemoteConnect(ctx context.Context, url string) error {
+func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duration) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
@@ -59,7 +67,7 @@ func runRemoteConnect(ctx context.Context, url string) error {
 	os.Unsetenv(config.EnvRemoteHeaders)
 
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr})
+	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connecting to %w", err) // the error starts with the URL

@@ -37,6 +37,7 @@ type serveFlags struct {
 	allowHosts     []string
 	proxy          bool
 	idleTimeout    time.Duration
+	pingInterval   time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -49,7 +50,10 @@ HTTP and WebSocket transport. Every ACP connection gets a chain of its own,
 started by its initialize and stopped, as "agent" stops one, when the
 connection ends: WebSocket close, DELETE, or an HTTP connection left idle
 (no request and no open stream) for --idle-timeout, which is how a client
-that vanished without DELETE is noticed. The chain is given as for "agent", or with --proxy as for "proxy":
+that vanished without DELETE is noticed. A WebSocket is pinged every
+--ping-interval and ended when no pong comes within the interval, which is
+how a client whose network vanished (no close, no reset) is noticed, rather
+than when TCP gives up a quarter of an hour later. The chain is given as for "agent", or with --proxy as for "proxy":
 a chain of proxies that a parent conductor reaches as one of its own, by URL.
 
 Every request must carry "Authorization: Bearer TOKEN". The token is read from
@@ -86,6 +90,7 @@ every connection's chain, each event marked with its "connection".`,
 	fs.BoolVar(&f.proxy, "proxy", false, "serve a proxy-mode chain, for a parent conductor that lists this URL among its proxies")
 	fs.StringSliceVar(&f.allowHosts, "allow-host", nil, "further host names accepted in Host and Origin (repeatable)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", transport.DefaultIdleTimeout, "end a Streamable HTTP connection with no request and no open stream for this long")
+	fs.DurationVar(&f.pingInterval, "ping-interval", transport.DefaultPingInterval, "ping a WebSocket client this often and end its connection when no pong comes within it; 0 turns pings off")
 	addChainFlags(cmd)
 	return cmd
 }
@@ -138,6 +143,8 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return fmt.Errorf("%s is not a loopback address: serve it over TLS (--tls-cert, --tls-key), or listen on loopback behind a tunnel", f.listen)
 	case f.idleTimeout <= 0:
 		return fmt.Errorf("--idle-timeout must be positive, not %s", f.idleTimeout)
+	case f.pingInterval < 0:
+		return fmt.Errorf("--ping-interval must be positive, or 0 for none, not %s", f.pingInterval)
 	}
 
 	file, _ := cmd.Flags().GetString("config")
@@ -178,6 +185,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		MaxConnections:  f.maxConns,
 		MaxMessageBytes: cc.MaxMessageBytes,
 		IdleTimeout:     f.idleTimeout,
+		PingInterval:    pingField(f.pingInterval),
 		Logger:          log,
 		Serve: func(ctx context.Context, c transport.Conn, info transport.ConnInfo) {
 			cc := cc
@@ -238,6 +246,15 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// pingField turns a --ping-interval into a PingInterval field of the
+// transport package, whose zero is the default and negative is none.
+func pingField(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // serveChain runs one chain for c, from its first message to its end. A
