@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mattn/go-shellwords"
 
@@ -29,6 +30,10 @@ type Component struct {
 	// each ${VAR} in their values taken from the environment.
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
+	// PingInterval is how often a remote component's WebSocket is pinged;
+	// one whose pong does not come within it is lost, and the component
+	// fails. Nil means remote-connect's default, 0 none.
+	PingInterval *time.Duration `yaml:"ping_interval"`
 
 	// OnFailure is fail (the default), restart or bypass; see conductor.Policy.
 	OnFailure string `yaml:"on_failure"`

@@ -129,7 +129,7 @@ func TestParseBad(t *testing.T) {
 		{"args as a string", "agent:\n  command: a\n  args: --acp\n", conductor.AgentMode,
 			[]string{`chain.yaml:3: agent.args: want a list of strings, got a string ("--acp")`}},
 		{"agent as a string", "agent: npx some-agent\n", conductor.AgentMode,
-			[]string{`chain.yaml:1: agent: want a component mapping (name, command, args, env, cwd, url, headers, on_failure), got a string`}},
+			[]string{`chain.yaml:1: agent: want a component mapping (name, command, args, env, cwd, url, headers, ping_interval, on_failure), got a string`}},
 		{"proxies as a mapping", "proxies:\n  command: a\n", conductor.ProxyMode,
 			[]string{`chain.yaml:2: proxies: want a list of components, got a mapping`}},
 		{"env as a list", "agent:\n  command: a\n  env: [A=1]\n", conductor.AgentMode,

@@ -125,10 +125,14 @@ func (c Component) remoteConductor() conductor.Component {
 	if name == "" {
 		name = urlName(c.URL)
 	}
+	args := []string{RemoteCommand, c.URL}
+	if c.PingInterval != nil {
+		args = []string{RemoteCommand, "--ping-interval", c.PingInterval.String(), c.URL}
+	}
 	return conductor.Component{
 		Name:      name,
 		Command:   exe,
-		Args:      []string{RemoteCommand, c.URL},
+		Args:      args,
 		Env:       env,
 		OnFailure: conductor.Policy(c.OnFailure),
 	}
@@ -152,6 +156,9 @@ func (f *File) checkRemote(path string, c *Component) Problems {
 		if f.nodes.has(path + "." + key) {
 			add(path+"."+key, "not allowed with url: a remote component is connected, not run")
 		}
+	}
+	if c.PingInterval != nil && *c.PingInterval < 0 {
+		add(path+".ping_interval", "must be positive, or 0 for none, not %s", *c.PingInterval)
 	}
 	h, missing := expandHeaders(c.Headers)
 	for _, name := range missing {

@@ -69,11 +69,35 @@ agent:
 		{"agent:\n  url: wss://h/acp\n  command: x\n", "chain.yaml:3: agent.command: not allowed with url"},
 		{"agent:\n  headers: {A: b}\n", "agent.url: required with headers"},
 		{"agent:\n  url: ftp://h/acp\n", "want a ws, wss, http or https URL"},
+		{"agent:\n  url: wss://h/acp\n  ping_interval: -1s\n", "chain.yaml:3: agent.ping_interval: must be positive, or 0 for none"},
+		{"agent:\n  url: wss://h/acp\n  ping_interval: often\n", "agent.ping_interval"},
+		{"agent:\n  command: x\n  ping_interval: 5s\n", "chain.yaml:3: agent.ping_interval: only for a remote component (url)"},
 		{"agent:\n  url: wss://h/acp\n  headers: {A: \"${ACP_TEST_UNSET_VAR}\"}\n", "${ACP_TEST_UNSET_VAR} is not set"},
 	} {
 		_, err := Parse("chain.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestRemotePingInterval: a chain file's ping_interval reaches
+// remote-connect's flag; without it the flag is left to its default.
+func TestRemotePingInterval(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want []string
+	}{
+		{"agent:\n  url: wss://h/acp\n", []string{RemoteCommand, "wss://h/acp"}},
+		{"agent:\n  url: wss://h/acp\n  ping_interval: 5s\n", []string{RemoteCommand, "--ping-interval", "5s", "wss://h/acp"}},
+		{"agent:\n  url: wss://h/acp\n  ping_interval: 0s\n", []string{RemoteCommand, "--ping-interval", "0s", "wss://h/acp"}},
+	} {
+		f, err := Parse("chain.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := f.Agent.Conductor().Args; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: args %q, want %q", tc.yaml, got, tc.want)
 		}
 	}
 }

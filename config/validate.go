@@ -32,6 +32,8 @@ func (f *File) validate() Problems {
 			ps = append(ps, f.checkRemote(path, c)...)
 		} else if strings.TrimSpace(c.Command) == "" {
 			add(path+".command", "required (the program to run)")
+		} else if f.nodes.has(path + ".ping_interval") {
+			add(path+".ping_interval", "only for a remote component (url)")
 		} else if strings.ContainsRune(c.Command, 0) {
 			add(path+".command", "contains a NUL byte")
 		}
