@@ -140,3 +140,50 @@ func TestPingIntervalFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteAgentHeartbeat: a local conductor whose remote agent's network
+// is lost (a chain file's ping_interval, serve's own pings off) fails the
+// prompt in flight with an error, and exits naming the URL and the
+// heartbeat, rather than hang: the editor's answer says so.
+func TestRemoteAgentHeartbeat(t *testing.T) {
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-7"}, "--ping-interval", "0", "--log-level", "debug", "--", "sleep 1000")
+	relay, err := blackhole.Listen(hostPort(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	url := "ws://" + relay.Addr() + "/acp"
+	chain := writeFile(t, "chain.yaml", "agent:\n  url: "+url+"\n  headers: {Authorization: \"Bearer tok-7\"}\n  ping_interval: 100ms\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "agent", "--config", chain)
+	cmd.Env = cleanEnv()
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer // read once the process has exited
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	// The remote agent, a sleep, never answers: initialize is in flight
+	// when the network goes, once serve has started the chain for it.
+	stdin.Write([]byte(initialize + "\n"))
+	if !waitLine(ctx, log, "started component") {
+		t.Fatalf("serve started no chain:\n%s", log)
+	}
+	relay.Blackhole()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	// The editor is told why: the component's last stderr line rides in
+	// the error's data.
+	if err != nil || !strings.Contains(line, `"id":1`) || !strings.Contains(line, `"error"`) || !strings.Contains(line, "heartbeat lost") {
+		t.Errorf("initialize answered %q (%v), want an error naming the heartbeat", line, err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err == nil {
+		t.Errorf("the local conductor exited 0 after its agent's network was lost")
+	}
+	if s := stderr.String(); !strings.Contains(s, "connection to "+url+" lost") || !strings.Contains(s, "heartbeat lost") {
+		t.Errorf("the local conductor's log does not name %s and the heartbeat:\n%s", url, s)
+	}
+}
