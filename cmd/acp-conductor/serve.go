@@ -53,8 +53,9 @@ connection ends: WebSocket close, DELETE, or an HTTP connection left idle
 that vanished without DELETE is noticed. A WebSocket is pinged every
 --ping-interval and ended when no pong comes within the interval, which is
 how a client whose network vanished (no close, no reset) is noticed, rather
-than when TCP gives up a quarter of an hour later. The chain is given as for "agent", or with --proxy as for "proxy":
-a chain of proxies that a parent conductor reaches as one of its own, by URL.
+than when TCP gives up a quarter of an hour later. The chain is given as for
+"agent", or with --proxy as for "proxy": a chain of proxies that a parent
+conductor reaches as one of its own, by URL.
 
 Every request must carry "Authorization: Bearer TOKEN". The token is read from
 --token-file or the ` + envToken + ` environment variable, never from the
