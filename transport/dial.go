@@ -32,10 +32,11 @@ type DialOptions struct {
 	// DefaultPingInterval; negative turns the heartbeat off.
 	PingInterval time.Duration
 
-	// Tests: the heartbeat's timeout (zero: the interval), and a function
-	// called after each pong.
+	// Tests: the heartbeat's timeout (zero: the interval), a function
+	// called after each pong, and one after a late pong with no Read pending.
 	pingTimeout time.Duration
 	pong        func()
+	unsure      func()
 }
 
 // Dial opens the client side of an ACP connection to rawURL. A ws:// or
@@ -65,7 +66,7 @@ func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
 	}
 	ws, resp, err := websocket.Dial(ctx, rawURL, &websocket.DialOptions{HTTPClient: opts.HTTPClient, HTTPHeader: opts.Header})
 	if err == nil {
-		hb := heartbeat{interval: pingInterval(opts.PingInterval), timeout: opts.pingTimeout, pong: opts.pong}
+		hb := heartbeat{interval: pingInterval(opts.PingInterval), timeout: opts.pingTimeout, pong: opts.pong, unsure: opts.unsure}
 		return newWSConn(ws, opts.MaxMessageBytes, hb), nil
 	}
 	refused := resp != nil && resp.StatusCode != http.StatusSwitchingProtocols

@@ -167,3 +167,35 @@ func TestPingInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatStalledReader: an end that is not reading (its reader held
+// back by flow control) cannot see its pongs; its late pings prove nothing,
+// so it keeps the connection, which works once it reads again. The server
+// does not ping here: a client that is not reading cannot answer it.
+func TestHeartbeatStalledReader(t *testing.T) {
+	ended := make(chan error, 1)
+	s := &Server{Serve: echo(ended), PingInterval: -1}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	var unsure atomic.Int32
+	three := make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws"+strings.TrimPrefix(ts.URL, "http")+"/acp", DialOptions{PingInterval: 20 * time.Millisecond,
+		unsure: func() {
+			if unsure.Add(1) == 3 {
+				close(three)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// No Read yet: three pings go unanswered as far as the client can see.
+	select {
+	case <-three:
+	case <-ctx.Done():
+		t.Fatalf("%d late pings seen without a Read, want 3", unsure.Load())
+	}
+	roundTrip(t, c, `{"jsonrpc":"2.0","method":"after the stall"}`)
+}

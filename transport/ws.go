@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -26,6 +27,7 @@ type heartbeat struct {
 	interval time.Duration
 	timeout  time.Duration // zero means interval
 	pong     func()        // tests: called after each pong
+	unsure   func()        // tests: called after a late pong with no Read pending
 }
 
 // pingInterval turns a PingInterval field into an interval: zero is the
@@ -46,11 +48,14 @@ func pingInterval(d time.Duration) time.Duration {
 // the kernel gives up on TCP, a quarter of an hour later. So each end pings
 // every interval and closes the connection when no pong comes within the
 // timeout; Read then fails with ErrHeartbeat. The library reads pongs (and
-// answers the peer's pings) inside Read, so a heartbeat needs a Read pending,
-// which every user of a Conn has: one reader per peer.
+// answers the peer's pings) inside Read, so a pong can only be seen while a
+// Read is pending. A reader held back by flow control (its destination full)
+// has none: a late pong then proves nothing, and the heartbeat tries again
+// at the next interval rather than closing a connection that may be live.
 type wsConn struct {
 	ws        *websocket.Conn
 	closeOnce sync.Once
+	reading   atomic.Int32 // Reads pending
 
 	stopBeat context.CancelFunc
 	beating  sync.WaitGroup // the heartbeat goroutine, owned by the Conn
@@ -90,6 +95,7 @@ func (c *wsConn) beat(ctx context.Context, hb heartbeat) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, hb.timeout)
+		readingBefore := c.reading.Load() > 0
 		err := c.ws.Ping(pctx)
 		late := pctx.Err() == context.DeadlineExceeded
 		cancel()
@@ -101,6 +107,12 @@ func (c *wsConn) beat(ctx context.Context, hb heartbeat) {
 			continue
 		case ctx.Err() != nil || !late:
 			return // closed, by Close or by the peer; Read says which
+		case !readingBefore || c.reading.Load() == 0:
+			// No Read to take the pong for part of the wait: unknown.
+			if hb.unsure != nil {
+				hb.unsure()
+			}
+			continue
 		}
 		c.lostMu.Lock()
 		c.lost = fmt.Errorf("%w: no pong within %s", ErrHeartbeat, hb.timeout)
@@ -119,7 +131,9 @@ func (c *wsConn) heartbeatLost() error {
 
 func (c *wsConn) Read(ctx context.Context) ([]byte, error) {
 	for {
+		c.reading.Add(1)
 		typ, data, err := c.ws.Read(ctx)
+		c.reading.Add(-1)
 		if err != nil {
 			if lost := c.heartbeatLost(); lost != nil {
 				return nil, lost
