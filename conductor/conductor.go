@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
 	if cfg.Supervisor != "" {
-		w, err := supervisor.Start(cfg.Supervisor)
+		w, err := supervisor.New()
 		if err != nil {
 			return refuse(ctx, cfg, in, out, err, "")
 		}
@@ -77,6 +77,18 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		r.comps = append(r.comps, pr)
 		r.chain.peers = append(r.chain.peers, pr)
 		log.Debug("started component", zap.String("component", c.Name), zap.Int("pid", p.pid))
+	}
+	// The watchdog starts after the components, not to delay theirs; what
+	// it must know of them waits in its pipe. Should the conductor die
+	// before it runs, the components still die of their parent-death
+	// signal.
+	if r.watch != nil {
+		if err := r.watch.Launch(cfg.Supervisor); err != nil {
+			for _, p := range r.comps {
+				p.proc().kill()
+			}
+			return refuse(ctx, cfg, in, out, err, "")
+		}
 	}
 	if cfg.Mode == ProxyMode {
 		r.chain.peers = append(r.chain.peers, client) // the parent is also our successor

@@ -106,12 +106,12 @@ type Config struct {
 	// running executable.
 	ShimExecutable string
 	// Supervisor, if set, is an acp-conductor binary to run as the chain's
-	// watchdog ("acp-conductor component-supervisor --watch ID", one per
-	// chain, package supervisor), so that even SIGKILL of the conductor
+	// watchdog's sweep (package supervisor: one watchdog per chain), so
+	// that even SIGKILL of the conductor
 	// leaves nothing a component started behind, and so that what a
 	// component leaves in a session of its own is killed at the chain's end
 	// (Linux). The CLI sets it to itself; a program embedding Run leaves it
-	// empty unless its binary calls supervisor.RunWatch for those arguments.
+	// empty unless its binary calls supervisor.Run first thing in main.
 	Supervisor string
 	// Trace, if set, records every message the chain relays (package
 	// trace). Run does not close it.

@@ -19,8 +19,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if len(os.Args) == 4 && os.Args[1] == supervisor.Command && os.Args[2] == supervisor.WatchFlag {
-		os.Exit(supervisor.RunWatch(os.Args[3]))
+	if status, ok := supervisor.Run(os.Args[1:]); ok {
+		os.Exit(status)
 	}
 	if role := os.Getenv("ACP_TEST_ROLE"); role != "" {
 		runFake(role)

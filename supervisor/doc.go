@@ -7,19 +7,26 @@
 // chain's marker in its environment (MarkerEnv: the chain's ID added to the
 // IDs of the chains around it, so that a nested conductor's components carry
 // both). Whatever a component starts inherits the marker, even in a session
-// of its own (setsid). Beside the components, not before them, the conductor
-// starts a watchdog, "BINARY component-supervisor --watch ID" (Start), which
-// holds the read end of a pipe whose write end only the conductor holds, and
-// learns from it the process group of each component (Watch.Started). Should
-// the conductor be killed outright (SIGKILL), the components die of their
-// parent-death signal, the pipe reaches its end, and the watchdog kills every
-// process group it was told of and every process that carries the chain's
-// marker, then exits. Since what it must kill is in the pipe or in /proc, a
-// watchdog that has not yet finished its own start-up when the conductor
-// dies loses nothing; so it runs at the lowest nice value (19), and its
-// start-up hardly competes with the components'. At the chain's end, once
-// every component has been reaped, the conductor kills what is left with
-// the marker itself, and then the watchdog (Watch.Close).
+// of its own (setsid). Once the components are started, the conductor starts
+// a watchdog (Watch.Launch), which holds the read end of a pipe whose write
+// end only the conductor holds, and learns from it the process group of each
+// component (Watch.Started; what is said before the watchdog runs waits in
+// the pipe). Should the conductor be killed outright (SIGKILL), the
+// components die of their parent-death signal, the pipe reaches its end, and
+// the watchdog kills every process group it was told of and every process
+// that carries the chain's marker, then exits. Since what it must kill is in
+// the pipe or in /proc, a watchdog that has not yet finished its own start-up
+// when the conductor dies loses nothing; so it runs at the lowest nice value
+// (19). At the chain's end, once every component has been reaped, the
+// conductor kills what is left with the marker itself, and then the watchdog
+// (Watch.Close).
+//
+// While the conductor lives the watchdog is a shell (/bin/sh, a few lines
+// that read the pipe), because a second start of the conductor's Go binary,
+// several times the shell's cost, competes with the components' own start;
+// at the pipe's end the shell execs the conductor's binary, which does the
+// killing (Run: --sweep). Without /bin/sh (a distroless image), the binary
+// is the watchdog from the start (Run: --watch).
 //
 // The components are children of the conductor, not of a supervisor
 // process, because starting a second Go process and waiting for it before
@@ -27,12 +34,14 @@
 // start-up (make bench: the startup rows).
 package supervisor
 
-// Command and WatchFlag are the arguments that make a binary a chain's
-// watchdog: "BINARY component-supervisor --watch ID", with the read end of
-// the conductor's pipe as descriptor 3.
+// Command, WatchFlag and SweepFlag are the arguments that make a binary a
+// chain's watchdog (see Run): "BINARY component-supervisor --watch ID",
+// with the read end of the conductor's pipe as descriptor 3, or, once the
+// pipe has ended, "BINARY component-supervisor --sweep ID MSG...".
 const (
 	Command   = "component-supervisor"
 	WatchFlag = "--watch"
+	SweepFlag = "--sweep"
 )
 
 // MarkerEnv is the environment variable that marks every process of a

@@ -16,41 +16,77 @@ import (
 // A Watch is the conductor's end of a chain's watchdog.
 type Watch struct {
 	id   string
-	pid  int      // the watchdog's, until reaped (see reap)
+	r    *os.File // the read end, until the watchdog holds it
 	pipe *os.File // the write end, which only the conductor holds
+	pid  int      // the watchdog's, once launched and until reaped (see reap)
 }
 
-// Start starts exe as the watchdog of a new chain, and returns once it has
-// been executed, not once it runs: the conductor starts the components
-// while the watchdog starts up, at the lowest priority.
-func Start(exe string) (*Watch, error) {
+// New prepares the watchdog of a new chain: its ID, for the components'
+// environment (Env), and its pipe, which holds what Started and Ended say
+// until the watchdog, launched once the components are (Launch), reads it.
+func New() (*Watch, error) {
 	reap()
-	id := strconv.FormatUint(rand.Uint64(), 16)
 	r, w, err := os.Pipe() // close-on-exec: no component inherits either end
 	if err != nil {
 		return nil, fmt.Errorf("chain watchdog: %w", err)
 	}
-	cmd := exec.Command(exe, Command, WatchFlag, id)
-	cmd.ExtraFiles = []*os.File{r}
+	return &Watch{id: strconv.FormatUint(rand.Uint64(), 16), r: r, pipe: w}, nil
+}
+
+// Shell is the shell that waits for the pipe's end, if the system has it;
+// without it, the watchdog is exe itself, from the start.
+var Shell = "/bin/sh"
+
+// waiter is the watchdog while the conductor lives, run by Shell with the
+// chain's ID as its argument, the pipe as descriptor 3 and the conductor's
+// executable as descriptor 4 (opened by path only: it may be deleted or
+// replaced meanwhile). It keeps what the pipe says, in order, as its
+// arguments, and at the pipe's end becomes the sweep (SweepFlag). A shell
+// starts in a fraction of what a Go program of the conductor's size takes,
+// and its start competes with the components' (make bench: startup).
+const waiter = `trap '' INT HUP
+while IFS= read -r m; do set -- "$@" "$m"; done <&3
+exec 3<&-
+exec /proc/self/fd/4 ` + Command + ` ` + SweepFlag + ` "$@"`
+
+// Launch starts the chain's watchdog, and returns once it has been
+// executed, not once it runs, at the lowest priority. exe is the
+// conductor's binary, which sweeps the chain once the pipe has ended: run
+// by the waiting shell, or, with no Shell on this system, from the start.
+func (w *Watch) Launch(exe string) error {
+	var cmd *exec.Cmd
+	if _, err := os.Stat(Shell); err == nil {
+		fd, err := unix.Open(exe, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("chain watchdog: %w", &os.PathError{Op: "open", Path: exe, Err: err})
+		}
+		bin := os.NewFile(uintptr(fd), exe)
+		defer bin.Close()
+		cmd = exec.Command(Shell, "-c", waiter, "acp-conductor "+Command, w.id)
+		cmd.ExtraFiles = []*os.File{w.r, bin}
+	} else {
+		cmd = exec.Command(exe, Command, WatchFlag, w.id)
+		cmd.ExtraFiles = []*os.File{w.r}
+	}
 	// Its stdio is /dev/null: it holds none of the conductor's, which the
 	// editor may read to their end.
 	// A group of its own, so that no signal meant for the conductor's group
 	// (a terminal's ^C) reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	r.Close()
+	err := cmd.Start()
+	w.r.Close()
+	w.r = nil
 	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("chain watchdog: %w", err)
+		return fmt.Errorf("chain watchdog: %w", err)
 	}
 	// The lowest priority a process can leave no one waiting on: nice 19.
 	// SCHED_IDLE would keep it off the components' way a little more, but
 	// on a busy machine it could take seconds to be scheduled to do its
 	// work, which matters once the conductor is gone.
-	pid := cmd.Process.Pid
-	lowerPriority(pid)
+	w.pid = cmd.Process.Pid
+	lowerPriority(w.pid)
 	_ = cmd.Process.Release() // reaped by PID: see reap
-	return &Watch{id: id, pid: pid, pipe: w}, nil
+	return nil
 }
 
 // lowerPriority sets every thread of process pid to nice 19; the threads
@@ -112,16 +148,22 @@ func (w *Watch) send(op byte, pgid int) {
 // Close ends the chain, once every component has been reaped: it kills
 // every process left that carries the chain's marker (what a component
 // left in a session of its own), then the watchdog, which has nothing left
-// to do. It does not wait for the watchdog to end: at its priority, on a
-// busy machine, that can take a while. The watchdog is reaped by the next
-// Start or Close, or by init once the conductor has exited.
+// to do, before closing the pipe, whose end would set it sweeping. It does
+// not wait for the watchdog to end: at its priority, on a busy machine,
+// that can take a while. The watchdog is reaped by the next New or Close,
+// or by init once the conductor has exited.
 func (w *Watch) Close() error {
 	sweep(w.id, nil)
+	if w.pid != 0 {
+		_ = syscall.Kill(w.pid, syscall.SIGKILL) // its PID is ours until reaped
+		killed.Lock()
+		killed.pids = append(killed.pids, w.pid)
+		killed.Unlock()
+	}
 	w.pipe.Close()
-	_ = syscall.Kill(w.pid, syscall.SIGKILL) // its PID is ours until reaped
-	killed.Lock()
-	killed.pids = append(killed.pids, w.pid)
-	killed.Unlock()
+	if w.r != nil { // never launched
+		w.r.Close()
+	}
 	reap()
 	return nil
 }

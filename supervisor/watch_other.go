@@ -10,10 +10,13 @@ import (
 // A Watch is the conductor's end of a chain's watchdog: Linux only.
 type Watch struct{}
 
-// Start returns nil elsewhere than on Linux, which has the parent-death
+// New returns nil elsewhere than on Linux, which has the parent-death
 // signal the design relies on: the components are then started in process
 // groups of their own, as everywhere, and nothing more.
-func Start(string) (*Watch, error) { return nil, nil }
+func New() (*Watch, error) { return nil, nil }
+
+// Launch does nothing.
+func (*Watch) Launch(string) error { return nil }
 
 // Env returns env.
 func (*Watch) Env(env []string) []string { return env }
@@ -27,8 +30,11 @@ func (*Watch) Ended(int) {}
 // Close does nothing.
 func (*Watch) Close() error { return nil }
 
-// RunWatch is Linux-only.
-func RunWatch(string) int {
+// Run recognises the watchdog's command lines, which are Linux-only.
+func Run(args []string) (status int, ok bool) {
+	if len(args) < 1 || args[0] != Command {
+		return 0, false
+	}
 	fmt.Fprintln(os.Stderr, "component-supervisor: only supported on Linux")
-	return 2
+	return 2, true
 }

@@ -10,36 +10,63 @@ import (
 	"time"
 )
 
-// RunWatch is the watchdog of the chain with the given ID: it reads the
-// conductor's pipe (descriptor 3) until its end, which comes when the
-// conductor exits or dies, then kills every process group the conductor
-// told it of and every process that carries the chain's marker, and
-// returns the exit status to leave with.
-func RunWatch(id string) int {
-	// Signals from the terminal are for the conductor, which ends the
-	// chain; the end of the pipe is the watchdog's only cue.
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP)
-	lowerPriority(os.Getpid())
-	groups := make(map[int]bool)
-	sc := bufio.NewScanner(os.NewFile(3, "conductor"))
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) < 2 {
-			continue
-		}
-		pgid, err := strconv.Atoi(string(line[1:]))
-		if err != nil || pgid <= 1 {
-			continue
-		}
-		switch line[0] {
-		case '+':
-			groups[pgid] = true
-		case '-':
-			delete(groups, pgid)
-		}
+// Run runs the watchdog if args, a command line without the program's
+// name, are one of its two forms, and returns the exit status to leave
+// with; ok is false for any other command line.
+//
+//	component-supervisor --watch ID          the pipe as descriptor 3
+//	component-supervisor --sweep ID MSG...   what the pipe said, in order
+//
+// The first reads the conductor's pipe until its end, which comes when the
+// conductor exits or dies; the second is what the waiting shell becomes at
+// that end. Either then kills every process group the conductor told of
+// and every process that carries the chain's marker.
+func Run(args []string) (status int, ok bool) {
+	if len(args) < 3 || args[0] != Command {
+		return 0, false
 	}
-	sweep(id, groups)
-	return 0
+	switch {
+	case args[1] == WatchFlag && len(args) == 3:
+		// Signals from the terminal are for the conductor, which ends the
+		// chain; the end of the pipe is the watchdog's only cue.
+		signal.Ignore(syscall.SIGINT, syscall.SIGHUP)
+		lowerPriority(os.Getpid())
+		groups := make(map[int]bool)
+		sc := bufio.NewScanner(os.NewFile(3, "conductor"))
+		for sc.Scan() {
+			apply(groups, sc.Text())
+		}
+		sweep(args[2], groups)
+		return 0, true
+	case args[1] == SweepFlag:
+		signal.Ignore(syscall.SIGINT, syscall.SIGHUP) // as the shell did
+		lowerPriority(os.Getpid())
+		groups := make(map[int]bool)
+		for _, msg := range args[3:] {
+			apply(groups, msg)
+		}
+		sweep(args[2], groups)
+		return 0, true
+	}
+	return 0, false
+}
+
+// apply applies one line of the conductor's pipe to groups: "+PGID", a
+// component's process group, or "-PGID", the same group gone.
+func apply(groups map[int]bool, line string) {
+	if len(line) < 2 {
+		return
+	}
+	pgid, err := strconv.Atoi(line[1:])
+	if err != nil || pgid <= 1 {
+		return
+	}
+	switch line[0] {
+	case '+':
+		groups[pgid] = true
+	case '-':
+		delete(groups, pgid)
+	}
 }
 
 // sweep kills every process group in groups and every process that

@@ -27,8 +27,8 @@ import (
 func main() {
 	// A watchdog is started at every chain start, beside its components:
 	// skip the rest.
-	if len(os.Args) == 4 && os.Args[1] == supervisor.Command && os.Args[2] == supervisor.WatchFlag {
-		os.Exit(supervisor.RunWatch(os.Args[3]))
+	if status, ok := supervisor.Run(os.Args[1:]); ok {
+		os.Exit(status)
 	}
 	// The relay does little work per message and shares the machine with
 	// the editor, the agent and every proxy. With one P its goroutines hand

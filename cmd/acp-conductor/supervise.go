@@ -21,10 +21,11 @@ It is not meant to be run by hand.`,
 		Hidden:             true, // a part of the conductor, not a tool
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 || args[0] != supervisor.WatchFlag {
+			status, ok := supervisor.Run(append([]string{supervisor.Command}, args...))
+			if !ok {
 				return fmt.Errorf("usage: %s %s ID", supervisor.Command, supervisor.WatchFlag)
 			}
-			os.Exit(supervisor.RunWatch(args[1]))
+			os.Exit(status)
 			return nil
 		},
 	}

@@ -1,0 +1,100 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary is also the conductor's binary for Launch.
+func TestMain(m *testing.M) {
+	if status, ok := Run(os.Args[1:]); ok {
+		os.Exit(status)
+	}
+	os.Exit(m.Run())
+}
+
+// TestWatchdogOutlivesConductor plays a conductor that dies: it starts a
+// component in a group of its own, a process in a session of its own with
+// the chain's marker, and a group it says has ended, launches the watchdog,
+// and closes the pipe's write end as the kernel does when the conductor is
+// killed. The watchdog, a waiting shell or the binary from the start, must
+// kill the first two, spare the third, whose group ID could have been
+// reused, and exit.
+func TestWatchdogOutlivesConductor(t *testing.T) {
+	for _, tc := range []struct{ name, shell string }{
+		{"shell", "/bin/sh"},
+		{"no shell", "/nonexistent/sh"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(tc.shell); err != nil && tc.shell == "/bin/sh" {
+				t.Fatalf("this test needs %s: %v", tc.shell, err)
+			}
+			defer func(s string) { Shell = s }(Shell)
+			Shell = tc.shell
+			w, err := New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := func(attr *syscall.SysProcAttr, env []string) *exec.Cmd {
+				cmd := exec.Command("sleep", "1000")
+				cmd.SysProcAttr, cmd.Env = attr, env
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+				return cmd
+			}
+			grouped := start(&syscall.SysProcAttr{Setpgid: true}, os.Environ())
+			w.Started(grouped.Process.Pid)
+			detached := start(&syscall.SysProcAttr{Setsid: true}, w.Env(os.Environ()))
+			ended := start(&syscall.SysProcAttr{Setpgid: true}, os.Environ())
+			w.Started(ended.Process.Pid)
+			w.Ended(ended.Process.Pid)
+
+			if err := w.Launch(os.Args[0]); err != nil {
+				t.Fatal(err)
+			}
+			cmdline, _ := os.ReadFile("/proc/" + itoa(w.pid) + "/cmdline")
+			if got := strings.Contains(string(cmdline), "-c\x00"); got != (tc.name == "shell") {
+				t.Errorf("watchdog's command line %q: run by a shell %v, want %v", cmdline, got, tc.name == "shell")
+			}
+			w.pipe.Close() // the conductor is gone
+
+			for _, c := range []*exec.Cmd{grouped, detached} {
+				if err := waitBounded(c, 20*time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
+					t.Errorf("%v: %v, want killed", c.Args, err)
+				}
+			}
+			var ws syscall.WaitStatus
+			if _, err := syscall.Wait4(w.pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+				t.Errorf("watchdog: %v, status %v, want exit 0", err, ws)
+			}
+			if err := ended.Process.Signal(syscall.Signal(0)); err != nil {
+				t.Errorf("the group said to have ended was signalled: %v", err)
+			}
+		})
+	}
+}
+
+func waitBounded(c *exec.Cmd, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		c.Process.Kill()
+		<-done
+		return errors.New("still running after " + d.String())
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
