@@ -111,7 +111,7 @@ func TestShutdownOnStdinClose(t *testing.T) {
 // prompt is in flight. After either, the whole tree must go: after SIGTERM
 // the conductor stops it; after SIGKILL, which the conductor never sees, the
 // components die of their parent-death signal, and the chain's watchdog
-// ("acp-conductor component-supervisor --watch"), which sees the end of the
+// (a shell named "acp-conductor component-supervisor"), which sees the end of the
 // conductor's pipe, kills the rest: the components' process groups and
 // every process carrying the chain's marker, grandchildren included, even
 // those of an agent that ignores the end of its input, and the inner
