@@ -72,7 +72,13 @@ func apply(groups map[int]bool, line string) {
 // sweep kills every process group in groups and every process that
 // carries the marker of chain id, again until none is left or a bound
 // passes (a process may start another while its siblings die).
+//
+// A process in the middle of execve reads, for a moment, as having no
+// environment at all, as does one started with none: such a process is
+// looked at again, up to unsureLooks times, before the sweep may end, so
+// that a marked process caught mid-exec is not missed.
 func sweep(id string, groups map[int]bool) {
+	looks := make(map[int]int) // of each process that read as unsure
 	for range 50 {
 		n := 0
 		for g := range groups {
@@ -82,42 +88,82 @@ func sweep(id string, groups map[int]bool) {
 				delete(groups, g) // gone
 			}
 		}
-		for _, pid := range marked(id) {
+		pids, unsure := marked("/proc", id, os.Getpid())
+		for _, pid := range pids {
 			if syscall.Kill(pid, syscall.SIGKILL) == nil {
 				n++
 			}
 		}
-		if n == 0 {
+		again := false
+		for _, pid := range unsure {
+			looks[pid]++
+			again = again || looks[pid] < unsureLooks
+		}
+		if n == 0 && !again {
 			return
 		}
-		time.Sleep(time.Millisecond) // for the kills to land before looking again
+		time.Sleep(time.Millisecond) // for the kills to land, or an exec to end, before looking again
 	}
 }
 
-// marked returns the live processes, other than this one, whose
-// environment marks them as processes of chain id.
-func marked(id string) []int {
-	d, err := os.Open("/proc")
+// unsureLooks bounds how often sweep looks again at a process with no
+// environment: an exec ends within a few milliseconds, and a process
+// started with an empty environment must not hold every sweep up.
+const unsureLooks = 4
+
+// marked returns the live processes under proc (/proc), other than self,
+// whose environment marks them as processes of chain id, and the unsure
+// ones: live user processes whose environment reads as empty, which is
+// how a process looks for a moment during execve. Another user's
+// processes read as nothing, and a zombie's environment is gone with its
+// memory; a kernel thread never has one.
+func marked(proc, id string, self int) (pids, unsure []int) {
+	d, err := os.Open(proc)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
-	self := os.Getpid()
-	var pids []int
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil || pid == self {
 			continue
 		}
-		// Another user's processes, and a zombie's (its environment is
-		// gone with its memory), read as nothing.
-		env, err := os.ReadFile("/proc/" + name + "/environ")
-		if err == nil && hasMarker(env, id) {
+		env, err := os.ReadFile(proc + "/" + name + "/environ")
+		switch {
+		case err != nil:
+		case len(env) == 0:
+			if stat, err := os.ReadFile(proc + "/" + name + "/stat"); err == nil && liveUserProcess(stat) {
+				unsure = append(unsure, pid)
+			}
+		case hasMarker(env, id):
 			pids = append(pids, pid)
 		}
 	}
-	return pids
+	return pids, unsure
+}
+
+// pfKthread is the kernel's PF_KTHREAD flag, in /proc/PID/stat's flags.
+const pfKthread = 0x00200000
+
+// liveUserProcess reports whether stat, a /proc/PID/stat, is that of a
+// process that is neither a zombie nor a kernel thread.
+func liveUserProcess(stat []byte) bool {
+	// The command name, in parentheses, may hold anything: the fields
+	// after it are "state ppid pgrp session tty_nr tpgid flags ...".
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 7 {
+		return false
+	}
+	if s := f[0]; len(s) != 1 || s[0] == 'Z' || s[0] == 'X' || s[0] == 'x' {
+		return false
+	}
+	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
+	return err == nil && flags&pfKthread == 0
 }
 
 // hasMarker reports whether env, a process's environment as /proc gives

@@ -1,0 +1,106 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMarkedScan reads a /proc laid out by hand: a marked process, an
+// unmarked one, and the processes whose environment reads as empty, of
+// which only a live user process is unsure (it may be in the middle of
+// execve).
+func TestMarkedScan(t *testing.T) {
+	proc := t.TempDir()
+	add := func(pid, environ, stat string) {
+		dir := filepath.Join(proc, pid)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if environ != "-" {
+			os.WriteFile(filepath.Join(dir, "environ"), []byte(environ), 0o644)
+		}
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644)
+	}
+	const rest = " 1 10 10 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n"
+	add("10", "A=1\x00"+MarkerEnv+"=outer,c1\x00", "10 (sh) S"+rest)
+	add("11", "A=1\x00"+MarkerEnv+"=c2\x00", "11 (sh) S"+rest)
+	add("12", "", "12 (a) b) R"+rest) // mid-exec; its name holds ") "
+	add("13", "", "13 (kworker/0:1) I 2 0 0 0 -1 69238880 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\n")
+	add("14", "", "14 (dead) Z"+rest)
+	add("15", "-", "15 (other user's) S"+rest)
+	add("16", MarkerEnv+"=c1\x00", "16 (self) R"+rest)
+	add("self", MarkerEnv+"=c1\x00", "16 (self) R"+rest)
+
+	pids, unsure := marked(proc, "c1", 16)
+	if !slices.Equal(pids, []int{10}) || !slices.Equal(unsure, []int{12}) {
+		t.Errorf("marked = %v, unsure %v; want [10], unsure [12]", pids, unsure)
+	}
+}
+
+func TestLiveUserProcess(t *testing.T) {
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !liveUserProcess(self) {
+		t.Errorf("this process: not a live user process: %q", self)
+	}
+	// kthreadd, where the kernel shows it (not in every PID namespace).
+	if stat, err := os.ReadFile("/proc/2/stat"); err == nil && liveUserProcess(stat) {
+		if comm, _ := os.ReadFile("/proc/2/comm"); string(comm) == "kthreadd\n" {
+			t.Errorf("kthreadd: a live user process: %q", stat)
+		}
+	}
+	for _, bad := range []string{"", "1 (x", "1 (x) S 1", "1 (x) SS 1 1 1 0 -1 0"} {
+		if liveUserProcess([]byte(bad)) {
+			t.Errorf("liveUserProcess(%q) = true", bad)
+		}
+	}
+}
+
+// TestSweepEndsDespiteEmptyEnvironment: a process started with no
+// environment at all stays unsure; the sweep looks at it a bounded number
+// of times, ends, and leaves it alone, while a marked process is killed.
+func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
+	bare := exec.Command("sleep", "1000")
+	bare.Path, _ = exec.LookPath("sleep")
+	bare.Env = []string{}
+	marked := exec.Command("sleep", "1000")
+	marked.Env = append(os.Environ(), MarkerEnv+"=sweeptest")
+	for _, c := range []*exec.Cmd{bare, marked} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	// Once each has exec'd, its environment is its own.
+	self, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*exec.Cmd{bare, marked} {
+		for {
+			exe, err := os.Readlink("/proc/" + strconv.Itoa(c.Process.Pid) + "/exe")
+			if err == nil && exe != self {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	sweep("sweeptest", nil)
+	if err := waitBounded(marked, 20*time.Second); err == nil || err.Error() != "signal: killed" {
+		t.Errorf("marked process: %v, want killed", err)
+	}
+	if err := bare.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process with no environment was signalled: %v", err)
+	}
+}
