@@ -8,14 +8,14 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
-	"strings"
 
 	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/config"
 )
 
 // runConductor runs the conductor in-process, in agent mode, for the
-// components given as arguments (each one string, split at spaces; the last
-// is the agent), with the CPU profile written to $BENCH_CPUPROFILE and the
+// components given as arguments (each one string, as the CLI takes them;
+// the last is the agent), with the CPU profile written to $BENCH_CPUPROFILE and the
 // allocation profile to $BENCH_MEMPROFILE and an execution trace to
 // $BENCH_TRACE, where set, and $BENCH_CONDUCTOR_GOMAXPROCS threads running Go
 // code (leaving the components' GOMAXPROCS alone; 1 by default, as the
@@ -50,15 +50,13 @@ func runConductor(args []string) error {
 			f.Close()
 		}()
 	}
-	comp := func(s string) conductor.Component {
-		w := strings.Fields(s)
-		return conductor.Component{Command: w[0], Args: w[1:]}
+	// The components are read as the CLI reads them (shell words, NAME=value
+	// prefixes), with the CLI's settings.
+	chain, err := config.Load(config.Options{Mode: conductor.AgentMode, Components: args})
+	if err != nil {
+		return err
 	}
-	cfg := conductor.Config{Mode: conductor.AgentMode, Agent: comp(args[len(args)-1])}
-	for _, p := range args[:len(args)-1] {
-		cfg.Proxies = append(cfg.Proxies, comp(p))
-	}
-	err := conductor.Run(context.Background(), cfg, conductor.Stdin(), conductor.Stdout())
+	err = conductor.Run(context.Background(), chain.Conductor(nil), conductor.Stdin(), conductor.Stdout())
 	if path := os.Getenv("BENCH_MEMPROFILE"); path != "" {
 		f, ferr := os.Create(path)
 		if ferr != nil {
