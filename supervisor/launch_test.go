@@ -32,6 +32,7 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 	for _, tc := range []struct{ name, shell string }{
 		{"shell", "/bin/sh"},
 		{"no shell", "/nonexistent/sh"},
+		{"shell cannot run", "/dev/null"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := os.Stat(tc.shell); err != nil && tc.shell == "/bin/sh" {
@@ -63,8 +64,8 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmdline, _ := os.ReadFile("/proc/" + itoa(w.pid) + "/cmdline")
-			if got := strings.Contains(string(cmdline), "-c\x00"); got != (tc.name == "shell") {
-				t.Errorf("watchdog's command line %q: run by a shell %v, want %v", cmdline, got, tc.name == "shell")
+			if got := strings.Contains(string(cmdline), "-c\x00"); got != (tc.shell == "/bin/sh") {
+				t.Errorf("watchdog's command line %q: run by a shell %v, want %v", cmdline, got, tc.shell == "/bin/sh")
 			}
 			w.pipe.Close() // the conductor is gone
 

@@ -52,30 +52,17 @@ exec /proc/self/fd/4 ` + Command + ` ` + SweepFlag + ` "$@"`
 // Launch starts the chain's watchdog, and returns once it has been
 // executed, not once it runs, at the lowest priority. exe is the
 // conductor's binary, which sweeps the chain once the pipe has ended: run
-// by the waiting shell, or, with no Shell on this system, from the start.
+// by the waiting shell, or from the start where there is no Shell (or it
+// cannot be run).
 func (w *Watch) Launch(exe string) error {
-	var cmd *exec.Cmd
-	if _, err := os.Stat(Shell); err == nil {
-		fd, err := unix.Open(exe, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("chain watchdog: %w", &os.PathError{Op: "open", Path: exe, Err: err})
-		}
-		bin := os.NewFile(uintptr(fd), exe)
-		defer bin.Close()
-		cmd = exec.Command(Shell, "-c", waiter, "acp-conductor "+Command, w.id)
-		cmd.ExtraFiles = []*os.File{w.r, bin}
-	} else {
-		cmd = exec.Command(exe, Command, WatchFlag, w.id)
-		cmd.ExtraFiles = []*os.File{w.r}
+	defer func() {
+		w.r.Close() // the watchdog has its own
+		w.r = nil
+	}()
+	cmd, err := w.start(exe, true)
+	if err != nil {
+		cmd, err = w.start(exe, false)
 	}
-	// Its stdio is /dev/null: it holds none of the conductor's, which the
-	// editor may read to their end.
-	// A group of its own, so that no signal meant for the conductor's group
-	// (a terminal's ^C) reaches it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err := cmd.Start()
-	w.r.Close()
-	w.r = nil
 	if err != nil {
 		return fmt.Errorf("chain watchdog: %w", err)
 	}
@@ -87,6 +74,31 @@ func (w *Watch) Launch(exe string) error {
 	lowerPriority(w.pid)
 	_ = cmd.Process.Release() // reaped by PID: see reap
 	return nil
+}
+
+// start starts the watchdog: the waiting shell, or exe.
+func (w *Watch) start(exe string, shell bool) (*exec.Cmd, error) {
+	cmd := exec.Command(exe, Command, WatchFlag, w.id)
+	cmd.ExtraFiles = []*os.File{w.r}
+	if shell {
+		if _, err := os.Stat(Shell); err != nil {
+			return nil, err
+		}
+		fd, err := unix.Open(exe, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: exe, Err: err}
+		}
+		bin := os.NewFile(uintptr(fd), exe)
+		defer bin.Close() // the shell has its own
+		cmd = exec.Command(Shell, "-c", waiter, "acp-conductor "+Command, w.id)
+		cmd.ExtraFiles = []*os.File{w.r, bin}
+	}
+	// Its stdio is /dev/null: it holds none of the conductor's, which the
+	// editor may read to their end.
+	// A group of its own, so that no signal meant for the conductor's group
+	// (a terminal's ^C) reaches it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, cmd.Start()
 }
 
 // lowerPriority sets every thread of process pid to nice 19; the threads
