@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,8 +75,9 @@ func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
 	bare := exec.Command("sleep", "1000")
 	bare.Path, _ = exec.LookPath("sleep")
 	bare.Env = []string{}
+	id := "sweeptest" + strconv.FormatUint(rand.Uint64(), 16)
 	marked := exec.Command("sleep", "1000")
-	marked.Env = append(os.Environ(), MarkerEnv+"=sweeptest")
+	marked.Env = append(os.Environ(), MarkerEnv+"="+id)
 	for _, c := range []*exec.Cmd{bare, marked} {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
@@ -90,13 +92,16 @@ func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
 	for _, c := range []*exec.Cmd{bare, marked} {
 		for {
 			exe, err := os.Readlink("/proc/" + strconv.Itoa(c.Process.Pid) + "/exe")
-			if err == nil && exe != self {
+			if err != nil {
+				t.Fatalf("%v: %v", c.Args, err)
+			}
+			if exe != self {
 				break
 			}
 			runtime.Gosched()
 		}
 	}
-	sweep("sweeptest", nil)
+	sweep(id, nil)
 	if err := waitBounded(marked, 20*time.Second); err == nil || err.Error() != "signal: killed" {
 		t.Errorf("marked process: %v, want killed", err)
 	}
