@@ -68,15 +68,13 @@ func TestLiveUserProcess(t *testing.T) {
 	}
 }
 
-// TestSweepEndsDespiteEmptyEnvironment: a process started with no
-// environment at all stays unsure; the sweep looks at it a bounded number
-// of times, ends, and leaves it alone, while a marked process is killed.
-func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
-	bare := exec.Command("sleep", "1000")
-	bare.Path, _ = exec.LookPath("sleep")
+// startSleeps starts a process with no environment at all and one marked
+// as chain id's, and returns once each has exec'd.
+func startSleeps(t *testing.T, id string) (bare, marked *exec.Cmd) {
+	t.Helper()
+	bare = exec.Command("sleep", "1000")
 	bare.Env = []string{}
-	id := "sweeptest" + strconv.FormatUint(rand.Uint64(), 16)
-	marked := exec.Command("sleep", "1000")
+	marked = exec.Command("sleep", "1000")
 	marked.Env = append(os.Environ(), MarkerEnv+"="+id)
 	for _, c := range []*exec.Cmd{bare, marked} {
 		if err := c.Start(); err != nil {
@@ -84,23 +82,57 @@ func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	}
-	// Once each has exec'd, its environment is its own.
+	// Until its exec, a child shows this process's program and
+	// environment.
 	self, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []*exec.Cmd{bare, marked} {
 		for {
-			exe, err := os.Readlink("/proc/" + strconv.Itoa(c.Process.Pid) + "/exe")
+			dir := "/proc/" + strconv.Itoa(c.Process.Pid)
+			exe, err := os.Readlink(dir + "/exe")
 			if err != nil {
 				t.Fatalf("%v: %v", c.Args, err)
 			}
-			if exe != self {
+			env, _ := os.ReadFile(dir + "/environ")
+			if exe != self && (c == bare || hasMarker(env, id)) {
 				break
 			}
 			runtime.Gosched()
 		}
 	}
+	return bare, marked
+}
+
+// TestSettle: of the unsure processes, the one that shows the chain's
+// marker is killed, the one with no environment is left alone once
+// unsureFor has passed, and one that has ended is forgotten.
+func TestSettle(t *testing.T) {
+	id := "settletest" + strconv.FormatUint(rand.Uint64(), 16)
+	bare, marked := startSleeps(t, id)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	unsure := map[int]bool{bare.Process.Pid: true, marked.Process.Pid: true, gone.Process.Pid: true}
+	if !settle(id, unsure) {
+		t.Error("settle killed nothing")
+	}
+	if err := waitBounded(marked, 20*time.Second); err == nil || err.Error() != "signal: killed" {
+		t.Errorf("marked process: %v, want killed", err)
+	}
+	if err := bare.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process with no environment was signalled: %v", err)
+	}
+}
+
+// TestSweepEndsDespiteEmptyEnvironment: a process started with no
+// environment at all stays unsure; the sweep looks at it for a bounded
+// time, ends, and leaves it alone, while a marked process is killed.
+func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
+	id := "sweeptest" + strconv.FormatUint(rand.Uint64(), 16)
+	bare, marked := startSleeps(t, id)
 	sweep(id, nil)
 	if err := waitBounded(marked, 20*time.Second); err == nil || err.Error() != "signal: killed" {
 		t.Errorf("marked process: %v, want killed", err)

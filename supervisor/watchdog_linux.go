@@ -75,41 +75,68 @@ func apply(groups map[int]bool, line string) {
 //
 // A process in the middle of execve reads, for a moment, as having no
 // environment at all, as does one started with none: such a process is
-// looked at again, up to unsureLooks times, before the sweep may end, so
-// that a marked process caught mid-exec is not missed.
+// looked at again, by itself, until it shows an environment or for
+// unsureFor, so that a marked process caught mid-exec is not missed. Should
+// one turn out marked, the whole sweep runs again, for what it may have
+// started.
 func sweep(id string, groups map[int]bool) {
-	looks := make(map[int]int) // of each process that read as unsure
-	for range 50 {
-		n := 0
-		for g := range groups {
-			if syscall.Kill(-g, syscall.SIGKILL) == nil {
-				n++
-			} else {
-				delete(groups, g) // gone
+	for {
+		unsure := make(map[int]bool)
+		for range 50 {
+			n := 0
+			for g := range groups {
+				if syscall.Kill(-g, syscall.SIGKILL) == nil {
+					n++
+				} else {
+					delete(groups, g) // gone
+				}
 			}
-		}
-		pids, unsure := marked("/proc", id, os.Getpid())
-		for _, pid := range pids {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				n++
+			pids, maybe := marked("/proc", id, os.Getpid())
+			for _, pid := range pids {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					n++
+				}
 			}
+			for _, pid := range maybe {
+				unsure[pid] = true
+			}
+			if n == 0 {
+				break
+			}
+			time.Sleep(time.Millisecond) // for the kills to land before looking again
 		}
-		again := false
-		for _, pid := range unsure {
-			looks[pid]++
-			again = again || looks[pid] < unsureLooks
-		}
-		if n == 0 && !again {
+		if !settle(id, unsure) {
 			return
 		}
-		time.Sleep(time.Millisecond) // for the kills to land, or an exec to end, before looking again
 	}
 }
 
-// unsureLooks bounds how often sweep looks again at a process with no
-// environment: an exec ends within a few milliseconds, and a process
-// started with an empty environment must not hold every sweep up.
-const unsureLooks = 4
+// unsureFor is how long sweep waits for a process with no environment to
+// show one: an exec takes a millisecond or so, many more on a loaded
+// machine, and a process started with an empty environment must not hold
+// every sweep up for long.
+const unsureFor = 200 * time.Millisecond
+
+// settle looks at each unsure process again until it shows an environment,
+// ends, or unsureFor passes, and kills those that turn out marked as chain
+// id's; it reports whether it killed one.
+func settle(id string, unsure map[int]bool) (killed bool) {
+	deadline := time.Now().Add(unsureFor)
+	for len(unsure) > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+		for pid := range unsure {
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			switch {
+			case err == nil && len(env) == 0:
+				continue // still unsure
+			case err == nil && hasMarker(env, id):
+				killed = syscall.Kill(pid, syscall.SIGKILL) == nil || killed
+			}
+			delete(unsure, pid) // it ended, or shows its environment
+		}
+	}
+	return killed
+}
 
 // marked returns the live processes under proc (/proc), other than self,
 // whose environment marks them as processes of chain id, and the unsure
