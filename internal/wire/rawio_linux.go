@@ -40,8 +40,9 @@ const maxIovec = 1024
 var useWritev = trick.On(trick.Writev)
 
 // writev writes segs (up to maxIovec of them) with one system call to fd,
-// which must be in non-blocking mode.
-func writev(fd int, segs [][]byte) (int, error) {
+// which must be in non-blocking mode. A burst of more than 32 segments
+// has its iovecs in *iov, which the caller keeps for its next burst.
+func writev(fd int, segs [][]byte, iov *[]unix.Iovec) (int, error) {
 	if len(segs) == 1 || !useWritev {
 		return writeNonblock(fd, segs[0])
 	}
@@ -50,7 +51,18 @@ func writev(fd int, segs [][]byte) (int, error) {
 		return unix.Writev(fd, segs)
 	}
 	var small [32]unix.Iovec // on the stack for most bursts
-	v := small[:0]
+	if len(segs) <= len(small) {
+		return writeIovecs(fd, appendIovecs(small[:0], segs))
+	}
+	v := appendIovecs((*iov)[:0], segs)
+	n, err := writeIovecs(fd, v)
+	clear(v) // let go of the lines
+	*iov = v[:0]
+	return n, err
+}
+
+// appendIovecs appends to v an iovec for each non-empty segment.
+func appendIovecs(v []unix.Iovec, segs [][]byte) []unix.Iovec {
 	for _, s := range segs {
 		if len(s) > 0 {
 			var e unix.Iovec
@@ -59,6 +71,10 @@ func writev(fd int, segs [][]byte) (int, error) {
 			v = append(v, e)
 		}
 	}
+	return v
+}
+
+func writeIovecs(fd int, v []unix.Iovec) (int, error) {
 	if len(v) == 0 {
 		return 0, nil
 	}

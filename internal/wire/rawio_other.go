@@ -2,7 +2,11 @@
 
 package wire
 
-import "syscall"
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // Raw system calls are Linux's (see rawio_linux.go).
 const rawIO = false
@@ -12,6 +16,6 @@ func readNonblock(fd int, p []byte) (int, error) { return syscall.Read(fd, p) }
 
 // writev writes the first of segs: the other systems x/sys/unix serves do
 // not all have writev(2).
-func writev(fd int, segs [][]byte) (int, error) {
+func writev(fd int, segs [][]byte, _ *[]unix.Iovec) (int, error) {
 	return syscall.Write(fd, segs[0])
 }

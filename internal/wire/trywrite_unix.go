@@ -36,6 +36,7 @@ func (c *LineChannel) TryWriter() func(segs [][]byte) ([][]byte, error) {
 	if !nonblock {
 		return nil
 	}
+	var iov []unix.Iovec // a long burst's, kept for the next; c.wmu guards it
 	return func(segs [][]byte) ([][]byte, error) {
 		c.wmu.Lock()
 		defer c.wmu.Unlock()
@@ -45,7 +46,7 @@ func (c *LineChannel) TryWriter() func(segs [][]byte) ([][]byte, error) {
 		var werr error
 		err := rc.Write(func(fd uintptr) bool {
 			for len(segs) > 0 {
-				n, err := writev(int(fd), segs)
+				n, err := writev(int(fd), segs, &iov)
 				switch {
 				case n > 0:
 					segs = advance(segs, n)
