@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,12 +29,17 @@ func TestMain(m *testing.M) {
 // and closes the pipe's write end as the kernel does when the conductor is
 // killed. The watchdog, a waiting shell or the binary from the start, must
 // kill the first two, spare the third, whose group ID could have been
-// reused, and exit.
+// reused, and exit. The shell still runs the conductor's binary if the
+// binary was deleted meanwhile (an upgrade).
 func TestWatchdogOutlivesConductor(t *testing.T) {
-	for _, tc := range []struct{ name, shell string }{
-		{"shell", "/bin/sh"},
-		{"no shell", "/nonexistent/sh"},
-		{"shell cannot run", "/dev/null"},
+	for _, tc := range []struct {
+		name, shell string
+		deleted     bool
+	}{
+		{"shell", "/bin/sh", false},
+		{"shell, binary deleted", "/bin/sh", true},
+		{"no shell", "/nonexistent/sh", false},
+		{"shell cannot run", "/dev/null", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := os.Stat(tc.shell); err != nil && tc.shell == "/bin/sh" {
@@ -60,10 +67,23 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 			w.Started(ended.Process.Pid)
 			w.Ended(ended.Process.Pid)
 
-			if err := w.Launch(os.Args[0]); err != nil {
+			exe := os.Args[0]
+			if tc.deleted {
+				exe = copyExecutable(t, exe)
+			}
+			if err := w.Launch(exe); err != nil {
 				t.Fatal(err)
 			}
-			cmdline, _ := os.ReadFile("/proc/" + itoa(w.pid) + "/cmdline")
+			if tc.deleted {
+				if err := os.Remove(exe); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Its command line, once its exec is through.
+			var cmdline []byte
+			for deadline := time.Now().Add(20 * time.Second); len(cmdline) == 0 && time.Now().Before(deadline); runtime.Gosched() {
+				cmdline, _ = os.ReadFile("/proc/" + itoa(w.pid) + "/cmdline")
+			}
 			if got := strings.Contains(string(cmdline), "-c\x00"); got != (tc.shell == "/bin/sh") {
 				t.Errorf("watchdog's command line %q: run by a shell %v, want %v", cmdline, got, tc.shell == "/bin/sh")
 			}
@@ -83,6 +103,19 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// copyExecutable copies the executable at path into a temporary file.
+func copyExecutable(t *testing.T, path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "conductor")
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
 
 func waitBounded(c *exec.Cmd, d time.Duration) error {

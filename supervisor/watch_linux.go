@@ -78,8 +78,7 @@ func (w *Watch) Launch(exe string) error {
 
 // start starts the watchdog: the waiting shell, or exe.
 func (w *Watch) start(exe string, shell bool) (*exec.Cmd, error) {
-	cmd := exec.Command(exe, Command, WatchFlag, w.id)
-	cmd.ExtraFiles = []*os.File{w.r}
+	var cmd *exec.Cmd
 	if shell {
 		if _, err := os.Stat(Shell); err != nil {
 			return nil, err
@@ -92,6 +91,9 @@ func (w *Watch) start(exe string, shell bool) (*exec.Cmd, error) {
 		defer bin.Close() // the shell has its own
 		cmd = exec.Command(Shell, "-c", waiter, "acp-conductor "+Command, w.id)
 		cmd.ExtraFiles = []*os.File{w.r, bin}
+	} else {
+		cmd = exec.Command(exe, Command, WatchFlag, w.id)
+		cmd.ExtraFiles = []*os.File{w.r}
 	}
 	// Its stdio is /dev/null: it holds none of the conductor's, which the
 	// editor may read to their end.
