@@ -41,7 +41,9 @@
 // WebSocket pings the other every PingInterval and closes the connection
 // when no pong comes within it; its Read then fails with ErrHeartbeat. A
 // Streamable HTTP connection has IdleTimeout instead, since it outlives its
-// TCP connections.
+// TCP connections, and Listen bounds how long a TCP connection's sent data
+// may go unacknowledged, which ends the SSE streams of a client whose
+// network vanished.
 //
 // Guard checks what every request must carry before any of this runs: the
 // bearer token, compared in constant time, and a Host and Origin that a DNS

@@ -53,7 +53,9 @@ connection ends: WebSocket close, DELETE, or an HTTP connection left idle
 that vanished without DELETE is noticed. A WebSocket is pinged every
 --ping-interval and ended when no pong comes within the interval, which is
 how a client whose network vanished (no close, no reset) is noticed, rather
-than when TCP gives up a quarter of an hour later. The chain is given as for
+than when TCP gives up a quarter of an hour later; and any connection whose
+sent data stays unacknowledged for twice the interval ends (Linux), which is
+how a Streamable HTTP client's lost network is. The chain is given as for
 "agent", or with --proxy as for "proxy": a chain of proxies that a parent
 conductor reaches as one of its own, by URL.
 
@@ -210,7 +212,10 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	} else {
 		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	// The heartbeat's interval also bounds, twice over, how long what the
+	// server sends may go unacknowledged: a Streamable HTTP client whose
+	// network vanished has its streams written to, never acknowledged.
+	ln, err := transport.Listen(ctx, f.listen, 2*f.pingInterval)
 	if err != nil {
 		return err
 	}
