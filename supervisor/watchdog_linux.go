@@ -78,9 +78,9 @@ func apply(groups map[int]bool, line string) {
 // looked at again, by itself, until it shows an environment or for
 // unsureFor, so that a marked process caught mid-exec is not missed. Should
 // one turn out marked, the whole sweep runs again, for what it may have
-// started.
+// started, a bounded number of times.
 func sweep(id string, groups map[int]bool) {
-	for {
+	for range 5 {
 		unsure := make(map[int]bool)
 		for range 50 {
 			n := 0
