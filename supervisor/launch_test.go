@@ -45,8 +45,8 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 			if _, err := os.Stat(tc.shell); err != nil && tc.shell == "/bin/sh" {
 				t.Fatalf("this test needs %s: %v", tc.shell, err)
 			}
-			defer func(s string) { Shell = s }(Shell)
-			Shell = tc.shell
+			defer func(s string) { shell = s }(shell)
+			shell = tc.shell
 			w, err := New()
 			if err != nil {
 				t.Fatal(err)
@@ -82,7 +82,7 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 			// Its command line, once its exec is through.
 			var cmdline []byte
 			for deadline := time.Now().Add(20 * time.Second); len(cmdline) == 0 && time.Now().Before(deadline); runtime.Gosched() {
-				cmdline, _ = os.ReadFile("/proc/" + itoa(w.pid) + "/cmdline")
+				cmdline, _ = os.ReadFile("/proc/" + strconv.Itoa(w.pid) + "/cmdline")
 			}
 			if got := strings.Contains(string(cmdline), "-c\x00"); got != (tc.shell == "/bin/sh") {
 				t.Errorf("watchdog's command line %q: run by a shell %v, want %v", cmdline, got, tc.shell == "/bin/sh")
@@ -130,5 +130,3 @@ func waitBounded(c *exec.Cmd, d time.Duration) error {
 		return errors.New("still running after " + d.String())
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

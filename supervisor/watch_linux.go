@@ -33,11 +33,11 @@ func New() (*Watch, error) {
 	return &Watch{id: strconv.FormatUint(rand.Uint64(), 16), r: r, pipe: w}, nil
 }
 
-// Shell is the shell that waits for the pipe's end, if the system has it;
-// without it, the watchdog is exe itself, from the start.
-var Shell = "/bin/sh"
+// shell waits for the pipe's end, if the system has it; without it, the
+// watchdog is the conductor's binary from the start. Tests replace it.
+var shell = "/bin/sh"
 
-// waiter is the watchdog while the conductor lives, run by Shell with the
+// waiter is the watchdog while the conductor lives, run by shell with the
 // chain's ID as its argument, the pipe as descriptor 3 and the conductor's
 // executable as descriptor 4 (opened by path only: it may be deleted or
 // replaced meanwhile). It keeps what the pipe says, in order, as its
@@ -52,7 +52,7 @@ exec /proc/self/fd/4 ` + Command + ` ` + SweepFlag + ` "$@"`
 // Launch starts the chain's watchdog, and returns once it has been
 // executed, not once it runs, at the lowest priority. exe is the
 // conductor's binary, which sweeps the chain once the pipe has ended: run
-// by the waiting shell, or from the start where there is no Shell (or it
+// by the waiting shell, or from the start where there is no shell (or it
 // cannot be run).
 func (w *Watch) Launch(exe string) error {
 	defer func() {
@@ -77,10 +77,10 @@ func (w *Watch) Launch(exe string) error {
 }
 
 // start starts the watchdog: the waiting shell, or exe.
-func (w *Watch) start(exe string, shell bool) (*exec.Cmd, error) {
+func (w *Watch) start(exe string, useShell bool) (*exec.Cmd, error) {
 	var cmd *exec.Cmd
-	if shell {
-		if _, err := os.Stat(Shell); err != nil {
+	if useShell {
+		if _, err := os.Stat(shell); err != nil {
 			return nil, err
 		}
 		fd, err := unix.Open(exe, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -89,7 +89,7 @@ func (w *Watch) start(exe string, shell bool) (*exec.Cmd, error) {
 		}
 		bin := os.NewFile(uintptr(fd), exe)
 		defer bin.Close() // the shell has its own
-		cmd = exec.Command(Shell, "-c", waiter, "acp-conductor "+Command, w.id)
+		cmd = exec.Command(shell, "-c", waiter, "acp-conductor "+Command, w.id)
 		cmd.ExtraFiles = []*os.File{w.r, bin}
 	} else {
 		cmd = exec.Command(exe, Command, WatchFlag, w.id)
