@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
@@ -93,30 +94,39 @@ func TestRemoteConnectHeartbeat(t *testing.T) {
 	url := "ws://" + relay.Addr() + "/acp"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "remote-connect", "--ping-interval", "100ms", url)
-	cmd.Env = append(cleanEnv(), `ACP_CONDUCTOR_REMOTE_HEADERS={"Authorization":"Bearer tok-123"}`)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer // read once the process has exited
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
+	cmd, stdin, stdout, stderr := startPiped(t, ctx, append(cleanEnv(), `ACP_CONDUCTOR_REMOTE_HEADERS={"Authorization":"Bearer tok-123"}`),
+		"remote-connect", "--ping-interval", "100ms", url)
 	stdin.Write([]byte(initialize + "\n"))
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, `"result"`) {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("initialize: %q, %v\n%s\n%s", line, err, &stderr, log)
+		t.Fatalf("initialize: %q, %v\n%s\n%s", line, err, stderr, log)
 	}
 	relay.Blackhole()
 	err = cmd.Wait()
 	if cmd.ProcessState.ExitCode() != 1 {
-		t.Fatalf("remote-connect: %v, want exit 1\n%s", err, &stderr)
+		t.Fatalf("remote-connect: %v, want exit 1\n%s", err, stderr)
 	}
 	if s := stderr.String(); !strings.Contains(s, url) || !strings.Contains(s, "heartbeat lost") {
 		t.Errorf("stderr %q: want the URL and the heartbeat", s)
 	}
+}
+
+// startPiped starts the binary with args and env, its stdin and stdout
+// piped; its stderr is gathered, to read once it has exited.
+func startPiped(t *testing.T, ctx context.Context, env []string, args ...string) (*exec.Cmd, io.WriteCloser, io.Reader, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = env
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close() })
+	return cmd, stdin, stdout, stderr
 }
 
 // hostPort is the HOST:PORT of an endpoint URL.
@@ -156,16 +166,7 @@ func TestRemoteAgentHeartbeat(t *testing.T) {
 	chain := writeFile(t, "chain.yaml", "agent:\n  url: "+url+"\n  headers: {Authorization: \"Bearer tok-7\"}\n  ping_interval: 100ms\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "agent", "--config", chain)
-	cmd.Env = cleanEnv()
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer // read once the process has exited
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
+	cmd, stdin, stdout, stderr := startPiped(t, ctx, cleanEnv(), "agent", "--config", chain)
 	// The remote agent, a sleep, never answers: initialize is in flight
 	// when the network goes, once serve has started the chain for it.
 	stdin.Write([]byte(initialize + "\n"))
