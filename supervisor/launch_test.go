@@ -4,6 +4,7 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,8 +99,8 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 			if _, err := syscall.Wait4(w.pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
 				t.Errorf("watchdog: %v, status %v, want exit 0", err, ws)
 			}
-			if err := ended.Process.Signal(syscall.Signal(0)); err != nil {
-				t.Errorf("the group said to have ended was signalled: %v", err)
+			if err := spared(ended); err != nil {
+				t.Errorf("the group said to have ended: %v", err)
 			}
 		})
 	}
@@ -116,6 +117,17 @@ func copyExecutable(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+// spared reports, as an error, that c was killed before now: it is ended
+// with SIGTERM here, and must die of that. (A process killed but not yet
+// reaped still takes signal 0.)
+func spared(c *exec.Cmd) error {
+	c.Process.Signal(syscall.SIGTERM)
+	if err := waitBounded(c, 20*time.Second); err == nil || err.Error() != "signal: terminated" {
+		return fmt.Errorf("%v: %v, want it alive until now (signal: terminated)", c.Args, err)
+	}
+	return nil
 }
 
 func waitBounded(c *exec.Cmd, d time.Duration) error {

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -122,8 +121,8 @@ func TestSettle(t *testing.T) {
 	if err := waitBounded(marked, 20*time.Second); err == nil || err.Error() != "signal: killed" {
 		t.Errorf("marked process: %v, want killed", err)
 	}
-	if err := bare.Process.Signal(syscall.Signal(0)); err != nil {
-		t.Errorf("the process with no environment was signalled: %v", err)
+	if err := spared(bare); err != nil {
+		t.Errorf("the process with no environment: %v", err)
 	}
 }
 
@@ -137,7 +136,7 @@ func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
 	if err := waitBounded(marked, 20*time.Second); err == nil || err.Error() != "signal: killed" {
 		t.Errorf("marked process: %v, want killed", err)
 	}
-	if err := bare.Process.Signal(syscall.Signal(0)); err != nil {
-		t.Errorf("the process with no environment was signalled: %v", err)
+	if err := spared(bare); err != nil {
+		t.Errorf("the process with no environment: %v", err)
 	}
 }
