@@ -82,8 +82,11 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		return
 	}
 	owner := c.peers[srv.owner]
-	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb, nil), c.log)
+	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
 	p.trace = c.trace
+	p.bridge = &bridgeEnds{host: c.peers[len(c.peers)-1], owner: owner}
+	c.flow.join(p)
+	defer c.flow.leave(p)
 	log := p.log.With(zap.String("transport", conn.Transport))
 
 	routed := c.openBridged(ctx, srv, conn.ServerID, p, log)
@@ -108,6 +111,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 			break
 		}
 		c.fromBridge(p, owner, routed, line)
+		c.throttle(p, l)
 	}
 
 	if c.mcp.close(routed) && routed.stateless == nil { // else the owner went away first (ownerGone), or never had a connection

@@ -105,7 +105,9 @@
 // peer's outbox, nor where the waits would close a cycle of more than two
 // peers; it goes on reading instead, past the bound, until that cycle is
 // gone. Two peers that each write without reading while the other does
-// block each other, as they would on a pipe of their own.
+// block each other, as they would on a pipe of their own. A bridged MCP
+// connection is bounded alike, but waits only for, and is waited for only
+// by, the proxy that owns its server.
 //
 // The relay does not use jrpc2's Server or Client: they run handlers and
 // deliver notifications on separate goroutines, so a relayed prompt result

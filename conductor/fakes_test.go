@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -380,6 +381,23 @@ func fakeMCPOwner(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mes
 				if os.Getenv("ACP_TEST_MCP_CRASH") != "" {
 					os.Exit(9)
 				}
+				if n, _ := strconv.Atoi(os.Getenv("ACP_TEST_MCP_FLOOD_OUT")); n > 0 {
+					// More for the client than an outbox holds, then
+					// the call's answer.
+					pad := strings.Repeat("x", floodPad)
+					for i := range n {
+						ch.Send(wire.AppendWrapped(nil, nil, wire.MethodSuccessor, "mcp/message", fmt.Appendf(nil,
+							`{"connectionId":%q,"method":"notifications/progress","params":{"seq":%d,"pad":%q}}`, p.ConnectionID, i, pad)))
+					}
+					send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"content":[]}`)})
+					return
+				}
+				if fifo := os.Getenv("ACP_TEST_MCP_STALL"); fifo != "" {
+					// Reads nothing more until the test says so.
+					os.ReadFile(fifo)
+					send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"content":[]}`)})
+					return
+				}
 				pendingCall = m
 				ch.Send(wire.AppendWrapped(nil, json.RawMessage("900"), wire.MethodSuccessor, "mcp/message",
 					json.RawMessage(`{"connectionId":"`+p.ConnectionID+`","method":"sampling/createMessage","params":{"q":"ok?"}}`)))
@@ -455,6 +473,9 @@ func fakeMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 		}
 	}
 }
+
+// floodPad is the size of each message of the MCP flood tests.
+const floodPad = 256 << 10
 
 // fakeStdioMCPAgent has no MCP-over-ACP: it launches the stdio MCP server it
 // is given in session/new, as any agent would, and on a prompt speaks MCP to
@@ -554,6 +575,55 @@ func fakeStdioMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 					in2.Close()
 					report("reconnect-exit", []byte(fmt.Sprint(again.Wait())))
 				}
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+				return
+			}
+			if n, _ := strconv.Atoi(os.Getenv("ACP_TEST_MCP_FLOOD_OUT")); n > 0 {
+				// Reads nothing until the test says so, then checks that
+				// every notification came, in order, before the answer.
+				os.ReadFile(os.Getenv("ACP_TEST_MCP_STALL"))
+				got := 0
+				for {
+					msg := next()
+					if msg.Method != "notifications/progress" {
+						report("flood-out", fmt.Appendf(nil, "%d in order, then %s", got, msg.Result))
+						break
+					}
+					if !bytes.Contains(msg.Params, fmt.Appendf(nil, `"seq":%d,`, got)) {
+						report("flood-out", fmt.Appendf(nil, "notification %d out of order: %.40s", got, msg.Params))
+						break
+					}
+					got++
+				}
+				in.Close()
+				report("shim-exit", []byte(fmt.Sprint(cmd.Wait())))
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
+				return
+			}
+			if n, _ := strconv.Atoi(os.Getenv("ACP_TEST_MCP_FLOOD_IN")); n > 0 {
+				// A call the server sits on, and behind it more requests
+				// than an outbox holds; then every answer, in order.
+				pad := strings.Repeat("x", floodPad)
+				go func() {
+					for i := range n {
+						mcp.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":{"pad":%q}}`, 100+i, pad))
+					}
+				}()
+				got, want := 0, "2"
+				for {
+					msg := next()
+					if string(msg.ID) != want {
+						report("flood-in", fmt.Appendf(nil, "%d in order, then id %s", got, msg.ID))
+						break
+					}
+					if got++; got == n+1 {
+						report("flood-in", fmt.Appendf(nil, "%d in order", got))
+						break
+					}
+					want = strconv.Itoa(100 + got - 1)
+				}
+				in.Close()
+				report("shim-exit", []byte(fmt.Sprint(cmd.Wait())))
 				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 				return
 			}

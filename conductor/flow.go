@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -38,8 +39,17 @@ import (
 // crosses every hop, so this costs nothing, and it needs no bookkeeping
 // per message.
 //
-// Bridged MCP connections are outside this: their outboxes are unbounded and
-// their readers never wait.
+// A bridged MCP connection is a peer too, bounded the same way, but one
+// peer feeds it and it feeds one: the peer that owns its server. Only the
+// owner's reader waits for its outbox, and its reader waits only for the
+// owner's. The owner's other output waits with its MCP output, since both
+// come down one pipe, as they would if the agent spoke MCP-over-ACP
+// itself. The connection's client runs in the agent's process, and a
+// process blocked on one of its outputs reads none of its inputs, so in the
+// graph of waits the connection and the agent are one node: the agent's
+// reader never waits for its own connections' outboxes, nor they for the
+// agent's, and a wait through the agent follows the waits of all its
+// readers.
 const (
 	queueBytes    = 4 << 20 // queued for one peer before readers stop
 	queueSegments = 8 << 10 // likewise in segments, which cost memory of their own
@@ -49,7 +59,8 @@ const (
 type flow struct {
 	over atomic.Int32 // outboxes past their bound; readers check it per line
 
-	mu sync.Mutex // guards every link's waitingOn
+	mu      sync.Mutex // guards every link's waitingOn, and bridged
+	bridged []*peer    // the bridged MCP connections open
 
 	releaseOnce sync.Once
 	released    chan struct{} // closed when no reader may wait any more
@@ -92,18 +103,13 @@ func (c *chain) throttle(p *peer, l *link) {
 	}
 }
 
-// fullPeer returns a peer other than p and those in skip whose outbox is
-// past its bound, with the channel closed when it drains.
+// fullPeer returns a peer whose outbox p's reader may wait for, other than
+// those in skip, while that outbox is past its bound, with the channel
+// closed when it drains.
 func (c *chain) fullPeer(p *peer, skip []*peer) (*peer, <-chan struct{}) {
-next:
-	for _, q := range c.peers {
-		if q == p {
+	for _, q := range c.feeds(p) {
+		if q.host() == p.host() || slices.Contains(skip, q) {
 			continue
-		}
-		for _, s := range skip {
-			if s == q {
-				continue next
-			}
 		}
 		if ch := q.link.Load().out.full(); ch != nil {
 			return q, ch
@@ -112,25 +118,80 @@ next:
 	return nil, nil
 }
 
+// feeds returns the peers whose outboxes p's reader may wait for: every
+// component's and the client's, and the bridged connections whose server
+// p owns; for a bridged connection, its owner's alone.
+func (c *chain) feeds(p *peer) []*peer {
+	if p.bridge != nil {
+		return []*peer{p.bridge.owner}
+	}
+	c.flow.mu.Lock()
+	defer c.flow.mu.Unlock()
+	var owned []*peer
+	for _, b := range c.flow.bridged {
+		if b.bridge.owner == p {
+			owned = append(owned, b)
+		}
+	}
+	if owned == nil {
+		return c.peers
+	}
+	return append(owned, c.peers...)
+}
+
+// join and leave keep the list of bridged connections open.
+func (f *flow) join(b *peer) {
+	f.mu.Lock()
+	f.bridged = append(f.bridged, b)
+	f.mu.Unlock()
+}
+
+func (f *flow) leave(b *peer) {
+	f.mu.Lock()
+	f.bridged = slices.DeleteFunc(f.bridged, func(x *peer) bool { return x == b })
+	f.mu.Unlock()
+}
+
 // wait records that p's reader, on link l, waits for q's outbox, unless q
 // is p, or q's reader waits for p through others: then it reports false
 // and records nothing. q's reader waiting for p itself is allowed: see the
-// rule above. (Cycles are two peers long at most, so the walk ends; the cap
-// only guards against a bug turning into a hang.)
+// rule above. Peers are compared by process (host), and a process waits
+// for whatever any of its readers waits for.
 func (f *flow) wait(p *peer, l *link, q *peer) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for x, n := q, 0; x != nil; n++ {
-		if x == p && n != 1 || n > 256 {
-			return false
-		}
-		if x == p {
-			break // q waits for p: a pair, as on a pipe of their own
-		}
-		x = x.link.Load().waitingOn
+	var seen []*peer
+	if f.closes(q.host(), p.host(), 0, &seen) {
+		return false
 	}
 	l.waitingOn = q
 	return true
+}
+
+// closes reports whether x's process waits, through the waits recorded, for
+// to's process along a path that would close a cycle of more than two:
+// none at all (x is to), or two waits or more. One wait is a pair, and the
+// walk does not go past it. Each process is walked from once (seen): a
+// second path through it leads nowhere new.
+func (f *flow) closes(x, to *peer, n int, seen *[]*peer) bool {
+	if x == to {
+		return n != 1
+	}
+	if slices.Contains(*seen, x) {
+		return false
+	}
+	*seen = append(*seen, x)
+	if w := x.link.Load().waitingOn; w != nil && f.closes(w.host(), to, n+1, seen) {
+		return true
+	}
+	for _, b := range f.bridged {
+		if b.bridge.host == x {
+			if w := b.link.Load().waitingOn; w != nil && f.closes(w.host(), to, n+1, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (f *flow) done(l *link) {

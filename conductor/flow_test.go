@@ -2,7 +2,18 @@ package conductor
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestOutboxBound: an outbox past its bound says so, and counts in the
@@ -88,5 +99,135 @@ func TestFlowWaitNoCycle(t *testing.T) {
 	fl.done(link(b))
 	if !fl.wait(c, link(c), a) {
 		t.Error("c may not wait for a once b no longer waits")
+	}
+}
+
+// TestFlowWaitBridged: a bridged MCP connection is one process with the
+// agent whose client it is. The agent's reader never waits for it, nor it
+// for the agent; a wait through the agent follows every reader of its
+// process; and only the owner of the connection's server feeds it.
+func TestFlowWaitBridged(t *testing.T) {
+	fl := newFlow()
+	var ps []*peer
+	for i, name := range []string{"client", "owner", "agent"} {
+		ps = append(ps, newPeer(name, i, newLink(nil, nil, nil, fl), zapNop()))
+	}
+	client, owner, agent := ps[0], ps[1], ps[2]
+	b := newPeer("mcp:tools", -1, newLink(nil, nil, nil, fl), zapNop())
+	b.bridge = &bridgeEnds{host: agent, owner: owner}
+	fl.join(b)
+	c := &chain{peers: ps, flow: fl}
+	link := func(p *peer) *link { return p.link.Load() }
+
+	if got := c.feeds(b); len(got) != 1 || got[0] != owner {
+		t.Errorf("the connection's reader may wait for %v, want its owner alone", names(got))
+	}
+	if got := c.feeds(owner); !slices.Contains(got, b) {
+		t.Errorf("the owner's reader may wait for %v, not the connection it feeds", names(got))
+	}
+	if got := c.feeds(client); slices.Contains(got, b) {
+		t.Errorf("the client's reader may wait for %v, the connection it does not feed among them", names(got))
+	}
+	if fl.wait(agent, link(agent), b) || fl.wait(b, link(b), agent) {
+		t.Error("the agent and its own MCP client wait for each other")
+	}
+	if !fl.wait(owner, link(owner), b) {
+		t.Fatal("the owner may not wait for the connection, which waits for nobody")
+	}
+	if !fl.wait(b, link(b), owner) {
+		t.Error("the connection may not wait for its owner, which waits for it: a pair")
+	}
+	if !fl.wait(client, link(client), owner) {
+		t.Error("the client may not wait for the owner, which does not wait for the client")
+	}
+	if fl.wait(agent, link(agent), client) {
+		t.Error("the agent waits for the client, which waits for the agent's MCP client through the owner")
+	}
+	fl.leave(b) // its outbox closed: the owner's wait for it is over
+	fl.done(link(owner))
+	if got := c.feeds(owner); slices.Contains(got, b) {
+		t.Error("a closed connection is still fed")
+	}
+	if !fl.wait(agent, link(agent), client) {
+		t.Error("the agent may not wait for the client once its MCP client has gone")
+	}
+}
+
+func names(ps []*peer) []string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.name)
+	}
+	return s
+}
+
+// TestMCPBridgedFlow runs more MCP traffic through a stdio-bridged
+// connection than an outbox may hold, at a side that does not read: the
+// owner's reader pauses for an MCP client that does not read, and the
+// client's reader for an owner that does not; once the side reads again,
+// everything arrives, in order.
+func TestMCPBridgedFlow(t *testing.T) {
+	const n = 48 // of floodPad: three times the bound
+	for _, tc := range []struct {
+		name, owner, agent string
+		reader, full       string // the pause awaited
+	}{
+		{"client stops reading", "ACP_TEST_MCP_FLOOD_OUT", "ACP_TEST_MCP_FLOOD_OUT", "owner", "mcp:owner-tools"},
+		{"owner stops reading", "", "ACP_TEST_MCP_FLOOD_IN", "mcp:owner-tools", "owner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fifo := filepath.Join(dir, "stall")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			stall := "ACP_TEST_MCP_STALL=" + fifo
+			ownerEnv := []string{"ACP_TEST_MCP_SPELLING=id", stall}
+			if tc.owner != "" {
+				ownerEnv = append(ownerEnv, tc.owner+"="+strconv.Itoa(n))
+			}
+			core, logs := observer.New(zap.DebugLevel)
+			e := startChain(t, Config{
+				Proxies:   []Component{fake(t, dir, "owner", "mcp-owner", ownerEnv...), fake(t, dir, "middle", "proxy")},
+				Agent:     fake(t, dir, "agent", "mcp-stdio-agent", tc.agent+"="+strconv.Itoa(n), stall),
+				Logger:    zap.New(core),
+				MCPBridge: BridgeStdio,
+			})
+			e.send(initLine)
+			e.recvMsg()
+			e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+			for m := e.recvMsg(); string(m.ID) != "1"; m = e.recvMsg() {
+			}
+			e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+			pauses := func() int {
+				return logs.FilterMessage("paused reading: a peer's queue is full").
+					FilterField(zap.String("peer", tc.reader)).FilterField(zap.String("full", tc.full)).Len()
+			}
+			for deadline := time.Now().Add(20 * time.Second); pauses() == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s's reader never paused for %s; the pauses: %v", tc.reader, tc.full,
+						logs.FilterMessage("paused reading: a peer's queue is full").All())
+				}
+			}
+			if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for m := e.recvMsg(); string(m.ID) != "2"; m = e.recvMsg() {
+				label, rest, _ := strings.Cut(updateText(m), " ")
+				got[label] = rest
+			}
+			want := map[string]string{
+				"ACP_TEST_MCP_FLOOD_OUT": fmt.Sprintf(`%d in order, then {"content":[]}`, n),
+				"ACP_TEST_MCP_FLOOD_IN":  fmt.Sprintf("%d in order", n+1),
+			}[tc.agent]
+			label := map[string]string{"ACP_TEST_MCP_FLOOD_OUT": "flood-out", "ACP_TEST_MCP_FLOOD_IN": "flood-in"}[tc.agent]
+			if got[label] != want || got["shim-exit"] != "<nil>" {
+				t.Errorf("the MCP client reported %q and its shim exited %q; want %q and <nil>", got[label], got["shim-exit"], want)
+			}
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
 	}
 }

@@ -29,6 +29,8 @@ type peer struct {
 	trace *trace.Recorder
 
 	link atomic.Pointer[link]
+	// bridge is set for a bridged MCP connection: the peers at its ends.
+	bridge *bridgeEnds
 
 	nextID  atomic.Int64
 	dialect atomic.Pointer[wire.Dialect] // nil for wire.RFD; read per wrapped message
@@ -47,6 +49,19 @@ type peer struct {
 	initParams    json.RawMessage // the proxy/initialize params it was sent
 	successorInit json.RawMessage // what its successor answered its initialize
 	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
+}
+
+// bridgeEnds are the two peers a bridged MCP connection joins: the agent
+// whose MCP client opened it, and the peer that owns its server.
+type bridgeEnds struct{ host, owner *peer }
+
+// host returns the peer whose process p stands for: for a bridged MCP
+// connection the agent, whose MCP client it is; p itself otherwise.
+func (p *peer) host() *peer {
+	if p.bridge != nil {
+		return p.bridge.host
+	}
+	return p
 }
 
 // A link is one connection of a peer: its channel, the outbox its writer
