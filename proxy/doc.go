@@ -65,7 +65,10 @@
 // answer always declares agentCapabilities.mcpCapabilities.acp, which the RFD
 // requires of every proxy. The Rust SDK's _proxy/initialize and
 // _proxy/successor are understood too; a proxy initialized with
-// _proxy/initialize wraps what it sends in _proxy/successor.
+// _proxy/initialize wraps what it sends in _proxy/successor. So is the
+// Thinkwell dialect of @thinkwell/conductor and sacp-conductor up to 11: an
+// initialize marked _meta.proxy, answered with the same mark, and
+// _proxy/successor/request and _proxy/successor/notification.
 //
 // # Cancellation
 //
@@ -98,7 +101,10 @@
 // SDK's. Since each session gets ids of its own, a connection knows the
 // session it serves ([MCPConn.Session]), and so its working directory. The
 // conductor bridges the servers for agents that cannot speak MCP-over-ACP,
-// which the proxy cannot tell. mcp/* messages about servers the proxy did not
+// which the proxy cannot tell. In the Thinkwell dialect a server is
+// declared as {"type":"http","url":"acp:<uuid>"}, the only form those
+// conductors read, and served over _mcp/connect, _mcp/message and
+// _mcp/disconnect. mcp/* messages about servers the proxy did not
 // declare are forwarded like any other, or taken by handlers in
 // [Proxy.FromSuccessor].
 package proxy

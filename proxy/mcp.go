@@ -25,6 +25,12 @@ import (
 // connection know its session (its working directory, say) although the
 // agent's MCP client never names it: the RFD gives the id that purpose.
 //
+// Under a conductor of the Thinkwell dialect (@thinkwell/conductor, sacp
+// up to 11) the declarations and methods are that dialect's
+// (wire.Dialect.MCPByURL): a server is {"type":"http","url":"acp:<uuid>"},
+// its conductor proposes the connection id on _mcp/connect, and the
+// methods are _mcp/*. Those conductors read no other declaration.
+//
 // Messages on a connection are handled on the reader, in the order they
 // arrive, since MCP's own order matters (initialize before
 // notifications/initialized before tools/list); the server reads them from
@@ -177,10 +183,12 @@ func (h *mcpHost) receive(id json.RawMessage, from Side, method string, params j
 		return true
 	case from != Successor:
 		return false
-	case method == methodMCPConnect:
-		return h.connect(id, params)
-	case method == methodMCPMessage || method == methodMCPDisconnect:
-		return h.onConn(id, method, params)
+	}
+	switch rfd, _ := wire.MCPMethod(method); rfd { // in any dialect's spelling
+	case methodMCPConnect:
+		return h.connect(id, method, params)
+	case methodMCPMessage, methodMCPDisconnect:
+		return h.onConn(id, rfd, params)
 	}
 	return false
 }
@@ -202,7 +210,7 @@ func (h *mcpHost) setUp(fn Handler) Handler {
 		if r.Method == "session/load" || r.Method == "session/resume" {
 			rec.s.ID = req.SessionID // session/fork names the session it copies
 		}
-		ids, params, err := h.declare(r.Params, rec)
+		ids, params, err := h.declare(r.Params, rec, h.c.getDialect())
 		if err != nil {
 			h.c.log.Warn("could not declare the proxy's MCP servers; the session goes on without them",
 				"method", r.Method, "error", err)
@@ -230,19 +238,32 @@ func (h *mcpHost) setUp(fn Handler) Handler {
 
 // declare adds a declaration of every server, each under a new id, to the
 // mcpServers of params, keeping the entries and bytes already there, and
-// records them, and the params, for rec's session.
-func (h *mcpHost) declare(params json.RawMessage, rec *sessionRecord) ([]string, json.RawMessage, error) {
+// records them, and the params, for rec's session. The declarations are
+// those the conductor's dialect d reads.
+func (h *mcpHost) declare(params json.RawMessage, rec *sessionRecord, d *wire.Dialect) ([]string, json.RawMessage, error) {
 	ids := make([]string, len(h.servers))
 	entries := make([]json.RawMessage, len(h.servers))
 	for i, s := range h.servers {
 		ids[i] = newUUID()
-		// serverId is the current schema's spelling, which SDK agents
-		// require; conductors route either spelling.
-		e, err := json.Marshal(struct {
-			Type     string `json:"type"`
-			Name     string `json:"name"`
-			ServerID string `json:"serverId"`
-		}{"acp", s.Name, ids[i]})
+		var e []byte
+		var err error
+		if d.MCPByURL {
+			ids[i] = "acp:" + ids[i]
+			e, err = json.Marshal(struct {
+				Type    string   `json:"type"`
+				Name    string   `json:"name"`
+				URL     string   `json:"url"`
+				Headers []string `json:"headers"`
+			}{"http", s.Name, ids[i], []string{}})
+		} else {
+			// serverId is the current schema's spelling, which SDK
+			// agents require; conductors route either spelling.
+			e, err = json.Marshal(struct {
+				Type     string `json:"type"`
+				Name     string `json:"name"`
+				ServerID string `json:"serverId"`
+			}{"acp", s.Name, ids[i]})
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -272,10 +293,11 @@ func (h *mcpHost) forget(ids []string) {
 }
 
 // connect opens a connection to one of the proxy's servers and starts
-// serving it. An mcp/connect for a server the proxy did not declare goes on
-// toward its owner, and the proxy notes the connection it opens, so that the
-// messages on it go on too.
-func (h *mcpHost) connect(id json.RawMessage, params json.RawMessage) bool {
+// serving it, under the connectionId the conductor proposed if it did. An
+// mcp/connect (spelled method) for a server the proxy did not declare goes
+// on toward its owner, and the proxy notes the connection it opens, so that
+// the messages on it go on too.
+func (h *mcpHost) connect(id json.RawMessage, method string, params json.RawMessage) bool {
 	h.mu.Lock()
 	d, ok := h.declared[connectTarget(params)]
 	h.mu.Unlock()
@@ -283,18 +305,27 @@ func (h *mcpHost) connect(id json.RawMessage, params json.RawMessage) bool {
 	case !ok && id == nil:
 		return false
 	case !ok:
-		h.c.handle(id, Successor, methodMCPConnect, params, h.connectUpstream(h.c.p.handler(Successor, methodMCPConnect)))
+		h.c.handle(id, Successor, method, params, h.connectUpstream(h.c.p.handler(Successor, method)))
 		return true
 	case id == nil:
 		h.c.log.Warn("dropped an mcp/connect notification; connecting takes a request")
 		return true
 	}
 	d.session.learnID(params)
-	mc := newMCPConn(h, d)
+	var proposed string
+	_ = json.Unmarshal(wire.Member(params, "connectionId"), &proposed)
 	h.mu.Lock()
+	if h.conns[proposed] != nil || h.upstream[proposed] {
+		proposed = "" // taken: the answer names another
+	}
+	mc := newMCPConn(h, d, proposed)
 	h.conns[mc.id] = mc
 	h.mu.Unlock()
-	h.c.answer(nil, id, json.RawMessage(`{"connectionId":`+mc.quotedID+`}`), nil)
+	answer := `{"connectionId":` + mc.quotedID + `}`
+	if h.c.getDialect().MCPByURL {
+		answer = `{"connectionId":` + mc.quotedID + `,"connection_id":` + mc.quotedID + `}`
+	}
+	h.c.answer(nil, id, json.RawMessage(answer), nil)
 	h.c.handlers.Go(func() error {
 		mc.serve(d.server)
 		return nil
@@ -310,12 +341,9 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 	}
 	return func(ctx context.Context, r *Request) (json.RawMessage, error) {
 		result, err := fn(ctx, r)
-		var res struct {
-			ConnectionID string `json:"connectionId"`
-		}
-		if err == nil && json.Unmarshal(result, &res) == nil && res.ConnectionID != "" {
+		if cid := connectionID(result); err == nil && cid != "" {
 			h.mu.Lock()
-			h.upstream[res.ConnectionID] = true
+			h.upstream[cid] = true
 			h.mu.Unlock()
 		}
 		return result, err
@@ -327,8 +355,10 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 // left to ordinary handling; one it never heard of is refused.
 func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessage) bool {
 	raw := wire.Member(params, "connectionId")
-	var cid string
-	_ = json.Unmarshal(raw, &cid)
+	if raw == nil {
+		raw = wire.Member(params, "connection_id") // sacp's _mcp/disconnect
+	}
+	cid := connectionID(params)
 	h.mu.Lock()
 	mc, up := h.conns[cid], h.upstream[cid]
 	if method == methodMCPDisconnect {
@@ -359,12 +389,25 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 }
 
 // connectTarget returns the server id an mcp/connect names: acpId in the
-// RFD's spelling, serverId in the Rust SDK's.
+// RFD's spelling, serverId in the Rust SDK's, url in the Thinkwell
+// dialect's (acp_url in sacp's).
 func connectTarget(params json.RawMessage) string {
-	for _, name := range []string{"acpId", "serverId"} {
-		var id string
-		if raw := wire.Member(params, name); raw != nil && json.Unmarshal(raw, &id) == nil {
-			return id
+	return firstString(params, "acpId", "serverId", "url", "acp_url")
+}
+
+// connectionID returns the connection an mcp/connect answer or an
+// mcp/message or mcp/disconnect names: connectionId, or sacp's
+// connection_id.
+func connectionID(obj json.RawMessage) string {
+	return firstString(obj, "connectionId", "connection_id")
+}
+
+// firstString returns the first of obj's members named that is a string.
+func firstString(obj json.RawMessage, names ...string) string {
+	for _, name := range names {
+		var s string
+		if raw := wire.Member(obj, name); raw != nil && json.Unmarshal(raw, &s) == nil {
+			return s
 		}
 	}
 	return ""

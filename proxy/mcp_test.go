@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -498,4 +499,68 @@ func TestMCPSessionFromConnect(t *testing.T) {
 	if got := sv.conn.Session(); got.ID != "early-1" {
 		t.Errorf("Session() after the answer = %+v", got)
 	}
+}
+
+// Initialized in the Thinkwell dialect (@thinkwell/conductor, sacp up to
+// 11), the proxy declares its servers the way those conductors read them,
+// {"type":"http","url":"acp:<uuid>"}, takes the connection id they propose
+// on _mcp/connect (by url; sacp's by acp_url, answered with connection_id
+// too), and speaks _mcp/message in their envelopes both ways; sacp's
+// _mcp/disconnect names the connection connection_id. What is not its own
+// goes on in the spelling it came in.
+func TestMCPThinkwellSpelling(t *testing.T) { synctest.Test(t, testMCPThinkwellSpelling) }
+
+func testMCPThinkwellSpelling(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"method":"_proxy/successor/request","params":{"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}}`)
+	h.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	h.recv() // the proxy's answer, marked (TestThinkwellDialect)
+
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":2,"method":"_proxy/successor/request","params":{"method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"http","name":"tools","url":"acp:ID1","headers":[]}]}}}`)
+	h.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+	url := `"acp:` + h.s.id("ID1") + `"`
+
+	for i, c := range []struct{ connect, answer, disconnect string }{
+		{`{"connectionId":"tw-1","url":` + url + `}`, `{"connectionId":"tw-1","connection_id":"tw-1"}`, `{"connectionId":"tw-1"}`}, // thinkwell
+		{`{"acp_url":` + url + `}`, `{"connectionId":"ID2","connection_id":"ID2"}`, `{"connection_id":"ID2"}`},                     // sacp
+	} {
+		func() {
+			h.send(`{"jsonrpc":"2.0","id":"c","method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":` + c.connect + `}}`)
+			h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c","result":`+c.answer+`}`)
+			sv := h.conn()
+			if got := sv.conn.Session(); got.ID != "s1" {
+				t.Errorf("Session() = %+v", got)
+			}
+			conn := `"connectionId":"` + sv.conn.ID() + `"`
+			h.send(`{"jsonrpc":"2.0","id":"m","method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{` + conn + `,"method":"tools/list"}}}`)
+			sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			sv.write(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`)
+			h.expect(`{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"_mcp/message","params":{` + conn + `,"method":"notifications/progress","params":{"progress":1}}}}`)
+			sv.write(t, `{"jsonrpc":"2.0","id":"q","method":"roots/list"}`)
+			q := strconv.Itoa(3 + i) // the proxy's own request ids
+			h.expect(`{"jsonrpc":"2.0","id":` + q + `,"method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{` + conn + `,"method":"roots/list"}}}`)
+			h.send(`{"jsonrpc":"2.0","id":` + q + `,"result":{"roots":[]}}`)
+			sv.expect(t, `{"jsonrpc":"2.0","id":"q","result":{"roots":[]}}`)
+			sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`)
+			h.expect(`{"jsonrpc":"2.0","id":"m","result":{"tools":[]}}`)
+			h.send(`{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"_mcp/disconnect","params":` + strings.ReplaceAll(c.disconnect, "ID2", sv.conn.ID()) + `}}`)
+			select {
+			case <-sv.ctx.Done():
+			case <-time.After(timeout):
+				t.Fatal("the connection did not end on _mcp/disconnect")
+			}
+		}()
+	}
+	// A server that is not the proxy's: the connect goes on as it came,
+	// and so do the messages on the connection it opens.
+	h.send(`{"jsonrpc":"2.0","id":"o","method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"up-1","url":"acp:elsewhere"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":5,"method":"_mcp/connect","params":{"connectionId":"up-1","url":"acp:elsewhere"}}`)
+	h.send(`{"jsonrpc":"2.0","id":5,"result":{"connection_id":"up-1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"o","result":{"connection_id":"up-1"}}`)
+	h.send(`{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"_mcp/message","params":{"connectionId":"up-1","method":"notifications/initialized"}}}`)
+	h.expect(`{"jsonrpc":"2.0","method":"_mcp/message","params":{"connectionId":"up-1","method":"notifications/initialized"}}`)
+	h.quiet()
 }

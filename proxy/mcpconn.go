@@ -52,8 +52,13 @@ type MCPConn struct {
 	closed  bool                      // it was ended on this side
 }
 
-func newMCPConn(h *mcpHost, d declaration) *MCPConn {
-	id := newUUID()
+// newMCPConn returns a connection to d's server under the id proposed, or
+// a new one if none was.
+func newMCPConn(h *mcpHost, d declaration, proposed string) *MCPConn {
+	id := proposed
+	if id == "" {
+		id = newUUID()
+	}
 	mc := &MCPConn{
 		id:       id,
 		quotedID: strconv.Quote(id),
@@ -131,7 +136,7 @@ func (c *MCPConn) Write(ctx context.Context, msg json.RawMessage) error {
 	case m.IsResponse():
 		return c.relayAnswer(m)
 	case m.IsNotification():
-		return c.h.c.notify(nil, Successor, methodMCPMessage, c.envelope(m.Method, m.Params))
+		return c.h.c.notify(nil, Successor, c.h.c.getDialect().SpellMCP(methodMCPMessage), c.envelope(m.Method, m.Params))
 	default:
 		return c.request(m)
 	}
@@ -305,7 +310,7 @@ func (c *MCPConn) request(m *wire.Message) error {
 	if err := hc.register(id, cl); err != nil {
 		return err
 	}
-	if err := hc.out.put(nil, hc.encode(Successor, id, methodMCPMessage, params)); err != nil {
+	if err := hc.out.put(nil, hc.encode(Successor, id, hc.getDialect().SpellMCP(methodMCPMessage), params)); err != nil {
 		hc.forget(id)
 		return err
 	}

@@ -264,6 +264,14 @@ func runTSEditor(t *testing.T, provide bool, prompt string, components ...string
 // and env added to the environment of every process.
 func runTSEditorIn(t *testing.T, dir string, env []string, provide bool, prompt string, components ...string) *tsSummary {
 	t.Helper()
+	argv := append([]string{conductor, "agent", "--log-format", "json", "--shutdown-grace", "10s"}, components...)
+	return runTSEditorOn(t, dir, env, provide, prompt, argv...)
+}
+
+// runTSEditorOn is runTSEditorIn with the agent the editor runs given as a
+// whole command line (another conductor, say).
+func runTSEditorOn(t *testing.T, dir string, env []string, provide bool, prompt string, argv ...string) *tsSummary {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	marker := newMarker()
@@ -279,7 +287,7 @@ func runTSEditorIn(t *testing.T, dir string, env []string, provide bool, prompt 
 	if provide {
 		args = append(args, "--provide")
 	}
-	args = append(append(args, "--", conductor, "agent", "--log-format", "json", "--shutdown-grace", "10s"), components...)
+	args = append(append(args, "--"), argv...)
 	cmd := exec.CommandContext(ctx, nodeBin, args...)
 	cmd.Env = append(append(os.Environ(), markerVar+"="+marker), env...)
 	cmd.Dir = dir

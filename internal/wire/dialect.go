@@ -29,6 +29,13 @@ type Dialect struct {
 
 	// The MCP-over-ACP methods.
 	MCPConnect, MCPMessage, MCPDisconnect string
+	// MCPByURL: a proxy declares its MCP servers as
+	// {"type":"http","url":"acp:<uuid>"}, and the conductor connects to one
+	// by that url (sacp: acp_url), proposing a connectionId; the answer and
+	// the disconnect name the connection as connectionId or (sacp)
+	// connection_id. Otherwise servers are {"type":"acp"} with an id, and
+	// the proxy picks the connectionId.
+	MCPByURL bool
 }
 
 // The dialects in use. A conductor tries them in this order (Dialects): each
@@ -68,6 +75,7 @@ var (
 		MCPConnect:            "_mcp/connect",
 		MCPMessage:            "_mcp/message",
 		MCPDisconnect:         "_mcp/disconnect",
+		MCPByURL:              true,
 	}
 
 	// Dialects lists them in the order a conductor tries them.

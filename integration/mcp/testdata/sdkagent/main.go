@@ -8,7 +8,7 @@
 // --advertise says (default none: stdio only). On session/new it keeps the
 // session's mcpServers and cwd. Each session/prompt is one JSON object,
 //
-//	{"server": NAME, "tool": TOOL, "name": WHO, "protocol": MCP_REVISION}
+//	{"server": NAME, "tool": TOOL, "name": WHO, "protocol": MCP_REVISION, "noProgress": BOOL}
 //
 // for which it connects an SDK client (mcp.NewClient, with the session's cwd
 // as its one root and a progress handler) to the declared server NAME:
@@ -24,11 +24,11 @@
 //     connection.
 //
 // Then it lists the tools, calls TOOL with {"name": WHO} and a progress
-// token, waits for the progress notification, closes the session (which
-// disconnects), and reports everything as one agent_message_chunk whose text
-// is a JSON report (see the report type), before answering end_turn.
-// PROTOCOL, if given, is the MCP revision the client asks for; empty means
-// the SDK's latest.
+// token, waits for the progress notification (unless noProgress), closes
+// the session (which disconnects), and reports everything as one
+// agent_message_chunk whose text is a JSON report (see the report type),
+// before answering end_turn. PROTOCOL, if given, is the MCP revision the
+// client asks for; empty means the SDK's latest.
 package main
 
 import (
@@ -278,6 +278,10 @@ func (a *agent) prompt(m *msg) {
 		Tool     string `json:"tool"`
 		Name     string `json:"name"`
 		Protocol string `json:"protocol"`
+		// NoProgress: do not wait for the progress notification, from a
+		// conductor that does not carry the server's notifications to the
+		// client (@thinkwell/conductor sends them on to the agent).
+		NoProgress bool `json:"noProgress"`
 	}
 	if len(p.Prompt) == 0 || json.Unmarshal([]byte(p.Prompt[len(p.Prompt)-1].Text), &req) != nil {
 		rep.Error = "the prompt is not a tool request"
@@ -292,14 +296,14 @@ func (a *agent) prompt(m *msg) {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, 60*time.Second)
 	defer cancel()
-	if err := a.useTool(ctx, s, req.Server, req.Tool, req.Name, req.Protocol, &rep); err != nil {
+	if err := a.useTool(ctx, s, req.Server, req.Tool, req.Name, req.Protocol, !req.NoProgress, &rep); err != nil {
 		rep.Error = err.Error()
 		log.Printf("unexpected: the prompt failed: %v", err)
 	}
 }
 
 // useTool does the MCP part of a prompt, filling in rep.
-func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, protocol string, rep *report) error {
+func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, protocol string, waitProgress bool, rep *report) error {
 	var decl struct {
 		Type    string
 		Name    string
@@ -426,6 +430,9 @@ func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, pro
 		}
 	}
 	rep.IsError = res.IsError
+	if !waitProgress {
+		return nil
+	}
 	// The notification was sent before the result, but not necessarily on
 	// the same stream (HTTP), and the SDK delivers notifications on its own.
 	select {

@@ -1,0 +1,53 @@
+package mcp
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMCPUnderThinkwell runs toolproxy, whose MCP server the proxy library
+// serves, under @thinkwell/conductor (the TypeScript conductor, from npm)
+// instead of acp-conductor: the TypeScript SDK's editor → thinkwell →
+// toolproxy → sdkagent. That conductor initializes proxies in the Thinkwell
+// dialect and reads only its own declarations, {"type":"http","url":
+// "acp:<uuid>"} (any other made it fail session/new), so the library
+// declares its servers so; thinkwell bridges them to the agent over HTTP
+// and reaches the proxy with _mcp/connect {connectionId, url}, _mcp/message
+// and _mcp/disconnect. The agent's MCP Go SDK client lists the tools and
+// calls greet, whose input_required answer and retry cross thinkwell.
+// (Thinkwell sends the server's own notifications on to the agent, not to
+// its HTTP client, so the agent does not wait for the progress one.)
+func TestMCPUnderThinkwell(t *testing.T) {
+	requireNodePeers(t)
+	dir := t.TempDir()
+	prompt, _ := json.Marshal(map[string]any{"server": serverName, "tool": toolName, "name": "tw-agent", "noProgress": true})
+	s := runTSEditorOn(t, dir, nil, false, string(prompt),
+		nodeBin, filepath.Join(peersDir, "thinkwell.mjs"), quote(toolProxy), quote(sdkAgent)+" --advertise none")
+	if len(s.Texts) != 1 {
+		t.Fatalf("the agent reported %d texts, want 1: %v", len(s.Texts), s.Texts)
+	}
+	var rep report
+	if err := json.Unmarshal([]byte(s.Texts[0]), &rep); err != nil {
+		t.Fatalf("the agent's report %s: %v", s.Texts[0], err)
+	}
+	if rep.Error != "" {
+		t.Fatalf("the agent's MCP client failed: %s", rep.Error)
+	}
+	var decl struct{ Type, Name, URL string }
+	json.Unmarshal(rep.Declaration, &decl)
+	if decl.Type != "http" || decl.Name != serverName || !strings.HasPrefix(decl.URL, "http://127.0.0.1:") {
+		t.Errorf("the agent was declared %s, want thinkwell's loopback HTTP server for %s", rep.Declaration, serverName)
+	}
+	if rep.ServerName != "toolproxy" || strings.Join(rep.Tools, ",") != toolName {
+		t.Errorf("server %q, tools %v; want toolproxy, [%s]", rep.ServerName, rep.Tools, toolName)
+	}
+	want := "hello, tw-agent; roots: file://" + dir + "; via: input response; session: " + s.SessionID
+	if rep.Result != want {
+		t.Errorf("greet answered %q, want %q", rep.Result, want)
+	}
+	if !rep.Closed || rep.CloseError != "" {
+		t.Errorf("the client did not close cleanly: %s", rep.CloseError)
+	}
+}
