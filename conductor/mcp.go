@@ -234,7 +234,9 @@ func spell(spelling, method string) string {
 
 // connectParams returns mcp/connect params that open a connection to
 // serverID for an owner of spelling: proposed is the connectionId to
-// propose where the spelling does, and meta the caller's _meta, if any.
+// propose, if any (required where the spelling says proposeID; an owner of
+// another spelling may take it or answer another), and meta the caller's
+// _meta, if any.
 func connectParams(spelling, serverID string, proposed, meta json.RawMessage) json.RawMessage {
 	sp := ownerSpellings[spelling]
 	out := []byte{'{'}
@@ -244,7 +246,7 @@ func connectParams(spelling, serverID string, proposed, meta json.RawMessage) js
 		}
 		out = append(append(append(out, mustQuote(k)...), ':'), v...)
 	}
-	if sp.proposeID {
+	if proposed != nil {
 		add("connectionId", proposed)
 	}
 	for _, k := range sp.connect {
@@ -358,6 +360,18 @@ func (r *mcpRoutes) server(id string) (mcpServer, bool) {
 	return s, ok
 }
 
+// serverAt returns the server an mcp/connect names as target, in spelling
+// (connectTarget): by URL, also an acp server declared under the id the
+// URL carries (urlForm).
+func (r *mcpRoutes) serverAt(target, spelling string) (mcpServer, string, bool) {
+	if s, ok := r.server(target); ok || spelling != "url" {
+		return s, target, ok
+	}
+	id := strings.TrimPrefix(target, acpURLScheme)
+	s, ok := r.server(id)
+	return s, id, ok
+}
+
 // open records a connection that owner opened for the agent under
 // ownerID, and returns the connectionId the agent is to use: ownerID, or
 // if a connection of another owner already has that id, a variant of it,
@@ -373,6 +387,32 @@ func (r *mcpRoutes) open(owner int, spelling string, ownerID []byte) string {
 	r.conns[agentID] = c
 	r.owned[ownedID{owner, c.ownerID}] = c
 	return agentID
+}
+
+// openProposed records a connection to owner opened under the id the agent
+// proposed, before the owner has answered, or nil if the agent already has
+// a connection under that id; confirm records the id the owner answered.
+func (r *mcpRoutes) openProposed(owner int, spelling string, proposed []byte) *mcpConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conns[string(proposed)] != nil || r.owned[ownedID{owner, string(proposed)}] != nil {
+		return nil
+	}
+	c := &mcpConn{owner: owner, spelling: spelling, ownerID: string(proposed), agentID: string(proposed)}
+	r.conns[c.agentID] = c
+	r.owned[ownedID{owner, c.ownerID}] = c
+	return c
+}
+
+func (r *mcpRoutes) confirm(c *mcpConn, ownerID []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if string(ownerID) == c.ownerID || r.owned[ownedID{c.owner, c.ownerID}] != c {
+		return // as proposed, or closed meanwhile
+	}
+	delete(r.owned, ownedID{c.owner, c.ownerID})
+	c.ownerID = string(ownerID)
+	r.owned[ownedID{c.owner, c.ownerID}] = c
 }
 
 // openBridged records a connection that owner opened under ownerID for a
@@ -521,7 +561,7 @@ func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, pa
 // answers with a connection of its own and translates (mcpxlate.go).
 func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
 	id, spelling := connectTarget(params)
-	srv, ok := c.mcp.server(id)
+	srv, id, ok := c.mcp.serverAt(id, spelling)
 	if !ok {
 		return false // not declared in this chain: ordinary routing
 	}
@@ -529,11 +569,13 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 		c.mcp.agentSpoke(spelling)
 	}
 	d := c.toOwner(srv.owner, spell(srv.spelling, methodMCPConnect))
-	var proposed json.RawMessage
-	if ownerSpellings[srv.spelling].proposeID {
+	// A Thinkwell parent proposes the connectionId, and sends messages on
+	// it without waiting for the answer.
+	proposed := wire.Member(params, "connectionId")
+	if ownerSpellings[srv.spelling].proposeID || spelling == "url" && srv.spelling != "url" {
 		// Said the owner's way, proposing the caller's connectionId if it
 		// gave one, with the caller's _meta.
-		if proposed = wire.Member(params, "connectionId"); proposed == nil {
+		if proposed == nil && ownerSpellings[srv.spelling].proposeID {
 			proposed = c.mcp.newRequestID()
 		}
 		params = connectParams(srv.spelling, id, proposed, wire.Member(params, "_meta"))
@@ -548,14 +590,35 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 		answer(from, b, encodeResponse(m.ID, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)))
 		return true
 	}
+	// Open at once under the id a Thinkwell parent proposed, so that what
+	// it sends before the answer reaches the owner after the connect; the
+	// answer confirms it.
+	var early *mcpConn
+	if proposed != nil && spelling == "url" {
+		early = c.mcp.openProposed(srv.owner, srv.spelling, proposed)
+	}
 	cl := &call{from: from, fromID: m.ID, method: methodMCPConnect, batch: b}
 	cl.onResponse = func(resp *wire.Message) bool {
 		if refusedConnect(resp) {
+			if early != nil {
+				c.mcp.close(early)
+			}
 			c.mcp.learn(srv.owner, bindingRequest)
 			resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+c.mcp.openStateless(srv, id, nil).agentID+`}`)
 			return false
 		}
-		if cid := connectionIDOf(resp.Result, proposed); resp.Error == nil && cid != nil {
+		cid := connectionIDOf(resp.Result, proposed)
+		switch {
+		case resp.Error != nil || cid == nil:
+			if early != nil {
+				c.mcp.close(early)
+			}
+		case early != nil:
+			c.mcp.learn(srv.owner, bindingConnect)
+			if c.mcp.confirm(early, cid); early.agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil {
+				resp.Result = withConnectionID(resp.Result, early.agentID)
+			}
+		default:
 			c.mcp.learn(srv.owner, bindingConnect)
 			if agentID := c.mcp.open(srv.owner, srv.spelling, cid); agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil {
 				resp.Result = withConnectionID(resp.Result, agentID)
@@ -722,12 +785,21 @@ func (c *chain) toOwner(owner int, method string) delivery {
 // declares on its way downstream, and returns the ids it recorded, whose
 // session the answer gives (mcpRoutes.setSession). On its way to the agent
 // each declaration is spelled as the agent reads it, or, for an agent that
-// cannot use them natively, rewritten for the bridge.
+// cannot use them natively, rewritten for the bridge; on its way to a
+// parent whose dialect declares servers by URL, it is spelled so.
 func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (json.RawMessage, []string) {
 	if d.to <= src {
 		return params, nil
 	}
 	ids, found := c.mcp.declare(src, params)
+	if found && c.topo.Load().role(d.to) == roleUpstream && c.peers[0].getDialect().MCPByURL {
+		out, err := urlForm(params)
+		if err != nil {
+			c.log.Warn("could not turn acp declarations into acp: URL ones for the parent; passed on unchanged", zap.Error(err))
+			return params, ids
+		}
+		return out, ids
+	}
 	if !found || c.topo.Load().role(d.to) != roleAgent {
 		return params, ids
 	}
@@ -791,6 +863,30 @@ func acpForm(params json.RawMessage) (json.RawMessage, error) {
 		delete(entry, "url")
 		delete(entry, "headers")
 		entry["type"], entry["serverId"] = mustQuote("acp"), mustQuote(id)
+		return json.Marshal(entry)
+	})
+}
+
+// urlForm is acpForm's inverse, for a parent of the Thinkwell dialect,
+// which reads no other declaration: acp ones become
+// {"type":"http","url":"acp:<id>","headers":[]}, with the rest of each
+// entry kept. The parent connects by that URL (mcpRoutes.serverAt).
+func urlForm(params json.RawMessage) (json.RawMessage, error) {
+	return editDeclarations(params, func(raw json.RawMessage, d acpDeclaration) (json.RawMessage, error) {
+		id, spelling := d.serverID()
+		if id == "" || spelling == "url" {
+			return nil, nil
+		}
+		entry := map[string]json.RawMessage{}
+		if err := json.Unmarshal(raw, &entry); err != nil {
+			return nil, err
+		}
+		delete(entry, "id")
+		delete(entry, "serverId")
+		if !strings.HasPrefix(id, acpURLScheme) {
+			id = acpURLScheme + id
+		}
+		entry["type"], entry["url"], entry["headers"] = mustQuote("http"), mustQuote(id), json.RawMessage("[]")
 		return json.Marshal(entry)
 	})
 }

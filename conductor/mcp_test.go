@@ -584,3 +584,41 @@ func TestMCPThinkwellParentOwner(t *testing.T) {
 	}
 	sawNoMCP(t, dir, "inner")
 }
+
+// TestMCPInnerOwnerThinkwellParent runs a proxy-mode conductor, whose proxy
+// owns an MCP server, under a parent of the Thinkwell dialect, which reads
+// only acp: URL declarations: the server reaches the parent as one. The
+// parent connects by that URL proposing a connectionId; the owner, which
+// spells the RFD's way, gets the connect in its own spelling with the
+// proposal, answers with an id of its own, and the parent keeps using its
+// proposal, which the conductor maps.
+func TestMCPInnerOwnerThinkwellParent(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-owner", "ACP_TEST_MCP_SPELLING=serverId")}})
+	next, answer, reply := parentHarness(t, e)
+
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
+	answer(next(true, "initialize", `"protocolVersion":1`), `{"protocolVersion":1,"agentCapabilities":{}}`)
+	reply("0", `"protocolVersion":1`)
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	answer(next(true, "session/new", `"mcpServers":[{"_meta":{"kept":true},"headers":[],"name":"owner-tools","type":"http","url":"acp:srv-1"}]`), `{"sessionId":"s1"}`)
+	reply("1", `"sessionId":"s1"`)
+
+	e.send(`{"jsonrpc":"2.0","id":10,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw-1","url":"acp:srv-1"}}}`)
+	reply("10", `"connectionId":"tw-1"`)
+	e.send(`{"jsonrpc":"2.0","id":11,"method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{"connectionId":"tw-1","method":"tools/list"}}}`)
+	reply("11", `{"tools":[{"name":"echo"}]}`)
+
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	owner, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
+	for _, want := range []string{
+		`"method":"mcp/connect","params":{"connectionId":"tw-1","serverId":"srv-1","_meta":{"acp-conductor/sessionId":"s1"}}`,
+		`"method":"mcp/message","params":{"connectionId":"conn-1","method":"tools/list"}`,
+	} {
+		if !strings.Contains(string(owner), want) {
+			t.Errorf("the owner never saw %s:\n%s", want, owner)
+		}
+	}
+}

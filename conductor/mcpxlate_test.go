@@ -116,18 +116,59 @@ func TestACPForm(t *testing.T) {
 	}
 }
 
+// TestURLForm turns acp declarations into Thinkwell-dialect ones for a
+// parent of that dialect, keeping everything else, and the parent's
+// connect by that URL finds the server declared under the bare id.
+func TestURLForm(t *testing.T) {
+	const others = `{"name":"fs","command":"x","args":[],"env":[]},{"type":"http","name":"tw","url":"acp:6f1c","headers":[]}`
+	for _, c := range []struct{ decl, want string }{
+		{`{"type":"acp","name":"t","serverId":"s1"}`, `{"headers":[],"name":"t","type":"http","url":"acp:s1"}`},
+		{`{"type":"acp","name":"t","id":"s1","_meta":{"k":1},"x":true}`, `{"_meta":{"k":1},"headers":[],"name":"t","type":"http","url":"acp:s1","x":true}`},
+		{`{"type":"acp","name":"t","serverId":"acp:6f1d"}`, `{"headers":[],"name":"t","type":"http","url":"acp:6f1d"}`},
+	} {
+		out, err := urlForm(json.RawMessage(`{"cwd":"/","mcpServers":[` + others + `,` + c.decl + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"cwd":"/","mcpServers":[` + others + `,` + c.want + `]}`; string(out) != want {
+			t.Errorf("%s:\n got %s\nwant %s", c.decl, out, want)
+		}
+	}
+	r := newMCPRoutes()
+	r.declare(1, json.RawMessage(`{"mcpServers":[{"type":"acp","name":"t","serverId":"s1"},{"type":"http","name":"tw","url":"acp:6f1c","headers":[]}]}`))
+	for _, c := range []struct{ target, spelling, id string }{
+		{"acp:s1", "url", "s1"},
+		{"acp:6f1c", "url", "acp:6f1c"},
+		{"s1", "serverId", "s1"},
+	} {
+		if srv, id, ok := r.serverAt(c.target, c.spelling); !ok || id != c.id || srv.owner != 1 {
+			t.Errorf("serverAt(%q, %q) = %+v, %q, %v; want the server at 1 as %q", c.target, c.spelling, srv, id, ok, c.id)
+		}
+	}
+	if _, _, ok := r.serverAt("acp:s1", "serverId"); ok {
+		t.Error("an acp: id found a server under the bare id outside the url spelling")
+	}
+}
+
 // TestOwnerSpellings is the spelling table: what the conductor sends an
 // owner to connect and disconnect, and what it reads in the answer.
 func TestOwnerSpellings(t *testing.T) {
 	meta := json.RawMessage(`{"k":1}`)
 	for _, c := range []struct {
-		spelling, connect, disconnect, method string
+		spelling, proposed, connect, disconnect, method string
 	}{
-		{"id", `{"acpId":"s1","_meta":{"k":1}}`, `{"connectionId":"c1"}`, "mcp/connect"},
-		{"serverId", `{"serverId":"s1","_meta":{"k":1}}`, `{"connectionId":"c1"}`, "mcp/connect"},
-		{"url", `{"connectionId":"p1","url":"s1","acp_url":"s1","_meta":{"k":1}}`, `{"connectionId":"c1","connection_id":"c1"}`, "_mcp/connect"},
+		{"id", "", `{"acpId":"s1","_meta":{"k":1}}`, `{"connectionId":"c1"}`, "mcp/connect"},
+		{"serverId", "", `{"serverId":"s1","_meta":{"k":1}}`, `{"connectionId":"c1"}`, "mcp/connect"},
+		// A Thinkwell parent's proposal, passed on to an RFD owner, which
+		// may take it.
+		{"serverId", `"p1"`, `{"connectionId":"p1","serverId":"s1","_meta":{"k":1}}`, `{"connectionId":"c1"}`, "mcp/connect"},
+		{"url", `"p1"`, `{"connectionId":"p1","url":"s1","acp_url":"s1","_meta":{"k":1}}`, `{"connectionId":"c1","connection_id":"c1"}`, "_mcp/connect"},
 	} {
-		if got := string(connectParams(c.spelling, "s1", json.RawMessage(`"p1"`), meta)); got != c.connect {
+		var proposed json.RawMessage
+		if c.proposed != "" {
+			proposed = json.RawMessage(c.proposed)
+		}
+		if got := string(connectParams(c.spelling, "s1", proposed, meta)); got != c.connect {
 			t.Errorf("%s: connect %s, want %s", c.spelling, got, c.connect)
 		}
 		if got := string(disconnectParams(c.spelling, []byte(`"c1"`))); got != c.disconnect {

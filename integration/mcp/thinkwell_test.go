@@ -10,21 +10,35 @@ import (
 // TestMCPUnderThinkwell runs toolproxy, whose MCP server the proxy library
 // serves, under @thinkwell/conductor (the TypeScript conductor, from npm)
 // instead of acp-conductor: the TypeScript SDK's editor → thinkwell →
-// toolproxy → sdkagent. That conductor initializes proxies in the Thinkwell
-// dialect and reads only its own declarations, {"type":"http","url":
-// "acp:<uuid>"} (any other made it fail session/new), so the library
-// declares its servers so; thinkwell bridges them to the agent over HTTP
-// and reaches the proxy with _mcp/connect {connectionId, url}, _mcp/message
-// and _mcp/disconnect. The agent's MCP Go SDK client lists the tools and
-// calls greet, whose input_required answer and retry cross thinkwell.
-// (Thinkwell sends the server's own notifications on to the agent, not to
-// its HTTP client, so the agent does not wait for the progress one.)
+// toolproxy → sdkagent, and the same with toolproxy inside a proxy-mode
+// acp-conductor. Thinkwell initializes proxies in the Thinkwell dialect
+// and reads only its own declarations, {"type":"http","url":"acp:<uuid>"}
+// (any other made it fail session/new), so the library, and a conductor
+// under it, declare servers so; thinkwell bridges them to the agent over
+// HTTP and reaches their owner with _mcp/connect {connectionId, url}, which
+// it does not wait for before _mcp/message, and _mcp/disconnect. The
+// agent's MCP Go SDK client lists the tools and calls greet, whose
+// input_required answer and retry cross thinkwell. (Thinkwell sends the
+// server's own notifications on to the agent, not to its HTTP client, so
+// the agent does not wait for the progress one.)
 func TestMCPUnderThinkwell(t *testing.T) {
+	for _, c := range []struct{ name, proxy string }{
+		{"proxy library", quote(toolProxy)},
+		{"conductor in proxy mode", quote(conductor) + " proxy " + quote(toolProxy)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			underThinkwell(t, c.proxy)
+		})
+	}
+}
+
+func underThinkwell(t *testing.T, proxy string) {
 	requireNodePeers(t)
 	dir := t.TempDir()
 	prompt, _ := json.Marshal(map[string]any{"server": serverName, "tool": toolName, "name": "tw-agent", "noProgress": true})
 	s := runTSEditorOn(t, dir, nil, false, string(prompt),
-		nodeBin, filepath.Join(peersDir, "thinkwell.mjs"), quote(toolProxy), quote(sdkAgent)+" --advertise none")
+		nodeBin, filepath.Join(peersDir, "thinkwell.mjs"), proxy, quote(sdkAgent)+" --advertise none")
 	if len(s.Texts) != 1 {
 		t.Fatalf("the agent reported %d texts, want 1: %v", len(s.Texts), s.Texts)
 	}
