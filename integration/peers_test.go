@@ -235,9 +235,20 @@ type rawPeer struct {
 	stderr *lockedBuffer
 }
 
-func startRaw(t *testing.T, ctx context.Context, argv []string) *rawPeer {
+// startRaw runs argv, with env added to the environment, as a peer the
+// test talks to line by line.
+func startRaw(t *testing.T, ctx context.Context, argv []string, env ...string) *rawPeer {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	return startCmd(t, cmd)
+}
+
+// startCmd is startRaw with the command given.
+func startCmd(t *testing.T, cmd *exec.Cmd) *rawPeer {
+	t.Helper()
 	p := &rawPeer{cmd: cmd, lines: make(chan string, 1024), stderr: &lockedBuffer{}}
 	cmd.Stderr = p.stderr
 	var err error

@@ -142,16 +142,23 @@ func killMarked(t *testing.T, marker string) {
 	}
 }
 
-// withMarker gives cfg a fresh marker and registers a cleanup that checks
-// that nothing carrying it outlives the test (within bound), killing and
-// reporting whatever does.
+// withMarker gives cfg a fresh marker (markerChecked).
 func withMarker(t *testing.T, cfg *clientConfig) string {
 	t.Helper()
-	marker := newMarker()
+	marker := markerChecked(t)
 	if cfg.ChildEnv == nil {
 		cfg.ChildEnv = map[string]string{}
 	}
 	cfg.ChildEnv[markerVar] = marker
+	return marker
+}
+
+// markerChecked returns a fresh marker and registers a cleanup that checks
+// that nothing carrying it outlives the test (within bound), killing and
+// reporting whatever does.
+func markerChecked(t *testing.T) string {
+	t.Helper()
+	marker := newMarker()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()

@@ -130,16 +130,7 @@ func TestMCPBindingTranslation(t *testing.T) {
 			t.Parallel()
 			prompt, _ := json.Marshal(map[string]string{"server": "editor-tools", "tool": "greet", "name": "go-agent", "protocol": c.protocol})
 			s := runTSEditor(t, true, string(prompt), quote(goProxy)+" passthrough", quote(sdkAgent)+" --advertise "+c.advertise)
-			if len(s.Texts) != 1 {
-				t.Fatalf("the agent reported %d texts, want 1: %v", len(s.Texts), s.Texts)
-			}
-			var rep report
-			if err := json.Unmarshal([]byte(s.Texts[0]), &rep); err != nil {
-				t.Fatalf("the agent's report %s: %v", s.Texts[0], err)
-			}
-			if rep.Error != "" {
-				t.Fatalf("the agent's MCP client failed: %s", rep.Error)
-			}
+			rep := s.agentReport(t)
 			var got map[string]any
 			json.Unmarshal([]byte(rep.Result), &got)
 			want := map[string]any{"owner": "editor", "greeting": "hello go-agent", "session": s.SessionID, "client": "sdkagent"}
@@ -189,16 +180,7 @@ func TestMCPThinkwellOwner(t *testing.T) {
 				"ACP_IT_TW_FLAVOR="+c.flavor+" "+quote(twProxy)+" tw2",
 				"ACP_IT_DIALECT=rust "+quote(goProxy)+" rs3",
 				quote(sdkAgent)+" --advertise "+c.advertise)
-			if len(s.Texts) != 1 {
-				t.Fatalf("the agent reported %d texts, want 1: %v", len(s.Texts), s.Texts)
-			}
-			var rep report
-			if err := json.Unmarshal([]byte(s.Texts[0]), &rep); err != nil {
-				t.Fatalf("the agent's report %s: %v", s.Texts[0], err)
-			}
-			if rep.Error != "" {
-				t.Fatalf("the agent's MCP client failed: %s", rep.Error)
-			}
+			rep := s.agentReport(t)
 			var got map[string]any
 			json.Unmarshal([]byte(rep.Result), &got)
 			want := map[string]any{"owner": "tw2", "greeting": "hello go-agent", "session": s.SessionID, "client": "sdkagent"}
@@ -249,6 +231,23 @@ type tsSummary struct {
 	}
 	Unexpected []any
 	Exit       struct{ Code *int }
+}
+
+// agentReport returns sdkagent's report, the one text of the summary, and
+// fails t if there is none or the agent's MCP client failed.
+func (s *tsSummary) agentReport(t *testing.T) report {
+	t.Helper()
+	if len(s.Texts) != 1 {
+		t.Fatalf("the agent reported %d texts, want 1: %v", len(s.Texts), s.Texts)
+	}
+	var rep report
+	if err := json.Unmarshal([]byte(s.Texts[0]), &rep); err != nil {
+		t.Fatalf("the agent's report %s: %v", s.Texts[0], err)
+	}
+	if rep.Error != "" {
+		t.Fatalf("the agent's MCP client failed: %s", rep.Error)
+	}
+	return rep
 }
 
 // runTSEditor runs mcp_editor.mjs (offering its server when provide is

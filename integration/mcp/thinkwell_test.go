@@ -39,16 +39,7 @@ func underThinkwell(t *testing.T, proxy string) {
 	prompt, _ := json.Marshal(map[string]any{"server": serverName, "tool": toolName, "name": "tw-agent", "noProgress": true})
 	s := runTSEditorOn(t, dir, nil, false, string(prompt),
 		nodeBin, filepath.Join(peersDir, "thinkwell.mjs"), proxy, quote(sdkAgent)+" --advertise none")
-	if len(s.Texts) != 1 {
-		t.Fatalf("the agent reported %d texts, want 1: %v", len(s.Texts), s.Texts)
-	}
-	var rep report
-	if err := json.Unmarshal([]byte(s.Texts[0]), &rep); err != nil {
-		t.Fatalf("the agent's report %s: %v", s.Texts[0], err)
-	}
-	if rep.Error != "" {
-		t.Fatalf("the agent's MCP client failed: %s", rep.Error)
-	}
+	rep := s.agentReport(t)
 	var decl struct{ Type, Name, URL string }
 	json.Unmarshal(rep.Declaration, &decl)
 	if decl.Type != "http" || decl.Name != serverName || !strings.HasPrefix(decl.URL, "http://127.0.0.1:") {

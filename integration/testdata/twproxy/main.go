@@ -32,6 +32,10 @@ import (
 	"strconv"
 )
 
+// logMCP, set by ACP_IT_TW_LOG_MCP=1, logs the method of each MCP message
+// that reaches the server, for a test to wait on.
+var logMCP = os.Getenv("ACP_IT_TW_LOG_MCP") == "1"
+
 const (
 	request      = "_proxy/successor/request"
 	notification = "_proxy/successor/notification"
@@ -265,6 +269,9 @@ func (p *proxy) mcp(id json.RawMessage, method string, raw json.RawMessage) {
 		delete(p.conns, cid)
 	case "_mcp/message":
 		conn := p.conns[params.ConnectionID]
+		if logMCP {
+			log.Printf("MCP %s on %s", params.Method, params.ConnectionID)
+		}
 		if conn == nil {
 			if id != nil {
 				p.fail(id, -32600, "Unknown connection: "+params.ConnectionID)

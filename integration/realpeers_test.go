@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Real clients and agents from npm (integration/peers' lockfile), which
+// editors and people run: acpx, a headless ACP client, as the editor; and
+// as the agent Zed's @zed-industries/codex-acp (Codex) and
+// @zed-industries/claude-agent-acp (Claude Code). The agents need accounts
+// to do any work, but answer initialize and session/new, and ignore the end
+// of their input, as they do under an editor.
+
+// npmBin is the path of a program the peers' packages install.
+func npmBin(name string) string { return filepath.Join(peersDir, "node_modules", ".bin", name) }
+
+// TestAcpxClient runs acpx as the editor of a chain (the Go proxy, then the
+// TypeScript SDK agent): it initializes, opens a session in its working
+// directory, prompts, answers the agent's permission request, and prints
+// what went each way, which must be the agent's answers in order; it exits
+// 0, and nothing of the chain is left running.
+func TestAcpxClient(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	ctx := testContext(t, 90*time.Second)
+	dir, home := t.TempDir(), t.TempDir()
+	marker := markerChecked(t)
+	const text = "please ask permission for acpx"
+	cmd := exec.CommandContext(ctx, npmBin("acpx"), "--format", "json", "--approve-all", "--cwd", dir,
+		"--agent", shellJoin(conductor, "agent", goProxyCmd("go1"), agentCmd("acpx-agent")), "exec", text)
+	cmd.Env = append(os.Environ(), "HOME="+home, markerVar+"="+marker)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("acpx: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+	}
+	var agentName, stop string
+	var texts []string
+	for line := range strings.Lines(string(out)) {
+		var m struct {
+			Method string
+			Params struct {
+				Update struct {
+					SessionUpdate string
+					Content       struct{ Text string }
+				}
+			}
+			Result struct {
+				AgentInfo  struct{ Name string }
+				StopReason string
+				SessionID  string
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("acpx printed %q: %v", line, err)
+		}
+		switch {
+		case m.Method == "session/update" && m.Params.Update.SessionUpdate == "agent_message_chunk":
+			texts = append(texts, m.Params.Update.Content.Text)
+		case m.Result.AgentInfo.Name != "":
+			agentName = m.Result.AgentInfo.Name
+		case m.Result.StopReason != "":
+			stop = m.Result.StopReason
+		}
+	}
+	want := []string{"permission-result: selected:allow-once", "#0/3 " + text, "#1/3 " + text, "#2/3 " + text}
+	if agentName != "acpx-agent" || !slices.Equal(texts, want) || stop != "end_turn" {
+		t.Errorf("acpx saw agent %q, updates %q, stop reason %q; want acpx-agent, %q, end_turn\n%s", agentName, texts, stop, want, out)
+	}
+}
+
+// TestCodexAgent puts Codex behind a proxy that serves an MCP server (the
+// Thinkwell-dialect twproxy). Codex advertises MCP over HTTP, so the
+// conductor bridges the server over HTTP, and Codex's own MCP client
+// connects once it has opened the session: it initializes and lists the
+// tools through the bridge, as the owner logs. Authentication by API key is
+// local (the key is never used: nothing is prompted). Codex ignores the end
+// of its input; the conductor stops it after the grace and exits 0, and no
+// process is left.
+func TestCodexAgent(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	ctx := testContext(t, 90*time.Second)
+	dir := t.TempDir()
+	marker := markerChecked(t)
+	p := startRaw(t, ctx, []string{conductor, "agent", "--shutdown-grace", "2s", "ACP_IT_TW_LOG_MCP=1 " + twProxyCmd("tw", "thinkwell"), shellJoin(npmBin("codex-acp"))},
+		markerVar+"="+marker, "CODEX_HOME="+t.TempDir(), "OPENAI_API_KEY=sk-acp-conductor-test")
+	call := func(id, method, params string) *rawMsg {
+		t.Helper()
+		p.send(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":`+params+`}`)
+		for {
+			if m := p.recv(t, ctx); string(m.ID) == id && m.Method == "" {
+				return m
+			}
+		}
+	}
+
+	m := call("0", "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
+	var init struct {
+		AgentCapabilities struct {
+			MCPCapabilities struct{ HTTP bool }
+		}
+		AuthMethods []struct{ ID string }
+	}
+	json.Unmarshal(m.Result, &init)
+	if !init.AgentCapabilities.MCPCapabilities.HTTP || !slices.ContainsFunc(init.AuthMethods, func(a struct{ ID string }) bool { return a.ID == "openai-api-key" }) {
+		t.Fatalf("initialize answered %s, want Codex's capabilities and auth methods", m.raw)
+	}
+	if m := call("1", "authenticate", `{"methodId":"openai-api-key"}`); m.Error != nil {
+		t.Fatalf("authenticate: %s", m.raw)
+	}
+	m = call("2", "session/new", `{"cwd":`+string(mustJSON(dir))+`,"mcpServers":[]}`)
+	var session struct{ SessionID string }
+	if json.Unmarshal(m.Result, &session); session.SessionID == "" {
+		t.Fatalf("session/new answered %s", m.raw)
+	}
+
+	// What Codex's MCP client says to the server, as the owner logs it.
+	said := func() bool {
+		log := p.stderr.String()
+		return strings.Contains(log, "MCP initialize on ") && strings.Contains(log, "MCP tools/list on ")
+	}
+	if !waitFor(ctx, said) {
+		t.Errorf("Codex's MCP client did not initialize and list the tools of the proxy's server:\n%s", p.stderr.String())
+	}
+
+	p.stdin.Close()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("the conductor exited with %v after its input closed\n%s", err, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "codex-acp did not exit within the 2s grace period") {
+		t.Errorf("the conductor did not say it stopped Codex:\n%s", p.stderr.String())
+	}
+}
+
+// TestClaudeAgent runs Claude Code's agent behind the Go proxy. Without an
+// account it cannot open a session; what it answers must reach the editor
+// as it answers with no conductor (run directly, first). It ignores the end
+// of its input; the conductor stops it, and whatever it started, and exits
+// 0.
+func TestClaudeAgent(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	ctx := testContext(t, 90*time.Second)
+	dir := t.TempDir()
+	home := t.TempDir() // no account, whoever runs the tests
+	env := []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + home}
+	const (
+		initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
+		wantInit   = `"agentInfo":{"name":"@zed-industries/claude-agent-acp"`
+	)
+	newSession := `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":` + string(mustJSON(dir)) + `,"mcpServers":[]}}`
+	answer := func(p *rawPeer, id string) *rawMsg {
+		t.Helper()
+		for {
+			if m := p.recv(t, ctx); string(m.ID) == id && m.Method == "" {
+				return m
+			}
+		}
+	}
+
+	// Directly, in a process group of its own, ended with the group.
+	direct := exec.CommandContext(ctx, npmBin("claude-agent-acp"))
+	direct.Env = append(os.Environ(), env...)
+	direct.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d := startCmd(t, direct)
+	t.Cleanup(func() { syscall.Kill(-direct.Process.Pid, syscall.SIGKILL) })
+	d.send(t, initialize)
+	if m := answer(d, "0"); !strings.Contains(m.raw, wantInit) {
+		t.Fatalf("claude-agent-acp answered initialize with %s", m.raw)
+	}
+	d.send(t, newSession)
+	want := answer(d, "1")
+
+	marker := markerChecked(t)
+	p := startRaw(t, ctx, []string{conductor, "agent", "--shutdown-grace", "2s", goProxyCmd("go1"), shellJoin(npmBin("claude-agent-acp"))},
+		append(env, markerVar+"="+marker)...)
+	p.send(t, initialize)
+	if m := answer(p, "0"); !strings.Contains(m.raw, wantInit) {
+		t.Fatalf("initialize through the chain answered %s", m.raw)
+	}
+	p.send(t, newSession)
+	got := answer(p, "1")
+	if string(got.Error) != string(want.Error) || (got.Result == nil) != (want.Result == nil) {
+		t.Errorf("session/new through the chain answered\n\t%s\ndirectly\n\t%s", got.raw, want.raw)
+	}
+	p.stdin.Close()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("the conductor exited with %v after its input closed\n%s", err, p.stderr.String())
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
