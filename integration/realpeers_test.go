@@ -80,19 +80,29 @@ func TestAcpxClient(t *testing.T) {
 
 // TestCodexAgent puts Codex behind a proxy that serves an MCP server (the
 // Thinkwell-dialect twproxy). Codex advertises MCP over HTTP, so the
-// conductor bridges the server over HTTP, and Codex's own MCP client
-// connects once it has opened the session: it initializes and lists the
-// tools through the bridge, as the owner logs. Authentication by API key is
-// local (the key is never used: nothing is prompted). Codex ignores the end
-// of its input; the conductor stops it after the grace and exits 0, and no
-// process is left.
+// conductor bridges the server over HTTP by default, or over stdio when
+// told; Codex's own MCP client connects once it has opened the session (to
+// the loopback URL, or by running the conductor's shim): it initializes and
+// lists the tools through the bridge, as the owner logs. Authentication by
+// API key is local (the key is never used: nothing is prompted). Codex
+// ignores the end of its input; the conductor stops it after the grace and
+// exits 0, and no process is left.
 func TestCodexAgent(t *testing.T) {
 	requireConductor(t)
-	t.Parallel()
+	for _, bridge := range []string{"auto", "stdio"} {
+		t.Run(bridge, func(t *testing.T) {
+			t.Parallel()
+			codexAgent(t, bridge)
+		})
+	}
+}
+
+func codexAgent(t *testing.T, bridge string) {
 	ctx := testContext(t, 90*time.Second)
 	dir := t.TempDir()
 	marker := markerChecked(t)
-	p := startRaw(t, ctx, []string{conductor, "agent", "--shutdown-grace", "2s", "ACP_IT_TW_LOG_MCP=1 " + twProxyCmd("tw", "thinkwell"), shellJoin(npmBin("codex-acp"))},
+	p := startRaw(t, ctx, []string{conductor, "agent", "--shutdown-grace", "2s", "--mcp-bridge", bridge,
+		"ACP_IT_TW_LOG_MCP=1 " + twProxyCmd("tw", "thinkwell"), shellJoin(npmBin("codex-acp"))},
 		markerVar+"="+marker, "CODEX_HOME="+t.TempDir(), "OPENAI_API_KEY=sk-acp-conductor-test")
 	call := func(id, method, params string) *rawMsg {
 		t.Helper()
