@@ -554,6 +554,13 @@ func testMCPThinkwellSpelling(t *testing.T) {
 			}
 		}()
 	}
+	// A proposed id is answered as JSON quotes it.
+	h.send(`{"jsonrpc":"2.0","id":"c2","method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw\u0001<","url":` + url + `}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"c2","result":{"connectionId":"tw\u0001\u003c","connection_id":"tw\u0001\u003c"}}`)
+	if sv := h.conn(); sv.conn.ID() != "tw\x01<" {
+		t.Errorf("the connection's id is %q", sv.conn.ID())
+	}
+
 	// A server that is not the proxy's: the connect goes on as it came,
 	// and so do the messages on the connection it opens.
 	h.send(`{"jsonrpc":"2.0","id":"o","method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"up-1","url":"acp:elsewhere"}}}`)

@@ -61,7 +61,7 @@ func newMCPConn(h *mcpHost, d declaration, proposed string) *MCPConn {
 	}
 	mc := &MCPConn{
 		id:       id,
-		quotedID: strconv.Quote(id),
+		quotedID: quoteJSON(id),
 		h:        h,
 		session:  d.session,
 		ready:    make(chan struct{}, 1),
@@ -70,6 +70,13 @@ func newMCPConn(h *mcpHost, d declaration, proposed string) *MCPConn {
 	}
 	mc.ctx, mc.cancel = context.WithCancel(h.c.ctx)
 	return mc
+}
+
+// quoteJSON returns s as a JSON string. A proposed id is the conductor's,
+// so it takes JSON's quoting, not Go's (strconv.Quote).
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(s) // a string cannot fail
+	return string(b)
 }
 
 // ID returns the connection's id, the connectionId of the mcp/connect
