@@ -23,20 +23,33 @@ import (
 func npmBin(name string) string { return filepath.Join(peersDir, "node_modules", ".bin", name) }
 
 // TestAcpxClient runs acpx as the editor of a chain (the Go proxy, then the
-// TypeScript SDK agent): it initializes, opens a session in its working
-// directory, prompts, answers the agent's permission request, and prints
-// what went each way, which must be the agent's answers in order; it exits
-// 0, and nothing of the chain is left running.
+// TypeScript SDK agent), local or with the agent behind `serve`: it
+// initializes, opens a session in its working directory, prompts, answers
+// the agent's permission request, and prints what went each way, which must
+// be the agent's answers in order; it exits 0, and nothing of the chain is
+// left running.
 func TestAcpxClient(t *testing.T) {
 	requireConductor(t)
-	t.Parallel()
+	t.Run("local", func(t *testing.T) {
+		t.Parallel()
+		acpxClient(t, agentCmd("acpx-agent"))
+	})
+	t.Run("remote", func(t *testing.T) {
+		t.Parallel()
+		s := startServe(t, agentCmd("acpx-agent"))
+		acpxClient(t, s.url)
+		s.waitNoChains(t)
+	})
+}
+
+func acpxClient(t *testing.T, agent string) {
 	ctx := testContext(t, 90*time.Second)
 	dir, home := t.TempDir(), t.TempDir()
 	marker := markerChecked(t)
 	const text = "please ask permission for acpx"
 	cmd := exec.CommandContext(ctx, npmBin("acpx"), "--format", "json", "--approve-all", "--cwd", dir,
-		"--agent", shellJoin(conductor, "agent", goProxyCmd("go1"), agentCmd("acpx-agent")), "exec", text)
-	cmd.Env = append(os.Environ(), "HOME="+home, markerVar+"="+marker)
+		"--agent", shellJoin(conductor, "agent", goProxyCmd("go1"), agent), "exec", text)
+	cmd.Env = append(os.Environ(), "HOME="+home, markerVar+"="+marker, "ACP_CONDUCTOR_REMOTE_TOKEN="+serveToken)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
