@@ -84,7 +84,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	owner := c.peers[srv.owner]
 	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
 	p.trace = c.trace
-	p.bridge = &bridgeEnds{host: c.peers[len(c.peers)-1], owner: owner}
+	p.ends = &bridgeEnds{host: c.peers[len(c.peers)-1], owner: owner}
 	c.flow.join(p)
 	defer c.flow.leave(p)
 	log := p.log.With(zap.String("transport", conn.Transport))

@@ -122,14 +122,14 @@ func (c *chain) fullPeer(p *peer, skip []*peer) (*peer, <-chan struct{}) {
 // component's and the client's, and the bridged connections whose server
 // p owns; for a bridged connection, its owner's alone.
 func (c *chain) feeds(p *peer) []*peer {
-	if p.bridge != nil {
-		return []*peer{p.bridge.owner}
+	if p.ends != nil {
+		return []*peer{p.ends.owner}
 	}
 	c.flow.mu.Lock()
 	defer c.flow.mu.Unlock()
 	var owned []*peer
 	for _, b := range c.flow.bridged {
-		if b.bridge.owner == p {
+		if b.ends.owner == p {
 			owned = append(owned, b)
 		}
 	}
@@ -185,7 +185,7 @@ func (f *flow) closes(x, to *peer, n int, seen *[]*peer) bool {
 		return true
 	}
 	for _, b := range f.bridged {
-		if b.bridge.host == x {
+		if b.ends.host == x {
 			if w := b.link.Load().waitingOn; w != nil && f.closes(w.host(), to, n+1, seen) {
 				return true
 			}

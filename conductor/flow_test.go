@@ -114,7 +114,7 @@ func TestFlowWaitBridged(t *testing.T) {
 	}
 	client, owner, agent := ps[0], ps[1], ps[2]
 	b := newPeer("mcp:tools", -1, newLink(nil, nil, nil, fl), zapNop())
-	b.bridge = &bridgeEnds{host: agent, owner: owner}
+	b.ends = &bridgeEnds{host: agent, owner: owner}
 	fl.join(b)
 	c := &chain{peers: ps, flow: fl}
 	link := func(p *peer) *link { return p.link.Load() }

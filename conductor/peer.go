@@ -29,8 +29,8 @@ type peer struct {
 	trace *trace.Recorder
 
 	link atomic.Pointer[link]
-	// bridge is set for a bridged MCP connection: the peers at its ends.
-	bridge *bridgeEnds
+	// ends is set for a bridged MCP connection: the peers it joins.
+	ends *bridgeEnds
 
 	nextID  atomic.Int64
 	dialect atomic.Pointer[wire.Dialect] // nil for wire.RFD; read per wrapped message
@@ -58,8 +58,8 @@ type bridgeEnds struct{ host, owner *peer }
 // host returns the peer whose process p stands for: for a bridged MCP
 // connection the agent, whose MCP client it is; p itself otherwise.
 func (p *peer) host() *peer {
-	if p.bridge != nil {
-		return p.bridge.host
+	if p.ends != nil {
+		return p.ends.host
 	}
 	return p
 }
