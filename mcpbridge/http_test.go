@@ -688,6 +688,9 @@ func TestHTTPServeStopsWithOpenStreams(t *testing.T) {
 	io.Copy(io.Discard, get.Body)
 }
 
+// TestHTTPBacklogBounded: what waits for a client that opens no stream is
+// bounded in messages and in bytes, though one message of any size is
+// taken.
 func TestHTTPBacklogBounded(t *testing.T) {
 	_, conns, c := httpBridge(t, Options{})
 	conn := initialize(t, c, conns)
@@ -698,6 +701,31 @@ func TestHTTPBacklogBounded(t *testing.T) {
 	}
 	if err := conn.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)); !errors.Is(err, errBacklogFull) {
 		t.Errorf("Send beyond the backlog: %v", err)
+	}
+
+	big := func(n int) []byte {
+		return []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + strings.Repeat("x", n) + `"}}`)
+	}
+	c.session = "" // a session of its own
+	conn = initialize(t, c, conns)
+	if err := conn.Send(big(maxQueuedBytes + 1)); err != nil {
+		t.Fatalf("Send of one message past the bound to an empty backlog: %v", err)
+	}
+	if err := conn.Send(big(1)); !errors.Is(err, errBacklogFull) {
+		t.Errorf("Send behind it: %v", err)
+	}
+	c.session = ""
+	conn = initialize(t, c, conns)
+	n := 0
+	for ; n <= maxQueuedBytes>>20; n++ {
+		if err := conn.Send(big(1 << 20)); errors.Is(err, errBacklogFull) {
+			break
+		} else if err != nil {
+			t.Fatalf("Send %d: %v", n, err)
+		}
+	}
+	if n != maxQueuedBytes>>20-1 {
+		t.Errorf("the backlog took %d messages of 1 MiB, want %d", n, maxQueuedBytes>>20-1)
 	}
 }
 

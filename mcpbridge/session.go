@@ -69,12 +69,14 @@ type outgoing struct {
 const (
 	inboxSize = 64   // POSTs wait behind this many messages Recv has not taken
 	maxQueued = 1024 // server messages waiting for the client, in the backlog or on one stream
+	// Their bytes, likewise; one message is taken whatever its size.
+	maxQueuedBytes = 16 << 20
 )
 
 var (
 	errGone        = errors.New("mcpbridge: session ended")
 	errDuplicateID = errors.New("mcpbridge: a request with this id is already in progress")
-	errBacklogFull = fmt.Errorf("mcpbridge: %d server messages already wait for the client to take them", maxQueued)
+	errBacklogFull = fmt.Errorf("mcpbridge: %d server messages or %d MiB already wait for the client to take them", maxQueued, maxQueuedBytes>>20)
 )
 
 func newSession(t *httpTransport, id string, d *declaration) *session {
@@ -164,6 +166,10 @@ func (s *session) send(msg []byte) error {
 		if m.IsResponse() {
 			s.answerLocked(m, e)
 		} else if err := s.routeLocked(e); err != nil {
+			if errors.Is(err, errBacklogFull) {
+				s.t.b.log.Warn("refused a server message for an MCP client over HTTP that does not take them",
+					zap.String("server", s.server), zap.Error(err))
+			}
 			return err
 		}
 	}
@@ -201,18 +207,33 @@ func (s *session) routeLocked(data []byte) error {
 		st = s.posts[0]
 	}
 	if st == nil {
-		if len(s.backlog) >= maxQueued {
+		size := 0
+		for _, m := range s.backlog {
+			size += len(m)
+		}
+		if full(len(s.backlog), size, len(data)) {
 			return errBacklogFull
 		}
 		s.backlog = append(s.backlog, data)
 		return nil
 	}
-	if len(st.out) >= maxQueued { // a client that does not read its stream
+	size := 0
+	for _, m := range st.out {
+		size += len(m.data)
+	}
+	if full(len(st.out), size, len(data)) { // a client that does not read its stream
 		return errBacklogFull
 	}
 	st.out = append(st.out, outgoing{data: data})
 	st.signal()
 	return nil
+}
+
+// full reports whether a queue of n messages holding size bytes may not
+// take one more of more bytes: it holds maxQueued already, or the bytes
+// would pass maxQueuedBytes (an empty queue takes any one message).
+func full(n, size, more int) bool {
+	return n >= maxQueued || n > 0 && size+more > maxQueuedBytes
 }
 
 // openPost registers the requests of a POST as waiting on st.
