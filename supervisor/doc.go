@@ -9,9 +9,9 @@
 // both). Whatever a component starts inherits the marker, even in a session
 // of its own (setsid). Once the components are started, the conductor starts
 // a watchdog (Watch.Launch), which holds the read end of a pipe whose write
-// end only the conductor holds, and learns from it the process group of each
-// component (Watch.Started; what is said before the watchdog runs waits in
-// the pipe). Should the conductor be killed outright (SIGKILL), the
+// end only the conductor holds, and learns from it when the conductor
+// started and the process group of each component (Watch.Started; what is
+// said before the watchdog runs waits in the pipe). Should the conductor be killed outright (SIGKILL), the
 // components die of their parent-death signal, the pipe reaches its end, and
 // the watchdog kills every process group it was told of and every process
 // that carries the chain's marker, then exits. Since what it must kill is in

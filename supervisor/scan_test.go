@@ -16,8 +16,8 @@ import (
 
 // TestMarkedScan reads a /proc laid out by hand: a marked process, an
 // unmarked one, and the processes whose environment reads as empty, of
-// which only a live user process is unsure (it may be in the middle of
-// execve).
+// which only a live user process started since the conductor is unsure (it
+// may be in the middle of execve).
 func TestMarkedScan(t *testing.T) {
 	proc := t.TempDir()
 	add := func(pid, environ, stat string) {
@@ -39,8 +39,9 @@ func TestMarkedScan(t *testing.T) {
 	add("15", "-", "15 (other user's) S"+rest)
 	add("16", MarkerEnv+"=c1\x00", "16 (self) R"+rest)
 	add("self", MarkerEnv+"=c1\x00", "16 (self) R"+rest)
+	add("1", "", "1 (init) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\n") // started before the chain
 
-	pids, unsure := marked(proc, "c1", 16)
+	pids, unsure := marked(proc, "c1", 16, 50)
 	if !slices.Equal(pids, []int{10}) || !slices.Equal(unsure, []int{12}) {
 		t.Errorf("marked = %v, unsure %v; want [10], unsure [12]", pids, unsure)
 	}
@@ -126,13 +127,46 @@ func TestSettle(t *testing.T) {
 	}
 }
 
+// TestMarkedSince: a process with no environment is unsure if it started
+// since the conductor, not if before.
+func TestMarkedSince(t *testing.T) {
+	id := "sincetest" + strconv.FormatUint(rand.Uint64(), 16)
+	bare, _ := startSleeps(t, id)
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(bare.Process.Pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := startTicks(stat)
+	if started == 0 {
+		t.Fatalf("no start time in %q", stat)
+	}
+	if _, unsure := marked("/proc", id, os.Getpid(), started); !slices.Contains(unsure, bare.Process.Pid) {
+		t.Errorf("a bare process started at the conductor's start is not unsure: %v", unsure)
+	}
+	if _, unsure := marked("/proc", id, os.Getpid(), started+1); slices.Contains(unsure, bare.Process.Pid) {
+		t.Errorf("a bare process started before the conductor is unsure")
+	}
+}
+
+// TestChainEndApply reads the conductor's pipe: component groups come and
+// go, and the conductor's start time is kept; anything else is ignored.
+func TestChainEndApply(t *testing.T) {
+	e := chainEnd{groups: map[int]bool{}}
+	for _, line := range []string{"@12345", "+100", "+200", "-100", "+1", "+x", "?300", "", "-", "+-5"} {
+		e.apply(line)
+	}
+	if e.since != 12345 || len(e.groups) != 1 || !e.groups[200] {
+		t.Errorf("since %d, groups %v; want 12345, [200]", e.since, e.groups)
+	}
+}
+
 // TestSweepEndsDespiteEmptyEnvironment: a process started with no
 // environment at all stays unsure; the sweep looks at it for a bounded
 // time, ends, and leaves it alone, while a marked process is killed.
 func TestSweepEndsDespiteEmptyEnvironment(t *testing.T) {
 	id := "sweeptest" + strconv.FormatUint(rand.Uint64(), 16)
 	bare, marked := startSleeps(t, id)
-	sweep(id, nil)
+	sweep(id, chainEnd{})
 	if err := waitBounded(marked, 20*time.Second); err == nil || err.Error() != "signal: killed" {
 		t.Errorf("marked process: %v, want killed", err)
 	}

@@ -15,10 +15,11 @@ import (
 
 // A Watch is the conductor's end of a chain's watchdog.
 type Watch struct {
-	id   string
-	r    *os.File // the read end, until the watchdog holds it
-	pipe *os.File // the write end, which only the conductor holds
-	pid  int      // the watchdog's, once launched and until reaped (see reap)
+	id    string
+	since uint64   // when this process started (startTicks), for the sweep
+	r     *os.File // the read end, until the watchdog holds it
+	pipe  *os.File // the write end, which only the conductor holds
+	pid   int      // the watchdog's, once launched and until reaped (see reap)
 }
 
 // New prepares the watchdog of a new chain: its ID, for the components'
@@ -30,7 +31,12 @@ func New() (*Watch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chain watchdog: %w", err)
 	}
-	return &Watch{id: strconv.FormatUint(rand.Uint64(), 16), r: r, pipe: w}, nil
+	wt := &Watch{id: strconv.FormatUint(rand.Uint64(), 16), r: r, pipe: w}
+	if stat, err := os.ReadFile("/proc/self/stat"); err == nil {
+		wt.since = startTicks(stat)
+	}
+	wt.send('@', wt.since) // the first line the watchdog reads
+	return wt, nil
 }
 
 // shell waits for the pipe's end, if the system has it; without it, the
@@ -137,14 +143,14 @@ func (w *Watch) Env(env []string) []string {
 }
 
 // Started tells the watchdog of a component's process group.
-func (w *Watch) Started(pgid int) { w.send('+', pgid) }
+func (w *Watch) Started(pgid int) { w.send('+', uint64(pgid)) }
 
 // Ended tells the watchdog that a component's process group is gone, so
 // that it never signals a group whose ID has been reused.
-func (w *Watch) Ended(pgid int) { w.send('-', pgid) }
+func (w *Watch) Ended(pgid int) { w.send('-', uint64(pgid)) }
 
-func (w *Watch) send(op byte, pgid int) {
-	msg := strconv.AppendInt([]byte{op}, int64(pgid), 10)
+func (w *Watch) send(op byte, n uint64) {
+	msg := strconv.AppendUint([]byte{op}, n, 10)
 	msg = append(msg, '\n')
 	rc, err := w.pipe.SyscallConn()
 	if err != nil {
@@ -167,7 +173,7 @@ func (w *Watch) send(op byte, pgid int) {
 // that can take a while. The watchdog is reaped by the next New or Close,
 // or by init once the conductor has exited.
 func (w *Watch) Close() error {
-	sweep(w.id, nil)
+	sweep(w.id, chainEnd{since: w.since})
 	if w.pid != 0 {
 		_ = syscall.Kill(w.pid, syscall.SIGKILL) // its PID is ours until reaped
 		killed.Lock()

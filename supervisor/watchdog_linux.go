@@ -31,67 +31,81 @@ func Run(args []string) (status int, ok bool) {
 		// chain; the end of the pipe is the watchdog's only cue.
 		signal.Ignore(syscall.SIGINT, syscall.SIGHUP)
 		lowerPriority(os.Getpid())
-		groups := make(map[int]bool)
+		end := chainEnd{groups: make(map[int]bool)}
 		sc := bufio.NewScanner(os.NewFile(3, "conductor"))
 		for sc.Scan() {
-			apply(groups, sc.Text())
+			end.apply(sc.Text())
 		}
-		sweep(args[2], groups)
+		sweep(args[2], end)
 		return 0, true
 	case args[1] == SweepFlag:
 		signal.Ignore(syscall.SIGINT, syscall.SIGHUP) // as the shell did
 		lowerPriority(os.Getpid())
-		groups := make(map[int]bool)
+		end := chainEnd{groups: make(map[int]bool)}
 		for _, msg := range args[3:] {
-			apply(groups, msg)
+			end.apply(msg)
 		}
-		sweep(args[2], groups)
+		sweep(args[2], end)
 		return 0, true
 	}
 	return 0, false
 }
 
-// apply applies one line of the conductor's pipe to groups: "+PGID", a
-// component's process group, or "-PGID", the same group gone.
-func apply(groups map[int]bool, line string) {
+// chainEnd is what the sweep of a chain knows: the process groups of its
+// components, and when its conductor started (in clock ticks since boot,
+// as /proc/PID/stat gives it; 0 if unknown): no process of the chain
+// started before.
+type chainEnd struct {
+	groups map[int]bool
+	since  uint64
+}
+
+// apply applies one line of the conductor's pipe to e: "+PGID", a
+// component's process group, "-PGID", the same group gone, or "@TICKS",
+// when the conductor started.
+func (e *chainEnd) apply(line string) {
 	if len(line) < 2 {
 		return
 	}
-	pgid, err := strconv.Atoi(line[1:])
-	if err != nil || pgid <= 1 {
+	n, err := strconv.ParseUint(line[1:], 10, 63)
+	if err != nil {
 		return
 	}
-	switch line[0] {
-	case '+':
-		groups[pgid] = true
-	case '-':
-		delete(groups, pgid)
+	switch pgid := int(n); {
+	case line[0] == '@':
+		e.since = n
+	case pgid <= 1:
+	case line[0] == '+':
+		e.groups[pgid] = true
+	case line[0] == '-':
+		delete(e.groups, pgid)
 	}
 }
 
-// sweep kills every process group in groups and every process that
-// carries the marker of chain id, again until none is left or a bound
-// passes (a process may start another while its siblings die).
+// sweep kills every process group of end and every process that carries
+// the marker of chain id, again until none is left or a bound passes (a
+// process may start another while its siblings die).
 //
 // A process in the middle of execve reads, for a moment, as having no
-// environment at all, as does one started with none: such a process is
-// looked at again, by itself, until it shows an environment or for
-// unsureFor, so that a marked process caught mid-exec is not missed. Should
+// environment at all, as does one started with none: such a process, if
+// it started after the conductor, is looked at again, by itself, until it
+// shows an environment or for unsureFor, so that a marked process caught
+// mid-exec is not missed. Should
 // one turn out marked, the whole sweep runs again, for what it may have
 // started, a bounded number of times.
-func sweep(id string, groups map[int]bool) {
+func sweep(id string, end chainEnd) {
 	for range 5 {
 		unsure := make(map[int]bool)
 		for range 50 {
 			n := 0
-			for g := range groups {
+			for g := range end.groups {
 				if syscall.Kill(-g, syscall.SIGKILL) == nil {
 					n++
 				} else {
-					delete(groups, g) // gone
+					delete(end.groups, g) // gone
 				}
 			}
-			pids, maybe := marked("/proc", id, os.Getpid())
+			pids, maybe := marked("/proc", id, os.Getpid(), end.since)
 			for _, pid := range pids {
 				if syscall.Kill(pid, syscall.SIGKILL) == nil {
 					n++
@@ -140,11 +154,13 @@ func settle(id string, unsure map[int]bool) (killed bool) {
 
 // marked returns the live processes under proc (/proc), other than self,
 // whose environment marks them as processes of chain id, and the unsure
-// ones: live user processes whose environment reads as empty, which is
-// how a process looks for a moment during execve. Another user's
-// processes read as nothing, and a zombie's environment is gone with its
-// memory; a kernel thread never has one.
-func marked(proc, id string, self int) (pids, unsure []int) {
+// ones: live user processes started since (clock ticks since boot) whose
+// environment reads as empty, which is how a process looks for a moment
+// during execve. Another user's processes read as nothing, and a zombie's
+// environment is gone with its memory; a kernel thread never has one. One
+// started before the chain is none of its own (an init that runs with no
+// environment, say) and must not hold up every sweep.
+func marked(proc, id string, self int, since uint64) (pids, unsure []int) {
 	d, err := os.Open(proc)
 	if err != nil {
 		return nil, nil
@@ -160,7 +176,7 @@ func marked(proc, id string, self int) (pids, unsure []int) {
 		switch {
 		case err != nil:
 		case len(env) == 0:
-			if stat, err := os.ReadFile(proc + "/" + name + "/stat"); err == nil && liveUserProcess(stat) {
+			if stat, err := os.ReadFile(proc + "/" + name + "/stat"); err == nil && liveUserProcess(stat) && startTicks(stat) >= since {
 				unsure = append(unsure, pid)
 			}
 		case hasMarker(env, id):
@@ -191,6 +207,21 @@ func liveUserProcess(stat []byte) bool {
 	}
 	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
 	return err == nil && flags&pfKthread == 0
+}
+
+// startTicks returns when the process of stat, a /proc/PID/stat, started,
+// in clock ticks since boot (its 22nd field), or 0 if stat cannot say.
+func startTicks(stat []byte) uint64 {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(stat[i+1:]) // from the 3rd field, state, on
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(string(f[19]), 10, 64)
+	return n
 }
 
 // hasMarker reports whether env, a process's environment as /proc gives
