@@ -29,6 +29,10 @@ const (
 	// components (a chain file sets headers instead). Load removes it from
 	// the environment, so that no other component inherits it.
 	EnvRemoteToken = "ACP_CONDUCTOR_REMOTE_TOKEN"
+	// EnvExtraCACerts names a PEM file of certificate authorities that
+	// RemoteCommand trusts besides the system's, on every platform (Go
+	// reads SSL_CERT_FILE on Linux only, where it replaces the system's).
+	EnvExtraCACerts = "ACP_CONDUCTOR_EXTRA_CA_CERTS"
 
 	// EnvServeToken names the variable serve reads its token from when no
 	// --token-file is given.

@@ -74,7 +74,8 @@ type EnvVar struct {
 
 // Environment lists the environment variables a user may set for a chain:
 // one per layered setting, from the settings table, so that help made from
-// it cannot go stale, and the remote components' token.
+// it cannot go stale, and the remote components' token and certificate
+// authorities.
 func Environment() []EnvVar {
 	vars := make([]EnvVar, 0, len(settings)+1)
 	for _, s := range settings {
@@ -82,5 +83,6 @@ func Environment() []EnvVar {
 	}
 	return append(vars,
 		EnvVar{EnvRemoteToken, "the bearer token of the components given as ws://, wss://, http:// or https:// URLs"},
+		EnvVar{EnvExtraCACerts, "a PEM file of certificate authorities that components given as URLs trust besides the system's"},
 		EnvVar{EnvServeToken, "the token serve requires of clients, unless --token-file is given"})
 }

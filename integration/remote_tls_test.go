@@ -68,7 +68,8 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // TestServeTLS: serve with --tls-cert and --tls-key, reached over wss://
 // and https:// by the official TS SDK editor (trusting the certificate
 // through NODE_EXTRA_CA_CERTS), by a local conductor whose agent is the
-// wss:// URL (trusting it through SSL_CERT_FILE, which Go reads on Linux),
+// wss:// URL (trusting it through SSL_CERT_FILE, which Go reads on Linux,
+// and through ACP_CONDUCTOR_EXTRA_CA_CERTS, which the conductor reads),
 // and by a Go Streamable HTTP client, which negotiates HTTP/2 by ALPN. A
 // client that does not trust the certificate gets no connection.
 func TestServeTLS(t *testing.T) {
@@ -103,18 +104,21 @@ func TestServeTLS(t *testing.T) {
 		}
 	}
 
-	// A local conductor whose agent is the wss:// URL.
-	cfg := conversationConfig(t, "tls-nested")
-	withMarker(t, &cfg)
-	cfg.ChildEnv["ACP_CONDUCTOR_REMOTE_TOKEN"] = serveToken
-	cfg.ChildEnv["SSL_CERT_FILE"] = cert
-	sum := runClient(t, ctx, cfg, agentModeArgs(goProxyCmd("local-proxy"), s.url))
-	checkConversation(t, sum, cfg)
-	if sum.exitCode() != 0 {
-		t.Errorf("local conductor exit: %s", sum.exitString())
+	// A local conductor whose agent is the wss:// URL, trusting the
+	// certificate as Go does on Linux, and as the conductor does anywhere.
+	for _, trust := range []string{"SSL_CERT_FILE", "ACP_CONDUCTOR_EXTRA_CA_CERTS"} {
+		cfg := conversationConfig(t, "tls-nested")
+		withMarker(t, &cfg)
+		cfg.ChildEnv["ACP_CONDUCTOR_REMOTE_TOKEN"] = serveToken
+		cfg.ChildEnv[trust] = cert
+		sum := runClient(t, ctx, cfg, agentModeArgs(goProxyCmd("local-proxy"), s.url))
+		checkConversation(t, sum, cfg)
+		if sum.exitCode() != 0 {
+			t.Errorf("%s: local conductor exit: %s", trust, sum.exitString())
+		}
 	}
 	// Without the certificate it fails, saying why.
-	cfg = clientConfig{Prompts: []string{"x"}}
+	cfg := clientConfig{Prompts: []string{"x"}}
 	withMarker(t, &cfg)
 	cfg.ChildEnv["ACP_CONDUCTOR_REMOTE_TOKEN"] = serveToken
 	rc := startClient(t, ctx, cfg, agentModeArgs(s.url))

@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/signal"
 	"syscall"
@@ -45,6 +48,30 @@ component in seconds rather than when TCP gives up.`,
 	return cmd
 }
 
+// remoteClient returns the HTTP client that trusts the certificate
+// authorities in caFile besides the system's, or nil (transport.Dial's
+// default) if caFile is "".
+func remoteClient(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvExtraCACerts, err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool() // none to add to, on this platform
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in %s", config.EnvExtraCACerts, caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Transport: tr, Jar: jar}, nil
+}
+
 // dialTimeout bounds connecting, so a black-holed host fails the component
 // rather than hang the editor's initialize.
 const dialTimeout = 30 * time.Second
@@ -65,9 +92,13 @@ func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duratio
 		}
 	}
 	os.Unsetenv(config.EnvRemoteHeaders)
+	client, err := remoteClient(os.Getenv(config.EnvExtraCACerts))
+	if err != nil {
+		return err
+	}
 
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval})
+	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval, HTTPClient: client})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connecting to %w", err) // the error starts with the URL
