@@ -39,14 +39,14 @@ func main() {
 	profile := flag.String("profile", "", "also profile the in-process relay, writing pprof files to this directory")
 	rounds := flag.Int("rounds", 0, "rounds of the chain sweep (default 3, or 1 with -quick)")
 	profileOnly := flag.Bool("profile-only", false, "with -profile, skip the table and only profile")
-	only := flag.String("only", "", "run only this scenario and print its table and targets: sdk or startup")
+	only := flag.String("only", "", "run only this scenario and print its table (and its targets): sdk, startup or tricks")
 	flag.Parse()
 	if *profileOnly && *profile == "" {
 		fmt.Fprintln(os.Stderr, "bench: -profile-only needs -profile DIR")
 		os.Exit(2)
 	}
-	if *only != "" && *only != "sdk" && *only != "startup" {
-		fmt.Fprintf(os.Stderr, "bench: -only %s: the scenarios that run alone are sdk and startup\n", *only)
+	if *only != "" && *only != "sdk" && *only != "startup" && *only != "tricks" {
+		fmt.Fprintf(os.Stderr, "bench: -only %s: the scenarios that run alone are sdk, startup and tricks\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*quick, *out, *profile, *rounds, *profileOnly, *only); err != nil {
@@ -130,6 +130,8 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool, only str
 		return b.sdkOnly(out)
 	case "startup":
 		return b.startupOnly(out)
+	case "tricks":
+		return b.tricksOnly(out)
 	}
 	var r results
 	if r.sweep, err = b.sweep(); err != nil {

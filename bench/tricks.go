@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -11,29 +12,18 @@ import (
 // The platform tricks on the hot path (internal/trick) each stay only while
 // this run shows what they buy in their own scenario, measured against the
 // conductor with every trick on, in interleaved rounds: the relay's system
-// calls and scheduling (rawio, writev, oneproc, pollable) with the stream
-// scenario and 0 proxies; large messages (scratch, collect) with the 16 MiB
-// prompt through 3 proxies; the relay's goroutines waking each other
-// (oneproc) also with many sessions through 2 proxies, where it shows.
+// calls and scheduling (rawio, writev, pollable) with the stream scenario
+// and 0 proxies; large messages (scratch, collect) with the 16 MiB prompt
+// through 3 proxies.
 var (
-	streamTricks = []string{trick.RawIO, trick.Writev, trick.OneProc, trick.Pollable}
+	streamTricks = []string{trick.RawIO, trick.Writev, trick.Pollable}
 	bigTricks    = []string{trick.Scratch, trick.Collect}
-	concTricks   = []string{trick.OneProc}
 )
 
 // trickRows are the results: the baseline first ("" turns nothing off).
 type trickRows struct {
 	stream []sweepRow // chain.name is the trick turned off
 	big    []bigRow
-	conc   []concTrickRow
-}
-
-// concTrickRow is the median prompts/s of the concurrent scenario with
-// trick turned off ("" for every trick on).
-type concTrickRow struct {
-	trick   string
-	prompts float64
-	errors  int
 }
 
 func (b *bench) tricks() (trickRows, error) {
@@ -76,27 +66,23 @@ func (b *bench) tricks() (trickRows, error) {
 	for j, name := range names {
 		out.big = append(out.big, bigRow{chain: chain{name: name}, seconds: medianF(secs[j]), hwm: hwm[j]})
 	}
-
-	c2 := conductorChain(2)
-	names = append([]string{""}, concTricks...)
-	rates := make([][]float64, len(names))
-	errs := make([]int, len(names))
-	for round := range p.rounds {
-		for j, name := range names {
-			progress("round %d/%d: %d sessions, 2 proxies, %s", round+1, p.rounds, p.sessions, trickLabel(name))
-			var res concurrentResult
-			if err := b.client(c2, &res, nil, "-scenario", "concurrent", "-disable", name, "-sessions", strconv.Itoa(p.sessions),
-				"-prompts", strconv.Itoa(p.prompts), "-updates", strconv.Itoa(p.concUpdate)); err != nil {
-				return out, err
-			}
-			rates[j] = append(rates[j], res.Throughput.PromptsPerSec)
-			errs[j] += res.Errors
-		}
-	}
-	for j, name := range names {
-		out.conc = append(out.conc, concTrickRow{trick: name, prompts: medianF(rates[j]), errors: errs[j]})
-	}
 	return out, nil
+}
+
+// tricksOnly runs the tricks scenario alone (-only tricks) and prints its
+// tables: what deciding whether a trick stays needs, without the rest.
+func (b *bench) tricksOnly(out string) error {
+	rows, err := b.tricks()
+	if err != nil {
+		return err
+	}
+	var w strings.Builder
+	rows.table(&w, b.plan)
+	fmt.Print(w.String())
+	if out != "" {
+		return os.WriteFile(out, []byte(w.String()), 0o644)
+	}
+	return nil
 }
 
 func trickLabel(name string) string {
@@ -126,13 +112,5 @@ func (t trickRows) table(w *strings.Builder, p plan) {
 	for _, s := range t.big {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", trickLabel(s.chain.name),
 			cell(fmtNs(s.seconds*1e9), s.seconds, bon.seconds), cell(fmtBytes(float64(s.hwm)), float64(s.hwm), float64(bon.hwm)))
-	}
-	if len(t.conc) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\n| %d sessions × %d prompts, conductor + 2 proxies | prompts/s | errors |\n|---|---|---|\n", p.sessions, p.prompts)
-	con := t.conc[0]
-	for _, s := range t.conc {
-		fmt.Fprintf(w, "| %s | %s | %d |\n", trickLabel(s.trick), cell(fmtRate(s.prompts), s.prompts, con.prompts), s.errors)
 	}
 }

@@ -18,18 +18,15 @@ import (
 // the last is the agent), with the CPU profile written to $BENCH_CPUPROFILE and the
 // allocation profile to $BENCH_MEMPROFILE and an execution trace to
 // $BENCH_TRACE, where set, and $BENCH_CONDUCTOR_GOMAXPROCS threads running Go
-// code (leaving the components' GOMAXPROCS alone; 1 by default, as the
-// acp-conductor command runs). It is the relay of the real binary without
-// its command line, configuration and logging.
+// code where set (leaving the components' GOMAXPROCS alone). It is the relay
+// of the real binary without its command line, configuration and logging.
 func runConductor(args []string) error {
 	if len(args) == 0 {
 		return errors.New("no agent")
 	}
-	procs := 1
 	if n, err := strconv.Atoi(os.Getenv("BENCH_CONDUCTOR_GOMAXPROCS")); err == nil {
-		procs = n
+		runtime.GOMAXPROCS(n) // for this process only, unlike GOMAXPROCS
 	}
-	runtime.GOMAXPROCS(procs) // for this process only, unlike GOMAXPROCS
 	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
 		stop, err := startCPUProfile(path)
 		if err != nil {

@@ -13,14 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/acp-conductor/acp-conductor/config"
-	"github.com/acp-conductor/acp-conductor/internal/trick"
 	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
@@ -29,14 +27,6 @@ func main() {
 	// skip the rest.
 	if status, ok := supervisor.Run(os.Args[1:]); ok {
 		os.Exit(status)
-	}
-	// The relay does little work per message and shares the machine with
-	// the editor, the agent and every proxy. With one P its goroutines hand
-	// messages to each other on one thread instead of waking others, which
-	// make bench measures against the default. GOMAXPROCS in the
-	// environment still decides.
-	if os.Getenv("GOMAXPROCS") == "" && trick.On(trick.OneProc) {
-		runtime.GOMAXPROCS(1)
 	}
 	os.Exit(run(os.Args[1:]))
 }
@@ -76,9 +66,7 @@ component with the agent last, or as a YAML chain file with --config.
 
 Settings are taken from flags, then ACP_CONDUCTOR_* environment variables
 (listed below), then the chain file, then defaults. Standard output carries
-only the protocol; logs go to stderr or to --log-file. The relay runs on one
-processor (GOMAXPROCS=1), its fastest setting on small machines, unless
-GOMAXPROCS is set.
+only the protocol; logs go to stderr or to --log-file.
 
 ` + environmentHelp(),
 		Example: `  # Put a proxy in front of an agent:

@@ -28,8 +28,6 @@ const (
 	// Collect: the conductor collects garbage after 4 MiB of large lines
 	// have been written.
 	Collect = "collect"
-	// OneProc: the CLI runs the relay on one P (GOMAXPROCS=1).
-	OneProc = "oneproc"
 	// Pollable: standard input and output, when pipes or sockets, are put
 	// in non-blocking mode and read and written through Go's poller.
 	Pollable = "pollable"
