@@ -134,10 +134,10 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool, only str
 		return b.tricksOnly(out)
 	}
 	var r results
-	if r.sweep, err = b.sweep(); err != nil {
+	if r.sweep, r.sweepRounds, err = b.sweep(); err != nil {
 		return err
 	}
-	if r.sdk, err = b.sdk(); err != nil {
+	if r.sdk, r.sdkRounds, err = b.sdk(); err != nil {
 		return err
 	}
 	if r.big, err = b.big(); err != nil {

@@ -94,12 +94,16 @@ type benchRow struct {
 
 type results struct {
 	sweep []sweepRow
-	big   []bigRow
-	conc  []concRow
-	start []startRow
-	relay []benchRow
-	sdk   []sdkRow // nil without Node.js
-	trick trickRows
+	// The sweep's and the sdk scenario's rows of each round alone, in the
+	// order of the rounds, for roundTally.
+	sweepRounds [][]sweepRow
+	sdkRounds   [][]sdkRow
+	big         []bigRow
+	conc        []concRow
+	start       []startRow
+	relay       []benchRow
+	sdk         []sdkRow // nil without Node.js
+	trick       trickRows
 }
 
 func medianF(v []float64) float64 {
@@ -113,7 +117,8 @@ func medianF(v []float64) float64 {
 
 // sweep runs the stream scenario through every chain, in interleaved
 // rounds so that a change in the machine's load touches all chains alike.
-func (b *bench) sweep() ([]sweepRow, error) {
+// It returns the medians over the rounds, and each round's rows alone.
+func (b *bench) sweep() (rows []sweepRow, rounds [][]sweepRow, err error) {
 	chains := []chain{direct, relay}
 	if b.crelay != "" {
 		chains = append(chains, crelay)
@@ -128,18 +133,25 @@ func (b *bench) sweep() ([]sweepRow, error) {
 			if err := b.client(c, &res, nil, "-scenario", "stream",
 				"-warmup", strconv.Itoa(p.warmup), "-latency", strconv.Itoa(p.latency),
 				"-tp3", strconv.Itoa(p.tp3), "-tp100", strconv.Itoa(p.tp100)); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			progress("  median %s, p99 %s; %s updates/s at 3 per prompt, %s at 100", fmtNs(float64(res.LatencyMedianNs)),
 				fmtNs(float64(res.LatencyP99Ns)), fmtRate(res.TP3.UpdatesPerSec), fmtRate(res.TP100.UpdatesPerSec))
 			runs[i] = append(runs[i], res)
 		}
 	}
-	rows := make([]sweepRow, len(chains))
+	rows = make([]sweepRow, len(chains))
 	for i, c := range chains {
 		rows[i] = sweepOf(c, runs[i])
 	}
-	return rows, nil
+	for round := range p.rounds {
+		one := make([]sweepRow, len(chains))
+		for i, c := range chains {
+			one[i] = sweepOf(c, runs[i][round:round+1])
+		}
+		rounds = append(rounds, one)
+	}
+	return rows, rounds, nil
 }
 
 // sweepOf makes the medians of runs.

@@ -112,11 +112,12 @@ func sdkChains(haveC bool) []sdkChain {
 	return cs
 }
 
-// sdk runs the scenario; nil without Node.js.
-func (b *bench) sdk() ([]sdkRow, error) {
+// sdk runs the scenario; nil without Node.js. It returns the medians over
+// the rounds, and each round's rows alone.
+func (b *bench) sdk() (rows []sdkRow, rounds [][]sdkRow, err error) {
 	dir := b.nodeDir()
 	if dir == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	chains := sdkChains(b.crelay != "")
 	p := b.plan
@@ -130,51 +131,64 @@ func (b *bench) sdk() ([]sdkRow, error) {
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
-				return nil, fmt.Errorf("sdk scenario, %s: %w\n%s", c.name, err, lastLines(stderr.String(), 20))
+				return nil, nil, fmt.Errorf("sdk scenario, %s: %w\n%s", c.name, err, lastLines(stderr.String(), 20))
 			}
 			var res sdkResult
 			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-				return nil, fmt.Errorf("sdk scenario, %s: bad result %q: %w", c.name, stdout.Bytes(), err)
+				return nil, nil, fmt.Errorf("sdk scenario, %s: bad result %q: %w", c.name, stdout.Bytes(), err)
 			}
 			progress("  median %s; %s updates/s at 100 per prompt; %d errors", fmtNs(float64(res.LatencyMedianNs)),
 				fmtRate(res.TP100.UpdatesPerSec), res.Errors)
 			runs[i] = append(runs[i], res)
 		}
 	}
-	rows := make([]sdkRow, len(chains))
+	rows = make([]sdkRow, len(chains))
 	for i, c := range chains {
-		row := sdkRow{chain: c}
-		var l50, t100 []float64
-		for _, r := range runs[i] {
-			l50 = append(l50, float64(r.LatencyMedianNs))
-			t100 = append(t100, r.TP100.UpdatesPerSec)
-			row.errors += r.Errors
-			if row.firstError == "" {
-				row.firstError = r.FirstError
-			}
-		}
-		row.lat50, row.tp100 = medianF(l50), medianF(t100)
-		rows[i] = row
+		rows[i] = sdkRowOf(c, runs[i])
 	}
-	return rows, nil
+	for round := range p.rounds {
+		one := make([]sdkRow, len(chains))
+		for i, c := range chains {
+			one[i] = sdkRowOf(c, runs[i][round:round+1])
+		}
+		rounds = append(rounds, one)
+	}
+	return rows, rounds, nil
+}
+
+// sdkRowOf makes the medians of runs.
+func sdkRowOf(c sdkChain, runs []sdkResult) sdkRow {
+	row := sdkRow{chain: c}
+	var l50, t100 []float64
+	for _, r := range runs {
+		l50 = append(l50, float64(r.LatencyMedianNs))
+		t100 = append(t100, r.TP100.UpdatesPerSec)
+		row.errors += r.Errors
+		if row.firstError == "" {
+			row.firstError = r.FirstError
+		}
+	}
+	row.lat50, row.tp100 = medianF(l50), medianF(t100)
+	return row
 }
 
 // sdkOnly runs the sdk scenario alone (-only sdk) and prints its table and
 // its targets.
 func (b *bench) sdkOnly(out string) error {
-	rows, err := b.sdk()
+	rows, rounds, err := b.sdk()
 	if err != nil {
 		return err
 	}
 	if rows == nil {
 		return fmt.Errorf("-only sdk: the scenario needs node and npm")
 	}
-	r := results{sdk: rows}
+	r := results{sdk: rows, sdkRounds: rounds}
 	var w strings.Builder
 	r.sdkTable(&w, b.plan)
-	fmt.Fprintf(&w, "\n### Targets\n\n| target | measured | result |\n|---|---|---|\n")
-	for _, t := range r.thinkwellTargets() {
-		fmt.Fprintf(&w, "| %s | %s | %s |\n", t.name, t.measured, passMiss(t.ok))
+	fmt.Fprintf(&w, "\n### Targets\n\n| target | measured | result | rounds passed |\n|---|---|---|---|\n")
+	tally := r.roundTally()
+	for i, t := range r.roundTargets() {
+		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", t.name, t.measured, passMiss(t.ok), tally[i])
 	}
 	fmt.Print(w.String())
 	if out != "" {
