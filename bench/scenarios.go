@@ -140,18 +140,25 @@ func (b *bench) sweep() (rows []sweepRow, rounds [][]sweepRow, err error) {
 			runs[i] = append(runs[i], res)
 		}
 	}
-	rows = make([]sweepRow, len(chains))
+	rows, rounds = summarize(chains, runs, sweepOf)
+	return rows, rounds, nil
+}
+
+// summarize makes, from runs (each chain's results, one a round, in the
+// order of the rounds), the rows of the medians over the rounds, and each
+// round's rows alone; of makes a row from a chain's results.
+func summarize[C, R, Row any](chains []C, runs [][]R, of func(C, []R) Row) (rows []Row, rounds [][]Row) {
 	for i, c := range chains {
-		rows[i] = sweepOf(c, runs[i])
+		rows = append(rows, of(c, runs[i]))
 	}
-	for round := range p.rounds {
-		one := make([]sweepRow, len(chains))
+	for round := range len(runs[0]) {
+		one := make([]Row, len(chains))
 		for i, c := range chains {
-			one[i] = sweepOf(c, runs[i][round:round+1])
+			one[i] = of(c, runs[i][round:round+1])
 		}
 		rounds = append(rounds, one)
 	}
-	return rows, rounds, nil
+	return rows, rounds
 }
 
 // sweepOf makes the medians of runs.

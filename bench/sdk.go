@@ -142,17 +142,7 @@ func (b *bench) sdk() (rows []sdkRow, rounds [][]sdkRow, err error) {
 			runs[i] = append(runs[i], res)
 		}
 	}
-	rows = make([]sdkRow, len(chains))
-	for i, c := range chains {
-		rows[i] = sdkRowOf(c, runs[i])
-	}
-	for round := range p.rounds {
-		one := make([]sdkRow, len(chains))
-		for i, c := range chains {
-			one[i] = sdkRowOf(c, runs[i][round:round+1])
-		}
-		rounds = append(rounds, one)
-	}
+	rows, rounds = summarize(chains, runs, sdkRowOf)
 	return rows, rounds, nil
 }
 
