@@ -1,0 +1,62 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestRoundTally: each target judged on the sweep is counted in the rounds
+// it passes in on that round's figures alone, whatever the medians say,
+// and the rows over the rounds are the medians of the rounds' results.
+func TestRoundTally(t *testing.T) {
+	chains := []chain{direct, relay, crelay, conductorChain(0), conductorChain(1)}
+	// Latency (µs) of each chain in each of three rounds: the 0-proxy
+	// conductor adds 10 over direct, as the Go copier does, in rounds 0 and
+	// 2, and 20 in round 1; the hop (1 proxy against 0) is 50 against a
+	// limit of 20 in every round.
+	lat := [][]float64{
+		{20, 20, 20},
+		{30, 30, 30},
+		{30, 30, 30},
+		{30, 40, 30},
+		{80, 90, 80},
+	}
+	// Updates/s: the C copier's and the 0-proxy conductor's; the
+	// conductor keeps up in rounds 0 and 1 only.
+	tp := map[string][]float64{crelay.name: {100, 100, 200}, conductorChain(0).name: {100, 100, 100}}
+	runs := make([][]streamResult, len(chains))
+	for i, c := range chains {
+		for round, us := range lat[i] {
+			res := streamResult{LatencyMedianNs: int64(us * 1e3)}
+			if v := tp[c.name]; v != nil {
+				res.TP100.UpdatesPerSec = v[round]
+			}
+			runs[i] = append(runs[i], res)
+		}
+	}
+	rows, rounds := summarize(chains, runs, sweepOf)
+	if len(rounds) != 3 || rows[3].lat50 != 30e3 || rows[2].tp100 != 100 {
+		t.Fatalf("%d rounds, 0-proxy median %v ns, C copier %v updates/s: want 3, 30000 and 100", len(rounds), rows[3].lat50, rows[2].tp100)
+	}
+	r := results{sweep: rows, sweepRounds: rounds}
+	var names []string
+	var ok []bool
+	for _, tg := range r.roundTargets() {
+		names, ok = append(names, tg.name), append(ok, tg.ok)
+	}
+	wantNames := []string{
+		"0 proxies: added median latency ≤ 1.25 × the Go copier's",
+		"0 proxies: added median latency ≤ 2 × the C copier's",
+		"0 proxies: updates/s at 100 per prompt ≥ 0.95 × the C copier's",
+		"each added proxy-library passthrough adds ≤ 2 × the Go copier's added latency",
+	}
+	if !slices.Equal(names, wantNames) {
+		t.Fatalf("targets:\n got %q\nwant %q", names, wantNames)
+	}
+	if want := []bool{true, true, true, false}; !slices.Equal(ok, want) {
+		t.Errorf("on the medians: got %v, want %v", ok, want)
+	}
+	if got, want := r.roundTally(), []string{"2 of 3", "3 of 3", "2 of 3", "0 of 3"}; !slices.Equal(got, want) {
+		t.Errorf("tally: got %q, want %q", got, want)
+	}
+}
