@@ -55,6 +55,15 @@ func main() {
 	}
 }
 
+// emit prints the tables to stdout and, with -out, to the file out too.
+func emit(tables, out string) error {
+	fmt.Print(tables)
+	if out == "" {
+		return nil
+	}
+	return os.WriteFile(out, []byte(tables), 0o644)
+}
+
 // plan is how much of everything one run does.
 type plan struct {
 	rounds                          int // chain sweep rounds, interleaved
@@ -159,11 +168,8 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool, only str
 	env.elapsed = time.Since(start)
 	env.plan = b.plan
 	report := r.markdown(env)
-	fmt.Print(report)
-	if out != "" {
-		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
-			return err
-		}
+	if err := emit(report, out); err != nil {
+		return err
 	}
 	if profile != "" {
 		return b.profile(profile)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -292,11 +291,7 @@ func (b *bench) startupOnly(out string) error {
 	fmt.Fprintf(&w, "| conductor's own share, 3 proxies (conductor − components) | %s |\n", fmtNs(own))
 	fmt.Fprintf(&w, "| the same without the chain's watchdog | %s |\n", fmtNs(r.startRow(unsupervised.name)-r.startRow(partsName)))
 	fmt.Fprintf(&w, "\n| target | measured | result |\n|---|---|---|\n| start-up: the conductor's own share of a 3-proxy chain ≤ 20 ms | %s | %s |\n", fmtNs(own), passMiss(own <= 20e6))
-	fmt.Print(w.String())
-	if out != "" {
-		return os.WriteFile(out, []byte(w.String()), 0o644)
-	}
-	return nil
+	return emit(w.String(), out)
 }
 
 // unsupervised is the 3-proxy chain with no watchdog

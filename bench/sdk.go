@@ -180,11 +180,7 @@ func (b *bench) sdkOnly(out string) error {
 	for i, t := range r.roundTargets() {
 		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", t.name, t.measured, passMiss(t.ok), tally[i])
 	}
-	fmt.Print(w.String())
-	if out != "" {
-		return os.WriteFile(out, []byte(w.String()), 0o644)
-	}
-	return nil
+	return emit(w.String(), out)
 }
 
 func lastLines(s string, n int) string {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -78,11 +77,7 @@ func (b *bench) tricksOnly(out string) error {
 	}
 	var w strings.Builder
 	rows.table(&w, b.plan)
-	fmt.Print(w.String())
-	if out != "" {
-		return os.WriteFile(out, []byte(w.String()), 0o644)
-	}
-	return nil
+	return emit(w.String(), out)
 }
 
 func trickLabel(name string) string {
