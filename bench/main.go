@@ -225,8 +225,10 @@ func (b *bench) buildCRelay() {
 
 // A chain is one way of connecting the editor to the agent.
 type chain struct {
-	name    string
-	kind    string // "direct", "relay", "crelay" or "conductor"
+	name string
+	kind string // "direct", "relay", "crelay", "copiers" or "conductor"
+	// For "conductor", its proxies; for "copiers", those of the conductor
+	// chain whose crossings the copiers make (see copierChain).
 	proxies int
 }
 
@@ -237,11 +239,24 @@ var (
 )
 
 func conductorChain(n int) chain {
-	s := "proxies"
+	return chain{name: fmt.Sprintf("conductor, %d %s", n, plural(n, "proxy", "proxies")), kind: "conductor", proxies: n}
+}
+
+// copierChain is 2n+1 Go copiers in series: each way, a message crosses as
+// many processes, over as many pipes, as through the conductor with n
+// proxies (the conductor n+1 times, each proxy once), and not one of them
+// parses it. Against the single Go copier, it is what n proxy hops cost
+// when every crossing is an io.Copy: the floor of a hop on this machine.
+func copierChain(n int) chain {
+	return chain{name: fmt.Sprintf("%d Go copiers in series (the crossings of %d %s)", 2*n+1, n, plural(n, "proxy", "proxies")),
+		kind: "copiers", proxies: n}
+}
+
+func plural(n int, one, many string) string {
 	if n == 1 {
-		s = "proxy"
+		return one
 	}
-	return chain{name: fmt.Sprintf("conductor, %d %s", n, s), kind: "conductor", proxies: n}
+	return many
 }
 
 // argv is the command the editor launches for c.
@@ -254,6 +269,12 @@ func (b *bench) argv(c chain) []string {
 		return append([]string{b.peer, "relay"}, agent...)
 	case "crelay":
 		return append([]string{b.crelay}, agent...)
+	case "copiers":
+		var argv []string
+		for range 2*c.proxies + 1 {
+			argv = append(argv, b.peer, "relay")
+		}
+		return append(argv, agent...)
 	}
 	argv := []string{b.conductor, "agent"}
 	if c.kind == "harness" {

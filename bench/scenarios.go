@@ -122,7 +122,8 @@ func (b *bench) sweep() (rows []sweepRow, rounds [][]sweepRow, err error) {
 	if b.crelay != "" {
 		chains = append(chains, crelay)
 	}
-	chains = append(chains, conductorChain(0), conductorChain(1), conductorChain(3), conductorChain(10))
+	chains = append(chains, conductorChain(0), conductorChain(1), conductorChain(3), conductorChain(10),
+		copierChain(1), copierChain(3), copierChain(10))
 	runs := make([][]streamResult, len(chains))
 	p := b.plan
 	for round := range p.rounds {
