@@ -217,9 +217,12 @@ func (r *results) hops(kind string) []hop {
 	case "copiers":
 		from = r.sweepKind("relay")
 	}
+	if from.chain.kind == "" {
+		return nil
+	}
 	var hs []hop
 	for _, s := range r.sweep {
-		if s.chain.kind == kind && s.chain.proxies > 0 && from.chain.kind != "" {
+		if s.chain.kind == kind && s.chain.proxies > 0 {
 			n := float64(s.chain.proxies)
 			hs = append(hs, hop{s.chain.proxies, (s.lat50 - from.lat50) / n, (s.lat99 - from.lat99) / n})
 		}
