@@ -1,0 +1,21 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestCopierArgv: the copiers standing for n proxies are 2n+1 Go copiers,
+// each launching the next, the last launching the agent: the crossings of
+// the conductor (n+1) and of its proxies (n).
+func TestCopierArgv(t *testing.T) {
+	b := &bench{peer: "peer"}
+	for n, want := range map[int][]string{
+		1: {"peer", "relay", "peer", "relay", "peer", "relay", "peer", "agent"},
+		3: {"peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "agent"},
+	} {
+		if got := b.argv(copierChain(n)); !slices.Equal(got, want) {
+			t.Errorf("%d proxies' crossings: got %q, want %q", n, got, want)
+		}
+	}
+}
