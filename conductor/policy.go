@@ -135,7 +135,8 @@ func (r *runner) replayInit(p *peer, l *link) (*call, <-chan struct{}, error) {
 	if r.chain.trace != nil {
 		r.chain.traceSend(nil, p, wire.IntID(replay.id), d.method, params)
 	}
-	l.out.put(r.chain.encode(p, wire.IntID(replay.id), d, params)...)
+	line := r.chain.encode(p, wire.IntID(replay.id), d, params)
+	l.out.put(line.segments()...)
 	return replay, answered, nil
 }
 

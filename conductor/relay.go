@@ -62,10 +62,10 @@ func (c *chain) receive(from *peer, line []byte, rd *reader) {
 
 // dispatch carries out what route decides for one message; b is the batch
 // it came in, if any, and lc the LineChannel it was read from, if it was.
-// m stays the caller's: a message relayed as its line (most of a stream:
-// session/update on its way to the editor) needs nothing of it past
-// routing, and any other is copied before it goes on, since an answer's
-// hook or a bridged call may keep it.
+// m stays the caller's, who reuses it for the next line: what is relayed
+// takes only slices of the line, which is the message's own, so m itself
+// is copied only where it may be kept past dispatch (by the MCP router's
+// calls, and by an answer's hook: see relayAnswer).
 func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wire.LineChannel) {
 	dc := c.topo.Load().route(inbound{from: pos, msg: m, restarted: from.restarted()}, c)
 	if dc.learn != nil {
@@ -82,7 +82,6 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 		}
 		return
 	}
-	m = new(wire.Message(*m))
 	switch dc.act {
 	case actComplete:
 		c.relayAnswer(from, m)
@@ -100,6 +99,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 		}
 		// Answered meanwhile: it cannot be, as only from's reader takes it.
 	case actMCP:
+		m = new(wire.Message(*m))
 		if c.routeMCP(dc.src, from, m, dc.d.method, dc.raw, b) {
 			return
 		}
@@ -203,7 +203,8 @@ func (c *chain) relay(from, to *peer, id json.RawMessage, d delivery, params jso
 	if c.trace != nil {
 		c.traceSend(from, to, id, d.method, params)
 	}
-	to.send(c.encode(to, id, d, params)...)
+	line := c.encode(to, id, d, params)
+	to.send(line.segments()...)
 }
 
 // The trailers of lines relayed in segments. They are shared, and only
@@ -214,10 +215,26 @@ var (
 	closeWrapped = []byte("}}\n")
 )
 
-// encode returns the segments of the line that relays a request (id !=
-// nil) or notification to peer to as d says: one segment, or for large
-// params a header, the params as they arrived, and a trailer.
-func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) [][]byte {
+// An encoded line is one message ready to queue: one segment, or for a
+// large value a head, the value as it arrived, and a trailer. It is a value,
+// not a slice, so that handing a line to an outbox allocates nothing but
+// the line.
+type encoded struct {
+	seg [3][]byte
+	n   int
+}
+
+func oneSegment(line []byte) encoded { return encoded{seg: [3][]byte{line}, n: 1} }
+
+func inSegments(head, value, tail []byte) encoded {
+	return encoded{seg: [3][]byte{head, value, tail}, n: 3}
+}
+
+func (e *encoded) segments() [][]byte { return e.seg[:e.n] }
+
+// encode returns the line that relays a request (id != nil) or
+// notification to peer to as d says.
+func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.RawMessage) encoded {
 	// The head is made with room for small params and the trailer, so that
 	// the whole line is one allocation.
 	room := len(id) + len(d.method) + len(closeWrapped)
@@ -235,17 +252,17 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 		head = wire.AppendWrappedHead(make([]byte, 0, 96+room), id, dl.Successor(id), d.method)
 		tail = closeWrapped
 	case d.wrap:
-		return [][]byte{append(wire.AppendWrapped(make([]byte, 0, 96+room), id, dl.Successor(id), d.method, nil), '\n')}
+		return oneSegment(append(wire.AppendWrapped(make([]byte, 0, 96+room), id, dl.Successor(id), d.method, nil), '\n'))
 	case params != nil:
 		head = wire.AppendHead(make([]byte, 0, 64+room), id, d.method)
 	default:
 		m := wire.Message{ID: id, Method: d.method}
-		return [][]byte{append(m.Append(make([]byte, 0, 64+room)), '\n')}
+		return oneSegment(append(m.Append(make([]byte, 0, 64+room)), '\n'))
 	}
 	if len(params) >= largeValue {
-		return [][]byte{head, params, tail}
+		return inSegments(head, params, tail)
 	}
-	return [][]byte{append(append(head, params...), tail...)}
+	return oneSegment(append(append(head, params...), tail...))
 }
 
 // relayAnswer returns a peer's response to whoever asked, under their id.
@@ -259,10 +276,14 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 	if cl.to.trace != nil {
 		cl.traceReply(m.Result, m.Error)
 	}
-	if cl.onResponse != nil && cl.onResponse(m) {
-		return
+	if cl.onResponse != nil {
+		m = new(wire.Message(*m)) // a hook may keep it (the bridge's hands it on)
+		if cl.onResponse(m) {
+			return
+		}
 	}
-	cl.answer(encodeResponseTo(cl.fromID, m)...)
+	line := encodeResponseTo(cl.fromID, m)
+	cl.answer(line.segments()...)
 }
 
 // answerError answers a request the conductor will not relay with its own
@@ -323,12 +344,15 @@ func failCalls(calls []*call, e *wire.Error) {
 
 // encodeResponseTo re-addresses response m to id; a large result is relayed
 // from where it arrived, as in encode.
-func encodeResponseTo(id json.RawMessage, m *wire.Message) [][]byte {
+func encodeResponseTo(id json.RawMessage, m *wire.Message) encoded {
+	// A response's frame, {"jsonrpc":"2.0","id":,"result":}, newline
+	// included, is 34 bytes, and a missing id is written as null.
+	const frame = 34 + len("null")
 	if m.Error == nil && len(m.Result) >= largeValue {
-		return [][]byte{wire.AppendResultHead(make([]byte, 0, 32+len(id)), id), m.Result, closeObject}
+		return inSegments(wire.AppendResultHead(make([]byte, 0, frame+len(id)), id), m.Result, closeObject)
 	}
 	out := wire.Message{ID: id, Result: m.Result, Error: m.Error}
-	return [][]byte{append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+len(id)+32)), '\n')}
+	return oneSegment(append(out.Append(make([]byte, 0, frame+len(m.Result)+len(m.Error)+len(id))), '\n'))
 }
 
 func encodeResponse(id, result json.RawMessage) []byte {

@@ -238,3 +238,68 @@ func benchRequest(b *testing.B, prompt, answer string) {
 		b.Fatalf("calls left over: %d to the agent, %d from the client", len(agent.calls), len(client.inflight))
 	}
 }
+
+// TestRelayAllocs pins what relaying a small message allocates inside the
+// conductor, past reading its line: nothing for a line relayed as it came,
+// the new line for one re-encoded, and for a request also its call record
+// and the ids it is tracked under. A copy of the parsed message, or a
+// segment list made per line, shows here as one more.
+func TestRelayAllocs(t *testing.T) {
+	update := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
+	envelope := `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s"}}}`
+	prompt := `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
+	answer := `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`
+	for _, tt := range []struct {
+		name    string
+		proxies int
+		lines   []string // read in turn at the positions of from
+		from    []int
+		want    float64
+	}{
+		{"notify as its line", 0, []string{update}, []int{1}, 0},
+		{"notify wrapped", 1, []string{update}, []int{2}, 1},
+		{"envelope unwrapped", 1, []string{envelope}, []int{1}, 1},
+		{"request and answer", 0, []string{prompt, answer}, []int{0, 1}, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := benchChain(tt.proxies, nil)
+			lines := make([][]byte, len(tt.lines))
+			for i, l := range tt.lines {
+				lines[i] = []byte(l)
+			}
+			rds := make([]*reader, len(c.peers))
+			for i := range rds {
+				rds[i] = new(reader)
+			}
+			var spare [][]byte
+			out, runs := 0, 0 // lines relayed, and times round
+			drain := func() {
+				for _, p := range c.peers {
+					o := p.link.Load().out
+					if segs, _ := o.take(closedChan, spare); len(segs) > 0 {
+						for _, seg := range segs {
+							out += bytes.Count(seg, newline)
+						}
+						o.written()
+						spare = segs[:0]
+					}
+				}
+			}
+			got := testing.AllocsPerRun(200, func() {
+				runs++
+				c.peers[len(c.peers)-1].nextID.Store(0) // the answer's id stays 1
+				for i, line := range lines {
+					from := c.peers[tt.from[i]]
+					c.receive(from, line, rds[tt.from[i]])
+				}
+				drain()
+			})
+			if out != runs*len(lines) {
+				t.Fatalf("%d lines relayed for %d read", out, runs*len(lines))
+			}
+			if got != tt.want {
+				t.Errorf("%.1f allocations, want %v", got, tt.want)
+			}
+		})
+	}
+}
