@@ -245,10 +245,10 @@ func (c *Conn) complete(m *wire.Message) {
 		out := wire.Message{ID: cl.relayFor, Result: m.Result, Error: m.Error}
 		c.out.put(nil, append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+64)), '\n'))
 	case cl.onAnswer != nil:
-		cl.onAnswer(m)
+		cl.onAnswer(new(wire.Message(*m))) // m is the reader's, reused for the next line
 	default:
 		c.out.resume(cl.holder, true)
-		cl.answer <- m
+		cl.answer <- new(wire.Message(*m))
 	}
 }
 
@@ -304,14 +304,13 @@ func (c *Conn) newID() json.RawMessage { return wire.IntID(c.lastID.Add(1)) }
 // encode builds the line that sends a request (id != nil) or notification
 // to one side: plain to the predecessor, wrapped to the successor.
 func (c *Conn) encode(to Side, id json.RawMessage, method string, params json.RawMessage) []byte {
-	buf := make([]byte, 0, len(params)+len(method)+64)
 	if to == Successor {
-		buf = wire.AppendWrapped(buf, id, c.getDialect().Successor(id), method, params)
-	} else {
-		m := wire.Message{ID: id, Method: method, Params: params}
-		buf = m.Append(buf)
+		envelope := c.getDialect().Successor(id)
+		buf := make([]byte, 0, wire.WrappedSize(id, envelope, method, params)+1)
+		return append(wire.AppendWrapped(buf, id, envelope, method, params), '\n')
 	}
-	return append(buf, '\n')
+	m := wire.Message{ID: id, Method: method, Params: params}
+	return append(m.Append(make([]byte, 0, len(params)+len(method)+len(id)+64)), '\n')
 }
 
 type holderKey struct{}

@@ -266,12 +266,15 @@ func (o *outbox) throttle(ctx context.Context) {
 // run is the writer. It returns nil once the outbox is closed and drained,
 // or when ctx is done, and the error if a write fails.
 func (o *outbox) run(ctx context.Context, ch *wire.LineChannel) error {
+	var lines [][]byte
+	var bufs net.Buffers // SendBuffers consumes it; one for every write
 	for {
-		lines, ok := o.take(ctx)
-		if !ok {
+		clear(lines) // hold no written line past its write
+		var ok bool
+		if lines, ok = o.take(ctx, lines[:0]); !ok {
 			return nil
 		}
-		bufs := net.Buffers(lines)
+		bufs = lines
 		err := ch.SendBuffers(&bufs)
 		o.mu.Lock()
 		o.busy = false
@@ -295,13 +298,12 @@ func (o *outbox) run(ctx context.Context, ch *wire.LineChannel) error {
 	}
 }
 
-// take waits for lines the writer may send and returns them: everything up
-// to the first place. It marks the outbox busy; the writer clears it once
-// it has written them.
-func (o *outbox) take(ctx context.Context) ([][]byte, bool) {
+// take waits for lines the writer may send and returns them, appended to
+// lines: everything up to the first place. It marks the outbox busy; the
+// writer clears it once it has written them.
+func (o *outbox) take(ctx context.Context, lines [][]byte) ([][]byte, bool) {
 	for {
 		o.mu.Lock()
-		var lines [][]byte
 		n := 0
 		if !o.busy {
 			for ; n < len(o.queue) && o.queue[n].place == nil; n++ {
@@ -310,8 +312,9 @@ func (o *outbox) take(ctx context.Context) ([][]byte, bool) {
 				o.writing += len(o.queue[n].line)
 			}
 			o.lines -= n
-			clear(o.queue[:n])
-			o.queue = o.queue[n:]
+			// What is left moves to the front, so that the queue's storage
+			// serves again instead of being used up from its start.
+			o.queue = slices.Delete(o.queue, 0, n)
 			o.busy = n > 0
 		}
 		done := o.closed && len(o.queue) == 0 && !o.busy

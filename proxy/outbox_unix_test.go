@@ -209,7 +209,7 @@ func TestOutboxWriteInProgress(t *testing.T) {
 			// write is in progress: ask take itself, as the writer would.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			if lines, ok := o.take(ctx); ok {
+			if lines, ok := o.take(ctx, nil); ok {
 				t.Errorf("the writer would write %q during put's write", lines)
 			}
 		}

@@ -18,29 +18,42 @@ import (
 // order of everything the proxy sends. It stops reading while the outbox is
 // full (see outbox.throttle). read returns nil at the end of input.
 func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
+	var m wire.Message // each line's in turn; dispatch copies what it keeps
 	for {
 		c.out.throttle(ctx)
 		line, err := ch.Recv()
-		var big *wire.OversizeError
-		switch {
-		case err == nil:
-		case errors.As(err, &big):
-			c.oversize(big)
-			continue
-		case errors.Is(err, io.EOF):
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		default:
-			return fmt.Errorf("proxy: reading: %w", err)
-		}
-		m, err := wire.Parse(line)
 		if err != nil {
+			if done, err := c.readFailed(ctx, err); done {
+				return err
+			}
+			continue
+		}
+		if err := wire.ParseInto(&m, line); err != nil {
 			c.log.Warn("rejected input", "error", err)
 			c.send(wire.ErrorResponse(nil, wire.ParseError(err)))
 			continue
 		}
-		c.dispatch(m)
+		c.dispatch(&m)
+		m = wire.Message{} // keeps no line alive until the next one comes
+	}
+}
+
+// readFailed deals with what Recv returned instead of a line, and reports
+// whether reading is over, and with what error (nil at the end of input).
+// It is apart from read so that its errors.As target is not allocated for
+// every line.
+func (c *Conn) readFailed(ctx context.Context, err error) (bool, error) {
+	var big *wire.OversizeError
+	switch {
+	case errors.As(err, &big):
+		c.oversize(big)
+		return false, nil
+	case errors.Is(err, io.EOF):
+		return true, nil
+	case ctx.Err() != nil:
+		return true, ctx.Err()
+	default:
+		return true, fmt.Errorf("proxy: reading: %w", err)
 	}
 }
 

@@ -59,6 +59,13 @@ func AppendWrapped(buf []byte, id json.RawMessage, envelope, method string, para
 	return append(append(AppendWrappedHead(buf, id, envelope, method), params...), "}}"...)
 }
 
+// WrappedSize is at least the length of what AppendWrapped appends, but
+// for escapes in method, so that a buffer made for it never grows.
+func WrappedSize(id json.RawMessage, envelope, method string, params json.RawMessage) int {
+	const frame = len(`{"jsonrpc":"2.0","id":,"method":"","params":{"method":"","params":}}`)
+	return frame + len(id) + len(envelope) + len(method) + len(params)
+}
+
 // AppendWrappedHead appends a successor envelope up to the params it
 // carries, which the caller writes next, followed by "}}".
 func AppendWrappedHead(buf []byte, id json.RawMessage, envelope, method string) []byte {
