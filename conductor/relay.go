@@ -345,14 +345,11 @@ func failCalls(calls []*call, e *wire.Error) {
 // encodeResponseTo re-addresses response m to id; a large result is relayed
 // from where it arrived, as in encode.
 func encodeResponseTo(id json.RawMessage, m *wire.Message) encoded {
-	// A response's frame, {"jsonrpc":"2.0","id":,"result":}, newline
-	// included, is 34 bytes, and a missing id is written as null.
-	const frame = 34 + len("null")
 	if m.Error == nil && len(m.Result) >= largeValue {
-		return inSegments(wire.AppendResultHead(make([]byte, 0, frame+len(id)), id), m.Result, closeObject)
+		return inSegments(wire.AppendResultHead(make([]byte, 0, wire.ResponseSize(id, nil, nil)), id), m.Result, closeObject)
 	}
 	out := wire.Message{ID: id, Result: m.Result, Error: m.Error}
-	return oneSegment(append(out.Append(make([]byte, 0, frame+len(m.Result)+len(m.Error)+len(id))), '\n'))
+	return oneSegment(append(out.Append(make([]byte, 0, wire.ResponseSize(id, m.Result, m.Error)+1)), '\n'))
 }
 
 func encodeResponse(id, result json.RawMessage) []byte {

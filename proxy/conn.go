@@ -243,7 +243,7 @@ func (c *Conn) complete(m *wire.Message) {
 		c.log.Warn("dropped a response to an unknown id", "id", string(m.ID))
 	case cl.relayFor != nil:
 		out := wire.Message{ID: cl.relayFor, Result: m.Result, Error: m.Error}
-		c.out.put(nil, append(out.Append(make([]byte, 0, len(m.Result)+len(m.Error)+64)), '\n'))
+		c.out.put(nil, append(out.Append(make([]byte, 0, wire.ResponseSize(out.ID, out.Result, out.Error)+1)), '\n'))
 	case cl.onAnswer != nil:
 		cl.onAnswer(new(wire.Message(*m))) // m is the reader's, reused for the next line
 	default:

@@ -318,6 +318,13 @@ func AppendHead(buf []byte, id json.RawMessage, method string) []byte {
 	return append(appendCall(buf, id, method), `,"params":`...)
 }
 
+// ResponseSize is at least the length of the response to id carrying
+// result or e that Append makes, so that a buffer made for it never grows.
+func ResponseSize(id, result, e json.RawMessage) int {
+	const frame = len(`{"jsonrpc":"2.0","id":null,"result":null}`)
+	return frame + len(id) + len(result) + len(e)
+}
+
 // AppendResultHead appends a response up to its result, which the caller
 // writes next, followed by "}".
 func AppendResultHead(buf []byte, id json.RawMessage) []byte {

@@ -270,3 +270,20 @@ func TestParseAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestResponseSize checks that a buffer of ResponseSize holds every
+// response Append makes.
+func TestResponseSize(t *testing.T) {
+	for _, id := range []json.RawMessage{nil, json.RawMessage(`7`), json.RawMessage(`"a-string-id"`)} {
+		for _, m := range []Message{
+			{ID: id},
+			{ID: id, Result: json.RawMessage(`{"stopReason":"end_turn"}`)},
+			{ID: id, Error: json.RawMessage(`{"code":-32601,"message":"no"}`)},
+		} {
+			got := m.Append(nil)
+			if n := ResponseSize(m.ID, m.Result, m.Error); len(got) > n {
+				t.Errorf("ResponseSize = %d, but Append made %d bytes: %s", n, len(got), got)
+			}
+		}
+	}
+}
