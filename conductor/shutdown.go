@@ -160,6 +160,11 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
 	r.mu.Lock()
 	r.stopped = true // no restart from here on
 	r.mu.Unlock()
+	if r.watch != nil {
+		// Before any component may exit and orphan what it started: the
+		// watchdog's Close kills what this finds, marked or not.
+		r.watch.Snapshot()
+	}
 	if soonest := time.Now().Add(minEOF); deadline.Before(soonest) {
 		deadline = soonest
 	}

@@ -1,11 +1,13 @@
 package conductor
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -273,6 +275,55 @@ func TestSetsidGrandchild(t *testing.T) {
 	if left := markedProcesses(t, marker); len(left) > 0 {
 		t.Errorf("processes left when Run returned: %v", left)
 	}
+}
+
+// TestUnmarkedGrandchild is TestSetsidGrandchild with a grandchild that
+// also clears its environment, so that it carries neither the chain's
+// process group nor its marker: it is gone too when Run returns, found by
+// its parent link while the proxy still ran.
+func TestUnmarkedGrandchild(t *testing.T) {
+	// A sleep no other process runs, to find the grandchild by.
+	secs := fmt.Sprintf("%d.%03d", 4000+rand.IntN(1000), rand.IntN(1000))
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{
+		Proxies: []Component{{Name: "detacher", Command: "sh", Args: []string{"-c",
+			"env -i setsid sh -c 'echo grandchild unmarked >&2; exec sleep " + secs + "' & exec sleep 1000"}}},
+		Agent:       Component{Name: "sleeper", Command: "sh", Args: []string{"-c", "echo agent started >&2; exec sleep 1000"}},
+		GracePeriod: 200 * time.Millisecond,
+		Supervisor:  supervised(t),
+		Logger:      log,
+	})
+	logs.wait(t, "grandchild unmarked")
+	logs.wait(t, "agent started")
+	if running(t, "sleep", secs) == nil {
+		t.Fatal("the grandchild is not running: nothing to test")
+	}
+	if err, _ := e.stopped(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if left := running(t, "sleep", secs); len(left) > 0 {
+		t.Errorf("the unmarked grandchild %v outlived Run", left)
+	}
+}
+
+// running returns the live processes whose command line is args.
+func running(t *testing.T, args ...string) []int {
+	t.Helper()
+	want := []byte(strings.Join(args, "\x00") + "\x00")
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, d := range dirs {
+		cmd, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !bytes.Equal(cmd, want) {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil && bytes.Contains(stat, []byte(") Z ")) {
+			continue // a zombie is dead, waiting for its parent
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		pids = append(pids, pid)
+	}
+	return pids
 }
 
 // TestOutputClosedButAlive runs an agent that closes its stdout and keeps

@@ -18,7 +18,10 @@
 // the pipe or in /proc, a watchdog that has not yet finished its own start-up
 // when the conductor dies loses nothing; so it runs at the lowest nice value
 // (19). At the chain's end, once every component has been reaped, the
-// conductor kills what is left with the marker itself, and then the watchdog
+// conductor kills what is left with the marker itself, and what it found
+// under the components by their parent links as it began to stop them
+// (Watch.Snapshot: a process that left both the session and the
+// environment, which the marker cannot find), and then the watchdog
 // (Watch.Close).
 //
 // While the conductor lives the watchdog is a shell (/bin/sh, a few lines

@@ -20,6 +20,10 @@ type Watch struct {
 	r     *os.File // the read end, until the watchdog holds it
 	pipe  *os.File // the write end, which only the conductor holds
 	pid   int      // the watchdog's, once launched and until reaped (see reap)
+
+	mu     sync.Mutex
+	groups map[int]bool // the components' process groups (and leaders' PIDs) still alive
+	kin    []process    // what Snapshot found under them
 }
 
 // New prepares the watchdog of a new chain: its ID, for the components'
@@ -31,7 +35,7 @@ func New() (*Watch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chain watchdog: %w", err)
 	}
-	wt := &Watch{id: strconv.FormatUint(rand.Uint64(), 16), r: r, pipe: w}
+	wt := &Watch{id: strconv.FormatUint(rand.Uint64(), 16), r: r, pipe: w, groups: make(map[int]bool)}
 	if stat, err := os.ReadFile("/proc/self/stat"); err == nil {
 		wt.since = startTicks(stat)
 	}
@@ -142,12 +146,40 @@ func (w *Watch) Env(env []string) []string {
 	return append(env, MarkerEnv+"="+v) // later entries win
 }
 
-// Started tells the watchdog of a component's process group.
-func (w *Watch) Started(pgid int) { w.send('+', uint64(pgid)) }
+// Started tells the watchdog of a component's process group, which its
+// leader, the component, leads.
+func (w *Watch) Started(pgid int) {
+	w.mu.Lock()
+	w.groups[pgid] = true
+	w.mu.Unlock()
+	w.send('+', uint64(pgid))
+}
 
 // Ended tells the watchdog that a component's process group is gone, so
 // that it never signals a group whose ID has been reused.
-func (w *Watch) Ended(pgid int) { w.send('-', uint64(pgid)) }
+func (w *Watch) Ended(pgid int) {
+	w.mu.Lock()
+	delete(w.groups, pgid)
+	w.mu.Unlock()
+	w.send('-', uint64(pgid))
+}
+
+// Snapshot records every live descendant of the components still running,
+// by the parent links /proc shows now, for Close to kill whichever of them
+// is still alive then. It catches what neither the process groups nor the
+// marker do: a process a component started in a session of its own and
+// with an environment of its own (setsid under env -i). The conductor
+// takes it as it begins to stop the components, while the links still lead
+// to them; what a component has already orphaned has lost its link.
+func (w *Watch) Snapshot() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	roots := make([]int, 0, len(w.groups))
+	for pid := range w.groups {
+		roots = append(roots, pid)
+	}
+	w.kin = append(w.kin, descendants(processes("/proc"), roots)...)
+}
 
 func (w *Watch) send(op byte, n uint64) {
 	msg := strconv.AppendUint([]byte{op}, n, 10)
@@ -167,13 +199,19 @@ func (w *Watch) send(op byte, n uint64) {
 
 // Close ends the chain, once every component has been reaped: it kills
 // every process left that carries the chain's marker (what a component
-// left in a session of its own), then the watchdog, which has nothing left
+// left in a session of its own) or that Snapshot found, then the watchdog, which has nothing left
 // to do, before closing the pipe, whose end would set it sweeping. It does
 // not wait for the watchdog to end: at its priority, on a busy machine,
 // that can take a while. The watchdog is reaped by the next New or Close,
 // or by init once the conductor has exited.
 func (w *Watch) Close() error {
 	sweep(w.id, chainEnd{since: w.since})
+	w.mu.Lock()
+	for _, p := range w.kin {
+		p.kill("/proc")
+	}
+	w.kin = nil
+	w.mu.Unlock()
 	if w.pid != 0 {
 		_ = syscall.Kill(w.pid, syscall.SIGKILL) // its PID is ours until reaped
 		killed.Lock()

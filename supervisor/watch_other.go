@@ -27,6 +27,9 @@ func (*Watch) Started(int) {}
 // Ended does nothing.
 func (*Watch) Ended(int) {}
 
+// Snapshot does nothing.
+func (*Watch) Snapshot() {}
+
 // Close does nothing.
 func (*Watch) Close() error { return nil }
 

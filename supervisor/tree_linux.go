@@ -1,0 +1,88 @@
+package supervisor
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// A process is one entry of /proc: enough to find a process's children,
+// and to tell it from a later process given the same PID.
+type process struct {
+	pid, ppid int
+	start     uint64 // clock ticks since boot (startTicks)
+}
+
+// processes returns the live user processes under proc (/proc).
+func processes(proc string) []process {
+	d, err := os.Open(proc)
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var ps []process
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(proc + "/" + name + "/stat")
+		if err != nil || !liveUserProcess(stat) {
+			continue
+		}
+		if ppid := parentPID(stat); ppid > 0 {
+			ps = append(ps, process{pid: pid, ppid: ppid, start: startTicks(stat)})
+		}
+	}
+	return ps
+}
+
+// descendants returns the processes of ps below roots (not roots
+// themselves), following parent links.
+func descendants(ps []process, roots []int) []process {
+	children := make(map[int][]process, len(ps))
+	for _, p := range ps {
+		children[p.ppid] = append(children[p.ppid], p)
+	}
+	var out []process
+	seen := make(map[int]bool)
+	next := roots
+	for len(next) > 0 {
+		pid := next[len(next)-1]
+		next = next[:len(next)-1]
+		for _, c := range children[pid] {
+			if !seen[c.pid] {
+				seen[c.pid] = true
+				out = append(out, c)
+				next = append(next, c.pid)
+			}
+		}
+	}
+	return out
+}
+
+// kill kills p if it is still alive under proc as the same process: its PID
+// may since have been given to another.
+func (p process) kill(proc string) {
+	stat, err := os.ReadFile(proc + "/" + strconv.Itoa(p.pid) + "/stat")
+	if err == nil && liveUserProcess(stat) && startTicks(stat) == p.start {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+}
+
+// parentPID returns the parent's PID from stat, a /proc/PID/stat (its 4th
+// field), or 0 if stat cannot say.
+func parentPID(stat []byte) int {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(stat[i+1:]) // from the 3rd field, state, on
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(f[1]))
+	return n
+}

@@ -1,0 +1,69 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestDescendants reads a /proc laid out by hand: two components (10 and
+// 20) and a tree under the first, one of whose processes has a name that
+// holds ") " and one of which is a zombie, besides processes of no
+// component's. The descendants of the components are found by their
+// parent links, and nothing else is.
+func TestDescendants(t *testing.T) {
+	proc := t.TempDir()
+	add := func(pid, stat string) {
+		dir := filepath.Join(proc, pid)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// After the parent: pgrp session tty tpgid flags, then up to the start
+	// time (the 22nd field), 100 for every process here.
+	const rest = " 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n"
+	add("1", "1 (init) S 0"+rest)
+	add("10", "10 (proxy) S 1"+rest)
+	add("11", "11 (sh) S 10"+rest)
+	add("12", "12 (a) b) S 11"+rest) // setsid, env -i: the link is all that is left
+	add("13", "13 (gone) Z 11"+rest)
+	add("14", "14 (sleep) S 12"+rest)
+	add("20", "20 (agent) S 1"+rest)
+	add("30", "30 (editor) S 1"+rest)
+	add("31", "31 (other) S 30"+rest)
+	add("self", "30 (editor) S 1"+rest)
+
+	var got []int
+	for _, p := range descendants(processes(proc), []int{10, 20}) {
+		got = append(got, p.pid)
+		if p.start != 100 {
+			t.Errorf("process %d started at %d, want 100", p.pid, p.start)
+		}
+	}
+	slices.Sort(got)
+	if want := []int{11, 12, 14}; !slices.Equal(got, want) {
+		t.Errorf("descendants = %v, want %v", got, want)
+	}
+}
+
+// TestKillChecksStart reads a process that has the PID of one found
+// before but started later: it is another, and kill must leave it alone.
+func TestKillChecksStart(t *testing.T) {
+	self := os.Getpid()
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This test's own process, remembered as having started a tick later:
+	// were kill to signal it, the test binary would die.
+	process{pid: self, ppid: parentPID(stat), start: startTicks(stat) + 1}.kill("/proc")
+	if parentPID(stat) != os.Getppid() {
+		t.Errorf("parentPID = %d, want %d", parentPID(stat), os.Getppid())
+	}
+}
