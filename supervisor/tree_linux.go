@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 )
@@ -39,6 +40,14 @@ func processes(proc string) []process {
 	return ps
 }
 
+// kin returns the live processes under proc (/proc) below roots, but for
+// chains' watchdogs (see Snapshot).
+func kin(proc string, roots []int) []process {
+	return slices.DeleteFunc(descendants(processes(proc), roots), func(p process) bool {
+		return isWatchdog(proc, p.pid)
+	})
+}
+
 // descendants returns the processes of ps below roots (not roots
 // themselves), following parent links.
 func descendants(ps []process, roots []int) []process {
@@ -70,6 +79,21 @@ func (p process) kill(proc string) {
 	if err == nil && liveUserProcess(stat) && startTicks(stat) == p.start {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
+}
+
+// isWatchdog reports whether process pid under proc is a chain's watchdog,
+// by its command line: the waiting shell, or the binary run as one.
+func isWatchdog(proc string, pid int) bool {
+	cmdline, err := os.ReadFile(proc + "/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	for arg := range bytes.SplitSeq(cmdline, []byte{0}) {
+		if string(arg) == shellName || string(arg) == Command {
+			return true
+		}
+	}
+	return false
 }
 
 // parentPID returns the parent's PID from stat, a /proc/PID/stat (its 4th

@@ -6,22 +6,29 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
-// TestDescendants reads a /proc laid out by hand: two components (10 and
-// 20) and a tree under the first, one of whose processes has a name that
-// holds ") " and one of which is a zombie, besides processes of no
-// component's. The descendants of the components are found by their
-// parent links, and nothing else is.
-func TestDescendants(t *testing.T) {
+// TestKin reads a /proc laid out by hand: two components (10 and 20) and
+// a tree under the first, one of whose processes has a name that holds
+// ") " and one of which is a zombie, besides processes of no component's;
+// the second is a nested conductor, with its own component and its
+// watchdog, as the waiting shell and as the binary. The descendants of the
+// components are found by their parent links, and nothing else is; the
+// watchdogs are left to finish their sweeps.
+func TestKin(t *testing.T) {
 	proc := t.TempDir()
-	add := func(pid, stat string) {
+	add := func(pid, stat string, cmdline ...string) {
 		dir := filepath.Join(proc, pid)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Join(cmdline, "\x00") + "\x00"
+		if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(args), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,21 +41,24 @@ func TestDescendants(t *testing.T) {
 	add("12", "12 (a) b) S 11"+rest) // setsid, env -i: the link is all that is left
 	add("13", "13 (gone) Z 11"+rest)
 	add("14", "14 (sleep) S 12"+rest)
-	add("20", "20 (agent) S 1"+rest)
+	add("20", "20 (acp-conductor) S 1"+rest, "acp-conductor", "agent", "--", "agent")
+	add("21", "21 (agent) S 20"+rest, "agent")
+	add("22", "22 (sh) S 20"+rest, "/bin/sh", "-c", waiter, shellName, "c2")
+	add("23", "23 (acp-conductor) S 20"+rest, "/usr/bin/acp-conductor", Command, SweepFlag, "c3")
 	add("30", "30 (editor) S 1"+rest)
 	add("31", "31 (other) S 30"+rest)
 	add("self", "30 (editor) S 1"+rest)
 
 	var got []int
-	for _, p := range descendants(processes(proc), []int{10, 20}) {
+	for _, p := range kin(proc, []int{10, 20}) {
 		got = append(got, p.pid)
 		if p.start != 100 {
 			t.Errorf("process %d started at %d, want 100", p.pid, p.start)
 		}
 	}
 	slices.Sort(got)
-	if want := []int{11, 12, 14}; !slices.Equal(got, want) {
-		t.Errorf("descendants = %v, want %v", got, want)
+	if want := []int{11, 12, 14, 21}; !slices.Equal(got, want) {
+		t.Errorf("kin = %v, want %v", got, want)
 	}
 }
 

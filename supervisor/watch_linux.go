@@ -59,6 +59,10 @@ while IFS= read -r m; do set -- "$@" "$m"; done <&3
 exec 3<&-
 exec /proc/self/fd/4 ` + Command + ` ` + SweepFlag + ` "$@"`
 
+// shellName is the waiting shell's $0, by which a process list shows it,
+// and Snapshot tells it from what a component started.
+const shellName = "acp-conductor " + Command
+
 // Launch starts the chain's watchdog, and returns once it has been
 // executed, not once it runs, at the lowest priority. exe is the
 // conductor's binary, which sweeps the chain once the pipe has ended: run
@@ -99,7 +103,7 @@ func (w *Watch) start(exe string, useShell bool) (*exec.Cmd, error) {
 		}
 		bin := os.NewFile(uintptr(fd), exe)
 		defer bin.Close() // the shell has its own
-		cmd = exec.Command(shell, "-c", waiter, "acp-conductor "+Command, w.id)
+		cmd = exec.Command(shell, "-c", waiter, shellName, w.id)
 		cmd.ExtraFiles = []*os.File{w.r, bin}
 	} else {
 		cmd = exec.Command(exe, Command, WatchFlag, w.id)
@@ -166,7 +170,9 @@ func (w *Watch) Ended(pgid int) {
 
 // Snapshot records every live descendant of the components still running,
 // by the parent links /proc shows now, for Close to kill whichever of them
-// is still alive then. It catches what neither the process groups nor the
+// is still alive then; but not the watchdog of a conductor nested in the
+// chain, which must finish its sweep should its conductor have been
+// killed. It catches what neither the process groups nor the
 // marker do: a process a component started in a session of its own and
 // with an environment of its own (setsid under env -i). The conductor
 // takes it as it begins to stop the components, while the links still lead
@@ -178,7 +184,7 @@ func (w *Watch) Snapshot() {
 	for pid := range w.groups {
 		roots = append(roots, pid)
 	}
-	w.kin = append(w.kin, descendants(processes("/proc"), roots)...)
+	w.kin = append(w.kin, kin("/proc", roots)...)
 }
 
 func (w *Watch) send(op byte, n uint64) {
