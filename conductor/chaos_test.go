@@ -19,11 +19,19 @@ import (
 // carries marker.
 func markedProcesses(t *testing.T, marker string) []int {
 	t.Helper()
+	return liveProcesses(func(dir string) bool {
+		env, err := os.ReadFile(filepath.Join(dir, "environ"))
+		return err == nil && bytes.Contains(env, []byte(marker))
+	})
+}
+
+// liveProcesses returns the pids of the live processes (not zombies) that
+// match says are wanted, given their directory under /proc.
+func liveProcesses(match func(dir string) bool) []int {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	var pids []int
 	for _, d := range dirs {
-		env, err := os.ReadFile(filepath.Join(d, "environ"))
-		if err != nil || !bytes.Contains(env, []byte(marker)) {
+		if !match(d) {
 			continue
 		}
 		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil && bytes.Contains(stat, []byte(") Z ")) {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -310,20 +309,10 @@ func TestUnmarkedGrandchild(t *testing.T) {
 func running(t *testing.T, args ...string) []int {
 	t.Helper()
 	want := []byte(strings.Join(args, "\x00") + "\x00")
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var pids []int
-	for _, d := range dirs {
-		cmd, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || !bytes.Equal(cmd, want) {
-			continue
-		}
-		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil && bytes.Contains(stat, []byte(") Z ")) {
-			continue // a zombie is dead, waiting for its parent
-		}
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		pids = append(pids, pid)
-	}
-	return pids
+	return liveProcesses(func(dir string) bool {
+		cmd, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		return err == nil && bytes.Equal(cmd, want)
+	})
 }
 
 // TestOutputClosedButAlive runs an agent that closes its stdout and keeps

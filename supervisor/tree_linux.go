@@ -99,11 +99,7 @@ func isWatchdog(proc string, pid int) bool {
 // parentPID returns the parent's PID from stat, a /proc/PID/stat (its 4th
 // field), or 0 if stat cannot say.
 func parentPID(stat []byte) int {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(stat[i+1:]) // from the 3rd field, state, on
+	f := statFields(stat)
 	if len(f) < 2 {
 		return 0
 	}

@@ -192,13 +192,7 @@ const pfKthread = 0x00200000
 // liveUserProcess reports whether stat, a /proc/PID/stat, is that of a
 // process that is neither a zombie nor a kernel thread.
 func liveUserProcess(stat []byte) bool {
-	// The command name, in parentheses, may hold anything: the fields
-	// after it are "state ppid pgrp session tty_nr tpgid flags ...".
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return false
-	}
-	f := bytes.Fields(stat[i+1:])
+	f := statFields(stat)
 	if len(f) < 7 {
 		return false
 	}
@@ -212,16 +206,24 @@ func liveUserProcess(stat []byte) bool {
 // startTicks returns when the process of stat, a /proc/PID/stat, started,
 // in clock ticks since boot (its 22nd field), or 0 if stat cannot say.
 func startTicks(stat []byte) uint64 {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(stat[i+1:]) // from the 3rd field, state, on
+	f := statFields(stat)
 	if len(f) < 20 {
 		return 0
 	}
 	n, _ := strconv.ParseUint(string(f[19]), 10, 64)
 	return n
+}
+
+// statFields returns the fields of stat, a /proc/PID/stat, from the third,
+// the state, on: "state ppid pgrp session tty_nr tpgid flags ...". The
+// command name before them, in parentheses, may hold anything, spaces and
+// parentheses included; nil if stat has none.
+func statFields(stat []byte) [][]byte {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return bytes.Fields(stat[i+1:])
 }
 
 // hasMarker reports whether env, a process's environment as /proc gives
