@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // A process is one entry of /proc: enough to find a process's children,
@@ -72,13 +73,33 @@ func descendants(ps []process, roots []int) []process {
 	return out
 }
 
-// kill kills p if it is still alive under proc as the same process: its PID
-// may since have been given to another.
-func (p process) kill(proc string) {
-	stat, err := os.ReadFile(proc + "/" + strconv.Itoa(p.pid) + "/stat")
-	if err == nil && liveUserProcess(stat) && startTicks(stat) == p.start {
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+// killAll kills each of ps still alive under proc, and returns once none
+// is (dead, or a zombie), or after a bound, as sweep does: a kill lands a
+// moment after it is sent.
+func killAll(proc string, ps []process) {
+	for range 50 {
+		n := 0
+		for _, p := range ps {
+			if p.kill(proc) {
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// kill kills p if it is still alive under proc as the same process (its
+// PID may since have been given to another), and reports whether it was.
+func (p process) kill(proc string) bool {
+	stat, err := os.ReadFile(proc + "/" + strconv.Itoa(p.pid) + "/stat")
+	if err != nil || !liveUserProcess(stat) || startTicks(stat) != p.start {
+		return false
+	}
+	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	return true
 }
 
 // isWatchdog reports whether process pid under proc is a chain's watchdog,

@@ -213,9 +213,7 @@ func (w *Watch) send(op byte, n uint64) {
 func (w *Watch) Close() error {
 	sweep(w.id, chainEnd{since: w.since})
 	w.mu.Lock()
-	for _, p := range w.kin {
-		p.kill("/proc")
-	}
+	killAll("/proc", w.kin)
 	w.kin = nil
 	w.mu.Unlock()
 	if w.pid != 0 {
