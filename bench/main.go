@@ -10,8 +10,8 @@
 // the editor), then runs every scenario against the same agent and editor:
 // directly, through two byte-copying relays (one in Go, and one in C when
 // the machine has a C compiler), through the conductor with 0, 1, 3 and 10
-// proxies, and through Go copiers in series making those chains' crossings
-// (the floor of a proxy hop). It prints a markdown table in which every
+// proxies, and through Go copiers, and C copiers, in series making those
+// chains' crossings (the floor of a proxy hop). It prints a markdown table in which every
 // figure stands beside its ratio to the direct run of the same invocation,
 // and a list of the project's performance targets, each PASS or MISS. See
 // bench/README.md.
@@ -228,9 +228,9 @@ func (b *bench) buildCRelay() {
 // A chain is one way of connecting the editor to the agent.
 type chain struct {
 	name string
-	kind string // "direct", "relay", "crelay", "copiers" or "conductor"
-	// For "conductor", its proxies; for "copiers", those of the conductor
-	// chain whose crossings the copiers make (see copierChain).
+	kind string // "direct", "relay", "crelay", "copiers", "ccopiers" or "conductor"
+	// For "conductor", its proxies; for "copiers" and "ccopiers", those of
+	// the conductor chain whose crossings the copiers make (see copierChain).
 	proxies int
 }
 
@@ -254,6 +254,14 @@ func copierChain(n int) chain {
 		kind: "copiers", proxies: n}
 }
 
+// cCopierChain is copierChain with the C copier: the same crossings with
+// no language runtime in any of them, which says how much of a hop's
+// floor is the Go runtime's.
+func cCopierChain(n int) chain {
+	return chain{name: fmt.Sprintf("%d C copiers in series (the crossings of %d %s)", 2*n+1, n, plural(n, "proxy", "proxies")),
+		kind: "ccopiers", proxies: n}
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one
@@ -271,10 +279,14 @@ func (b *bench) argv(c chain) []string {
 		return append([]string{b.peer, "relay"}, agent...)
 	case "crelay":
 		return append([]string{b.crelay}, agent...)
-	case "copiers":
+	case "copiers", "ccopiers":
+		copier := []string{b.peer, "relay"}
+		if c.kind == "ccopiers" {
+			copier = []string{b.crelay}
+		}
 		var argv []string
 		for range 2*c.proxies + 1 {
-			argv = append(argv, b.peer, "relay")
+			argv = append(argv, copier...)
 		}
 		return append(argv, agent...)
 	}

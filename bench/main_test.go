@@ -7,9 +7,9 @@ import (
 
 // TestCopierArgv: the copiers standing for n proxies are 2n+1 Go copiers,
 // each launching the next, the last launching the agent: the crossings of
-// the conductor (n+1) and of its proxies (n).
+// the conductor (n+1) and of its proxies (n); and as many C copiers.
 func TestCopierArgv(t *testing.T) {
-	b := &bench{peer: "peer"}
+	b := &bench{peer: "peer", crelay: "crelay"}
 	for n, want := range map[int][]string{
 		1: {"peer", "relay", "peer", "relay", "peer", "relay", "peer", "agent"},
 		3: {"peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "relay", "peer", "agent"},
@@ -17,5 +17,9 @@ func TestCopierArgv(t *testing.T) {
 		if got := b.argv(copierChain(n)); !slices.Equal(got, want) {
 			t.Errorf("%d proxies' crossings: got %q, want %q", n, got, want)
 		}
+	}
+	want := []string{"crelay", "crelay", "crelay", "peer", "agent"}
+	if got := b.argv(cCopierChain(1)); !slices.Equal(got, want) {
+		t.Errorf("1 proxy's crossings by C copiers: got %q, want %q", got, want)
 	}
 }

@@ -111,9 +111,11 @@ func (r *results) markdown(e env) string {
 		fmt.Fprintf(&w, "| added per proxy, 0→%d proxies | %s | %s | | | | | |\n", h.proxies,
 			cell(fmtNs(h.lat50), h.lat50, base.lat50), cell(fmtNs(h.lat99), h.lat99, base.lat99))
 	}
-	for _, h := range r.hops("copiers") {
-		fmt.Fprintf(&w, "| added per proxy's crossings made by Go copiers, 1→%d copiers | %s | %s | | | | | |\n", 2*h.proxies+1,
-			cell(fmtNs(h.lat50), h.lat50, base.lat50), cell(fmtNs(h.lat99), h.lat99, base.lat99))
+	for _, kind := range copierKinds {
+		for _, h := range r.hops(kind.kind) {
+			fmt.Fprintf(&w, "| added per proxy's crossings made by %s copiers, 1→%d copiers | %s | %s | | | | | |\n", kind.lang, 2*h.proxies+1,
+				cell(fmtNs(h.lat50), h.lat50, base.lat50), cell(fmtNs(h.lat99), h.lat99, base.lat99))
+		}
 	}
 
 	r.sdkTable(&w, p)
@@ -205,10 +207,14 @@ type hop struct {
 	lat50, lat99 float64
 }
 
+// copierKinds are the kinds of copiers in series, and what they are
+// written in.
+var copierKinds = []struct{ kind, lang string }{{"copiers", "Go"}, {"ccopiers", "C"}}
+
 // hops gives, for each chain of the sweep of kind "conductor" with
 // proxies, what each proxy added over the conductor with none; for kind
-// "copiers", what the copiers making each proxy's crossings added over the
-// single Go copier (copierChain).
+// "copiers" ("ccopiers"), what the copiers making each proxy's crossings
+// added over the single Go (C) copier (copierChain, cCopierChain).
 func (r *results) hops(kind string) []hop {
 	var from sweepRow
 	switch kind {
@@ -216,6 +222,8 @@ func (r *results) hops(kind string) []hop {
 		from = r.sweepRow(0)
 	case "copiers":
 		from = r.sweepKind("relay")
+	case "ccopiers":
+		from = r.sweepKind("crelay")
 	}
 	if from.chain.kind == "" {
 		return nil
@@ -361,12 +369,14 @@ func (r *results) roundTargets() []target {
 		}
 		limit := 2 * added(*goCopier)
 		m := fmt.Sprintf("%s; limit %s", strings.Join(hops, ", "), fmtNs(limit))
-		var floors []string
-		for _, h := range r.hops("copiers") {
-			floors = append(floors, fmt.Sprintf("%s (1→%d)", fmtNs(h.lat50), 2*h.proxies+1))
-		}
-		if floors != nil {
-			m += "; Go copiers making a proxy's crossings: " + strings.Join(floors, ", ")
+		for _, kind := range copierKinds {
+			var floors []string
+			for _, h := range r.hops(kind.kind) {
+				floors = append(floors, fmt.Sprintf("%s (1→%d)", fmtNs(h.lat50), 2*h.proxies+1))
+			}
+			if floors != nil {
+				m += "; " + kind.lang + " copiers making a proxy's crossings: " + strings.Join(floors, ", ")
+			}
 		}
 		ts = append(ts, target{"each added proxy-library passthrough adds ≤ 2 × the Go copier's added latency", m, worst <= limit})
 		if t, ok := r.hopFloorTarget(); ok {

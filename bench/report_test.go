@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -9,20 +10,22 @@ import (
 // it passes in on that round's figures alone, whatever the medians say,
 // and the rows over the rounds are the medians of the rounds' results.
 func TestRoundTally(t *testing.T) {
-	chains := []chain{direct, relay, crelay, conductorChain(0), conductorChain(1), copierChain(1)}
+	chains := []chain{direct, relay, crelay, conductorChain(0), conductorChain(1), copierChain(1), cCopierChain(1)}
 	// Latency (µs) of each chain in each of three rounds: the 0-proxy
 	// conductor adds 10 over direct, as the Go copier does, in rounds 0 and
 	// 2, and 20 in round 1; the hop (1 proxy against 0) is 50 against a
 	// limit of 20 in every round; 3 copiers in series add 44 over the
 	// one copier in rounds 0 and 1, so the hop is within 1.25 × that
-	// floor, and 30 in round 2, where it is not.
+	// floor, and 30 in round 2, where it is not; the C copier adds 11 over
+	// direct, and 3 C copiers add 24 over it in each round.
 	lat := [][]float64{
 		{20, 20, 20},
 		{30, 30, 30},
-		{30, 30, 30},
+		{31, 31, 31},
 		{30, 40, 30},
 		{80, 90, 80},
 		{74, 74, 60},
+		{55, 55, 55},
 	}
 	// Updates/s: the C copier's and the 0-proxy conductor's; the
 	// conductor keeps up in rounds 0 and 1 only.
@@ -45,10 +48,17 @@ func TestRoundTally(t *testing.T) {
 	if got, want := r.hops("copiers"), []hop{{proxies: 1, lat50: 44e3}}; !slices.Equal(got, want) {
 		t.Errorf("copiers' hops: got %v, want %v", got, want)
 	}
+	if got, want := r.hops("ccopiers"), []hop{{proxies: 1, lat50: 24e3}}; !slices.Equal(got, want) {
+		t.Errorf("C copiers' hops: got %v, want %v", got, want)
+	}
 	var names []string
 	var ok []bool
 	for _, tg := range r.roundTargets() {
 		names, ok = append(names, tg.name), append(ok, tg.ok)
+		if strings.HasPrefix(tg.name, "each added proxy-library passthrough") && !strings.HasSuffix(tg.measured,
+			"Go copiers making a proxy's crossings: 44.0 µs (1→3); C copiers making a proxy's crossings: 24.0 µs (1→3)") {
+			t.Errorf("the hop limit's figures do not end with both floors: %s", tg.measured)
+		}
 	}
 	wantNames := []string{
 		"0 proxies: added median latency ≤ 1.25 × the Go copier's",

@@ -124,6 +124,9 @@ func (b *bench) sweep() (rows []sweepRow, rounds [][]sweepRow, err error) {
 	}
 	chains = append(chains, conductorChain(0), conductorChain(1), conductorChain(3), conductorChain(10),
 		copierChain(1), copierChain(3), copierChain(10))
+	if b.crelay != "" {
+		chains = append(chains, cCopierChain(1), cCopierChain(3), cCopierChain(10))
+	}
 	runs := make([][]streamResult, len(chains))
 	p := b.plan
 	for round := range p.rounds {
