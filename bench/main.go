@@ -11,10 +11,10 @@
 // directly, through two byte-copying relays (one in Go, and one in C when
 // the machine has a C compiler), through the conductor with 0, 1, 3 and 10
 // proxies, and through Go copiers, and C copiers, in series making those
-// chains' crossings (the floor of a proxy hop). It prints a markdown table in which every
-// figure stands beside its ratio to the direct run of the same invocation,
-// and a list of the project's performance targets, each PASS or MISS. See
-// bench/README.md.
+// chains' crossings (the floor of a proxy hop). It prints a markdown table
+// in which every figure stands beside its ratio to the direct run of the
+// same invocation, and a list of the project's performance targets, each
+// PASS or MISS. See bench/README.md.
 //
 // With -profile DIR it also runs the conductor's relay in-process (bench/peer
 // conductor, which calls conductor.Run) under the throughput and the 16 MiB
