@@ -207,23 +207,20 @@ type hop struct {
 	lat50, lat99 float64
 }
 
-// copierKinds are the kinds of copiers in series, and what they are
-// written in.
-var copierKinds = []struct{ kind, lang string }{{"copiers", "Go"}, {"ccopiers", "C"}}
+// copierKinds are the kinds of copiers in series: what they are written
+// in, and the kind of the single copier their hops are counted from.
+var copierKinds = []struct{ kind, lang, single string }{{"copiers", "Go", "relay"}, {"ccopiers", "C", "crelay"}}
 
 // hops gives, for each chain of the sweep of kind "conductor" with
 // proxies, what each proxy added over the conductor with none; for kind
 // "copiers" ("ccopiers"), what the copiers making each proxy's crossings
 // added over the single Go (C) copier (copierChain, cCopierChain).
 func (r *results) hops(kind string) []hop {
-	var from sweepRow
-	switch kind {
-	case "conductor":
-		from = r.sweepRow(0)
-	case "copiers":
-		from = r.sweepKind("relay")
-	case "ccopiers":
-		from = r.sweepKind("crelay")
+	from := r.sweepRow(0)
+	for _, k := range copierKinds {
+		if k.kind == kind {
+			from = r.sweepKind(k.single)
+		}
 	}
 	if from.chain.kind == "" {
 		return nil

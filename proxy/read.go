@@ -18,7 +18,7 @@ import (
 // order of everything the proxy sends. It stops reading while the outbox is
 // full (see outbox.throttle). read returns nil at the end of input.
 func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
-	var m wire.Message // each line's in turn; dispatch copies what it keeps
+	var m wire.Message // each line's in turn; complete copies what it hands on
 	for {
 		c.out.throttle(ctx)
 		line, err := ch.Recv()
