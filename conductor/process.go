@@ -86,7 +86,7 @@ func startProcess(c Component, w *supervisor.Watch) (p *process, err error) {
 	cmd := exec.Command(c.Command, c.Args...)
 	cmd.Dir, cmd.Env, cmd.SysProcAttr = c.Dir, env, sysProcAttr()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err = cmd.Start(); err != nil {
+	if err = supervisor.Start(cmd); err != nil {
 		closeAll(inW, outR, errR)
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func startProcess(c Component, w *supervisor.Watch) (p *process, err error) {
 		w.Started(cmd.Process.Pid)
 	}
 	return &process{
-		name: c.Name, pid: cmd.Process.Pid, reap: cmd.Wait, watch: w,
+		name: c.Name, pid: cmd.Process.Pid, reap: func() error { return supervisor.Wait(cmd) }, watch: w,
 		stdin: inW, stdout: outR, errOut: errR,
 		exited:  make(chan struct{}),
 		stderr:  newTail(20),

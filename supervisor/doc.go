@@ -22,7 +22,11 @@
 // under the components by their parent links as it began to stop them
 // (Watch.Snapshot: a process that left both the session and the
 // environment, which the marker cannot find), and then the watchdog
-// (Watch.Close).
+// (Watch.Close). What a component orphans is reparented to the conductor
+// binary, which adopts it (Adopt: PR_SET_CHILD_SUBREAPER), reaps it when it
+// exits and kills it, with what it started, as it ends; so the binary
+// starts every child through Start, which keeps the children whose exit
+// statuses are os/exec's apart from the adopted.
 //
 // While the conductor lives the watchdog is a shell (/bin/sh, a few lines
 // that read the pipe), because a second start of the conductor's Go binary,

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"iter"
 	"os"
 	"slices"
 	"strconv"
@@ -18,20 +19,9 @@ type process struct {
 
 // processes returns the live user processes under proc (/proc).
 func processes(proc string) []process {
-	d, err := os.Open(proc)
-	if err != nil {
-		return nil
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
 	var ps []process
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(proc + "/" + name + "/stat")
-		if err != nil || !liveUserProcess(stat) {
+	for pid, stat := range stats(proc) {
+		if !liveUserProcess(stat) {
 			continue
 		}
 		if ppid := parentPID(stat); ppid > 0 {
@@ -39,6 +29,29 @@ func processes(proc string) []process {
 		}
 	}
 	return ps
+}
+
+// stats yields the PID and /proc/PID/stat of every process under proc
+// (/proc) that can be read.
+func stats(proc string) iter.Seq2[int, []byte] {
+	return func(yield func(int, []byte) bool) {
+		d, err := os.Open(proc)
+		if err != nil {
+			return
+		}
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, name := range names {
+			pid, err := strconv.Atoi(name)
+			if err != nil {
+				continue
+			}
+			stat, err := os.ReadFile(proc + "/" + name + "/stat")
+			if err == nil && !yield(pid, stat) {
+				return
+			}
+		}
+	}
 }
 
 // kin returns the live processes under proc (/proc) below roots, but for

@@ -18,23 +18,7 @@ import (
 // components are found by their parent links, and nothing else is; the
 // watchdogs are left to finish their sweeps.
 func TestKin(t *testing.T) {
-	proc := t.TempDir()
-	add := func(pid, stat string, cmdline ...string) {
-		dir := filepath.Join(proc, pid)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args := strings.Join(cmdline, "\x00") + "\x00"
-		if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(args), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// After the parent: pgrp session tty tpgid flags, then up to the start
-	// time (the 22nd field), 100 for every process here.
-	const rest = " 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n"
+	proc, add := fakeProc(t)
 	add("1", "1 (init) S 0"+rest)
 	add("10", "10 (proxy) S 1"+rest)
 	add("11", "11 (sh) S 10"+rest)
@@ -75,5 +59,29 @@ func TestKillChecksStart(t *testing.T) {
 	process{pid: self, ppid: parentPID(stat), start: startTicks(stat) + 1}.kill("/proc")
 	if parentPID(stat) != os.Getppid() {
 		t.Errorf("parentPID = %d, want %d", parentPID(stat), os.Getppid())
+	}
+}
+
+// rest is what follows the parent in a /proc/PID/stat of fakeProc's:
+// pgrp session tty tpgid flags, then up to the start time (the 22nd
+// field), 100 for every process.
+const rest = " 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n"
+
+// fakeProc returns a directory laid out as /proc, and add, which adds a
+// process to it: its PID, its stat and its command line.
+func fakeProc(t *testing.T) (proc string, add func(pid, stat string, cmdline ...string)) {
+	proc = t.TempDir()
+	return proc, func(pid, stat string, cmdline ...string) {
+		dir := filepath.Join(proc, pid)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Join(cmdline, "\x00") + "\x00"
+		if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(args), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -114,7 +114,7 @@ func (w *Watch) start(exe string, useShell bool) (*exec.Cmd, error) {
 	// A group of its own, so that no signal meant for the conductor's group
 	// (a terminal's ^C) reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd, cmd.Start()
+	return cmd, Start(cmd)
 }
 
 // lowerPriority sets every thread of process pid to nice 19; the threads
@@ -244,6 +244,8 @@ func reap() {
 	for _, pid := range killed.pids {
 		if got, err := syscall.Wait4(pid, nil, syscall.WNOHANG, nil); got == 0 && err == nil {
 			left = append(left, pid) // not yet ended
+		} else {
+			forget(pid)
 		}
 	}
 	killed.pids = left

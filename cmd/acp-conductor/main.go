@@ -28,7 +28,15 @@ func main() {
 	if status, ok := supervisor.Run(os.Args[1:]); ok {
 		os.Exit(status)
 	}
-	os.Exit(run(os.Args[1:]))
+	// What a chain's components orphan comes to the conductor rather than
+	// to init: reaped as it exits, killed once the chains have stopped.
+	release, err := supervisor.Adopt()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "acp-conductor: %v\n", err)
+	}
+	status := run(os.Args[1:])
+	release()
+	os.Exit(status)
 }
 
 // run executes the command line and returns the process exit status.

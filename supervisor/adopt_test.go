@@ -1,0 +1,101 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestAdopted reads a /proc laid out by hand, for a conductor (40) with a
+// component (41, started through Start) and processes reparented to it:
+// a tree (43, then 44 and 45 under it), one that has exited (46), a nested
+// conductor's watchdog (47), and an exited component that os/exec has yet
+// to reap (49). Only what the conductor adopted is its own to reap and to
+// kill, and the watchdog is left to finish its sweep.
+func TestAdopted(t *testing.T) {
+	proc, add := fakeProc(t)
+	add("1", "1 (init) S 0"+rest)
+	add("40", "40 (acp-conductor) S 1"+rest, "acp-conductor", "agent")
+	add("41", "41 (agent) S 40"+rest, "agent")
+	add("42", "42 (tool) S 41"+rest, "tool")
+	add("43", "43 (daemon) S 40"+rest, "daemon")
+	add("44", "44 (worker) S 43"+rest, "worker")
+	add("45", "45 (sh) S 44"+rest, "sh")
+	add("46", "46 (done) Z 40"+rest)
+	add("47", "47 (sh) S 40"+rest, "/bin/sh", "-c", waiter, shellName, "c2")
+	add("48", "48 (other) S 1"+rest, "other")
+	add("49", "49 (proxy) Z 40"+rest)
+	ours.mu.Lock()
+	if ours.pids == nil {
+		ours.pids = make(map[int]bool)
+	}
+	ours.pids[41], ours.pids[49] = true, true
+	ours.mu.Unlock()
+	t.Cleanup(func() { forget(41); forget(49) })
+
+	live, zombies := adopted(proc, 40)
+	if got := pids(live); !slices.Equal(got, []int{43, 47}) {
+		t.Errorf("adopted, alive: %v, want [43 47]", got)
+	}
+	if !slices.Equal(zombies, []int{46}) {
+		t.Errorf("adopted, exited: %v, want [46]", zombies)
+	}
+	if got := pids(adoptedKin(proc, 40)); !slices.Equal(got, []int{43, 44, 45}) {
+		t.Errorf("adoptedKin = %v, want [43 44 45]", got)
+	}
+}
+
+func pids(ps []process) []int {
+	var out []int
+	for _, p := range ps {
+		out = append(out, p.pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestReapAdopted has two children exit: one started through Start, and
+// one started otherwise, which is how an adopted process looks. The
+// second is reaped; the first is left for Wait, which still gets its exit
+// status.
+func TestReapAdopted(t *testing.T) {
+	mine := exec.Command("sh", "-c", "exit 3")
+	if err := Start(mine); err != nil {
+		t.Fatal(err)
+	}
+	stray := exec.Command("sh", "-c", "exit 4")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	state := func(pid int) string {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if f := statFields(stat); err == nil && len(f) > 0 {
+			return string(f[0])
+		}
+		return "gone"
+	}
+	for deadline := time.Now().Add(10 * time.Second); state(mine.Process.Pid) != "Z" || state(stray.Process.Pid) != "Z"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the children have not exited: %s, %s", state(mine.Process.Pid), state(stray.Process.Pid))
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	reapAdopted("/proc", os.Getpid())
+	if s := state(stray.Process.Pid); s != "gone" {
+		t.Errorf("the child not started through Start is %s, want reaped", s)
+	}
+	var exit *exec.ExitError
+	if err := Wait(mine); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("Wait = %v, want exit status 3", err)
+	}
+	if isOurs(mine.Process.Pid) {
+		t.Error("the child Wait reaped is still recorded")
+	}
+}

@@ -1,0 +1,60 @@
+package supervisor
+
+import (
+	"os/exec"
+	"sync"
+)
+
+// ours records the children this process started through Start and has
+// not yet waited for: the ones whose exit status os/exec takes. Any other
+// child of a process that adopts (Adopt) is a process it adopted, which
+// only it will reap.
+var ours struct {
+	// starting is held for reading across every start, and for writing
+	// across a search for adopted processes, so that a search never takes
+	// a child that exists but is not yet recorded for one of ours.
+	starting sync.RWMutex
+
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+// Start starts cmd and records its process as one of this process's own
+// children, for Wait (or, for one released, forget) to reap. Every child
+// of a program that adopts must be started through it.
+func Start(cmd *exec.Cmd) error {
+	ours.starting.RLock()
+	defer ours.starting.RUnlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	ours.mu.Lock()
+	if ours.pids == nil {
+		ours.pids = make(map[int]bool)
+	}
+	ours.pids[cmd.Process.Pid] = true
+	ours.mu.Unlock()
+	return nil
+}
+
+// Wait waits for cmd, started by Start, to exit.
+func Wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	forget(cmd.Process.Pid)
+	return err
+}
+
+// forget records that the child pid, started by Start, has been reaped.
+func forget(pid int) {
+	ours.mu.Lock()
+	delete(ours.pids, pid)
+	ours.mu.Unlock()
+}
+
+// isOurs reports whether pid is a child started by Start and not yet
+// reaped.
+func isOurs(pid int) bool {
+	ours.mu.Lock()
+	defer ours.mu.Unlock()
+	return ours.pids[pid]
+}
