@@ -31,12 +31,8 @@ func TestAdopted(t *testing.T) {
 	add("47", "47 (sh) S 40"+rest, "/bin/sh", "-c", waiter, shellName, "c2")
 	add("48", "48 (other) S 1"+rest, "other")
 	add("49", "49 (proxy) Z 40"+rest)
-	ours.mu.Lock()
-	if ours.pids == nil {
-		ours.pids = make(map[int]bool)
-	}
-	ours.pids[41], ours.pids[49] = true, true
-	ours.mu.Unlock()
+	record(41)
+	record(49)
 	t.Cleanup(func() { forget(41); forget(49) })
 
 	live, zombies := adopted(proc, 40)
@@ -63,7 +59,8 @@ func pids(ps []process) []int {
 // TestReapAdopted has two children exit: one started through Start, and
 // one started otherwise, which is how an adopted process looks. The
 // second is reaped; the first is left for Wait, which still gets its exit
-// status.
+// status. (No test here runs in parallel: reapAdopted would take any of
+// their children that had exited and not been waited for.)
 func TestReapAdopted(t *testing.T) {
 	mine := exec.Command("sh", "-c", "exit 3")
 	if err := Start(mine); err != nil {

@@ -28,13 +28,18 @@ func Start(cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	record(cmd.Process.Pid)
+	return nil
+}
+
+// record records pid as a child started by Start.
+func record(pid int) {
 	ours.mu.Lock()
+	defer ours.mu.Unlock()
 	if ours.pids == nil {
 		ours.pids = make(map[int]bool)
 	}
-	ours.pids[cmd.Process.Pid] = true
-	ours.mu.Unlock()
-	return nil
+	ours.pids[pid] = true
 }
 
 // Wait waits for cmd, started by Start, to exit.
