@@ -1,10 +1,14 @@
 package supervisor
 
 import (
+	"bytes"
 	"fmt"
+	"iter"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -86,7 +90,7 @@ func reapAdopted(proc string, self int) {
 // not start: those alive, and the PIDs of those that have exited and wait
 // to be reaped.
 func adopted(proc string, self int) (live []process, zombies []int) {
-	for pid, stat := range stats(proc) {
+	for pid, stat := range childStats(proc, self) {
 		if parentPID(stat) != self || isOurs(pid) {
 			continue
 		}
@@ -98,4 +102,36 @@ func adopted(proc string, self int) (live []process, zombies []int) {
 		}
 	}
 	return live, zombies
+}
+
+// childStats yields the PID and /proc/PID/stat of each child of self under
+// proc (/proc), from the children lists the kernel keeps for each of its
+// threads: a child is on the list of the thread that started it, or that
+// the kernel gave it to on adoption. Reading every process's stat instead
+// takes milliseconds on a quiet machine, and would be done at every
+// SIGCHLD. Where the kernel keeps no such lists (CONFIG_PROC_CHILDREN), it
+// yields every process; the caller checks the parent either way.
+func childStats(proc string, self int) iter.Seq2[int, []byte] {
+	lists, _ := filepath.Glob(proc + "/" + strconv.Itoa(self) + "/task/*/children")
+	if len(lists) == 0 {
+		return stats(proc)
+	}
+	return func(yield func(int, []byte) bool) {
+		for _, list := range lists {
+			b, err := os.ReadFile(list)
+			if err != nil {
+				continue
+			}
+			for f := range bytes.FieldsSeq(b) {
+				pid, err := strconv.Atoi(string(f))
+				if err != nil {
+					continue
+				}
+				stat, err := os.ReadFile(proc + "/" + string(f) + "/stat")
+				if err == nil && !yield(pid, stat) {
+					return
+				}
+			}
+		}
+	}
 }

@@ -4,8 +4,10 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -17,33 +19,50 @@ import (
 // a tree (43, then 44 and 45 under it), one that has exited (46), a nested
 // conductor's watchdog (47), and an exited component that os/exec has yet
 // to reap (49). Only what the conductor adopted is its own to reap and to
-// kill, and the watchdog is left to finish its sweep.
+// kill, and the watchdog is left to finish its sweep. The children are
+// found from the conductor's threads' children lists, one of which is out
+// of date (48 has left it), or, without such lists, among all processes.
 func TestAdopted(t *testing.T) {
-	proc, add := fakeProc(t)
-	add("1", "1 (init) S 0"+rest)
-	add("40", "40 (acp-conductor) S 1"+rest, "acp-conductor", "agent")
-	add("41", "41 (agent) S 40"+rest, "agent")
-	add("42", "42 (tool) S 41"+rest, "tool")
-	add("43", "43 (daemon) S 40"+rest, "daemon")
-	add("44", "44 (worker) S 43"+rest, "worker")
-	add("45", "45 (sh) S 44"+rest, "sh")
-	add("46", "46 (done) Z 40"+rest)
-	add("47", "47 (sh) S 40"+rest, "/bin/sh", "-c", waiter, shellName, "c2")
-	add("48", "48 (other) S 1"+rest, "other")
-	add("49", "49 (proxy) Z 40"+rest)
-	record(41)
-	record(49)
-	t.Cleanup(func() { forget(41); forget(49) })
+	for _, lists := range []bool{true, false} {
+		t.Run(fmt.Sprintf("children lists %v", lists), func(t *testing.T) {
+			proc, add := fakeProc(t)
+			add("1", "1 (init) S 0"+rest)
+			add("40", "40 (acp-conductor) S 1"+rest, "acp-conductor", "agent")
+			add("41", "41 (agent) S 40"+rest, "agent")
+			add("42", "42 (tool) S 41"+rest, "tool")
+			add("43", "43 (daemon) S 40"+rest, "daemon")
+			add("44", "44 (worker) S 43"+rest, "worker")
+			add("45", "45 (sh) S 44"+rest, "sh")
+			add("46", "46 (done) Z 40"+rest)
+			add("47", "47 (sh) S 40"+rest, "/bin/sh", "-c", waiter, shellName, "c2")
+			add("48", "48 (other) S 1"+rest, "other")
+			add("49", "49 (proxy) Z 40"+rest)
+			if lists {
+				for tid, children := range map[string]string{"40": "41 43 48 ", "57": "46 47 49"} {
+					dir := filepath.Join(proc, "40", "task", tid)
+					if err := os.MkdirAll(dir, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(dir, "children"), []byte(children), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			record(41)
+			record(49)
+			t.Cleanup(func() { forget(41); forget(49) })
 
-	live, zombies := adopted(proc, 40)
-	if got := pids(live); !slices.Equal(got, []int{43, 47}) {
-		t.Errorf("adopted, alive: %v, want [43 47]", got)
-	}
-	if !slices.Equal(zombies, []int{46}) {
-		t.Errorf("adopted, exited: %v, want [46]", zombies)
-	}
-	if got := pids(adoptedKin(proc, 40)); !slices.Equal(got, []int{43, 44, 45}) {
-		t.Errorf("adoptedKin = %v, want [43 44 45]", got)
+			live, zombies := adopted(proc, 40)
+			if got := pids(live); !slices.Equal(got, []int{43, 47}) {
+				t.Errorf("adopted, alive: %v, want [43 47]", got)
+			}
+			if !slices.Equal(zombies, []int{46}) {
+				t.Errorf("adopted, exited: %v, want [46]", zombies)
+			}
+			if got := pids(adoptedKin(proc, 40)); !slices.Equal(got, []int{43, 44, 45}) {
+				t.Errorf("adoptedKin = %v, want [43 44 45]", got)
+			}
+		})
 	}
 }
 
