@@ -1,6 +1,8 @@
 # A static acp-conductor binary in a minimal image. Components run as
 # subprocesses, so a real deployment copies the binary into an image that has
 # the agent and proxies:  COPY --from=acp-conductor /acp-conductor /usr/local/bin/
+# As the container's PID 1 it needs no init (docker run --init): it reaps
+# whatever is orphaned in the container, and kills it as it ends.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
