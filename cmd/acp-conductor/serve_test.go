@@ -347,13 +347,16 @@ func TestServeSignals(t *testing.T) {
 // waitLine waits until the log has a line containing s, or ctx ends.
 func waitLine(ctx context.Context, log *lockedLog, s string) bool {
 	for {
+		// The channel is taken before the lines are read: a line added
+		// between the two would otherwise wake no one.
+		changed := log.changed()
 		if strings.Contains(log.String(), s) {
 			return true
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-log.changed():
+		case <-changed:
 		}
 	}
 }
