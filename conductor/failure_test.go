@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,5 +254,51 @@ func TestRestartReplayTimeout(t *testing.T) {
 	}
 	if err := e.close(); err == nil || !strings.Contains(err.Error(), "replayed initialize") {
 		t.Errorf("Run = %v, want the replay's timeout", err)
+	}
+}
+
+// TestRestartSweepsHelpers has a proxy start a helper in a session of its
+// own (so outside the process group that is killed when the proxy ends),
+// with the proxy's environment, and then crash on a prompt. As the proxy
+// is restarted, the crashed start's helper is killed, not left running
+// until the chain ends; the new start's helper runs on.
+func TestRestartSweepsHelpers(t *testing.T) {
+	// A sleep no other process runs, to find the helpers by.
+	secs := fmt.Sprintf("%d.%03d", 3000+rand.IntN(1000), rand.IntN(1000))
+	dir := t.TempDir()
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
+	crasher.OnFailure = PolicyRestart
+	crasher.Args = []string{"-c", `setsid sleep ` + secs + ` </dev/null >/dev/null 2>&1 & exec "$0"`, crasher.Command}
+	crasher.Command = "sh"
+	e := startChain(t, Config{
+		Proxies:      []Component{crasher},
+		Agent:        fake(t, dir, "agent", "streamer"),
+		RestartLimit: 2,
+		Supervisor:   supervised(t),
+	})
+	helpers := func(ok func([]int) bool) []int {
+		t.Helper()
+		for bound := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			pids := running(t, "sleep", secs)
+			if ok(pids) {
+				return pids
+			}
+			if time.Now().After(bound) {
+				t.Fatalf("helpers running: %v", pids)
+			}
+		}
+	}
+	e.send(initLine)
+	e.recvMsg()
+	first := helpers(func(p []int) bool { return len(p) == 1 })[0]
+
+	e.send(promptLine(0, true))
+	if m := e.recvMsg(); m.Error == nil {
+		t.Fatal("the crashing prompt succeeded")
+	}
+	// The restarted proxy's helper appears, and the first is killed.
+	helpers(func(p []int) bool { return len(p) == 1 && p[0] != first })
+	if err := e.close(); err != nil {
+		t.Errorf("Run = %v", err)
 	}
 }

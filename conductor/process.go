@@ -29,13 +29,14 @@ import (
 // closes the reading end: a component's last messages must be read to EOF
 // however its exit and our reaping interleave.
 type process struct {
-	name   string
-	pid    int
-	reap   func() error      // waits for its end: nil, or how it ended
-	watch  *supervisor.Watch // the chain's watchdog, or nil
-	stdin  *os.File
-	stdout *os.File
-	errOut *os.File
+	name      string
+	pid       int
+	reap      func() error      // waits for its end: nil, or how it ended
+	watch     *supervisor.Watch // the chain's watchdog, or nil
+	component string            // its marker, for watch.Sweep (see link.stop)
+	stdin     *os.File
+	stdout    *os.File
+	errOut    *os.File
 
 	exited  chan struct{} // closed when the process has been reaped
 	waitErr error         // valid after exited is closed
@@ -59,8 +60,9 @@ func startProcess(c Component, w *supervisor.Watch) (p *process, err error) {
 	for k, v := range c.Env {
 		env = append(env, k+"="+v)
 	}
+	var component string
 	if w != nil {
-		env = w.Env(env)
+		env, component = w.Env(env)
 	}
 
 	var theirs []*os.File
@@ -94,7 +96,7 @@ func startProcess(c Component, w *supervisor.Watch) (p *process, err error) {
 		w.Started(cmd.Process.Pid)
 	}
 	return &process{
-		name: c.Name, pid: cmd.Process.Pid, reap: func() error { return supervisor.Wait(cmd) }, watch: w,
+		name: c.Name, pid: cmd.Process.Pid, reap: func() error { return supervisor.Wait(cmd) }, watch: w, component: component,
 		stdin: inW, stdout: outR, errOut: errR,
 		exited:  make(chan struct{}),
 		stderr:  newTail(20),
@@ -201,10 +203,15 @@ func (p *process) closeOutputs() {
 }
 
 // stop closes a component's input and stops its process, as process.stop
-// does, and returns once its outputs have been read to the end.
+// does, kills what it started outside its group (see Watch.Sweep), and
+// returns once its outputs have been read to the end. It ends the link of
+// a component that failed mid-session, to be restarted or bypassed.
 func (l *link) stop(grace time.Duration) {
 	l.out.close()
 	l.proc.stop(grace)
+	if l.proc.watch != nil {
+		l.proc.watch.Sweep(l.proc.component)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), outputBound)
 	defer cancel()
 	l.endOutputs(ctx)

@@ -53,20 +53,20 @@ func TestAdopted(t *testing.T) {
 			t.Cleanup(func() { forget(41); forget(49) })
 
 			live, zombies := adopted(proc, 40)
-			if got := pids(live); !slices.Equal(got, []int{43, 47}) {
+			if got := pidsOf(live); !slices.Equal(got, []int{43, 47}) {
 				t.Errorf("adopted, alive: %v, want [43 47]", got)
 			}
 			if !slices.Equal(zombies, []int{46}) {
 				t.Errorf("adopted, exited: %v, want [46]", zombies)
 			}
-			if got := pids(adoptedKin(proc, 40)); !slices.Equal(got, []int{43, 44, 45}) {
+			if got := pidsOf(adoptedKin(proc, 40)); !slices.Equal(got, []int{43, 44, 45}) {
 				t.Errorf("adoptedKin = %v, want [43 44 45]", got)
 			}
 		})
 	}
 }
 
-func pids(ps []process) []int {
+func pidsOf(ps []process) []int {
 	var out []int
 	for _, p := range ps {
 		out = append(out, p.pid)

@@ -55,3 +55,10 @@ const (
 // chain: the IDs of the chains it belongs to, innermost last, separated by
 // commas.
 const MarkerEnv = "ACP_CONDUCTOR_CHAIN"
+
+// ComponentEnv is the environment variable that marks each start of a
+// component, and whatever it starts: the chain's ID and the start's
+// number, after those of the components around it (a nested conductor's),
+// separated by commas. What carries a component's marker is killed when
+// it fails mid-session (Watch.Sweep).
+const ComponentEnv = "ACP_CONDUCTOR_COMPONENT"

@@ -63,7 +63,8 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 			}
 			grouped := start(&syscall.SysProcAttr{Setpgid: true}, os.Environ())
 			w.Started(grouped.Process.Pid)
-			detached := start(&syscall.SysProcAttr{Setsid: true}, w.Env(os.Environ()))
+			env, _ := w.Env(os.Environ())
+			detached := start(&syscall.SysProcAttr{Setsid: true}, env)
 			ended := start(&syscall.SysProcAttr{Setpgid: true}, os.Environ())
 			w.Started(ended.Process.Pid)
 			w.Ended(ended.Process.Pid)

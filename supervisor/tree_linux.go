@@ -35,6 +35,18 @@ func processes(proc string) []process {
 // (/proc) that can be read.
 func stats(proc string) iter.Seq2[int, []byte] {
 	return func(yield func(int, []byte) bool) {
+		for pid := range allPIDs(proc) {
+			stat, err := os.ReadFile(proc + "/" + strconv.Itoa(pid) + "/stat")
+			if err == nil && !yield(pid, stat) {
+				return
+			}
+		}
+	}
+}
+
+// allPIDs yields the PID of every process under proc (/proc).
+func allPIDs(proc string) iter.Seq[int] {
+	return func(yield func(int) bool) {
 		d, err := os.Open(proc)
 		if err != nil {
 			return
@@ -42,12 +54,7 @@ func stats(proc string) iter.Seq2[int, []byte] {
 		names, _ := d.Readdirnames(-1)
 		d.Close()
 		for _, name := range names {
-			pid, err := strconv.Atoi(name)
-			if err != nil {
-				continue
-			}
-			stat, err := os.ReadFile(proc + "/" + name + "/stat")
-			if err == nil && !yield(pid, stat) {
+			if pid, err := strconv.Atoi(name); err == nil && !yield(pid) {
 				return
 			}
 		}

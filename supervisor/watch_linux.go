@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,8 @@ type Watch struct {
 	r     *os.File // the read end, until the watchdog holds it
 	pipe  *os.File // the write end, which only the conductor holds
 	pid   int      // the watchdog's, once launched and until reaped (see reap)
+
+	starts atomic.Uint64 // components started, for their markers (Env)
 
 	mu     sync.Mutex
 	groups map[int]bool // the components' process groups (and leaders' PIDs) still alive
@@ -136,18 +139,37 @@ func lowerPriority(pid int) {
 
 // Env returns env with the chain's marker added, for a component: the
 // marker of the chains around this one, if env has one, and this chain's
-// ID after it.
-func (w *Watch) Env(env []string) []string {
-	v := w.id
+// ID after it. The component's own marker (ComponentEnv), new at each
+// call, is added after those of the components around it the same way,
+// and returned, for Sweep.
+func (w *Watch) Env(env []string) (_ []string, component string) {
+	component = w.id + "." + strconv.FormatUint(w.starts.Add(1), 10)
+	return append(env, nest(env, ComponentEnv, component), nest(env, MarkerEnv, w.id)), component
+}
+
+// nest returns the entry for name, for a component's environment: id
+// after the IDs env gives name already (the last entry counts, as for
+// getenv; exec keeps only the last).
+func nest(env []string, name, id string) string {
 	for i := len(env) - 1; i >= 0; i-- {
-		if outer, ok := strings.CutPrefix(env[i], MarkerEnv+"="); ok {
+		if outer, ok := strings.CutPrefix(env[i], name+"="); ok {
 			if outer != "" {
-				v = outer + "," + w.id
+				id = outer + "," + id
 			}
 			break
 		}
 	}
-	return append(env, MarkerEnv+"="+v) // later entries win
+	return name + "=" + id
+}
+
+// Sweep kills every process left that carries component's marker (from
+// Env), and waits for the kills to land: what a component that failed
+// started outside its process group, which its end did not reach. The
+// chain's end would kill them too; a component restarted or bypassed
+// mid-session leaves nothing running until then (restarted in a loop, a
+// copy of each helper per start).
+func (w *Watch) Sweep(component string) {
+	killAll("/proc", carrying("/proc", ComponentEnv, component, os.Getpid()))
 }
 
 // Started tells the watchdog of a component's process group, which its

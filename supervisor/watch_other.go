@@ -19,7 +19,10 @@ func New() (*Watch, error) { return nil, nil }
 func (*Watch) Launch(string) error { return nil }
 
 // Env returns env.
-func (*Watch) Env(env []string) []string { return env }
+func (*Watch) Env(env []string) ([]string, string) { return env, "" }
+
+// Sweep does nothing.
+func (*Watch) Sweep(string) {}
 
 // Started does nothing.
 func (*Watch) Started(int) {}

@@ -3,7 +3,12 @@
 package supervisor
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -18,9 +23,23 @@ func TestEnvNests(t *testing.T) {
 		{[]string{MarkerEnv + "=a", MarkerEnv + "=b"}, MarkerEnv + "=b,inner"},
 		{[]string{MarkerEnv + "="}, MarkerEnv + "=inner"},
 	} {
-		got := w.Env(tc.env)
+		got, _ := w.Env(tc.env)
 		if got[len(got)-1] != tc.want {
 			t.Errorf("Env(%q) ends with %q, want %q", tc.env, got[len(got)-1], tc.want)
+		}
+	}
+	// Each start gets a marker of its own, after the one around it.
+	w = &Watch{id: "inner"}
+	for _, tc := range []struct {
+		env             []string
+		component, want string
+	}{
+		{[]string{"A=1"}, "inner.1", "inner.1"},
+		{[]string{ComponentEnv + "=outer.3"}, "inner.2", "outer.3,inner.2"},
+	} {
+		got, c := w.Env(tc.env)
+		if c != tc.component || !slices.Contains(got, ComponentEnv+"="+tc.want) {
+			t.Errorf("Env(%q) = %q, %q; want %s=%s and %q", tc.env, got, c, ComponentEnv, tc.want, tc.component)
 		}
 	}
 }
@@ -43,6 +62,41 @@ func TestHasMarker(t *testing.T) {
 	} {
 		if got := hasMarker(tc.env, "c1"); got != tc.want {
 			t.Errorf("hasMarker(%q) = %v, want %v", tc.env, got, tc.want)
+		}
+	}
+}
+
+// TestSweep starts processes in sessions of their own, as a component's
+// helpers that leave its group are: two carry component c1's marker (one
+// with a nested conductor's component's after it), two do not. Sweep("c1") kills the
+// first two, and returns once they are dead.
+func TestSweep(t *testing.T) {
+	start := func(env ...string) *exec.Cmd {
+		cmd := exec.Command("sleep", "1000")
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	helper := start(ComponentEnv + "=c1")
+	nested := start(ComponentEnv + "=c1,inner.1")
+	other := start(ComponentEnv + "=c12")
+	unmarked := start()
+
+	(&Watch{}).Sweep("c1")
+	for _, cmd := range []*exec.Cmd{helper, nested} {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if liveUserProcess(stat) {
+			t.Errorf("process %d, %q, is alive after the sweep", cmd.Process.Pid, cmd.Env[len(os.Environ()):])
+		}
+	}
+	for _, cmd := range []*exec.Cmd{other, unmarked} {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if !liveUserProcess(stat) {
+			t.Errorf("process %d, %q, was killed by the sweep", cmd.Process.Pid, cmd.Env[len(os.Environ()):])
 		}
 	}
 }

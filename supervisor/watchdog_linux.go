@@ -161,22 +161,16 @@ func settle(id string, unsure map[int]bool) (killed bool) {
 // started before the chain is none of its own (an init that runs with no
 // environment, say) and must not hold up every sweep.
 func marked(proc, id string, self int, since uint64) (pids, unsure []int) {
-	d, err := os.Open(proc)
-	if err != nil {
-		return nil, nil
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == self {
+	for pid := range allPIDs(proc) {
+		if pid == self {
 			continue
 		}
-		env, err := os.ReadFile(proc + "/" + name + "/environ")
+		dir := proc + "/" + strconv.Itoa(pid)
+		env, err := os.ReadFile(dir + "/environ")
 		switch {
 		case err != nil:
 		case len(env) == 0:
-			if stat, err := os.ReadFile(proc + "/" + name + "/stat"); err == nil && liveUserProcess(stat) && startTicks(stat) >= since {
+			if stat, err := os.ReadFile(dir + "/stat"); err == nil && liveUserProcess(stat) && startTicks(stat) >= since {
 				unsure = append(unsure, pid)
 			}
 		case hasMarker(env, id):
@@ -229,21 +223,46 @@ func statFields(stat []byte) [][]byte {
 // hasMarker reports whether env, a process's environment as /proc gives
 // it, marks it as a process of chain id. The last entry for MarkerEnv
 // counts, as for getenv.
-func hasMarker(env []byte, id string) bool {
+func hasMarker(env []byte, id string) bool { return marks(env, MarkerEnv, id) }
+
+// marks reports whether env, a process's environment as /proc gives it,
+// has id among the comma-separated IDs of its variable name (MarkerEnv or
+// ComponentEnv). The last entry for name counts, as for getenv.
+func marks(env []byte, name, id string) bool {
 	var val []byte
 	found := false
 	for entry := range bytes.SplitSeq(env, []byte{0}) {
-		if v, ok := bytes.CutPrefix(entry, []byte(MarkerEnv+"=")); ok {
+		if v, ok := bytes.CutPrefix(entry, []byte(name+"=")); ok {
 			val, found = v, true
 		}
 	}
 	if !found {
 		return false
 	}
-	for chain := range bytes.SplitSeq(val, []byte{','}) {
-		if string(chain) == id {
+	for v := range bytes.SplitSeq(val, []byte{','}) {
+		if string(v) == id {
 			return true
 		}
 	}
 	return false
+}
+
+// carrying returns the live processes under proc (/proc), other than
+// self, whose environment has id among the IDs of its variable name.
+func carrying(proc, name, id string, self int) []process {
+	var ps []process
+	for pid := range allPIDs(proc) {
+		if pid == self {
+			continue
+		}
+		dir := proc + "/" + strconv.Itoa(pid)
+		env, err := os.ReadFile(dir + "/environ")
+		if err != nil || !marks(env, name, id) {
+			continue
+		}
+		if stat, err := os.ReadFile(dir + "/stat"); err == nil && liveUserProcess(stat) {
+			ps = append(ps, process{pid: pid, ppid: parentPID(stat), start: startTicks(stat)})
+		}
+	}
+	return ps
 }
