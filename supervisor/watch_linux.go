@@ -165,9 +165,8 @@ func nest(env []string, name, id string) string {
 // Sweep kills every process left that carries component's marker (from
 // Env), and waits for the kills to land: what a component that failed
 // started outside its process group, which its end did not reach. The
-// chain's end would kill them too; a component restarted or bypassed
-// mid-session leaves nothing running until then (restarted in a loop, a
-// copy of each helper per start).
+// chain's end would kill them too, but a component restarted in a loop
+// would leave a copy of each of its helpers per start running until then.
 func (w *Watch) Sweep(component string) {
 	killAll("/proc", carrying("/proc", ComponentEnv, component, os.Getpid()))
 }

@@ -221,8 +221,7 @@ func statFields(stat []byte) [][]byte {
 }
 
 // hasMarker reports whether env, a process's environment as /proc gives
-// it, marks it as a process of chain id. The last entry for MarkerEnv
-// counts, as for getenv.
+// it, marks it as a process of chain id.
 func hasMarker(env []byte, id string) bool { return marks(env, MarkerEnv, id) }
 
 // marks reports whether env, a process's environment as /proc gives it,
