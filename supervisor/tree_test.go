@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,4 +85,45 @@ func fakeProc(t *testing.T) (proc string, add func(pid, stat string, cmdline ...
 			t.Fatal(err)
 		}
 	}
+}
+
+// FuzzStat reads a /proc/PID/stat whose command name, which a process sets
+// for itself (prctl PR_SET_NAME, or its executable's name), holds anything:
+// spaces, parentheses, what looks like other fields. The fields after it
+// are still read right.
+func FuzzStat(f *testing.F) {
+	f.Add("sleep", uint32(1), uint64(100))
+	f.Add(") S 1 (", uint32(7), uint64(0))
+	f.Add("a) b) Z 99", uint32(12), uint64(1<<40))
+	f.Fuzz(func(t *testing.T, comm string, ppid uint32, start uint64) {
+		stat := []byte(fmt.Sprintf("42 (%s) S %d 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", comm, ppid, start))
+		if got := parentPID(stat); got != int(ppid) {
+			t.Errorf("parentPID(%q) = %d, want %d", stat, got, ppid)
+		}
+		if got := startTicks(stat); got != start {
+			t.Errorf("startTicks(%q) = %d, want %d", stat, got, start)
+		}
+		if !liveUserProcess(stat) {
+			t.Errorf("liveUserProcess(%q) = false", stat)
+		}
+	})
+}
+
+// FuzzMarks reads an environment that a process set for itself. marks
+// finds id only in the last entry for the variable, among its values.
+func FuzzMarks(f *testing.F) {
+	f.Add([]byte(MarkerEnv+"=a,c1\x00B=2\x00"), "c1")
+	f.Add([]byte(MarkerEnv+"=c1\x00"+MarkerEnv+"=c10\x00"), "c1")
+	f.Add([]byte("\x00=\x00,"), "")
+	f.Fuzz(func(t *testing.T, env []byte, id string) {
+		want := false
+		for _, e := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(e, MarkerEnv+"="); ok {
+				want = slices.Contains(strings.Split(v, ","), id)
+			}
+		}
+		if got := marks(env, MarkerEnv, id); got != want {
+			t.Errorf("marks(%q, %q) = %v, want %v", env, id, got, want)
+		}
+	})
 }
