@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,8 +168,11 @@ func nest(env []string, name, id string) string {
 // started outside its process group, which its end did not reach. The
 // chain's end would kill them too, but a component restarted in a loop
 // would leave a copy of each of its helpers per start running until then.
+// The watchdog of a conductor nested in the component is left to finish
+// its own sweep, as in Snapshot.
 func (w *Watch) Sweep(component string) {
-	killAll("/proc", carrying("/proc", ComponentEnv, component, os.Getpid()))
+	ps := carrying("/proc", ComponentEnv, component, os.Getpid())
+	killAll("/proc", slices.DeleteFunc(ps, func(p process) bool { return isWatchdog("/proc", p.pid) }))
 }
 
 // Started tells the watchdog of a component's process group, which its

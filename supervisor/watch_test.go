@@ -68,12 +68,21 @@ func TestHasMarker(t *testing.T) {
 
 // TestSweep starts processes in sessions of their own, as a component's
 // helpers that leave its group are: two carry component c1's marker (one
-// with a nested conductor's component's after it), two do not. Sweep("c1") kills the
-// first two, and returns once they are dead.
+// with a nested conductor's component's after it), as does a nested
+// conductor's watchdog, and two do not. Sweep("c1") kills the first two,
+// and returns once they are dead; the watchdog is left to its own sweep.
 func TestSweep(t *testing.T) {
-	start := func(env ...string) *exec.Cmd {
-		cmd := exec.Command("sleep", "1000")
-		cmd.Env = append(os.Environ(), env...)
+	// Each one's stdin is a pipe that stays open: the watchdog, a shell,
+	// waits in its read builtin, with no child of its own to kill.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	t.Cleanup(func() { w.Close() })
+	start := func(args []string, env ...string) *exec.Cmd {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env, cmd.Stdin = append(os.Environ(), env...), r
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -81,22 +90,21 @@ func TestSweep(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd
 	}
-	helper := start(ComponentEnv + "=c1")
-	nested := start(ComponentEnv + "=c1,inner.1")
-	other := start(ComponentEnv + "=c12")
-	unmarked := start()
+	sleep := []string{"sleep", "1000"}
+	helper := start(sleep, ComponentEnv+"=c1")
+	nested := start(sleep, ComponentEnv+"=c1,inner.1")
+	watchdog := start([]string{"sh", "-c", "read x", shellName}, ComponentEnv+"=c1,inner.1")
+	other := start(sleep, ComponentEnv+"=c12")
+	unmarked := start(sleep)
 
 	(&Watch{}).Sweep("c1")
-	for _, cmd := range []*exec.Cmd{helper, nested} {
-		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
-		if liveUserProcess(stat) {
-			t.Errorf("process %d, %q, is alive after the sweep", cmd.Process.Pid, cmd.Env[len(os.Environ()):])
-		}
-	}
-	for _, cmd := range []*exec.Cmd{other, unmarked} {
-		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
-		if !liveUserProcess(stat) {
-			t.Errorf("process %d, %q, was killed by the sweep", cmd.Process.Pid, cmd.Env[len(os.Environ()):])
+	for _, tc := range []struct {
+		cmd   *exec.Cmd
+		alive bool
+	}{{helper, false}, {nested, false}, {watchdog, true}, {other, true}, {unmarked, true}} {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tc.cmd.Process.Pid))
+		if liveUserProcess(stat) != tc.alive {
+			t.Errorf("process %d, %q %q: alive %v after the sweep, want %v", tc.cmd.Process.Pid, tc.cmd.Args, tc.cmd.Env[len(os.Environ()):], !tc.alive, tc.alive)
 		}
 	}
 }
