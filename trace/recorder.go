@@ -2,7 +2,6 @@ package trace
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"sync"
@@ -48,6 +47,8 @@ type Recorder struct {
 type sink struct {
 	start   time.Time
 	queue   chan record
+	full    chan struct{} // signalled when the queue is half full (see run)
+	stop    chan struct{} // closed by Close, before the queue
 	dropped atomic.Int64
 	warned  atomic.Bool
 	log     *zap.Logger
@@ -93,6 +94,8 @@ func NewRecorder(w io.Writer, opts Options) *Recorder {
 	r := &Recorder{owner: true, sink: &sink{
 		start: time.Now(),
 		queue: make(chan record, opts.Buffer),
+		full:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
 		log:   opts.Logger,
 		done:  make(chan struct{}),
 	}}
@@ -147,6 +150,12 @@ func (r *Recorder) put(rec record) {
 	}
 	select {
 	case r.queue <- rec:
+		if len(r.queue) >= (cap(r.queue)+1)/2 {
+			select {
+			case r.full <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		if r.dropped.Add(1) == 1 {
 			r.log.Warn("trace: the writer fell behind; events are being left out of the trace",
@@ -168,6 +177,7 @@ func (r *Recorder) Close() error {
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true
+		close(r.stop)
 		close(r.queue)
 	}
 	r.mu.Unlock()
@@ -178,15 +188,38 @@ func (r *Recorder) Close() error {
 	return r.err
 }
 
-// run is the writer goroutine: it writes each record, and flushes whenever
-// the queue runs empty, so that a file being followed is never far behind.
+// batchDelay is how long the writer lets records gather after the first
+// of a batch before it writes them, unless the queue fills halfway first.
+// Woken for each message instead, the writer took a fifth more onto the
+// relay's round trip than its work: each wake-up of a parked goroutine
+// costs the scheduler a thread's wake on another core. A person watching
+// the trace, live or in a file being followed, does not see 10 ms.
+const batchDelay = 10 * time.Millisecond
+
+// run is the writer goroutine: it writes the records of each batch, then
+// flushes.
 func (r *Recorder) run(w *writer) {
 	defer close(r.done)
-	for rec := range r.queue {
-		w.write(&rec)
-		if len(r.queue) == 0 {
-			w.flush()
+	gather := time.NewTimer(batchDelay)
+	gather.Stop()
+	for {
+		rec, ok := <-r.queue
+		if !ok {
+			break
 		}
+		w.write(&rec)
+		gather.Reset(batchDelay)
+		select {
+		case <-gather.C:
+		case <-r.full:
+		case <-r.stop:
+		}
+		gather.Stop()
+		for n := len(r.queue); n > 0; n-- {
+			rec := <-r.queue
+			w.write(&rec)
+		}
+		w.flush()
 	}
 	w.flush()
 	if w.err != nil {
@@ -200,7 +233,7 @@ type writer struct {
 	detail  Detail
 	out     *bufio.Writer
 	live    *Hub
-	buf     bytes.Buffer
+	buf     []byte                 // the line being written
 	pending map[pendingKey]pending // requests awaiting their response
 	err     error
 }
@@ -253,20 +286,18 @@ func (w *writer) write(rec *record) {
 		}
 		e.Payload, e.Bytes = w.keep(rec.body, isError)
 	}
-	w.buf.Reset()
-	if err := e.encode(&w.buf); err != nil {
+	line, err := e.appendTo(w.buf[:0])
+	if err != nil {
 		// Not valid JSON, which the relay would not have passed on.
 		e.Params, e.Payload = nil, nil
-		w.buf.Reset()
-		if e.encode(&w.buf) != nil {
-			return
-		}
+		line, _ = e.appendTo(w.buf[:0])
 	}
+	w.buf = line
 	if w.out != nil && w.err == nil {
-		_, w.err = w.out.Write(w.buf.Bytes())
+		_, w.err = w.out.Write(line)
 	}
 	if w.live != nil {
-		w.live.publish(bytes.TrimSuffix(w.buf.Bytes(), []byte("\n")))
+		w.live.publish(line[:len(line)-1])
 	}
 }
 

@@ -3,8 +3,13 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -157,4 +162,124 @@ func TestRecorderConnections(t *testing.T) {
 	if strings.Contains(strings.SplitN(buf.String(), "\n", 2)[0], `"connection":""`) {
 		t.Error("an empty connection is written")
 	}
+}
+
+// TestEventEncoding writes events as the writer does and as encoding/json
+// does, and decodes both: the same event, each on one line, whatever the
+// strings hold (quotes, escapes, control and HTML characters, non-ASCII,
+// invalid UTF-8) and however the raw members are laid out (a message from
+// a WebSocket may span lines).
+func TestEventEncoding(t *testing.T) {
+	no, yes := false, true
+	for _, e := range []Event{
+		{Type: TypeRequest, TS: 1.5, Protocol: ProtocolACP, From: "client", To: "agent", ID: json.RawMessage(`1`), Method: "session/prompt", Session: "s1", Params: json.RawMessage(`{"a":[1,2]}`), Bytes: 11},
+		{Type: TypeResponse, TS: 5e-07, Protocol: ProtocolMCP, From: "a\"b\\c", To: "<tag>&\u2028", ID: json.RawMessage(`"x"`), Method: "é\x01\x1f\x7f", IsError: &yes, Payload: json.RawMessage("{\n  \"code\": -32603,\r\n  \"message\": \"m\"\n}"), Bytes: 40, Connection: "C1"},
+		{Type: TypeResponse, TS: 1e22, From: "\xff\xfe", IsError: &no, Payload: json.RawMessage(`null`)},
+		{Type: TypeNotification, Method: "", Params: json.RawMessage(` [ 1 , "a b" ] `)},
+	} {
+		assertEncodes(t, e)
+	}
+}
+
+// FuzzEventEncoding: the same for any strings and any valid JSON params.
+func FuzzEventEncoding(f *testing.F) {
+	f.Add("agent", "proxy\n", "session/update", "s\u2028", []byte(`{"x":"<\u00e9>"}`), 0.25)
+	f.Add("", "", "", "", []byte("[\n1\r\n]"), 1e-9)
+	f.Fuzz(func(t *testing.T, from, to, method, session string, params []byte, ts float64) {
+		if !json.Valid(params) || math.IsNaN(ts) || math.IsInf(ts, 0) {
+			return // the relay passes on only valid JSON; a trace's times are finite
+		}
+		assertEncodes(t, Event{Type: TypeRequest, TS: ts, Protocol: ProtocolACP, From: from, To: to, ID: json.RawMessage(`7`), Method: method, Session: session, Params: params, Bytes: len(params)})
+	})
+}
+
+func assertEncodes(t *testing.T, e Event) {
+	t.Helper()
+	ours, err := e.appendTo(nil)
+	if err != nil {
+		t.Fatalf("appendTo(%+v): %v", e, err)
+	}
+	if i := bytes.IndexByte(ours, '\n'); i != len(ours)-1 {
+		t.Fatalf("%q is not one line", ours)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal(ours, &got); err != nil {
+		t.Fatalf("%q: %v", ours, err)
+	}
+	if err := json.Unmarshal(b.Bytes(), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("wrote %s\nencoding/json writes %s", ours, b.Bytes())
+	}
+}
+
+// countingWriter counts its writes.
+type countingWriter struct {
+	mu     sync.Mutex
+	writes int
+	lines  int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	w.lines += bytes.Count(p, []byte("\n"))
+	return len(p), nil
+}
+
+func (w *countingWriter) count() (writes, lines int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes, w.lines
+}
+
+// TestRecorderBatches: messages recorded together are written together,
+// in one write once batchDelay has passed since the first, rather than
+// waking the writer for each; a queue half full is written at once.
+// (synctest's clock moves only when every goroutine waits, so nothing here
+// depends on how fast the machine is.)
+func TestRecorderBatches(t *testing.T) {
+	update := json.RawMessage(`{"sessionId":"s"}`)
+	synctest.Test(t, func(t *testing.T) {
+		w := &countingWriter{}
+		r := NewRecorder(w, Options{Buffer: 1000})
+		for range 100 {
+			r.Send("agent", "client", nil, "session/update", update, false)
+		}
+		synctest.Wait()
+		if writes, _ := w.count(); writes != 0 {
+			t.Fatalf("%d writes before the batch delay passed", writes)
+		}
+		time.Sleep(batchDelay)
+		synctest.Wait()
+		if writes, lines := w.count(); writes != 1 || lines != 100 {
+			t.Errorf("%d writes of %d events once the delay passed, want 1 of 100", writes, lines)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		w := &countingWriter{}
+		r := NewRecorder(w, Options{Buffer: 4})
+		r.Send("agent", "client", nil, "session/update", update, false)
+		synctest.Wait() // the writer has the first, and waits for more
+		r.Send("agent", "client", nil, "session/update", update, false)
+		r.Send("agent", "client", nil, "session/update", update, false)
+		synctest.Wait()
+		if writes, lines := w.count(); writes != 1 || lines != 3 {
+			t.Errorf("with the queue half full: %d writes of %d events, want 1 of 3 without waiting", writes, lines)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

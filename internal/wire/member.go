@@ -73,6 +73,6 @@ func keyIs(key []byte, name string) bool {
 	if bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
 		return false // as raw as it can be, and not name
 	}
-	s, ok := unquote(key)
+	s, ok := Unquote(key)
 	return ok && s == name
 }

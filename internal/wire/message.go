@@ -129,7 +129,7 @@ func ParseInto(m *Message, data []byte) error {
 // escapes decoded and quoted again without any, so that it compares with
 // the plain spelling of the same name.
 func decodedKey(key []byte) []byte {
-	s, ok := unquote(key)
+	s, ok := Unquote(key)
 	if !ok {
 		return key
 	}
@@ -141,7 +141,7 @@ func isVersion(val []byte) bool {
 	if string(val) == `"2.0"` {
 		return true
 	}
-	s, ok := unquote(val)
+	s, ok := Unquote(val)
 	return ok && s == Version
 }
 
@@ -165,7 +165,7 @@ func unquoteOr(v []byte, bad *bool) (string, bool) {
 	if s, ok := knownMethods[string(v)]; ok { // no allocation
 		return s, true
 	}
-	s, ok := unquote(v)
+	s, ok := Unquote(v)
 	if !ok {
 		*bad = true
 	}
@@ -190,9 +190,9 @@ var knownMethods = func() map[string]string {
 	return m
 }()
 
-// unquote decodes a JSON string, taking the allocation-free path when it
-// holds no escapes.
-func unquote(v []byte) (string, bool) {
+// Unquote decodes the JSON string v, taking the allocation-free path when
+// it holds no escapes; ok is false if v is not a JSON string.
+func Unquote(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}

@@ -127,7 +127,7 @@ func (s *memberScan) result() (id json.RawMessage, method string, isResponse boo
 		id = s.id
 	}
 	if len(s.method) > 0 && s.method[0] == '"' {
-		method, _ = unquote(s.method)
+		method, _ = Unquote(s.method)
 	}
 	return id, method, s.hasResponse && method == ""
 }
