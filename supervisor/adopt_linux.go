@@ -63,6 +63,9 @@ func Adopt() (release func(), err error) {
 func adoptedKin(proc string, self int) []process {
 	live, _ := adopted(proc, self)
 	live = slices.DeleteFunc(live, func(p process) bool { return isWatchdog(proc, p.pid) })
+	if len(live) == 0 {
+		return nil // the common case, without reading every process's stat
+	}
 	roots := make([]int, len(live))
 	for i, p := range live {
 		roots[i] = p.pid
