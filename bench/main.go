@@ -228,7 +228,7 @@ func (b *bench) buildCRelay() {
 // A chain is one way of connecting the editor to the agent.
 type chain struct {
 	name string
-	kind string // "direct", "relay", "crelay", "copiers", "ccopiers" or "conductor"
+	kind string // "direct", "relay", "crelay", "copiers", "ccopiers", "conductor" or "traced"
 	// For "conductor", its proxies; for "copiers" and "ccopiers", those of
 	// the conductor chain whose crossings the copiers make (see copierChain).
 	proxies int
@@ -238,6 +238,9 @@ var (
 	direct = chain{name: "direct (no conductor)", kind: "direct"}
 	relay  = chain{name: "byte-copying relay process (Go, io.Copy)", kind: "relay"}
 	crelay = chain{name: "byte-copying relay process (C, blocking threads)", kind: "crelay"}
+	// traced is the conductor with no proxy writing a trace of every
+	// message to a file (--trace): what tracing costs.
+	traced = chain{name: "conductor, 0 proxies, traced to a file", kind: "traced"}
 )
 
 func conductorChain(n int) chain {
@@ -291,13 +294,16 @@ func (b *bench) argv(c chain) []string {
 		return append(argv, agent...)
 	}
 	argv := []string{b.conductor, "agent"}
-	if c.kind == "harness" {
+	switch c.kind {
+	case "harness":
 		argv = []string{b.peer, "conductor"}
+	case "traced":
+		argv = append(argv, "--trace", filepath.Join(b.dir, "trace.jsons"))
 	}
 	for range c.proxies {
 		argv = append(argv, b.peer+" proxy")
 	}
-	if c.kind == "conductor" {
+	if c.kind == "conductor" || c.kind == "traced" {
 		// The agent is no subject of the tricks the conductor passes on to
 		// its components: it waits as it does in every other chain.
 		return append(argv, trick.Env+"= "+b.peer+" agent")

@@ -23,3 +23,15 @@ func TestCopierArgv(t *testing.T) {
 		t.Errorf("1 proxy's crossings by C copiers: got %q, want %q", got, want)
 	}
 }
+
+// TestTracedArgv: the traced chain is the conductor with no proxy, with
+// --trace to a file of the run's directory, and the agent as in every
+// conductor chain.
+func TestTracedArgv(t *testing.T) {
+	b := &bench{peer: "peer", conductor: "acp-conductor", dir: "/run"}
+	plain, got := b.argv(conductorChain(0)), b.argv(traced)
+	want := slices.Insert(slices.Clone(plain), 2, "--trace", "/run/trace.jsons")
+	if !slices.Equal(got, want) {
+		t.Errorf("traced: got %q, want %q", got, want)
+	}
+}

@@ -122,7 +122,7 @@ func (b *bench) sweep() (rows []sweepRow, rounds [][]sweepRow, err error) {
 	if b.crelay != "" {
 		chains = append(chains, crelay)
 	}
-	chains = append(chains, conductorChain(0), conductorChain(1), conductorChain(3), conductorChain(10),
+	chains = append(chains, conductorChain(0), traced, conductorChain(1), conductorChain(3), conductorChain(10),
 		copierChain(1), copierChain(3), copierChain(10))
 	if b.crelay != "" {
 		chains = append(chains, cCopierChain(1), cCopierChain(3), cCopierChain(10))

@@ -4,11 +4,12 @@
 // A Recorder takes messages from the relay's goroutines (Send, Reply) and
 // hands them to one writer goroutine through a bounded buffer: recording
 // never blocks the relay, nor wakes the writer for each message (it writes
-// what has gathered 10 ms after the first of a batch). When the buffer is full the message is left out
-// of the trace, counted, and the first loss is logged. The writer turns each
-// message into an Event in the event shape of the Rust conductor's .jsons
-// traces, so that either project's viewer reads the other's files, and
-// writes it to a file and to a Hub that streams it to live viewers.
+// what has gathered 1 ms after the first of a batch). When the buffer is
+// full the message is left out of the trace, counted, and the first loss
+// is logged. The writer turns each message into an Event in the event
+// shape of the Rust conductor's .jsons traces, so that either project's
+// viewer reads the other's files, and writes it to a file and to a Hub
+// that streams it to live viewers.
 //
 // The conductor is invisible in a trace: a proxy's proxy/successor envelope
 // is recorded as the message it carries, from that proxy to its successor,
