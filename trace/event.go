@@ -81,17 +81,17 @@ func stringMember(obj json.RawMessage, name string) string {
 // long (BenchmarkWrite), as much as the relay spends on the message.
 func (e *Event) appendTo(buf []byte) ([]byte, error) {
 	var err error
-	buf = appendString(append(buf, `{"type":`...), e.Type)
+	buf = wire.AppendString(append(buf, `{"type":`...), e.Type)
 	buf = strconv.AppendFloat(append(buf, `,"ts":`...), e.TS, 'f', -1, 64)
-	buf = appendString(append(buf, `,"protocol":`...), e.Protocol)
-	buf = appendString(append(buf, `,"from":`...), e.From)
-	buf = appendString(append(buf, `,"to":`...), e.To)
+	buf = wire.AppendString(append(buf, `,"protocol":`...), e.Protocol)
+	buf = wire.AppendString(append(buf, `,"from":`...), e.From)
+	buf = wire.AppendString(append(buf, `,"to":`...), e.To)
 	if len(e.ID) > 0 {
 		buf, err = appendRaw(append(buf, `,"id":`...), e.ID, err)
 	}
-	buf = appendString(append(buf, `,"method":`...), e.Method)
+	buf = wire.AppendString(append(buf, `,"method":`...), e.Method)
 	if e.Session != "" {
-		buf = appendString(append(buf, `,"session":`...), e.Session)
+		buf = wire.AppendString(append(buf, `,"session":`...), e.Session)
 	}
 	if len(e.Params) > 0 {
 		buf, err = appendRaw(append(buf, `,"params":`...), e.Params, err)
@@ -104,7 +104,7 @@ func (e *Event) appendTo(buf []byte) ([]byte, error) {
 	}
 	buf = strconv.AppendInt(append(buf, `,"bytes":`...), int64(e.Bytes), 10)
 	if e.Connection != "" {
-		buf = appendString(append(buf, `,"connection":`...), e.Connection)
+		buf = wire.AppendString(append(buf, `,"connection":`...), e.Connection)
 	}
 	return append(buf, "}\n"...), err
 }
@@ -120,19 +120,4 @@ func appendRaw(buf []byte, v json.RawMessage, err error) ([]byte, error) {
 		err = cerr
 	}
 	return b.Bytes(), err
-}
-
-// appendString appends s as a JSON string, as encoding/json writes it
-// without escaping HTML characters.
-func appendString(buf []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			var b bytes.Buffer
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
-			return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
-		}
-	}
-	return append(append(append(buf, '"'), s...), '"')
 }

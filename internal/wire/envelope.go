@@ -53,7 +53,7 @@ func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err e
 // more than once.
 func AppendWrapped(buf []byte, id json.RawMessage, envelope, method string, params json.RawMessage) []byte {
 	if params == nil {
-		buf = appendString(append(AppendHead(buf, id, envelope), `{"method":`...), method)
+		buf = AppendString(append(AppendHead(buf, id, envelope), `{"method":`...), method)
 		return append(buf, "}}"...)
 	}
 	return append(append(AppendWrappedHead(buf, id, envelope, method), params...), "}}"...)
@@ -69,7 +69,7 @@ func WrappedSize(id json.RawMessage, envelope, method string, params json.RawMes
 // AppendWrappedHead appends a successor envelope up to the params it
 // carries, which the caller writes next, followed by "}}".
 func AppendWrappedHead(buf []byte, id json.RawMessage, envelope, method string) []byte {
-	buf = appendString(append(AppendHead(buf, id, envelope), `{"method":`...), method)
+	buf = AppendString(append(AppendHead(buf, id, envelope), `{"method":`...), method)
 	return append(buf, `,"params":`...)
 }
 

@@ -336,7 +336,7 @@ func appendCall(buf []byte, id json.RawMessage, method string) []byte {
 	if id != nil {
 		buf = append(append(buf, `,"id":`...), id...)
 	}
-	return appendString(append(buf, `,"method":`...), method)
+	return AppendString(append(buf, `,"method":`...), method)
 }
 
 func appendResponseHead(buf []byte, id json.RawMessage, member string) []byte {
@@ -350,11 +350,16 @@ func appendResponseHead(buf []byte, id json.RawMessage, member string) []byte {
 // Bytes returns the encoding of m.
 func (m *Message) Bytes() []byte { return m.Append(nil) }
 
-func appendString(buf []byte, s string) []byte {
+// AppendString appends s as a JSON string, as encoding/json writes it
+// without escaping HTML characters (a string is relayed as it came).
+func AppendString(buf []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			b, _ := json.Marshal(s)
-			return append(buf, b...)
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
 		}
 	}
 	buf = append(buf, '"')
