@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return refuse(ctx, cfg, in, out, err, "")
 		}
-		if w != nil { // nil where there is none (not Linux)
+		if w != nil { // nil where there is none (not Unix)
 			r.watch = w
 			defer w.Close() // after every component has been reaped: see run
 		}
@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	// The watchdog starts after the components, not to delay theirs; what
 	// it must know of them waits in its pipe. Should the conductor die
 	// before it runs, the components still die of their parent-death
-	// signal.
+	// signal (on Linux).
 	if r.watch != nil {
 		if err := r.watch.Launch(cfg.Supervisor); err != nil {
 			for _, p := range r.comps {

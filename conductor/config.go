@@ -105,13 +105,15 @@ type Config struct {
 	// servers run as their shim ("acp-conductor mcp-shim"). Empty means the
 	// running executable.
 	ShimExecutable string
-	// Supervisor, if set, is an acp-conductor binary to run as the chain's
-	// watchdog's sweep (package supervisor: one watchdog per chain), so
-	// that even SIGKILL of the conductor
+	// Supervisor, if set, turns on the chain's watchdog (package
+	// supervisor: one per chain), so that even SIGKILL of the conductor
 	// leaves nothing a component started behind, and so that what a
-	// component leaves in a session of its own is killed at the chain's end
-	// (Linux). The CLI sets it to itself; a program embedding Run leaves it
-	// empty unless its binary calls supervisor.Run first thing in main.
+	// component leaves in a session of its own is killed at the chain's
+	// end. On Linux it is an acp-conductor binary, which the watchdog runs
+	// to sweep; elsewhere the watchdog, a shell, kills the components'
+	// process groups alone. The CLI sets it to itself; a program embedding
+	// Run leaves it empty unless its binary calls supervisor.Run first
+	// thing in main.
 	Supervisor string
 	// Trace, if set, records every message the chain relays (package
 	// trace). Run does not close it.

@@ -35,6 +35,11 @@
 // killing (Run: --sweep). Without /bin/sh (a distroless image), the binary
 // is the watchdog from the start (Run: --watch).
 //
+// Without /proc and the parent-death signal (macOS, the BSDs), the
+// watchdog is a shell alone that kills the components' process groups at
+// the pipe's end (groupWatch): there is no marker, snapshot or adoption,
+// and what leaves a component's group is not followed.
+//
 // The components are children of the conductor, not of a supervisor
 // process, because starting a second Go process and waiting for it before
 // each component was most of what the conductor added to a chain's
@@ -62,3 +67,12 @@ const MarkerEnv = "ACP_CONDUCTOR_CHAIN"
 // separated by commas. What carries a component's marker is killed when
 // it fails mid-session (Watch.Sweep).
 const ComponentEnv = "ACP_CONDUCTOR_COMPONENT"
+
+// shell waits for the end of the conductor's pipe, if the system has it;
+// without it, on Linux, the watchdog is the conductor's binary from the
+// start. Tests replace it.
+var shell = "/bin/sh"
+
+// shellName is the waiting shell's $0, by which a process list shows it,
+// and Snapshot tells it from what a component started.
+const shellName = "acp-conductor " + Command

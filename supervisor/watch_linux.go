@@ -47,10 +47,6 @@ func New() (*Watch, error) {
 	return wt, nil
 }
 
-// shell waits for the pipe's end, if the system has it; without it, the
-// watchdog is the conductor's binary from the start. Tests replace it.
-var shell = "/bin/sh"
-
 // waiter is the watchdog while the conductor lives, run by shell with the
 // chain's ID as its argument, the pipe as descriptor 3 and the conductor's
 // executable as descriptor 4 (opened by path only: it may be deleted or
@@ -62,10 +58,6 @@ const waiter = `trap '' INT HUP
 while IFS= read -r m; do set -- "$@" "$m"; done <&3
 exec 3<&-
 exec /proc/self/fd/4 ` + Command + ` ` + SweepFlag + ` "$@"`
-
-// shellName is the waiting shell's $0, by which a process list shows it,
-// and Snapshot tells it from what a component started.
-const shellName = "acp-conductor " + Command
 
 // Launch starts the chain's watchdog, and returns once it has been
 // executed, not once it runs, at the lowest priority. exe is the
@@ -212,21 +204,10 @@ func (w *Watch) Snapshot() {
 	w.kin = append(w.kin, kin("/proc", roots)...)
 }
 
-func (w *Watch) send(op byte, n uint64) {
-	msg := strconv.AppendUint([]byte{op}, n, 10)
-	msg = append(msg, '\n')
-	rc, err := w.pipe.SyscallConn()
-	if err != nil {
-		return
-	}
-	// A pipe write of this size is atomic, and never waits: should the
-	// watchdog not have read 64 KiB of these yet, this one is lost, and
-	// the marker still finds the group's processes.
-	_ = rc.Write(func(fd uintptr) bool {
-		_, _ = unix.Write(int(fd), msg)
-		return true
-	})
-}
+// send tells the watchdog one thing; should the pipe be full (the
+// watchdog has not yet read 64 KiB of these), it is lost, and the marker
+// still finds the group's processes.
+func (w *Watch) send(op byte, n uint64) { tell(w.pipe, op, n) }
 
 // Close ends the chain, once every component has been reaped: it kills
 // every process left that carries the chain's marker (what a component
@@ -241,37 +222,11 @@ func (w *Watch) Close() error {
 	killAll("/proc", w.kin)
 	w.kin = nil
 	w.mu.Unlock()
-	if w.pid != 0 {
-		_ = syscall.Kill(w.pid, syscall.SIGKILL) // its PID is ours until reaped
-		killed.Lock()
-		killed.pids = append(killed.pids, w.pid)
-		killed.Unlock()
-	}
+	dismiss(w.pid)
 	w.pipe.Close()
 	if w.r != nil { // never launched
 		w.r.Close()
 	}
 	reap()
 	return nil
-}
-
-// killed holds the watchdogs killed and not yet reaped.
-var killed struct {
-	sync.Mutex
-	pids []int
-}
-
-// reap reaps the watchdogs that have ended since they were killed.
-func reap() {
-	killed.Lock()
-	defer killed.Unlock()
-	left := killed.pids[:0]
-	for _, pid := range killed.pids {
-		if got, err := syscall.Wait4(pid, nil, syscall.WNOHANG, nil); got == 0 && err == nil {
-			left = append(left, pid) // not yet ended
-		} else {
-			forget(pid)
-		}
-	}
-	killed.pids = left
 }

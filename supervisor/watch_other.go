@@ -1,18 +1,12 @@
-//go:build !linux
+//go:build !unix
 
 package supervisor
 
-import (
-	"fmt"
-	"os"
-)
-
-// A Watch is the conductor's end of a chain's watchdog: Linux only.
+// A Watch is the conductor's end of a chain's watchdog: Unix only.
 type Watch struct{}
 
-// New returns nil elsewhere than on Linux, which has the parent-death
-// signal the design relies on: the components are then started in process
-// groups of their own, as everywhere, and nothing more.
+// New returns nil elsewhere than on Unix systems, where the conductor does
+// not run (internal/unixonly).
 func New() (*Watch, error) { return nil, nil }
 
 // Launch does nothing.
@@ -35,12 +29,3 @@ func (*Watch) Snapshot() {}
 
 // Close does nothing.
 func (*Watch) Close() error { return nil }
-
-// Run recognises the watchdog's command lines, which are Linux-only.
-func Run(args []string) (status int, ok bool) {
-	if len(args) < 1 || args[0] != Command {
-		return 0, false
-	}
-	fmt.Fprintln(os.Stderr, "component-supervisor: only supported on Linux")
-	return 2, true
-}

@@ -1,0 +1,64 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// tell writes one line to the watchdog's pipe: op and n. A pipe write of
+// this size is atomic, and never waits: should the watchdog not have read
+// 64 KiB of these yet, the line is lost.
+func tell(pipe *os.File, op byte, n uint64) {
+	msg := strconv.AppendUint([]byte{op}, n, 10)
+	msg = append(msg, '\n')
+	rc, err := pipe.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Write(func(fd uintptr) bool {
+		_, _ = unix.Write(int(fd), msg)
+		return true
+	})
+}
+
+// killed holds the watchdogs killed and not yet reaped.
+var killed struct {
+	sync.Mutex
+	pids []int
+}
+
+// dismiss kills the watchdog pid, if it is not 0, before the pipe's end
+// would set it killing: the conductor has stopped the chain itself. It
+// does not wait for it to end: at its priority, on a busy machine, that
+// can take a while. It is reaped by the next New or Close, or by init
+// once the conductor has exited.
+func dismiss(pid int) {
+	if pid == 0 {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL) // its PID is ours until reaped
+	killed.Lock()
+	killed.pids = append(killed.pids, pid)
+	killed.Unlock()
+}
+
+// reap reaps the watchdogs that have ended since they were killed.
+func reap() {
+	killed.Lock()
+	defer killed.Unlock()
+	left := killed.pids[:0]
+	for _, pid := range killed.pids {
+		if got, err := syscall.Wait4(pid, nil, syscall.WNOHANG, nil); got == 0 && err == nil {
+			left = append(left, pid) // not yet ended
+		} else {
+			forget(pid)
+		}
+	}
+	killed.pids = left
+}
