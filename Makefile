@@ -21,7 +21,8 @@ MODULES := $(sort $(dir $(shell find . -mindepth 2 -name go.mod -not -path '*/no
 CHROMIUM_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends chromium
 
 # Editors run the conductor on macOS too, where these tests cannot: vetting
-# the tree for it there checks that the product and its tests build.
+# the tree for it there checks that the product and its tests build. The
+# proxy library is vetted for Windows as well, where it builds (README).
 MACOS := GOOS=darwin GOARCH=arm64
 
 test: ## vet, then every test with the race detector (real peers included), in every module
@@ -32,6 +33,7 @@ test: ## vet, then every test with the race detector (real peers included), in e
 		[ -z "$$unformatted" ] || { echo "gofmt would change: $$unformatted"; exit 1; }
 	$(GO) vet ./...
 	$(MACOS) $(GO) vet ./...
+	GOOS=windows $(GO) vet ./proxy/...
 	$(GO) test -race -count=1 ./...
 	@set -e; for m in $(MODULES); do \
 		echo "== module $$m"; \
