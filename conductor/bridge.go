@@ -62,6 +62,12 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 			return json.Marshal(t.Stdio(id, name))
 		}
 		s, err := t.HTTP(id, name)
+		if errors.Is(err, mcpbridge.ErrLongServerID) {
+			// A route is bounded; the shim reaches any server.
+			log.Warn("MCP server id too long for an HTTP route: bridged over stdio",
+				zap.String("server", name), zap.Int("idBytes", len(id)))
+			return json.Marshal(t.Stdio(id, name))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package conductor
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -121,5 +122,39 @@ func TestRewriteHTTPFallback(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("mcpCapabilities.http").Len(); n != 1 {
 		t.Errorf("%d warnings, want 1", n)
+	}
+}
+
+// TestRewriteLongServerID: a server whose id is too long for an HTTP route
+// is bridged over stdio, with a warning naming it, while the others of the
+// same session still get HTTP.
+func TestRewriteLongServerID(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	routes := newMCPRoutes()
+	routes.agentCapabilities(json.RawMessage(`{"agentCapabilities":{"mcpCapabilities":{"http":true}}}`))
+	b, mb, err := newBridge(Config{MCPBridge: BridgeHTTP, ShimExecutable: "acp-conductor"}, zap.New(core), routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	long := strings.Repeat("x", 4000)
+	got, err := b.rewrite(json.RawMessage(`{"mcpServers":[{"type":"acp","name":"long","id":"` + long + `"},{"type":"acp","name":"short","id":"s"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		MCPServers []map[string]any `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(got, &p); err != nil || len(p.MCPServers) != 2 {
+		t.Fatalf("rewritten params %s (%v)", got, err)
+	}
+	if s := p.MCPServers[0]; s["type"] != nil || s["command"] != "acp-conductor" {
+		t.Errorf("the long id's declaration is not stdio: %v", s)
+	}
+	if s := p.MCPServers[1]; s["type"] != "http" {
+		t.Errorf("the short id's declaration is not http: %v", s)
+	}
+	if w := logs.FilterMessageSnippet("too long for an HTTP route").FilterField(zap.String("server", "long")); w.Len() != 1 {
+		t.Errorf("%d warnings naming the server, want 1: %v", w.Len(), logs.All())
 	}
 }

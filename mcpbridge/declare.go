@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -50,6 +51,10 @@ type HTTPHeader struct {
 // Options.HTTP.
 var ErrNoHTTP = errors.New("mcpbridge: HTTP transport not enabled")
 
+// ErrLongServerID is returned by HTTP for a server whose id is longer than
+// a route may be (3072 bytes); Stdio declares any server.
+var ErrLongServerID = errors.New("mcpbridge: server id too long for an HTTP route")
+
 // Stdio registers the ACP-transport server serverID, named name, and returns
 // the stdio declaration to give the agent in its place. Connections made with
 // it arrive at Serve as Conns for serverID. Declaring a server again keeps its
@@ -72,6 +77,9 @@ func (b *Bridge) Stdio(serverID, name string) StdioServer {
 // server's token as a bearer token in an Authorization header. The first
 // call opens the HTTP listener.
 func (b *Bridge) HTTP(serverID, name string) (HTTPServer, error) {
+	if !routable(serverID) {
+		return HTTPServer{}, fmt.Errorf("%w: %d bytes", ErrLongServerID, len(serverID))
+	}
 	t, err := b.httpTransport()
 	if err != nil {
 		return HTTPServer{}, err

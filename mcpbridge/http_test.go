@@ -223,8 +223,13 @@ func TestHTTPDeclaration(t *testing.T) {
 	if want := `{"type":"http","name":"tools","url":"` + decl.URL + `","headers":[{"name":"Authorization","value":"Bearer ` + token + `"}]}`; string(got) != want {
 		t.Errorf("JSON:\n got %s\nwant %s", got, want)
 	}
-	// Any id makes one path segment, and its route names only it.
-	for _, id := range []string{"", "a/b?c#d", "ünï", strings.Repeat("x", 300)} {
+	// Any id makes one path segment, and its route names only it; one too
+	// long to have a route is refused, rather than declared at a URL the
+	// bridge would answer with 404.
+	if _, err := b.HTTP(strings.Repeat("x", 3073), "tools"); !errors.Is(err, ErrLongServerID) {
+		t.Errorf("a 3073-byte id: %v, want ErrLongServerID", err)
+	}
+	for _, id := range []string{"", "a/b?c#d", "ünï", strings.Repeat("x", 300), strings.Repeat("x", 3072)} {
 		d, err := b.HTTP(id, "tools")
 		if err != nil {
 			t.Fatal(err)

@@ -21,15 +21,26 @@ import (
 // httpPathPrefix is followed, in a declaration's URL, by its server's route.
 const httpPathPrefix = "/mcp/"
 
+// maxRoute bounds the encoded id a request's path may carry, so that what
+// an unauthenticated peer makes the bridge decode is small: it is the
+// route of a 3072-byte id. A server with a longer id gets no route
+// (routable), and HTTP refuses to declare it.
+const maxRoute = 4096
+
 func serverRoute(serverID string) string {
 	return httpPathPrefix + base64.RawURLEncoding.EncodeToString([]byte(serverID))
+}
+
+// routable reports whether serverID is short enough to have a route.
+func routable(serverID string) bool {
+	return base64.RawURLEncoding.EncodedLen(len(serverID)) <= maxRoute
 }
 
 // routeServer returns the server id a path names, if it is a route made by
 // serverRoute: one spelling per server.
 func routeServer(path string) (string, bool) {
 	enc, ok := strings.CutPrefix(path, httpPathPrefix)
-	if !ok || len(enc) > 4096 {
+	if !ok || len(enc) > maxRoute {
 		return "", false
 	}
 	id, err := base64.RawURLEncoding.DecodeString(enc)
