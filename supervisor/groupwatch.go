@@ -75,15 +75,9 @@ func (w *groupWatch) Ended(pgid int) { tell(w.pipe, '-', uint64(pgid)) }
 func (*groupWatch) Snapshot() {}
 
 // Close ends the chain, once every component has been reaped: it kills
-// the watchdog, which has nothing left to do, before closing the pipe,
-// whose end would set it killing.
+// the watchdog, which has nothing left to do (retire).
 func (w *groupWatch) Close() error {
-	dismiss(w.pid)
-	w.pipe.Close()
-	if w.r != nil { // never launched
-		w.r.Close()
-	}
-	reap()
+	retire(w.pid, w.pipe, w.r)
 	return nil
 }
 

@@ -33,19 +33,24 @@ var killed struct {
 	pids []int
 }
 
-// dismiss kills the watchdog pid, if it is not 0, before the pipe's end
-// would set it killing: the conductor has stopped the chain itself. It
-// does not wait for it to end: at its priority, on a busy machine, that
-// can take a while. It is reaped by the next New or Close, or by init
-// once the conductor has exited.
-func dismiss(pid int) {
-	if pid == 0 {
-		return
+// retire ends a chain's watchdog once the conductor has stopped the chain
+// itself: it kills the watchdog pid, if launched (not 0), before closing
+// pipe, whose end would set it killing, and closes r, the read end, if the
+// watchdog never took it. It does not wait for the watchdog to end: at its
+// priority, on a busy machine, that can take a while. It is reaped by the
+// next New or Close, or by init once the conductor has exited.
+func retire(pid int, pipe, r *os.File) {
+	if pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // its PID is ours until reaped
+		killed.Lock()
+		killed.pids = append(killed.pids, pid)
+		killed.Unlock()
 	}
-	_ = syscall.Kill(pid, syscall.SIGKILL) // its PID is ours until reaped
-	killed.Lock()
-	killed.pids = append(killed.pids, pid)
-	killed.Unlock()
+	pipe.Close()
+	if r != nil {
+		r.Close()
+	}
+	reap()
 }
 
 // reap reaps the watchdogs that have ended since they were killed.

@@ -211,22 +211,14 @@ func (w *Watch) send(op byte, n uint64) { tell(w.pipe, op, n) }
 
 // Close ends the chain, once every component has been reaped: it kills
 // every process left that carries the chain's marker (what a component
-// left in a session of its own) or that Snapshot found, then the watchdog, which has nothing left
-// to do, before closing the pipe, whose end would set it sweeping. It does
-// not wait for the watchdog to end: at its priority, on a busy machine,
-// that can take a while. The watchdog is reaped by the next New or Close,
-// or by init once the conductor has exited.
+// left in a session of its own) or that Snapshot found, then the
+// watchdog, which has nothing left to do (retire).
 func (w *Watch) Close() error {
 	sweep(w.id, chainEnd{since: w.since})
 	w.mu.Lock()
 	killAll("/proc", w.kin)
 	w.kin = nil
 	w.mu.Unlock()
-	dismiss(w.pid)
-	w.pipe.Close()
-	if w.r != nil { // never launched
-		w.r.Close()
-	}
-	reap()
+	retire(w.pid, w.pipe, w.r)
 	return nil
 }
