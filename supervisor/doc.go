@@ -67,12 +67,3 @@ const MarkerEnv = "ACP_CONDUCTOR_CHAIN"
 // separated by commas. What carries a component's marker is killed when
 // it fails mid-session (Watch.Sweep).
 const ComponentEnv = "ACP_CONDUCTOR_COMPONENT"
-
-// shell waits for the end of the conductor's pipe, if the system has it;
-// without it, on Linux, the watchdog is the conductor's binary from the
-// start. Tests replace it.
-var shell = "/bin/sh"
-
-// shellName is the waiting shell's $0, by which a process list shows it,
-// and Snapshot tells it from what a component started.
-const shellName = "acp-conductor " + Command

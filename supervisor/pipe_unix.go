@@ -11,6 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// shell waits for the end of the conductor's pipe, if the system has it;
+// without it, on Linux, the watchdog is the conductor's binary from the
+// start. Tests replace it.
+var shell = "/bin/sh"
+
+// shellName is the waiting shell's $0, by which a process list shows it,
+// and Snapshot tells it from what a component started.
+const shellName = "acp-conductor " + Command
+
 // tell writes one line to the watchdog's pipe: op and n. A pipe write of
 // this size is atomic, and never waits: should the watchdog not have read
 // 64 KiB of these yet, the line is lost.
