@@ -38,7 +38,7 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 	case s.cancel != nil:
 		s.cancel(errCancelRequested)
 	default:
-		c.cancelRequest(s.relayedAs)
+		c.cancelRequest(wire.IntID(s.relayedAs))
 	}
 }
 

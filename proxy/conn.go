@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -37,7 +38,7 @@ type Conn struct {
 	mcp      *mcpHost                     // serves p.MCPServers; nil if there are none
 
 	mu     sync.Mutex
-	calls  map[string]*call   // requests sent, by id, until answered
+	calls  map[int64]*call    // requests sent, by the proxy's own id, until answered
 	served map[string]*served // requests received, by id, until answered
 	err    error              // set once reading has stopped
 }
@@ -45,10 +46,13 @@ type Conn struct {
 // A call is a request the proxy sent and is waiting to see answered.
 type call struct {
 	// A relayed request is answered by passing the response back under
-	// relayFor. One sent for an MCP server is answered by calling onAnswer
-	// on the reader, in the order answers arrive. Any other has a caller
-	// waiting on answer, which receives nil if the connection closes first.
-	relayFor json.RawMessage
+	// relayFor, the id it came with, under which relayed is what served
+	// holds for it. One sent for an MCP server is answered by calling
+	// onAnswer on the reader, in the order answers arrive. Any other has a
+	// caller waiting on answer, which receives nil if the connection closes
+	// first.
+	relayFor string
+	relayed  served
 	onAnswer func(*wire.Message)
 	answer   chan *wire.Message
 	holder   *holder // the waiting handler's, or nil
@@ -59,7 +63,7 @@ type served struct {
 	// A handled request has its handler's cancel; a relayed one, the id it
 	// went on under.
 	cancel    context.CancelCauseFunc
-	relayedAs json.RawMessage
+	relayedAs int64
 }
 
 func newConn(ctx context.Context, p *Proxy) *Conn {
@@ -67,7 +71,7 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 		p:      p,
 		log:    p.Logger,
 		out:    newOutbox(),
-		calls:  make(map[string]*call),
+		calls:  make(map[int64]*call),
 		served: make(map[string]*served),
 	}
 	if c.log == nil {
@@ -125,13 +129,14 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	id := c.newID()
+	n := c.newID()
+	id := wire.IntID(n)
 	cl := &call{answer: make(chan *wire.Message, 1), holder: h}
-	if err := c.register(id, cl); err != nil {
+	if err := c.register(n, cl); err != nil {
 		return nil, err
 	}
 	if err := c.out.putWaiting(h, c.encode(to, id, method, params), true); err != nil {
-		c.forget(id)
+		c.forget(n)
 		return nil, err
 	}
 	var m *wire.Message
@@ -147,7 +152,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 			m = <-cl.answer
 			break
 		}
-		if c.forget(id) {
+		if c.forget(n) {
 			c.out.resume(h, false)
 			c.cancelRequest(id)
 			return nil, ctx.Err()
@@ -173,16 +178,21 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.R
 		c.out.put(nil, c.encode(to, nil, method, params))
 		return
 	}
+	// One allocation for the call and its entry in served, and one for the
+	// id, a copy (it aliases the whole line it came in, which must not stay
+	// live until the answer) that is also served's key.
 	ours := c.newID()
-	// A copy: the id aliases the whole line it came in, which must not
-	// stay live until the answer.
-	if err := c.register(ours, &call{relayFor: bytes.Clone(id)}); err != nil {
+	cl := &call{relayFor: string(id), relayed: served{relayedAs: ours}}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
 		return
 	}
-	c.mu.Lock()
-	c.served[string(id)] = &served{relayedAs: ours}
+	c.calls[ours] = cl
+	c.served[cl.relayFor] = &cl.relayed
 	c.mu.Unlock()
-	c.out.put(nil, c.encode(to, ours, method, params))
+	var buf [20]byte
+	c.out.put(nil, c.encode(to, strconv.AppendInt(buf[:0], ours, 10), method, params))
 }
 
 // handle runs fn for a message in a goroutine of its own, holding the
@@ -231,18 +241,22 @@ func (c *Conn) answer(h *holder, id, result json.RawMessage, err error) {
 
 // complete hands a response from the conductor to the call it answers.
 func (c *Conn) complete(m *wire.Message) {
+	var cl *call
+	n, ours := ownID(m.ID)
 	c.mu.Lock()
-	cl := c.calls[string(m.ID)]
-	delete(c.calls, string(m.ID))
-	if cl != nil && cl.relayFor != nil {
-		delete(c.served, string(cl.relayFor))
+	if ours {
+		cl = c.calls[n]
+		delete(c.calls, n)
+	}
+	if cl != nil && cl.relayFor != "" {
+		delete(c.served, cl.relayFor)
 	}
 	c.mu.Unlock()
 	switch {
 	case cl == nil:
 		c.log.Warn("dropped a response to an unknown id", "id", string(m.ID))
-	case cl.relayFor != nil:
-		out := wire.Message{ID: cl.relayFor, Result: m.Result, Error: m.Error}
+	case cl.relayFor != "":
+		out := wire.Message{ID: json.RawMessage(cl.relayFor), Result: m.Result, Error: m.Error}
 		c.out.put(nil, append(out.Append(make([]byte, 0, wire.ResponseSize(out.ID, out.Result, out.Error)+1)), '\n'))
 	case cl.onAnswer != nil:
 		cl.onAnswer(new(wire.Message(*m))) // m is the reader's, reused for the next line
@@ -272,22 +286,22 @@ func (c *Conn) shutdown() {
 	c.out.close()
 }
 
-func (c *Conn) register(id json.RawMessage, cl *call) error {
+func (c *Conn) register(n int64, cl *call) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return c.err
 	}
-	c.calls[string(id)] = cl
+	c.calls[n] = cl
 	return nil
 }
 
 // forget withdraws a call, reporting false if its answer came first.
-func (c *Conn) forget(id json.RawMessage) bool {
+func (c *Conn) forget(n int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.calls[string(id)]
-	delete(c.calls, string(id))
+	_, ok := c.calls[n]
+	delete(c.calls, n)
 	return ok
 }
 
@@ -299,7 +313,24 @@ func (c *Conn) getDialect() *wire.Dialect {
 	return wire.RFD
 }
 
-func (c *Conn) newID() json.RawMessage { return wire.IntID(c.lastID.Add(1)) }
+// newID returns an id for a request of the proxy's own: a positive integer.
+func (c *Conn) newID() int64 { return c.lastID.Add(1) }
+
+// ownID returns the integer an id the proxy gave is, and false for any id
+// it cannot have given: only its own ids are answered under the calls'.
+func ownID(id json.RawMessage) (int64, bool) {
+	if len(id) == 0 || len(id) > 18 || id[0] == '0' {
+		return 0, false
+	}
+	var n int64
+	for _, d := range id {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(d-'0')
+	}
+	return n, true
+}
 
 // encode builds the line that sends a request (id != nil) or notification
 // to one side: plain to the predecessor, wrapped to the successor.

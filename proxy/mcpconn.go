@@ -47,7 +47,7 @@ type MCPConn struct {
 	ready   chan struct{}             // signalled when inbox grows
 	lastID  int64                     // the last id given to a client request
 	pending map[int64]json.RawMessage // client requests awaiting the server: their mcp/message ids, by the id given
-	asked   map[string]bool           // ids of the server's requests awaiting the client
+	asked   map[int64]bool            // ids of the server's requests awaiting the client
 	ended   error                     // why the connection ended, or nil
 	closed  bool                      // it was ended on this side
 }
@@ -66,7 +66,7 @@ func newMCPConn(h *mcpHost, d declaration, proposed string) *MCPConn {
 		session:  d.session,
 		ready:    make(chan struct{}, 1),
 		pending:  make(map[int64]json.RawMessage),
-		asked:    make(map[string]bool),
+		asked:    make(map[int64]bool),
 	}
 	mc.ctx, mc.cancel = context.WithCancel(h.c.ctx)
 	return mc
@@ -199,8 +199,8 @@ func (c *MCPConn) end(why error) {
 		hc.answer(nil, pending[n], nil, &Error{Code: codeConnectionClosed, Message: "MCP connection closed"})
 	}
 	for _, id := range slices.Sorted(maps.Keys(asked)) {
-		if hc.forget(json.RawMessage(id)) {
-			hc.cancelRequest(json.RawMessage(id))
+		if hc.forget(id) {
+			hc.cancelRequest(wire.IntID(id))
 		}
 	}
 }
@@ -298,12 +298,12 @@ func (c *MCPConn) request(m *wire.Message) error {
 		return fmt.Errorf("proxy: writing an MCP message: %w", err)
 	}
 	hc := c.h.c
-	id := hc.newID()
+	n := hc.newID()
 	cl := &call{onAnswer: func(resp *wire.Message) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.asked[string(id)] {
-			delete(c.asked, string(id))
+		if c.asked[n] {
+			delete(c.asked, n)
 			r := wire.Message{ID: serverID, Result: resp.Result, Error: resp.Error}
 			c.push(r.Append(nil))
 		}
@@ -314,14 +314,14 @@ func (c *MCPConn) request(m *wire.Message) error {
 	if c.ended != nil {
 		return ErrClosed
 	}
-	if err := hc.register(id, cl); err != nil {
+	if err := hc.register(n, cl); err != nil {
 		return err
 	}
-	if err := hc.out.put(nil, hc.encode(Successor, id, hc.getDialect().SpellMCP(methodMCPMessage), params)); err != nil {
-		hc.forget(id)
+	if err := hc.out.put(nil, hc.encode(Successor, wire.IntID(n), hc.getDialect().SpellMCP(methodMCPMessage), params)); err != nil {
+		hc.forget(n)
 		return err
 	}
-	c.asked[string(id)] = true
+	c.asked[n] = true
 	return nil
 }
 

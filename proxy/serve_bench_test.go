@@ -16,29 +16,46 @@ const (
 	passCancel = `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"%s"}}` + "\n"
 )
 
+// passRequests returns n prompts from the predecessor, each followed by the
+// answer to the request the proxy relays for it: a fresh proxy numbers its
+// own requests from 1.
+func passRequests(n int) []byte {
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":"p%d","method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"hi"}]}}`+"\n", i)
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"result":{"stopReason":"end_turn"}}`+"\n", i)
+	}
+	return b.Bytes()
+}
+
 // BenchmarkPassthrough measures what a proxy built with this package costs
 // per message it only forwards, the share of each added hop that is not
 // system calls and scheduling: a session/update from the successor, which
-// leaves unwrapped, and a session/cancel from the predecessor, which leaves
-// wrapped.
+// leaves unwrapped; a session/cancel from the predecessor, which leaves
+// wrapped; and a session/prompt relayed to the successor, with its answer
+// passed back.
 func BenchmarkPassthrough(b *testing.B) {
-	for _, tc := range []struct{ name, line string }{
-		{"update", fmt.Sprintf(passUpdate, "hello")},
-		{"cancel", fmt.Sprintf(passCancel, "s1")},
+	// Each op is one Serve of n messages (requests, for request: each with
+	// its answer), so that start-up is noise; the last metric is per one.
+	for _, tc := range []struct {
+		name, per string
+		n         int
+		input     []byte
+	}{
+		{"update", "ns/msg", 1000, bytes.Repeat([]byte(fmt.Sprintf(passUpdate, "hello")), 1000)},
+		{"cancel", "ns/msg", 1000, bytes.Repeat([]byte(fmt.Sprintf(passCancel, "s1")), 1000)},
+		{"request", "ns/request", 500, passRequests(500)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			const batch = 1000 // lines per Serve, so that start-up is noise
-			input := bytes.Repeat([]byte(tc.line), batch)
-			b.SetBytes(int64(len(input)))
+			b.SetBytes(int64(len(tc.input)))
 			b.ReportAllocs()
 			p := new(proxy.Proxy)
 			for b.Loop() {
-				// An op is a batch; ns/msg below is per message.
-				if err := p.Serve(context.Background(), bytes.NewReader(input), discard{}); err != nil {
+				if err := p.Serve(context.Background(), bytes.NewReader(tc.input), discard{}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/msg")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tc.n), tc.per)
 		})
 	}
 }
@@ -75,6 +92,33 @@ func TestPassthroughAllocs(t *testing.T) {
 				t.Errorf("%.3f allocations per forwarded line, want 2", perLine)
 			}
 		})
+	}
+}
+
+// TestRelayedRequestAllocs pins what a proxy allocates for a request it
+// only relays, and the answer it passes back: the two lines read, the two
+// written, the call it records (with its entry among the requests served),
+// and the caller's id, kept as that entry's key. An id of its own made as
+// a line of its own, a map key made per call, or a line that grows, shows
+// as one more.
+func TestRelayedRequestAllocs(t *testing.T) {
+	serve := func(n int) float64 {
+		input := passRequests(n)
+		out := new(countLines)
+		allocs := testing.AllocsPerRun(10, func() {
+			out.n = 0
+			if err := new(proxy.Proxy).Serve(context.Background(), bytes.NewReader(input), out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if out.n != 2*n {
+			t.Fatalf("%d lines written, want %d (each request relayed and answered)", out.n, 2*n)
+		}
+		return allocs
+	}
+	perRequest := (serve(2000) - serve(1000)) / 1000
+	if perRequest < 5.9 || perRequest > 6.1 {
+		t.Errorf("%.3f allocations per relayed request and its answer, want 6", perRequest)
 	}
 }
 

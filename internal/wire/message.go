@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/creachadair/jrpc2"
@@ -358,7 +359,9 @@ func AppendString(buf []byte, s string) []byte {
 			var b bytes.Buffer
 			enc := json.NewEncoder(&b)
 			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
+			// A copy, so that s does not escape: the string a caller
+			// appends is often a slice of its stack or of a line.
+			_ = enc.Encode(strings.Clone(s)) // a string always encodes
 			return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
 		}
 	}
