@@ -359,8 +359,9 @@ func AppendString(buf []byte, s string) []byte {
 			var b bytes.Buffer
 			enc := json.NewEncoder(&b)
 			enc.SetEscapeHTML(false)
-			// A copy, so that s does not escape: the string a caller
-			// appends is often a slice of its stack or of a line.
+			// A copy: handed to Encode, an interface, s itself would
+			// escape, and every caller's string would go on the heap for
+			// the sake of this rare path.
 			_ = enc.Encode(strings.Clone(s)) // a string always encodes
 			return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
 		}
