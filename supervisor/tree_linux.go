@@ -112,15 +112,21 @@ func killAll(proc string, ps []process) {
 }
 
 // kill kills p if it is still alive under proc as the same process (its
-// PID may since have been given to another), and reports whether it was.
+// PID may since have been given to another), and reports whether it was
+// and the signal went: a process the conductor may not signal (a setuid
+// program it adopted, EPERM) will not die of its hand, and waiting for it
+// would only hold the end up.
 func (p process) kill(proc string) bool {
 	stat, err := os.ReadFile(proc + "/" + strconv.Itoa(p.pid) + "/stat")
 	if err != nil || !liveUserProcess(stat) || startTicks(stat) != p.start {
 		return false
 	}
-	_ = syscall.Kill(p.pid, syscall.SIGKILL)
-	return true
+	return sigkill(p.pid) == nil
 }
+
+// sigkill sends SIGKILL to pid; a variable, so that a test can meet a
+// process it may not signal.
+var sigkill = func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // isWatchdog reports whether process pid under proc is a chain's watchdog,
 // by its command line: the waiting shell, or the binary run as one.

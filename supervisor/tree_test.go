@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -60,6 +61,27 @@ func TestKillChecksStart(t *testing.T) {
 	process{pid: self, ppid: parentPID(stat), start: startTicks(stat) + 1}.kill("/proc")
 	if parentPID(stat) != os.Getppid() {
 		t.Errorf("parentPID = %d, want %d", parentPID(stat), os.Getppid())
+	}
+}
+
+// TestKillAllGivesUpOnEPERM kills a process that the kill is refused for
+// (as an adopted setuid program's is, to a conductor not run as root):
+// one try, not one a millisecond until killAll's bound.
+func TestKillAllGivesUpOnEPERM(t *testing.T) {
+	proc, add := fakeProc(t)
+	add("40", "40 (setuid) S 1"+rest)
+	tries := 0
+	defer func(orig func(int) error) { sigkill = orig }(sigkill)
+	sigkill = func(pid int) error {
+		if pid != 40 {
+			t.Errorf("signalled %d, want 40", pid)
+		}
+		tries++
+		return syscall.EPERM
+	}
+	killAll(proc, []process{{pid: 40, ppid: 1, start: 100}})
+	if tries != 1 {
+		t.Errorf("the refused kill was tried %d times, want once", tries)
 	}
 }
 
