@@ -106,3 +106,43 @@ func sleeping(secs string) []proc {
 	}
 	return out
 }
+
+// TestServeKillsAdopted: serve outlives its chains, so what a chain's
+// agent orphans in a session and an environment of its own (which neither
+// the chain's marker nor its components' tree finds) is adopted by serve.
+// Once no chain runs, serve kills it, rather than keep it until serve
+// itself stops.
+func TestServeKillsAdopted(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	secs := fmt.Sprintf("%d.%03d", 7000+rand.IntN(1000), rand.IntN(1000))
+	agent := fmt.Sprintf("(env -i PATH=/usr/bin:/bin setsid sleep %s &); exec %s", secs, agentCmd("agent"))
+	s := startServe(t, shellJoin("sh", "-c", agent))
+	ctx := testContext(t, 90*time.Second)
+	rc := startClient(t, ctx, remoteConfig(clientConfig{Mode: "hold", HoldPrompt: "please hang", HoldAction: "wait"}, s.url, "ws"), nil)
+	rc.event(t, ctx) // the prompt is active: the chain is running
+
+	orphan := 0
+	waitFor(boundCtx(ctx, 20*time.Second), func() bool {
+		for _, p := range sleeping(secs) {
+			if p.PPID == s.cmd.Process.Pid {
+				orphan = p.PID
+				return true
+			}
+		}
+		return false
+	})
+	if orphan == 0 {
+		t.Fatalf("no sleep %s whose parent is serve (%d): %v", secs, s.cmd.Process.Pid, sleeping(secs))
+	}
+
+	if err := rc.cmd.Process.Kill(); err != nil { // the connection ends, and its chain
+		t.Fatal(err)
+	}
+	<-rc.done
+	s.waitNoChains(t)
+	if !waitFor(boundCtx(ctx, 10*time.Second), func() bool { return !alive(orphan) }) {
+		p, _ := readProc(orphan)
+		t.Errorf("the orphan outlived its chain, serve running: %v", p)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +33,7 @@ func Adopt() (release func(), err error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return func() {}, fmt.Errorf("adopting orphaned processes: %w", err)
 	}
+	adopting.Store(true)
 	self := os.Getpid()
 	exited := make(chan os.Signal, 1)
 	signal.Notify(exited, syscall.SIGCHLD)
@@ -51,9 +53,27 @@ func Adopt() (release func(), err error) {
 		signal.Stop(exited)
 		close(done)
 		wg.Wait()
-		killAll("/proc", adoptedKin("/proc", self))
-		reapAdopted("/proc", self)
+		KillAdopted()
 	}), nil
+}
+
+// adopting is set once Adopt has made this process a subreaper.
+var adopting atomic.Bool
+
+// KillAdopted kills what this process adopted (see Adopt), and what that
+// started, and reaps it, as Adopt's release does, but goes on adopting. A
+// program that runs chains one after another, or several at once (serve),
+// calls it whenever none is running: all it adopted was then left by
+// chains that have ended, whose own ends find only what carries their
+// marker or still hangs under their components. Without Adopt it does
+// nothing.
+func KillAdopted() {
+	if !adopting.Load() {
+		return
+	}
+	self := os.Getpid()
+	killAll("/proc", adoptedKin("/proc", self))
+	reapAdopted("/proc", self)
 }
 
 // adoptedKin returns the processes under proc (/proc) that self adopted

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 	"github.com/acp-conductor/acp-conductor/transport"
 )
 
@@ -184,6 +186,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return err
 	}
 	defer stopTrace()
+	var running chainCount
 	srv := &transport.Server{
 		MaxConnections:  f.maxConns,
 		MaxMessageBytes: cc.MaxMessageBytes,
@@ -193,7 +196,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		Serve: func(ctx context.Context, c transport.Conn, info transport.ConnInfo) {
 			cc := cc
 			cc.Trace = cc.Trace.ForConnection(info.ID)
-			serveChain(ctx, cc, c, log.With(zap.String("connection", info.ID)))
+			serveChain(ctx, cc, c, &running, log.With(zap.String("connection", info.ID)))
 		},
 	}
 	guard := &transport.Guard{Token: token, Loopback: loopback, AllowedHosts: f.allowHosts, Logger: log}
@@ -263,10 +266,11 @@ func pingField(d time.Duration) time.Duration {
 	return d
 }
 
-// serveChain runs one chain for c, from its first message to its end. A
-// WebSocket is opened before its initialize; the chain starts only once a
-// first message has come, so an idle socket costs no process.
-func serveChain(ctx context.Context, cc conductor.Config, c transport.Conn, log *zap.Logger) {
+// serveChain runs one chain for c, from its first message to its end,
+// counted among those running. A WebSocket is opened before its
+// initialize; the chain starts only once a first message has come, so an
+// idle socket costs no process.
+func serveChain(ctx context.Context, cc conductor.Config, c transport.Conn, running *chainCount, log *zap.Logger) {
 	first, err := c.Read(ctx)
 	if err != nil {
 		log.Info("connection ended before its first message")
@@ -274,12 +278,38 @@ func serveChain(ctx context.Context, cc conductor.Config, c transport.Conn, log 
 	}
 	cc.Logger = log
 	r, w := transport.Lines(ctx, &primed{Conn: c, first: first})
+	running.begin()
+	defer running.end()
 	err = conductor.Run(ctx, cc, r, w)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
 		log.Info("chain stopped")
 	default:
 		log.Error("chain failed", zap.Error(err))
+	}
+}
+
+// A chainCount counts the chains serve runs. When the last one ends, what
+// the process adopted (a process a component started in a session of its
+// own, with an environment of its own, and orphaned) was left by chains
+// that have ended, and is killed; a chain starting meanwhile waits for
+// that, so that nothing of its own is taken for a leftover.
+type chainCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *chainCount) begin() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *chainCount) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 {
+		supervisor.KillAdopted()
 	}
 }
 
