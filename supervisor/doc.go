@@ -24,7 +24,8 @@
 // environment, which the marker cannot find), and then the watchdog
 // (Watch.Close). What a component orphans is reparented to the conductor
 // binary, which adopts it (Adopt: PR_SET_CHILD_SUBREAPER), reaps it when it
-// exits and kills it, with what it started, as it ends; so the binary
+// exits and kills it, with what it started, as it ends, or, serving chains
+// one after another, whenever none runs (KillAdopted); so the binary
 // starts every child through Start, which keeps the children whose exit
 // statuses are os/exec's apart from the adopted.
 //
