@@ -183,12 +183,10 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.R
 	// live until the answer) that is also served's key.
 	ours := c.newID()
 	cl := &call{relayFor: string(id), relayed: served{relayedAs: ours}}
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
+	if err := c.register(ours, cl); err != nil {
 		return
 	}
-	c.calls[ours] = cl
+	c.mu.Lock()
 	c.served[cl.relayFor] = &cl.relayed
 	c.mu.Unlock()
 	var buf [20]byte
@@ -316,8 +314,9 @@ func (c *Conn) getDialect() *wire.Dialect {
 // newID returns an id for a request of the proxy's own: a positive integer.
 func (c *Conn) newID() int64 { return c.lastID.Add(1) }
 
-// ownID returns the integer an id the proxy gave is, and false for any id
-// it cannot have given: only its own ids are answered under the calls'.
+// ownID reads id as one the proxy gave, and reports false for any it
+// cannot have given: anything but a positive integer as strconv writes it,
+// of at most 18 digits.
 func ownID(id json.RawMessage) (int64, bool) {
 	if len(id) == 0 || len(id) > 18 || id[0] == '0' {
 		return 0, false
