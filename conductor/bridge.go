@@ -105,8 +105,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	g.Go(func() error { l.writeLoop(p.log); return nil })
 	for {
 		line, err := conn.Recv()
-		var big *wire.OversizeError
-		if errors.As(err, &big) {
+		if big, ok := errors.AsType[*wire.OversizeError](err); ok {
 			c.oversize(p, big)
 			continue
 		}
@@ -206,8 +205,7 @@ func (c *chain) unavailable(conn *mcpbridge.Conn) {
 	e := wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the proxy that served it was restarted or bypassed", conn.Name)
 	for {
 		line, err := conn.Recv()
-		var big *wire.OversizeError
-		if errors.As(err, &big) {
+		if big, ok := errors.AsType[*wire.OversizeError](err); ok {
 			if big.ID != nil && !big.IsResponse {
 				conn.Send(encodeError(big.ID, e))
 				return

@@ -449,17 +449,18 @@ func (c *chain) readLoop(p *peer, l *link) {
 // handle relays one line read from p by rd, or deals with the error
 // reading it; it reports false when p's input has ended.
 func (c *chain) handle(p *peer, line []byte, err error, rd *reader) bool {
-	var big *wire.OversizeError
-	switch {
-	case errors.As(err, &big):
-		c.oversize(p, big)
-	case err != nil:
-		if !errors.Is(err, io.EOF) {
-			p.log.Debug("read ended", zap.Error(err))
-		}
-		return false
-	default:
+	if err == nil {
 		c.receive(p, line, rd)
+		return true
 	}
-	return true
+	// AsType, not As: a target of As's would escape, an allocation for
+	// every line read.
+	if big, ok := errors.AsType[*wire.OversizeError](err); ok {
+		c.oversize(p, big)
+		return true
+	}
+	if !errors.Is(err, io.EOF) {
+		p.log.Debug("read ended", zap.Error(err))
+	}
+	return false
 }

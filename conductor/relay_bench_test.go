@@ -240,10 +240,11 @@ func benchRequest(b *testing.B, prompt, answer string) {
 }
 
 // TestRelayAllocs pins what relaying a small message allocates inside the
-// conductor, past reading its line: nothing for a line relayed as it came,
-// the new line for one re-encoded, and for a request also its call record
-// and the ids it is tracked under. A copy of the parsed message, or a
-// segment list made per line, shows here as one more.
+// conductor, from where the read loop hands its line on: nothing for a
+// line relayed as it came, the new line for one re-encoded, and for a
+// request also its call record and the ids it is tracked under. A copy of
+// the parsed message, a segment list made per line, or an error target
+// that escapes shows here as one more.
 func TestRelayAllocs(t *testing.T) {
 	update := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
 	envelope := `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s"}}}`
@@ -290,7 +291,7 @@ func TestRelayAllocs(t *testing.T) {
 				c.peers[len(c.peers)-1].nextID.Store(0) // the answer's id stays 1
 				for i, line := range lines {
 					from := c.peers[tt.from[i]]
-					c.receive(from, line, rds[tt.from[i]])
+					c.handle(from, line, nil, rds[tt.from[i]])
 				}
 				drain()
 			})

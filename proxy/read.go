@@ -40,14 +40,12 @@ func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
 
 // readFailed deals with what Recv returned instead of a line, and reports
 // whether reading is over, and with what error (nil at the end of input).
-// It is apart from read so that its errors.As target is not allocated for
-// every line.
 func (c *Conn) readFailed(ctx context.Context, err error) (bool, error) {
-	var big *wire.OversizeError
-	switch {
-	case errors.As(err, &big):
+	if big, ok := errors.AsType[*wire.OversizeError](err); ok {
 		c.oversize(big)
 		return false, nil
+	}
+	switch {
 	case errors.Is(err, io.EOF):
 		return true, nil
 	case ctx.Err() != nil:
