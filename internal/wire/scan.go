@@ -181,6 +181,7 @@ func digits(d []byte, i int) int {
 // checkArray checks the array whose bracket is at i, at the given depth of
 // nesting outside it.
 func checkArray(d []byte, i, depth int) int {
+	var more bool
 	if depth++; depth > maxDepth {
 		return -1
 	}
@@ -191,16 +192,8 @@ func checkArray(d []byte, i, depth int) int {
 		if i = checkValue(d, i, depth); i < 0 {
 			return -1
 		}
-		if i = skipSpace(d, i); i >= len(d) {
-			return -1
-		}
-		switch d[i] {
-		case ',':
-			i++
-		case ']':
-			return i + 1
-		default:
-			return -1
+		if i, more = next(d, i, ']'); !more {
+			return i
 		}
 	}
 }
@@ -209,6 +202,7 @@ func checkArray(d []byte, i, depth int) int {
 // not nil, with each member's name (a raw JSON string) and value as
 // slices of d, in order.
 func checkObject(d []byte, i, depth int, fn func(key, val []byte)) int {
+	var more bool
 	if depth++; depth > maxDepth {
 		return -1
 	}
@@ -234,18 +228,24 @@ func checkObject(d []byte, i, depth int, fn func(key, val []byte)) int {
 		if fn != nil {
 			fn(key, d[start:i])
 		}
-		if i = skipSpace(d, i); i >= len(d) {
-			return -1
-		}
-		switch d[i] {
-		case ',':
-			i++
-		case '}':
-			return i + 1
-		default:
-			return -1
+		if i, more = next(d, i, '}'); !more {
+			return i
 		}
 	}
+}
+
+// next moves past what follows an element or member at i: a comma, and
+// then it reports more, or close. It returns -1 for anything else.
+func next(d []byte, i int, close byte) (int, bool) {
+	if i = skipSpace(d, i); i < len(d) {
+		switch d[i] {
+		case ',':
+			return i + 1, true
+		case close:
+			return i + 1, false
+		}
+	}
+	return -1, false
 }
 
 // onlySpace reports whether i is an index (not -1) after which only
