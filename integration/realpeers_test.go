@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -56,10 +58,28 @@ func acpxClient(t *testing.T, agent string) {
 	if err != nil {
 		t.Fatalf("acpx: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
 	}
-	var agentName, stop string
-	var texts []string
+	seen := readAcpx(t, out)
+	want := []string{"permission-result: selected:allow-once", "#0/3 " + text, "#1/3 " + text, "#2/3 " + text}
+	if seen.agent != "acpx-agent" || !slices.Equal(seen.texts, want) || seen.stop != "end_turn" {
+		t.Errorf("acpx saw agent %q, updates %q, stop reason %q; want acpx-agent, %q, end_turn\n%s", seen.agent, seen.texts, seen.stop, want, out)
+	}
+}
+
+// acpxSaw is what acpx printed with --format json: the messages of the
+// ACP connection it had with the agent, and its own results.
+type acpxSaw struct {
+	agent   string   // the agent's name, from initialize
+	texts   []string // agent_message_chunk texts, in order
+	stop    string   // the prompt's stop reason
+	actions []string // acpx's own results ("session_ensured", ...)
+}
+
+func readAcpx(t *testing.T, out []byte) acpxSaw {
+	t.Helper()
+	var seen acpxSaw
 	for line := range strings.Lines(string(out)) {
 		var m struct {
+			Action string
 			Method string
 			Params struct {
 				Update struct {
@@ -70,25 +90,105 @@ func acpxClient(t *testing.T, agent string) {
 			Result struct {
 				AgentInfo  struct{ Name string }
 				StopReason string
-				SessionID  string
 			}
 		}
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("acpx printed %q: %v", line, err)
 		}
 		switch {
+		case m.Action != "":
+			seen.actions = append(seen.actions, m.Action)
 		case m.Method == "session/update" && m.Params.Update.SessionUpdate == "agent_message_chunk":
-			texts = append(texts, m.Params.Update.Content.Text)
+			seen.texts = append(seen.texts, m.Params.Update.Content.Text)
 		case m.Result.AgentInfo.Name != "":
-			agentName = m.Result.AgentInfo.Name
+			seen.agent = m.Result.AgentInfo.Name
 		case m.Result.StopReason != "":
-			stop = m.Result.StopReason
+			seen.stop = m.Result.StopReason
 		}
 	}
-	want := []string{"permission-result: selected:allow-once", "#0/3 " + text, "#1/3 " + text, "#2/3 " + text}
-	if agentName != "acpx-agent" || !slices.Equal(texts, want) || stop != "end_turn" {
-		t.Errorf("acpx saw agent %q, updates %q, stop reason %q; want acpx-agent, %q, end_turn\n%s", agentName, texts, stop, want, out)
+	return seen
+}
+
+// TestAcpxSessions drives the chain through acpx's persistent sessions,
+// which its plain `acpx AGENT PROMPT` uses: acpx leaves a queue owner
+// running in the background, which holds the chain between commands.
+// `sessions new` starts it; a prompt runs through it; a prompt the agent
+// holds open is cancelled by a second acpx (session/cancel through the
+// chain: stop reason cancelled); `sessions close` ends the owner, whose
+// end of input ends the chain: nothing of it is left.
+func TestAcpxSessions(t *testing.T) {
+	requireConductor(t)
+	ctx := testContext(t, 90*time.Second)
+	dir, home := t.TempDir(), t.TempDir()
+	marker := markerChecked(t)
+	agent := shellJoin(conductor, "agent", goProxyCmd("go1"), agentCmd("acpx-agent"))
+	acpx := func(ctx context.Context, args ...string) *exec.Cmd {
+		// A short idle TTL, so that an owner a failed test leaves behind
+		// ends soon even if nothing kills it.
+		cmd := exec.CommandContext(ctx, npmBin("acpx"), append([]string{"--format", "json", "--approve-all",
+			"--cwd", dir, "--ttl", "30", "--agent", agent}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+home, markerVar+"="+marker)
+		return cmd
 	}
+	run := func(args ...string) acpxSaw {
+		t.Helper()
+		cmd := acpx(ctx, args...)
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("acpx %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out, stderr.String())
+		}
+		return readAcpx(t, out)
+	}
+
+	if seen := run("sessions", "new"); !slices.Equal(seen.actions, []string{"session_ensured"}) {
+		t.Fatalf("sessions new printed %q, want session_ensured", seen.actions)
+	}
+	const text = "hello through acpx's owner"
+	seen := run("prompt", text)
+	if want := []string{"#0/3 " + text, "#1/3 " + text, "#2/3 " + text}; !slices.Equal(seen.texts, want) || seen.stop != "end_turn" {
+		t.Errorf("prompt: updates %q, stop reason %q; want %q, end_turn", seen.texts, seen.stop, want)
+	}
+
+	// The agent answers "hang" with one chunk, then waits for the cancel;
+	// without it, the prompt would run until the deadline.
+	const hang = "please hang"
+	heldCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	held := acpx(heldCtx, "prompt", hang)
+	var heldErr lockedBuffer
+	held.Stderr = &heldErr
+	stdout, err := held.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var heldOut strings.Builder
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() && !strings.Contains(lines.Text(), "#0/3 "+hang) {
+		heldOut.WriteString(lines.Text() + "\n")
+	}
+	heldOut.WriteString(lines.Text() + "\n")
+	if seen := run("cancel"); !slices.Equal(seen.actions, []string{"cancel_result"}) {
+		t.Errorf("cancel printed %q, want cancel_result", seen.actions)
+	}
+	for lines.Scan() {
+		heldOut.WriteString(lines.Text() + "\n")
+	}
+	if err := held.Wait(); err != nil {
+		t.Fatalf("acpx prompt %q: %v\nstdout:\n%s\nstderr:\n%s", hang, err, heldOut.String(), heldErr.String())
+	}
+	if seen := readAcpx(t, []byte(heldOut.String())); !slices.Equal(seen.texts, []string{"#0/3 " + hang}) || seen.stop != "cancelled" {
+		t.Errorf("held prompt: updates %q, stop reason %q; want [#0/3 %s], cancelled\n%s", seen.texts, seen.stop, hang, heldOut.String())
+	}
+
+	if seen := run("sessions", "close"); !slices.Equal(seen.actions, []string{"session_closed"}) {
+		t.Errorf("sessions close printed %q, want session_closed", seen.actions)
+	}
+	// markerChecked's cleanup checks that the owner and the chain are gone.
 }
 
 // TestCodexAgent puts Codex behind a proxy that serves an MCP server (the
