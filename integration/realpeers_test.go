@@ -168,10 +168,14 @@ func TestAcpxSessions(t *testing.T) {
 	}
 	var heldOut strings.Builder
 	lines := bufio.NewScanner(stdout)
-	for lines.Scan() && !strings.Contains(lines.Text(), "#0/3 "+hang) {
+	for started := false; !started; {
+		if !lines.Scan() {
+			err := held.Wait()
+			t.Fatalf("acpx prompt %q ended (%v) before the agent's first chunk\nstdout:\n%s\nstderr:\n%s", hang, err, heldOut.String(), heldErr.String())
+		}
 		heldOut.WriteString(lines.Text() + "\n")
+		started = strings.Contains(lines.Text(), "#0/3 "+hang)
 	}
-	heldOut.WriteString(lines.Text() + "\n")
 	if seen := run("cancel"); !slices.Equal(seen.actions, []string{"cancel_result"}) {
 		t.Errorf("cancel printed %q, want cancel_result", seen.actions)
 	}
