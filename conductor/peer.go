@@ -36,12 +36,12 @@ type peer struct {
 	dialect atomic.Pointer[wire.Dialect] // nil for wire.RFD; read per wrapped message
 
 	mu       sync.Mutex
-	calls    map[int64]*call  // requests sent to this peer, by the id it saw
-	inflight map[string]*call // requests from this peer, by the id it used
-	gone     error            // set once the peer can no longer answer
-	refusing *wire.Error      // set once the peer may start no more requests
-	idle     chan struct{}    // closed when inflight empties, once someone waits
-	asked    chan struct{}    // closed at the peer's first request
+	calls    map[int64]*call // requests sent to this peer, by the id it saw
+	inflight callList        // requests from this peer
+	gone     error           // set once the peer can no longer answer
+	refusing *wire.Error     // set once the peer may start no more requests
+	idle     chan struct{}   // closed when inflight empties, once someone waits
+	asked    chan struct{}   // closed at the peer's first request
 	hasAsked bool
 	restarts []time.Time // when it was restarted, within the window
 
@@ -106,6 +106,8 @@ type call struct {
 	// onResponse, if set, sees the response first and may consume it
 	// (returning true) instead of letting it go back to from.
 	onResponse func(resp *wire.Message) bool
+
+	prev, next *call // in from's inflight list, under from.mu
 }
 
 // done takes c off its caller's list of requests in flight.
@@ -125,12 +127,11 @@ func (c *call) answer(line ...[]byte) {
 
 func newPeer(name string, pos int, l *link, log *zap.Logger) *peer {
 	p := &peer{
-		name:     name,
-		pos:      pos,
-		log:      log.With(zap.String("peer", name)),
-		calls:    make(map[int64]*call),
-		inflight: make(map[string]*call),
-		asked:    make(chan struct{}),
+		name:  name,
+		pos:   pos,
+		log:   log.With(zap.String("peer", name)),
+		calls: make(map[int64]*call),
+		asked: make(chan struct{}),
 	}
 	p.link.Store(l)
 	return p
@@ -251,15 +252,14 @@ func (p *peer) track(c *call) *wire.Error {
 	if p.refusing != nil {
 		return p.refusing
 	}
-	p.inflight[string(c.fromID)] = c
+	p.inflight.push(c)
 	return nil
 }
 
 func (p *peer) untrack(c *call) {
 	p.mu.Lock()
-	if p.inflight[string(c.fromID)] == c {
-		delete(p.inflight, string(c.fromID))
-		if len(p.inflight) == 0 && p.idle != nil {
+	if p.inflight.remove(c) {
+		if p.inflight.n == 0 && p.idle != nil {
 			close(p.idle)
 			p.idle = nil
 		}
@@ -275,7 +275,7 @@ func (p *peer) stopTaking(e *wire.Error) <-chan struct{} {
 	p.refusing = e
 	if p.idle == nil {
 		p.idle = make(chan struct{})
-		if len(p.inflight) == 0 {
+		if p.inflight.n == 0 {
 			close(p.idle)
 		}
 	}
@@ -286,14 +286,14 @@ func (p *peer) stopTaking(e *wire.Error) <-chan struct{} {
 func (p *peer) inFlightCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.inflight)
+	return p.inflight.n
 }
 
 // inFlight returns the call p made under id, if it is still open.
 func (p *peer) inFlight(id []byte) *call {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.inflight[string(id)]
+	return p.inflight.find(id)
 }
 
 // complete removes and returns the call answered by a response carrying id.

@@ -234,8 +234,8 @@ func benchRequest(b *testing.B, prompt, answer string) {
 	if outs[0].lines != n || outs[1].lines != n {
 		b.Fatalf("client got %d answers and agent %d requests, want %d", outs[0].lines, outs[1].lines, n)
 	}
-	if len(agent.calls) != 0 || len(client.inflight) != 0 {
-		b.Fatalf("calls left over: %d to the agent, %d from the client", len(agent.calls), len(client.inflight))
+	if len(agent.calls) != 0 || client.inflight.n != 0 {
+		b.Fatalf("calls left over: %d to the agent, %d from the client", len(agent.calls), client.inflight.n)
 	}
 }
 

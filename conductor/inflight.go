@@ -1,0 +1,58 @@
+package conductor
+
+import "bytes"
+
+// A callList holds the requests one peer has in flight, oldest first,
+// linked through the calls themselves (call.prev, call.next). A request
+// costs one link and one unlink: no hashing of the caller's id and no
+// allocation, where a map keyed by that id cost both on every request.
+// Looking a request up by its id, which only a cancel does, walks the list.
+// The owning peer's mu guards it.
+type callList struct {
+	head, tail *call
+	n          int
+}
+
+// push adds c, the newest request.
+func (l *callList) push(c *call) {
+	c.prev, c.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	l.n++
+}
+
+// remove takes c out of the list, and reports whether it was in it.
+func (l *callList) remove(c *call) bool {
+	if c.prev == nil && l.head != c {
+		return false
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.prev, c.next = nil, nil
+	l.n--
+	return true
+}
+
+// find returns the newest request made under id, or nil. A client that
+// reuses an id while the first request is open gets the later one, as a
+// cancel for it would mean.
+func (l *callList) find(id []byte) *call {
+	for c := l.tail; c != nil; c = c.prev {
+		if bytes.Equal(c.fromID, id) {
+			return c
+		}
+	}
+	return nil
+}
