@@ -37,9 +37,9 @@ func skipSpace(d []byte, i int) int {
 	return i
 }
 
-// checkValue checks the value at or after i, after any space.
+// checkValue checks the value that starts at i: callers have skipped the
+// space before it.
 func checkValue(d []byte, i, depth int) int {
-	i = skipSpace(d, i)
 	if i >= len(d) {
 		return -1
 	}
@@ -92,7 +92,7 @@ func checkString(d []byte, i int) int {
 		for len(d)-i >= 8 {
 			if m := special(binary.LittleEndian.Uint64(d[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) / 8
-				break
+				goto stop // d[i] is the byte: no need to test it again
 			}
 			i += 8
 		}
@@ -104,6 +104,7 @@ func checkString(d []byte, i int) int {
 		if i >= len(d) {
 			return -1
 		}
+	stop:
 		switch d[i] {
 		case '"':
 			return i + 1
@@ -210,7 +211,7 @@ func checkObject(d []byte, i, depth int, fn func(key, val []byte)) int {
 		return i + 1
 	}
 	for {
-		if i = skipSpace(d, i); i >= len(d) || d[i] != '"' {
+		if i >= len(d) || d[i] != '"' {
 			return -1
 		}
 		k := i
@@ -234,13 +235,14 @@ func checkObject(d []byte, i, depth int, fn func(key, val []byte)) int {
 	}
 }
 
-// next moves past what follows an element or member at i: a comma, and
-// then it reports more, or close. It returns -1 for anything else.
+// next moves past what follows an element or member at i: a comma and
+// the space after it, and then it reports more, or close. It returns -1
+// for anything else.
 func next(d []byte, i int, close byte) (int, bool) {
 	if i = skipSpace(d, i); i < len(d) {
 		switch d[i] {
 		case ',':
-			return i + 1, true
+			return skipSpace(d, i+1), true
 		case close:
 			return i + 1, false
 		}

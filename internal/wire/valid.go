@@ -3,7 +3,7 @@ package wire
 // Valid reports whether data is one valid JSON value, as encoding/json.Valid
 // does (see the validator in scan.go).
 func Valid(data []byte) bool {
-	return onlySpace(data, checkValue(data, 0, 0))
+	return onlySpace(data, checkValue(data, skipSpace(data, 0), 0))
 }
 
 // eachValidMember validates data as Valid does and, when it is an object,
