@@ -31,7 +31,7 @@ func TestRewriteDeclarations(t *testing.T) {
 					b.mode = mode
 					params := `{"sessionId":"s","cwd":"/p","mcpServers":[` + others +
 						`,{"type":"acp","name":"tools",` + fmt.Sprintf("%q", spelling) + `:"srv-9","_meta":{"k":1},"x-unknown":true}],"_meta":{"top":2}}`
-					if !sessionSetup[method] {
+					if !sessionSetup(method) {
 						t.Fatalf("%s is not a session set-up method", method)
 					}
 					if _, found := routes.declare(2, json.RawMessage(params)); !found {

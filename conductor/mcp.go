@@ -39,13 +39,26 @@ const (
 	methodMCPDisconnect = "mcp/disconnect"
 )
 
-// sessionEnds lists the requests after whose success the MCP connections
-// the conductor opened for a session's servers are of no more use.
-var sessionEnds = map[string]bool{"session/close": true, "session/delete": true}
+// sessionEnds reports whether method is a request after whose success the
+// MCP connections the conductor opened for a session's servers are of no
+// more use. (A switch, not a map: route asks it of every message, and
+// comparing a few strings costs less than hashing one.)
+func sessionEnds(method string) bool {
+	switch method {
+	case "session/close", "session/delete":
+		return true
+	}
+	return false
+}
 
-// sessionSetup lists the requests whose params may declare MCP servers.
-var sessionSetup = map[string]bool{
-	"session/new": true, "session/load": true, "session/resume": true, "session/fork": true,
+// sessionSetup reports whether method is a request whose params may
+// declare MCP servers.
+func sessionSetup(method string) bool {
+	switch method {
+	case "session/new", "session/load", "session/resume", "session/fork":
+		return true
+	}
+	return false
 }
 
 type mcpRoutes struct {

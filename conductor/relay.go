@@ -122,7 +122,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	switch {
 	case len(declared) > 0:
 		cl.onResponse = func(resp *wire.Message) bool { c.mcp.setSession(declared, resp.Result); return false }
-	case sessionEnds[dc.d.method] && dc.d.to > dc.src:
+	case sessionEnds(dc.d.method) && dc.d.to > dc.src:
 		cl.onResponse = c.onSessionEnd(params)
 	}
 	if dc.initialize {

@@ -256,7 +256,7 @@ func (t *topology) route(in inbound, dl dialects) decision {
 		d.method = dc.proxyInit.Initialize
 	}
 	dc.d = d
-	dc.setup = sessionSetup[method]
+	dc.setup = sessionSetup(method)
 	switch {
 	case dc.enveloped && in.restarted && m.IsRequest() && wire.IsInitialize(method):
 		dc.act = actAnswerInit
