@@ -39,10 +39,13 @@ const (
 	methodMCPDisconnect = "mcp/disconnect"
 )
 
+// sessionEnds and sessionSetup are switches, not maps: they are asked of
+// every request relayed (sessionSetup of every notification too), and
+// comparing with a few names costs less than hashing one.
+
 // sessionEnds reports whether method is a request after whose success the
 // MCP connections the conductor opened for a session's servers are of no
-// more use. (A switch, not a map: route asks it of every message, and
-// comparing a few strings costs less than hashing one.)
+// more use.
 func sessionEnds(method string) bool {
 	switch method {
 	case "session/close", "session/delete":

@@ -453,8 +453,7 @@ func (c *chain) handle(p *peer, line []byte, err error, rd *reader) bool {
 		c.receive(p, line, rd)
 		return true
 	}
-	// AsType, not As: a target of As's would escape, an allocation for
-	// every line read.
+	// AsType, not As: As's target escapes, an allocation each time.
 	if big, ok := errors.AsType[*wire.OversizeError](err); ok {
 		c.oversize(p, big)
 		return true
