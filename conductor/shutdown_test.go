@@ -294,7 +294,9 @@ func TestUnmarkedGrandchild(t *testing.T) {
 	})
 	logs.wait(t, "grandchild unmarked")
 	logs.wait(t, "agent started")
-	if running(t, "sleep", secs) == nil {
+	// The grandchild speaks before its exec, so its command line may not
+	// be the sleep's yet.
+	if !eventuallyRunning(t, "sleep", secs) {
 		t.Fatal("the grandchild is not running: nothing to test")
 	}
 	if err, _ := e.stopped(); err != nil {
@@ -303,6 +305,20 @@ func TestUnmarkedGrandchild(t *testing.T) {
 	if left := running(t, "sleep", secs); len(left) > 0 {
 		t.Errorf("the unmarked grandchild %v outlived Run", left)
 	}
+}
+
+// eventuallyRunning reports whether a process whose command line is args
+// appears within ten seconds.
+func eventuallyRunning(t *testing.T, args ...string) bool {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(running(t, args...)) == 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 // running returns the live processes whose command line is args.
