@@ -76,11 +76,25 @@ func ParseInto(m *Message, data []byte) error {
 	var hasMethod, hasResult, hasError, badMethod bool
 	var seen uint8 // a bit for each member JSON-RPC defines
 	version, odd := false, false
-	valid, ok := eachValidMember(data, func(key, val []byte) {
-		if bytes.IndexByte(key, '\\') >= 0 {
-			key, odd = decodedKey(key), true
+	// The one pass that validates data and finds its members: see scan.go.
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		if !onlySpace(data, checkValue(data, i, 0)) {
+			return ErrNotJSON
 		}
+		return fmt.Errorf("%w: not an object", ErrNotJSONRPC)
+	}
+	i, more := firstMember(data, i)
+	for more {
+		k := i
+		var keyEnd, valStart, valEnd int
+		if keyEnd, valStart, valEnd, i, more = checkMember(data, i, 1); i < 0 {
+			return ErrNotJSON
+		}
+		key, val := data[k:keyEnd], data[valStart:valEnd]
 		var bit uint8
+		decoded := false
+	again:
 		switch string(key) { // the compiler avoids allocating for this switch
 		case `"jsonrpc"`:
 			bit, version = 1<<0, isVersion(val)
@@ -95,15 +109,19 @@ func ParseInto(m *Message, data []byte) error {
 			bit, m.Result, hasResult = 1<<4, val, true
 		case `"error"`:
 			bit, m.Error, hasError = 1<<5, val, true
+		default:
+			// None of the names above is escaped; an escaped name may
+			// decode to one.
+			if !decoded && bytes.IndexByte(key, '\\') >= 0 {
+				key, odd, decoded = decodedKey(key), true, true
+				goto again
+			}
 		}
 		odd = odd || seen&bit != 0
 		seen |= bit
-	})
-	if !valid {
-		return ErrNotJSON
 	}
-	if !ok {
-		return fmt.Errorf("%w: not an object", ErrNotJSONRPC)
+	if !onlySpace(data, i) {
+		return ErrNotJSON
 	}
 	if badMethod {
 		return fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)

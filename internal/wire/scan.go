@@ -47,7 +47,7 @@ func checkValue(d []byte, i, depth int) int {
 	case c == '"':
 		return checkString(d, i)
 	case c == '{':
-		return checkObject(d, i, depth, nil)
+		return checkObject(d, i, depth)
 	case c == '[':
 		return checkArray(d, i, depth)
 	case c == '-' || '0' <= c && c <= '9':
@@ -199,40 +199,51 @@ func checkArray(d []byte, i, depth int) int {
 	}
 }
 
-// checkObject checks the object whose brace is at i, calling fn, when it is
-// not nil, with each member's name (a raw JSON string) and value as
-// slices of d, in order.
-func checkObject(d []byte, i, depth int, fn func(key, val []byte)) int {
-	var more bool
+// checkObject checks the object whose brace is at i, at the given depth
+// of nesting outside it.
+func checkObject(d []byte, i, depth int) int {
 	if depth++; depth > maxDepth {
 		return -1
 	}
+	i, more := firstMember(d, i)
+	for more {
+		_, _, _, i, more = checkMember(d, i, depth)
+	}
+	return i
+}
+
+// firstMember moves past the brace at i that opens an object, and the
+// space after it: it reports more with the index of the first member, or
+// returns the index past the close of an empty object.
+func firstMember(d []byte, i int) (int, bool) {
 	if i = skipSpace(d, i+1); i < len(d) && d[i] == '}' {
-		return i + 1
+		return i + 1, false
 	}
-	for {
-		if i >= len(d) || d[i] != '"' {
-			return -1
-		}
-		k := i
-		if i = checkString(d, i); i < 0 {
-			return -1
-		}
-		key := d[k:i]
-		if i = skipSpace(d, i); i >= len(d) || d[i] != ':' {
-			return -1
-		}
-		start := skipSpace(d, i+1)
-		if i = checkValue(d, start, depth); i < 0 {
-			return -1
-		}
-		if fn != nil {
-			fn(key, d[start:i])
-		}
-		if i, more = next(d, i, '}'); !more {
-			return i
-		}
+	return i, true
+}
+
+// checkMember checks the member whose name starts at i, in an object whose
+// members are at the given depth, and what follows it (see next). It
+// returns where the name ends and where the value starts and ends, so the
+// caller may slice them, and end, the index past a comma (more) or the
+// object's close, or -1 where the data is not JSON. Parse calls it for the
+// top level, so that nothing there goes through a function value.
+func checkMember(d []byte, i, depth int) (keyEnd, valStart, valEnd, end int, more bool) {
+	if i >= len(d) || d[i] != '"' {
+		return 0, 0, 0, -1, false
 	}
+	if keyEnd = checkString(d, i); keyEnd < 0 {
+		return 0, 0, 0, -1, false
+	}
+	if i = skipSpace(d, keyEnd); i >= len(d) || d[i] != ':' {
+		return 0, 0, 0, -1, false
+	}
+	valStart = skipSpace(d, i+1)
+	if valEnd = checkValue(d, valStart, depth); valEnd < 0 {
+		return 0, 0, 0, -1, false
+	}
+	end, more = next(d, valEnd, '}')
+	return keyEnd, valStart, valEnd, end, more
 }
 
 // next moves past what follows an element or member at i: a comma and

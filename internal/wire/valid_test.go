@@ -46,6 +46,29 @@ func FuzzEachValidMember(f *testing.F) {
 	})
 }
 
+// eachValidMember makes the walk ParseInto makes, calling fn with each
+// member's name and value, for the tests to compare with other parsers.
+// It reports whether data is valid, and whether it is an object.
+func eachValidMember(data []byte, fn func(key, val []byte)) (valid, isObject bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return onlySpace(data, checkValue(data, i, 0)), false
+	}
+	i, more := firstMember(data, i)
+	for more {
+		k := i
+		var keyEnd, valStart, valEnd int
+		if keyEnd, valStart, valEnd, i, more = checkMember(data, i, 1); i < 0 {
+			return false, false
+		}
+		fn(data[k:keyEnd], data[valStart:valEnd])
+	}
+	if !onlySpace(data, i) {
+		return false, false
+	}
+	return true, true
+}
+
 var updateLine = []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk 12 of the answer, with some more words in it"}},"_meta":{"tag":7,"seq":12}}}`)
 
 // BenchmarkMembers: validating a session/update and finding its members in
