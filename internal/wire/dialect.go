@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 )
 
@@ -102,51 +103,70 @@ func (d *Dialect) Next() *Dialect {
 	return nil
 }
 
+// A methodClass is what the dialects make of one method name.
+type methodClass struct {
+	envelope   *Dialect // the dialect whose successor envelope it is
+	proxyInit  *Dialect // the dialect whose own proxy initialize it is
+	mcp        string   // the MCP-over-ACP method it is, in the RFD's spelling
+	initialize bool     // it is initialize, in any spelling
+}
+
+// methodClasses holds every method name to which some dialect gives a
+// meaning, built from Dialects, and leads the first bytes of those names.
+// The relay asks about each message's method several times; most
+// messages name none of these (session/update, fs/read_text_file, ...),
+// and their first byte says so without a lookup.
+var methodClasses, leads = func() (map[string]methodClass, *[256]bool) {
+	classes := map[string]methodClass{MethodInitialize: {initialize: true}}
+	set := func(name string, f func(*methodClass)) {
+		c := classes[name]
+		f(&c)
+		classes[name] = c
+	}
+	for _, d := range Dialects {
+		set(d.SuccessorRequest, func(c *methodClass) { c.envelope = cmp.Or(c.envelope, d) })
+		set(d.SuccessorNotification, func(c *methodClass) { c.envelope = cmp.Or(c.envelope, d) })
+		if !d.InitializeMeta {
+			set(d.Initialize, func(c *methodClass) { c.proxyInit, c.initialize = cmp.Or(c.proxyInit, d), true })
+		}
+		set(d.MCPConnect, func(c *methodClass) { c.mcp = RFD.MCPConnect })
+		set(d.MCPMessage, func(c *methodClass) { c.mcp = RFD.MCPMessage })
+		set(d.MCPDisconnect, func(c *methodClass) { c.mcp = RFD.MCPDisconnect })
+	}
+	var leads [256]bool
+	for name := range classes {
+		leads[name[0]] = true
+	}
+	return classes, &leads
+}()
+
+func classify(method string) methodClass {
+	if method == "" || !leads[method[0]] {
+		return methodClass{}
+	}
+	return methodClasses[method]
+}
+
 // EnvelopeDialect returns the dialect whose envelope method is method, or
 // nil if method is not an envelope.
-func EnvelopeDialect(method string) *Dialect {
-	for _, d := range Dialects {
-		if method == d.SuccessorRequest || method == d.SuccessorNotification {
-			return d
-		}
-	}
-	return nil
-}
+func EnvelopeDialect(method string) *Dialect { return classify(method).envelope }
 
 // IsSuccessor reports whether method names a successor envelope in any
 // dialect.
-func IsSuccessor(method string) bool { return EnvelopeDialect(method) != nil }
+func IsSuccessor(method string) bool { return classify(method).envelope != nil }
 
 // ProxyInitDialect returns the dialect whose proxy initialize method is
 // method, for the dialects that have one of their own, or nil.
-func ProxyInitDialect(method string) *Dialect {
-	for _, d := range Dialects {
-		if method == d.Initialize && !d.InitializeMeta {
-			return d
-		}
-	}
-	return nil
-}
+func ProxyInitDialect(method string) *Dialect { return classify(method).proxyInit }
 
 // IsInitialize reports whether method is any spelling of initialize.
-func IsInitialize(method string) bool {
-	return method == MethodInitialize || ProxyInitDialect(method) != nil
-}
+func IsInitialize(method string) bool { return classify(method).initialize }
 
 // MCPMethod returns the MCP-over-ACP method that method spells in any
 // dialect, in the RFD's spelling ("mcp/connect", ...), and whether it is one.
 func MCPMethod(method string) (string, bool) {
-	for _, d := range Dialects {
-		switch method {
-		case d.MCPConnect:
-			return RFD.MCPConnect, true
-		case d.MCPMessage:
-			return RFD.MCPMessage, true
-		case d.MCPDisconnect:
-			return RFD.MCPDisconnect, true
-		}
-	}
-	return "", false
+	mcp := classify(method).mcp
+	return mcp, mcp != ""
 }
 
 // SpellMCP returns method, an MCP-over-ACP method in the RFD's spelling, as

@@ -23,32 +23,48 @@ func TestDialectDetectionOrder(t *testing.T) {
 
 func TestDialectTable(t *testing.T) {
 	for _, tt := range []struct {
-		method    string
-		envelope  *Dialect
-		proxyInit *Dialect
-		mcp       string
+		method     string
+		envelope   *Dialect
+		proxyInit  *Dialect
+		mcp        string
+		initialize bool
 	}{
-		{"proxy/successor", RFD, nil, ""},
-		{"_proxy/successor", Rust, nil, ""},
-		{"_proxy/successor/request", Thinkwell, nil, ""},
-		{"_proxy/successor/notification", Thinkwell, nil, ""},
-		{"proxy/initialize", nil, RFD, ""},
-		{"_proxy/initialize", nil, Rust, ""},
-		{"initialize", nil, nil, ""},
-		{"mcp/connect", nil, nil, "mcp/connect"},
-		{"_mcp/connect", nil, nil, "mcp/connect"},
-		{"_mcp/message", nil, nil, "mcp/message"},
-		{"_mcp/disconnect", nil, nil, "mcp/disconnect"},
-		{"session/update", nil, nil, ""},
+		{"proxy/successor", RFD, nil, "", false},
+		{"_proxy/successor", Rust, nil, "", false},
+		{"_proxy/successor/request", Thinkwell, nil, "", false},
+		{"_proxy/successor/notification", Thinkwell, nil, "", false},
+		{"proxy/initialize", nil, RFD, "", true},
+		{"_proxy/initialize", nil, Rust, "", true},
+		{"initialize", nil, nil, "", true},
+		{"mcp/connect", nil, nil, "mcp/connect", false},
+		{"mcp/message", nil, nil, "mcp/message", false},
+		{"mcp/disconnect", nil, nil, "mcp/disconnect", false},
+		{"_mcp/connect", nil, nil, "mcp/connect", false},
+		{"_mcp/message", nil, nil, "mcp/message", false},
+		{"_mcp/disconnect", nil, nil, "mcp/disconnect", false},
+		// Ordinary methods, some with a first byte the names above share.
+		{"session/update", nil, nil, "", false},
+		{"initialized", nil, nil, "", false},
+		{"proxy/successor/request", nil, nil, "", false},
+		{"_proxy/successor/", nil, nil, "", false},
+		{"mcp/connected", nil, nil, "", false},
+		{"_mcp/list", nil, nil, "", false},
+		{"", nil, nil, "", false},
 	} {
 		if got := EnvelopeDialect(tt.method); got != tt.envelope {
 			t.Errorf("EnvelopeDialect(%q) = %v, want %v", tt.method, got, tt.envelope)
+		}
+		if got := IsSuccessor(tt.method); got != (tt.envelope != nil) {
+			t.Errorf("IsSuccessor(%q) = %v", tt.method, got)
 		}
 		if got := ProxyInitDialect(tt.method); got != tt.proxyInit {
 			t.Errorf("ProxyInitDialect(%q) = %v, want %v", tt.method, got, tt.proxyInit)
 		}
 		if got, ok := MCPMethod(tt.method); got != tt.mcp || ok != (tt.mcp != "") {
 			t.Errorf("MCPMethod(%q) = %q, %v, want %q", tt.method, got, ok, tt.mcp)
+		}
+		if got := IsInitialize(tt.method); got != tt.initialize {
+			t.Errorf("IsInitialize(%q) = %v, want %v", tt.method, got, tt.initialize)
 		}
 	}
 	if got := Thinkwell.SpellMCP("mcp/message"); got != "_mcp/message" {
