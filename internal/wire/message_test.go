@@ -287,3 +287,45 @@ func TestResponseSize(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendString checks AppendString against encoding/json, without HTML
+// escaping, and its test of eight bytes at a time against one at a time.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"session/prompt", "", "a\"b", "0123456\x7f", "01234567\\", "\x1f", "né",
+		"\xff0123456789", "0123456\xff", "~~~~~~~~\x7e", "\u2028", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := AppendString([]byte("x"), s), append([]byte("x"), bytes.TrimSuffix(b.Bytes(), []byte("\n"))...); !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %q, want %q", s, got, want)
+		}
+		want := false
+		for _, c := range []byte(s) {
+			want = want || c < 0x20 || c == '"' || c == '\\' || c >= 0x7f
+		}
+		if got := needsEscape(s); got != want {
+			t.Fatalf("needsEscape(%q) = %v, want %v", s, got, want)
+		}
+	})
+}
+
+// TestNeedsEscapeEachPosition puts each byte value at each place of a
+// sixteen-byte string, where the eight-byte test and the tail meet.
+func TestNeedsEscapeEachPosition(t *testing.T) {
+	for c := range 256 {
+		want := c < 0x20 || c == '"' || c == '\\' || c >= 0x7f
+		for at := range 16 {
+			s := []byte("abcdefghijklmnop")
+			s[at] = byte(c)
+			if got := needsEscape(string(s)); got != want {
+				t.Fatalf("needsEscape(%q) = %v, want %v", s, got, want)
+			}
+		}
+	}
+}
