@@ -108,6 +108,8 @@ type call struct {
 	onResponse func(resp *wire.Message) bool
 
 	prev, next *call // in from's inflight list, under from.mu
+
+	idBuf [16]byte // holds fromID when it fits
 }
 
 // done takes c off its caller's list of requests in flight.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,7 +156,8 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 	cl.to, cl.id = to, to.nextID.Add(1)
 	// The id aliases the line it came in; kept as it is, it would keep all
 	// of that line (a 16 MiB prompt, say) live until the answer comes.
-	cl.fromID = append(json.RawMessage(nil), cl.fromID...)
+	// Most ids fit in the call itself.
+	cl.fromID = append(cl.idBuf[:0], cl.fromID...)
 	if cl.from != nil {
 		if e := cl.from.track(cl); e != nil {
 			cl.answer(encodeError(cl.fromID, e)) // the conductor is stopping
@@ -166,7 +168,12 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 		failCalls([]*call{cl}, goneError(to, err)) // its hook, if any, sees the failure
 		return
 	}
-	c.relay(cl.from, to, wire.IntID(cl.id), d, params)
+	if c.trace != nil {
+		c.traceSend(cl.from, to, wire.IntID(cl.id), d.method, params) // the trace keeps it
+	}
+	var id [20]byte // an int64 in decimal, copied into the line: no allocation
+	line := c.encode(to, strconv.AppendInt(id[:0], cl.id, 10), d, params)
+	to.send(line.segments()...)
 }
 
 // cancel translates a $/cancel_request for a request the sender made

@@ -242,13 +242,15 @@ func benchRequest(b *testing.B, prompt, answer string) {
 // TestRelayAllocs pins what relaying a small message allocates inside the
 // conductor, from where the read loop hands its line on: nothing for a
 // line relayed as it came, the new line for one re-encoded, and for a
-// request also its call record and the ids it is tracked under. A copy of
-// the parsed message, a segment list made per line, or an error target
-// that escapes shows here as one more.
+// request also its call record, which holds the caller's id when it is
+// short (a longer one is copied on its own). A copy of the parsed message,
+// a segment list made per line, an id made for the line it is written
+// into, or an error target that escapes shows here as one more.
 func TestRelayAllocs(t *testing.T) {
 	update := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
 	envelope := `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s"}}}`
 	prompt := `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
+	longID := `{"jsonrpc":"2.0","id":"6f1c2a4e-93b0-4d8e-a1f7-2c5e8b9d0a13","method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
 	answer := `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`
 	for _, tt := range []struct {
 		name    string
@@ -260,7 +262,8 @@ func TestRelayAllocs(t *testing.T) {
 		{"notify as its line", 0, []string{update}, []int{1}, 0},
 		{"notify wrapped", 1, []string{update}, []int{2}, 1},
 		{"envelope unwrapped", 1, []string{envelope}, []int{1}, 1},
-		{"request and answer", 0, []string{prompt, answer}, []int{0, 1}, 5},
+		{"request and answer", 0, []string{prompt, answer}, []int{0, 1}, 3},
+		{"request with a long id, and answer", 0, []string{longID, answer}, []int{0, 1}, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := benchChain(tt.proxies, nil)
