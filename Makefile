@@ -52,5 +52,12 @@ fuzz: ## run every fuzz target in the tree for FUZZTIME (default 1m) each
 		done; \
 	done
 
+# The bench counts the relay's instructions per message under valgrind
+# (bench/instructions.go), installed here as chromium is for the tests.
+VALGRIND_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends valgrind
+
 bench: ## the performance suite (not part of make test); prints a table of ratios to a direct pipe
+	@command -v valgrind >/dev/null 2>&1 || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo "== installing valgrind for the instruction counts" && $(VALGRIND_INSTALL); } || \
+		echo "*** no valgrind and it could not be installed: the instruction counts are left out"
 	$(GO) run ./bench

@@ -166,6 +166,13 @@ func run(quick bool, out, profile string, rounds int, profileOnly bool, only str
 	if r.relay, err = b.goBench(); err != nil {
 		return err
 	}
+	counts, err := b.instructions()
+	if err != nil {
+		return err
+	}
+	for i := range r.relay {
+		r.relay[i].instructions = counts[r.relay[i].name]
+	}
 	env.loadAfter = loadAvg()
 	env.elapsed = time.Since(start)
 	env.plan = b.plan

@@ -89,6 +89,7 @@ type benchRow struct {
 	name          string // e.g. small/notify
 	nsPerOp, mbps float64
 	bytes, allocs int64
+	instructions  float64 // per op, under cachegrind; 0 where not counted
 }
 
 type results struct {
