@@ -205,7 +205,7 @@ func (t *topology) route(in inbound, dl dialects) decision {
 	method := m.Method
 	if wire.IsSuccessor(method) {
 		var err error
-		if method, dc.raw, err = wire.Unwrap(m.Params); err != nil {
+		if method, dc.raw, err = m.Unwrap(); err != nil {
 			return decision{act: actRefuse, src: in.from, err: wire.Errorf(codeInvalidParams, "%s: %v", m.Method, err)}
 		}
 		dc.enveloped = true

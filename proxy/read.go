@@ -61,7 +61,7 @@ func (c *Conn) dispatch(m *wire.Message) {
 	case m.IsResponse():
 		c.complete(m)
 	case wire.IsSuccessor(m.Method):
-		method, params, err := wire.Unwrap(m.Params)
+		method, params, err := m.Unwrap()
 		if err != nil {
 			c.answerError(m, wire.Errorf(jrpc2.InvalidParams, "%s: %v", m.Method, err))
 			return

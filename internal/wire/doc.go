@@ -3,7 +3,9 @@
 //
 // The conductor forwards far more than it understands, so a Message keeps its
 // id, params, result and error as the raw bytes that arrived. Parse scans only
-// the top-level object and never decodes what it forwards; Append writes an
+// the top-level object and never decodes what it forwards (of a successor
+// envelope's params it notes where the carried method and params lie, so
+// that unwrapping it takes no second pass); Append writes an
 // envelope back out around those same bytes, and a message that is Plain may
 // be forwarded as the line it came in. Every parser here reads what
 // encoding/json would read (member names with escapes decoded, the last of

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 )
 
 // Envelope methods: a proxy and its conductor exchange everything that
@@ -40,13 +41,89 @@ func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err e
 	case !ok:
 		return "", nil, fmt.Errorf("%w: envelope params must be an object", ErrNotJSONRPC)
 	case !has || bad || method == "":
-		return "", nil, fmt.Errorf("%w: envelope has no method string", ErrNotJSONRPC)
+		return "", nil, errEnvelopeMethod
 	}
 	if string(inner) == "null" {
 		inner = nil
 	}
 	return method, inner, nil
 }
+
+// An envelope is what Parse notes of a message's params, when they are an
+// object, as it checks them: where the two members an envelope carries lie
+// in them, so that unwrapping one (Message.Unwrap) does not scan its params
+// a second time. It is small, as every message carries one.
+type envelope struct {
+	of             *byte    // the first byte of the params noted; nil: none
+	n              int32    // their length
+	method, params [2]int32 // where those members' values lie in them ([1] 0: absent)
+}
+
+// checkParams checks the object at i, a message's params, as checkValue
+// would, noting in env where its method and params members lie. It notes
+// nothing where a name is spelled with escapes, and might be either.
+func checkParams(d []byte, i int, env *envelope) int {
+	start := i
+	var e envelope
+	i, more := firstMember(d, i)
+	noted := len(d)-start <= math.MaxInt32
+	for more {
+		k := i
+		var keyEnd, valStart, valEnd int
+		// The params object is at depth 2, inside the message's.
+		if keyEnd, valStart, valEnd, i, more = checkMember(d, i, 2); i < 0 {
+			return -1
+		}
+		switch key := d[k:keyEnd]; string(key) {
+		case `"method"`:
+			e.method = [2]int32{int32(valStart - start), int32(valEnd - start)}
+		case `"params"`:
+			e.params = [2]int32{int32(valStart - start), int32(valEnd - start)}
+		default:
+			// Escaped, either name takes at least 13 bytes: a letter's
+			// only escape is \uXXXX.
+			if len(key) >= 13 && bytes.IndexByte(key, '\\') >= 0 {
+				noted = false
+			}
+		}
+	}
+	if noted && i >= 0 {
+		e.of, e.n = &d[start], int32(i-start)
+		*env = e
+	}
+	return i
+}
+
+// Unwrap is Unwrap(m.Params), answered from what Parse noted of the params
+// as it checked them, where it could.
+func (m *Message) Unwrap() (method string, inner json.RawMessage, err error) {
+	if !m.notedEnvelope() {
+		return Unwrap(m.Params)
+	}
+	e := &m.env
+	var bad bool
+	if e.method[1] != 0 {
+		method, _ = unquoteOr(m.Params[e.method[0]:e.method[1]], &bad)
+	}
+	if bad || method == "" {
+		return "", nil, errEnvelopeMethod
+	}
+	if e.params[1] != 0 {
+		if inner = m.Params[e.params[0]:e.params[1]]; string(inner) == "null" {
+			inner = nil
+		}
+	}
+	return method, inner, nil
+}
+
+// notedEnvelope reports whether what Parse noted describes m.Params as
+// they are: a later params member, or params set by hand, have no notes.
+func (m *Message) notedEnvelope() bool {
+	e := &m.env
+	return e.of != nil && len(m.Params) == int(e.n) && &m.Params[0] == e.of
+}
+
+var errEnvelopeMethod = fmt.Errorf("%w: envelope has no method string", ErrNotJSONRPC)
 
 // AppendWrapped appends a request (id != nil) or notification whose method is
 // envelope and whose params carry method and params, without copying params

@@ -24,7 +24,8 @@ type Message struct {
 	// Raw is the whole message as it was parsed.
 	Raw json.RawMessage
 
-	plain bool // see Plain
+	plain bool     // see Plain
+	env   envelope // see Unwrap
 }
 
 // Plain reports whether Raw means to any reader exactly what m's fields
@@ -86,9 +87,31 @@ func ParseInto(m *Message, data []byte) error {
 	}
 	i, more := firstMember(data, i)
 	for more {
-		k := i
-		var keyEnd, valStart, valEnd int
-		if keyEnd, valStart, valEnd, i, more = checkMember(data, i, 1); i < 0 {
+		// checkMember's steps, but for the params object of what may be an
+		// envelope, which checkParams checks, noting what an envelope
+		// carries (see Message.Unwrap). A method named before its params,
+		// as every SDK writes them, says whether it is one.
+		if i >= len(data) || data[i] != '"' {
+			return ErrNotJSON
+		}
+		k, keyEnd := i, checkString(data, i)
+		if keyEnd < 0 {
+			return ErrNotJSON
+		}
+		if i = skipSpace(data, keyEnd); i >= len(data) || data[i] != ':' {
+			return ErrNotJSON
+		}
+		valStart, valEnd := skipSpace(data, i+1), 0
+		if valStart < len(data) && data[valStart] == '{' && string(data[k:keyEnd]) == `"params"` &&
+			(!hasMethod || IsSuccessor(m.Method)) {
+			valEnd = checkParams(data, valStart, &m.env)
+		} else {
+			valEnd = checkValue(data, valStart, 1)
+		}
+		if valEnd < 0 {
+			return ErrNotJSON
+		}
+		if i, more = next(data, valEnd, '}'); i < 0 {
 			return ErrNotJSON
 		}
 		key, val := data[k:keyEnd], data[valStart:valEnd]
