@@ -74,9 +74,14 @@ func Parse(data []byte) (*Message, error) {
 // left unspecified when it returns an error.
 func ParseInto(m *Message, data []byte) error {
 	*m = Message{Raw: data}
-	var hasMethod, hasResult, hasError, badMethod bool
-	var seen uint8 // a bit for each member JSON-RPC defines
-	version, odd := false, false
+	// What the members said, a bit each, in one word that the loop keeps
+	// in a register across its calls: the members JSON-RPC defines, as
+	// they are seen, and what was found in them.
+	const (
+		hasVersion, hasID, hasMethod, hasParams, hasResult, hasError = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5
+		goodVersion, badMethod, odd                                  = 1 << 6, 1 << 7, 1 << 8
+	)
+	var said uint16
 	// The one pass that validates data and finds its members: see scan.go.
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
@@ -103,7 +108,7 @@ func ParseInto(m *Message, data []byte) error {
 		}
 		valStart, valEnd := skipSpace(data, i+1), 0
 		if valStart < len(data) && data[valStart] == '{' && string(data[k:keyEnd]) == `"params"` &&
-			(!hasMethod || IsSuccessor(m.Method)) {
+			(said&hasMethod == 0 || IsSuccessor(m.Method)) {
 			valEnd = checkParams(data, valStart, &m.env)
 		} else {
 			valEnd = checkValue(data, valStart, 1)
@@ -115,55 +120,64 @@ func ParseInto(m *Message, data []byte) error {
 			return ErrNotJSON
 		}
 		key, val := data[k:keyEnd], data[valStart:valEnd]
-		var bit uint8
+		var bit uint16
 		decoded := false
 	again:
 		switch string(key) { // the compiler avoids allocating for this switch
 		case `"jsonrpc"`:
-			bit, version = 1<<0, isVersion(val)
+			bit, said = hasVersion, said&^goodVersion
+			if isVersion(val) {
+				said |= goodVersion
+			}
 		case `"id"`:
-			bit, m.ID = 1<<1, val
+			bit, m.ID = hasID, val
 		case `"method"`:
-			bit = 1 << 2
-			m.Method, hasMethod = unquoteOr(val, &badMethod)
+			var bad bool
+			bit, said = hasMethod, said&^badMethod
+			if m.Method, _ = unquoteOr(val, &bad); bad {
+				said |= badMethod
+			}
 		case `"params"`:
-			bit, m.Params = 1<<3, val
+			bit, m.Params = hasParams, val
 		case `"result"`:
-			bit, m.Result, hasResult = 1<<4, val, true
+			bit, m.Result = hasResult, val
 		case `"error"`:
-			bit, m.Error, hasError = 1<<5, val, true
+			bit, m.Error = hasError, val
 		default:
 			// None of the names above is escaped; an escaped name may
 			// decode to one.
 			if !decoded && bytes.IndexByte(key, '\\') >= 0 {
-				key, odd, decoded = decodedKey(key), true, true
+				key, decoded, said = decodedKey(key), true, said|odd
 				goto again
 			}
 		}
-		odd = odd || seen&bit != 0
-		seen |= bit
+		if said&bit != 0 {
+			said |= odd // a name repeated
+		}
+		said |= bit
 	}
 	if !onlySpace(data, i) {
 		return ErrNotJSON
 	}
-	if badMethod {
+	if said&badMethod != 0 {
 		return fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
 	}
+	method, answer := said&hasMethod != 0, said&(hasResult|hasError) != 0
 	switch {
-	case !version:
+	case said&goodVersion == 0:
 		return fmt.Errorf(`%w: "jsonrpc" must be "2.0"`, ErrNotJSONRPC)
-	case hasMethod && (hasResult || hasError):
+	case method && answer:
 		return fmt.Errorf("%w: both method and result/error", ErrNotJSONRPC)
-	case hasMethod && m.Method == "":
+	case method && m.Method == "":
 		return fmt.Errorf("%w: empty method", ErrNotJSONRPC)
-	case !hasMethod && !hasResult && !hasError:
+	case !method && !answer:
 		return fmt.Errorf("%w: no method, result or error", ErrNotJSONRPC)
-	case !hasMethod && m.ID == nil:
+	case !method && m.ID == nil:
 		return fmt.Errorf("%w: response without id", ErrNotJSONRPC)
 	case m.ID != nil && !validID(m.ID):
 		return fmt.Errorf("%w: id must be a string, number or null", ErrNotJSONRPC)
 	}
-	m.plain = !odd
+	m.plain = said&odd == 0
 	return nil
 }
 

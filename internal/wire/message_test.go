@@ -110,6 +110,7 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","method":"m\u0041","params":[]}`,
 		` {"method" : "m" , "id" : -1.5e3 , "jsonrpc" : "2.0" } `,
 		`{"jsonrpc":"2.0","method":"m","method":"n"}`,
+		`{"jsonrpc":"2.0","method":1,"method":"m"}`, `{"jsonrpc":"1.0","jsonrpc":"2.0","method":"m"}`,
 		`{"jsonrpc":"2.0","method":"m","params":1,"par\u0061ms":2}`,
 		`{"jsonrpc":"2.0","id":1,"result":{},"id":2}`,
 		`{"jso\u006erpc":"2\u002e0","m\u0065thod":"m"}`,
