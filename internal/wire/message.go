@@ -426,24 +426,32 @@ func AppendString(buf []byte, s string) []byte {
 
 // needsEscape reports whether s has a byte that encoding/json may write
 // otherwise than as itself: below 0x20, a quote, a backslash, or from 0x7f
-// on. It tests eight bytes at a time, as the validator does (special).
+// on. It tests eight bytes at a time, as the validator does (special), and
+// the last eight again where the length is not a multiple of eight.
 func needsEscape(s string) bool {
-	i := 0
-	for ; len(s)-i >= 8; i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		// From 0x7f on: the high bit, or 0x7f carried into it by adding 1
-		// (a carry out of 0xff is past a byte already found).
-		if special(w)|(w|(w+lows))&highs != 0 {
+	if len(s) < 8 {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; len(s)-i >= 8; i += 8 {
+		if escapedWord(s[i : i+8]) {
 			return true
 		}
 	}
-	for ; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			return true
-		}
-	}
-	return false
+	return escapedWord(s[len(s)-8:])
+}
+
+// escapedWord is needsEscape for exactly eight bytes.
+func escapedWord(b string) bool {
+	w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	// From 0x7f on: the high bit, or 0x7f carried into it by adding 1 (a
+	// carry out of 0xff is past a byte already found).
+	return special(w)|(w|(w+lows))&highs != 0
 }
 
 // IntID returns the encoding of n as an id.

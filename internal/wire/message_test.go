@@ -316,16 +316,19 @@ func FuzzAppendString(f *testing.F) {
 	})
 }
 
-// TestNeedsEscapeEachPosition puts each byte value at each place of a
-// sixteen-byte string, where the eight-byte test and the tail meet.
+// TestNeedsEscapeEachPosition puts each byte value at each place of
+// strings of 1 to 20 bytes: the words tested whole, the last one tested
+// again where it overlaps, and the short strings tested a byte at a time.
 func TestNeedsEscapeEachPosition(t *testing.T) {
-	for c := range 256 {
-		want := c < 0x20 || c == '"' || c == '\\' || c >= 0x7f
-		for at := range 16 {
-			s := []byte("abcdefghijklmnop")
-			s[at] = byte(c)
-			if got := needsEscape(string(s)); got != want {
-				t.Fatalf("needsEscape(%q) = %v, want %v", s, got, want)
+	for n := 1; n <= 20; n++ {
+		for c := range 256 {
+			want := c < 0x20 || c == '"' || c == '\\' || c >= 0x7f
+			for at := range n {
+				s := []byte("abcdefghijklmnopqrst"[:n])
+				s[at] = byte(c)
+				if got := needsEscape(string(s)); got != want {
+					t.Fatalf("needsEscape(%q) = %v, want %v", s, got, want)
+				}
 			}
 		}
 	}
