@@ -140,6 +140,7 @@ var methodClasses, leads = func() (map[string]methodClass, *[256]bool) {
 	return classes, &leads
 }()
 
+// classify returns what the dialects make of method: nothing, for most.
 func classify(method string) methodClass {
 	if method == "" || !leads[method[0]] {
 		return methodClass{}

@@ -226,8 +226,9 @@ func firstMember(d []byte, i int) (int, bool) {
 // members are at the given depth, and what follows it (see next). It
 // returns where the name ends and where the value starts and ends, so the
 // caller may slice them, and end, the index past a comma (more) or the
-// object's close, or -1 where the data is not JSON. Parse calls it for the
-// top level, so that nothing there goes through a function value.
+// object's close, or -1 where the data is not JSON. Parse makes the same
+// steps for the top level itself (see ParseInto), where a params object
+// is checked by checkParams.
 func checkMember(d []byte, i, depth int) (keyEnd, valStart, valEnd, end int, more bool) {
 	if i >= len(d) || d[i] != '"' {
 		return 0, 0, 0, -1, false
