@@ -14,7 +14,7 @@ import (
 // figure of the relay's own work that this machine's noise does not move.
 // Between processes a change of less than about a microsecond, or of 3-5 %
 // of updates/s, does not show (bench/README.md), while two counts of the
-// same code agree within about half a percent; so a change to the relay's
+// same code differ by up to about 50 instructions; so a change to the relay's
 // work is judged here, and the chain's figures say what it is worth.
 
 // countedBenchmarks are the small in-process benchmarks whose ops are

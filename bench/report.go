@@ -189,7 +189,7 @@ func (r *results) markdown(e env) string {
 	fmt.Fprintf(&w, "One op relays one message (request: a prompt and its answer, two messages); no system calls. "+
 		"The ratio is to `copy` of the same size: reading and writing the line with no relay, the in-process analogue of direct. "+
 		"Instructions are counted under valgrind's cachegrind, with one P and the collector off, as the difference between runs of %d and %d ops: "+
-		"two counts of the same code agree within about 0.5 %%.\n\n", countLow, countHigh)
+		"two counts of the same code differ by up to about 50 instructions.\n\n", countLow, countHigh)
 	fmt.Fprintf(&w, "| benchmark | CPU time/op | throughput | B/op | allocs/op | instructions/op | ratio to copy (time, allocs, instructions) |\n|---|---|---|---|---|---|---|\n")
 	for _, b := range r.relay {
 		cp, _ := r.benchRow(strings.SplitN(b.name, "/", 2)[0] + "/copy")
