@@ -25,22 +25,29 @@ const (
 // belongs to the carrier and is not returned. params must come from a parsed Message (and so be valid
 // JSON); the result aliases it.
 func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err error) {
-	var has, bad bool
+	var methodVal []byte
 	ok := len(params) > 0 && EachField(params, func(key, val []byte) {
 		if bytes.IndexByte(key, '\\') >= 0 {
 			key = decodedKey(key) // names are read as encoding/json reads them
 		}
 		switch string(key) {
 		case `"method"`:
-			method, has = unquoteOr(val, &bad)
+			methodVal = val
 		case `"params"`:
 			inner = val
 		}
 	})
-	switch {
-	case !ok:
+	if !ok {
 		return "", nil, fmt.Errorf("%w: envelope params must be an object", ErrNotJSONRPC)
-	case !has || bad || method == "":
+	}
+	return carried(methodVal, inner)
+}
+
+// carried returns what an envelope carries, given the raw values of its
+// method and params members (the last of each; nil where absent).
+func carried(methodVal, inner []byte) (string, json.RawMessage, error) {
+	method, ok := methodName(methodVal)
+	if !ok || method == "" {
 		return "", nil, errEnvelopeMethod
 	}
 	if string(inner) == "null" {
@@ -96,24 +103,19 @@ func checkParams(d []byte, i int, env *envelope) int {
 
 // Unwrap is Unwrap(m.Params), answered from what Parse noted of the params
 // as it checked them, where it could.
-func (m *Message) Unwrap() (method string, inner json.RawMessage, err error) {
+func (m *Message) Unwrap() (string, json.RawMessage, error) {
 	if !m.notedEnvelope() {
 		return Unwrap(m.Params)
 	}
 	e := &m.env
-	var bad bool
+	var methodVal, inner []byte
 	if e.method[1] != 0 {
-		method, _ = unquoteOr(m.Params[e.method[0]:e.method[1]], &bad)
-	}
-	if bad || method == "" {
-		return "", nil, errEnvelopeMethod
+		methodVal = m.Params[e.method[0]:e.method[1]]
 	}
 	if e.params[1] != 0 {
-		if inner = m.Params[e.params[0]:e.params[1]]; string(inner) == "null" {
-			inner = nil
-		}
+		inner = m.Params[e.params[0]:e.params[1]]
 	}
-	return method, inner, nil
+	return carried(methodVal, inner)
 }
 
 // notedEnvelope reports whether what Parse noted describes m.Params as

@@ -48,6 +48,7 @@ func TestMessageUnwrap(t *testing.T) {
 		{`{"jsonrpc":"2.0","params":{"method":"m","params":null},"method":"proxy/successor"}`, true, "m"},
 		// Of repeated names the last counts, inside and out.
 		{`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"a","method":"b"}}`, true, "b"},
+		{`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":1,"method":"n"}}`, true, "n"},
 		{`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"a"},"params":{"method":"c"}}`, true, "c"},
 		{`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"a"},"params":[]}`, false, ""},
 		// Escaped names: the inner one might be method, the outer params.
@@ -84,6 +85,7 @@ func FuzzMessageUnwrap(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"a":1}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","params":{"m\u0065thod":"m","params":null},"method":"_proxy/successor"}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"method":"x"},"params":{"method":"y"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":1,"method":"n"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Parse(data)
 		if err != nil || len(m.Params) == 0 || m.Params[0] != '{' {

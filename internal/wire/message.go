@@ -132,9 +132,9 @@ func ParseInto(m *Message, data []byte) error {
 		case `"id"`:
 			bit, m.ID = hasID, val
 		case `"method"`:
-			var bad bool
+			var ok bool
 			bit, said = hasMethod, said&^badMethod
-			if m.Method, _ = unquoteOr(val, &bad); bad {
+			if m.Method, ok = methodName(val); !ok {
 				said |= badMethod
 			}
 		case `"params"`:
@@ -214,18 +214,16 @@ func validID(id json.RawMessage) bool {
 	return false
 }
 
-func unquoteOr(v []byte, bad *bool) (string, bool) {
+// methodName decodes v, a method's raw JSON value, taking the name of a
+// known method without allocating; ok is false if v is not a string.
+func methodName(v []byte) (string, bool) {
 	if string(v) == `"session/update"` { // most messages: before the map
 		return "session/update", true
 	}
 	if s, ok := knownMethods[string(v)]; ok { // no allocation
 		return s, true
 	}
-	s, ok := Unquote(v)
-	if !ok {
-		*bad = true
-	}
-	return s, true
+	return Unquote(v)
 }
 
 // knownMethods are the methods most messages name, by their plain JSON
