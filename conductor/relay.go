@@ -168,12 +168,8 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 		failCalls([]*call{cl}, goneError(to, err)) // its hook, if any, sees the failure
 		return
 	}
-	if c.trace != nil {
-		c.traceSend(cl.from, to, wire.IntID(cl.id), d.method, params) // the trace keeps it
-	}
 	var id [20]byte // an int64 in decimal, copied into the line: no allocation
-	line := c.encode(to, strconv.AppendInt(id[:0], cl.id, 10), d, params)
-	to.send(line.segments()...)
+	c.relay(cl.from, to, strconv.AppendInt(id[:0], cl.id, 10), d, params)
 }
 
 // cancel translates a $/cancel_request for a request the sender made

@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -17,7 +18,9 @@ import (
 // traceSend records a request (id != nil) or notification from `from` (nil:
 // the conductor) to `to`, as the destination sees it.
 func (c *chain) traceSend(from, to *peer, id json.RawMessage, method string, params json.RawMessage) {
-	c.trace.Send(traceName(from), to.name, id, method, params, to.pos < 0 || (from != nil && from.pos < 0))
+	// The trace keeps id, which relayCall makes on its stack: a copy,
+	// made only when tracing.
+	c.trace.Send(traceName(from), to.name, bytes.Clone(id), method, params, to.pos < 0 || (from != nil && from.pos < 0))
 }
 
 // traceReply records the answer to cl: result, or an error object.
