@@ -84,7 +84,8 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	srv, ok := c.mcp.server(conn.ServerID)
 	if !ok {
-		c.unavailable(conn)
+		c.log.Warn("refused a bridged MCP connection: its server is gone", zap.String("server", conn.Name), zap.String("transport", conn.Transport))
+		refuseBridged(conn, wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the proxy that served it was restarted or bypassed", conn.Name))
 		return
 	}
 	owner := c.peers[srv.owner]
@@ -95,8 +96,11 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	defer c.flow.leave(p)
 	log := p.log.With(zap.String("transport", conn.Transport))
 
-	routed := c.openBridged(ctx, srv, conn.ServerID, p, log)
+	routed, refused := c.openBridged(ctx, srv, conn.ServerID, p, log)
 	if routed == nil {
+		if refused != nil {
+			refuseBridged(conn, refused)
+		}
 		return
 	}
 
@@ -119,8 +123,12 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		c.throttle(p, l)
 	}
 
-	if c.mcp.close(routed) && routed.stateless == nil { // else the owner went away first (ownerGone), or never had a connection
-		c.disconnect(routed)
+	if c.mcp.close(routed) { // else the owner went away first (ownerGone)
+		if routed.stateless == nil {
+			c.disconnect(routed)
+		} else {
+			c.forgetBridged(p)
+		}
 	}
 	// The owner's own requests to this client can no longer be answered.
 	failCalls(p.fail(errors.New("the MCP client disconnected")), wire.Errorf(codeInternalError, "MCP client of %s disconnected", srv.name))
@@ -131,10 +139,11 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 // openBridged opens the owner's side of a bridged connection: mcp/connect
 // to a connect-binding owner; nothing to one that binds per request (it
 // refuses mcp/connect as an unknown method), for which the conductor
-// translates (mcpxlate.go). It returns nil when the owner refused.
-func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string, p *peer, log *zap.Logger) *mcpConn {
+// translates (mcpxlate.go). When the owner refuses, it returns the error
+// the client is to hear; when the chain stops first, neither.
+func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string, p *peer, log *zap.Logger) (*mcpConn, *wire.Error) {
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
-		return c.mcp.openStateless(srv, serverID, p)
+		return c.mcp.openStateless(srv, serverID, p), nil
 	}
 	var proposed json.RawMessage
 	if ownerSpellings[srv.spelling].proposeID {
@@ -149,21 +158,26 @@ func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string,
 	select {
 	case m = <-answer:
 	case <-ctx.Done():
-		return nil
+		return nil, nil
 	}
+	owner := c.peers[srv.owner].name
 	if refusedConnect(m) {
 		c.mcp.learn(srv.owner, bindingRequest)
-		log.Debug("bridged MCP connection to an owner that binds per request", zap.String("owner", c.peers[srv.owner].name))
-		return c.mcp.openStateless(srv, serverID, p)
+		log.Debug("bridged MCP connection to an owner that binds per request", zap.String("owner", owner))
+		return c.mcp.openStateless(srv, serverID, p), nil
 	}
 	connID := connectionIDOf(m.Result, proposed)
 	if m.Error != nil || connID == nil {
-		log.Warn("the owner refused the MCP connection", zap.String("owner", c.peers[srv.owner].name), zap.ByteString("error", m.Error))
-		return nil
+		log.Warn("the owner refused the MCP connection", zap.String("owner", owner), zap.ByteString("error", m.Error))
+		why := "it answered mcp/connect without a connectionId"
+		if m.Error != nil {
+			why = errorMessage(m.Error)
+		}
+		return nil, wire.Errorf(codeMCPServerUnavailable, "%s refused the connection to MCP server %q: %s", owner, srv.name, why)
 	}
 	c.mcp.learn(srv.owner, bindingConnect)
-	log.Debug("bridged MCP connection open", zap.String("owner", c.peers[srv.owner].name), zap.ByteString("connectionId", connID))
-	return c.mcp.openBridged(srv.owner, srv.spelling, connID, p)
+	log.Debug("bridged MCP connection open", zap.String("owner", owner), zap.ByteString("connectionId", connID))
+	return c.mcp.openBridged(srv.owner, srv.spelling, connID, p), nil
 }
 
 // fromBridge relays one MCP message from a bridged client to the server's
@@ -187,7 +201,14 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 		c.statelessCall(conn, p, m, m.Method, m.Params, nil)
 		return
 	}
-	params := connEnvelope(conn.ownerID, m.Method, m.Params, nil)
+	inner := m.Params
+	if m.Method == mcpMethodCancelled && m.IsNotification() {
+		var ok bool
+		if inner, ok = mcpCancelled(p, inner); !ok {
+			return
+		}
+	}
+	params := connEnvelope(conn.ownerID, m.Method, inner, nil)
 	d := c.toOwner(conn.owner, spell(conn.spelling, methodMCPMessage))
 	if m.IsNotification() {
 		c.relay(p, owner, nil, d, params)
@@ -196,13 +217,11 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 	c.relayCall(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
 }
 
-// unavailable answers a bridged connection to a server the chain no longer
-// has, because the proxy that declared it was restarted or bypassed: the
-// client's first request gets an MCP error at once, then the connection
-// ends, as no owner will ever answer an mcp/connect for it.
-func (c *chain) unavailable(conn *mcpbridge.Conn) {
-	c.log.Warn("refused a bridged MCP connection: its server is gone", zap.String("server", conn.Name), zap.String("transport", conn.Transport))
-	e := wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the proxy that served it was restarted or bypassed", conn.Name)
+// refuseBridged answers a bridged connection that will not be served:
+// to a server the chain no longer has, because the proxy that declared it
+// was restarted or bypassed, or one whose owner refused it. The client's
+// first request gets e, an MCP error, at once; then the connection ends.
+func refuseBridged(conn *mcpbridge.Conn, e *wire.Error) {
 	for {
 		line, err := conn.Recv()
 		if big, ok := errors.AsType[*wire.OversizeError](err); ok {
@@ -329,6 +348,12 @@ func (c *chain) toBridge(to *peer, from *peer, m *wire.Message, params json.RawM
 	}
 	d := delivery{method: method}
 	if m.IsNotification() {
+		if method == mcpMethodCancelled {
+			var ok bool
+			if inner, ok = mcpCancelled(from, inner); !ok {
+				return
+			}
+		}
 		c.relay(from, to, nil, d, inner)
 		return
 	}

@@ -22,6 +22,10 @@ import (
 // byte for byte, to ACP_TEST_TRANSCRIPT if that is set.
 
 func runFake(role string) {
+	if role == "pipe" {
+		runPipe() // the test plays it (scripted_test.go)
+		return
+	}
 	if path := os.Getenv("ACP_TEST_STARTS"); path != "" {
 		// Each start appends its pid, so tests can count starts.
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

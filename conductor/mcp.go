@@ -687,6 +687,12 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 		if conn.ownerID != string(id) {
 			params = withConnectionID(params, conn.ownerID)
 		}
+		if m.IsNotification() {
+			var ok bool
+			if params, ok = mcpCancelledOnConn(from, params); !ok {
+				return
+			}
+		}
 	case conn.forRequests:
 		c.toRequestCaller(conn, from, m, params, b)
 		return
@@ -697,6 +703,12 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 		d = c.toAgent(method)
 		if conn.agentID != string(id) || wire.Member(params, "connectionId") == nil {
 			params = withConnectionID(params, conn.agentID)
+		}
+		if m.IsNotification() {
+			var ok bool
+			if params, ok = mcpCancelledOnConn(from, params); !ok {
+				return
+			}
 		}
 	}
 	to := c.peers[d.to]

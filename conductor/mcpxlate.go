@@ -409,9 +409,9 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 		from.log.Debug("dropped an MCP notification a stateless server takes no part in", zap.String("method", method))
 		return
 	case slCancel:
-		if conn.bridge != nil { // the bridged client's ids are the ones its calls were made under
-			c.cancel(from, params)
-		}
+		// It names the request by the caller's id: the mcp/message's own
+		// for a native agent, the MCP request's for a bridged client.
+		c.cancel(from, params)
 		return
 	case slInitialize:
 		var init struct {

@@ -186,8 +186,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 		from.log.Debug("ignored cancel for a request not in flight", zap.ByteString("requestId", id))
 		return
 	}
-	inner := append(append([]byte(`{"requestId":`), wire.IntID(cl.id)...), '}')
-	c.relay(from, cl.to, nil, delivery{method: wire.MethodCancelRequest}, inner)
+	c.relay(from, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
@@ -378,6 +377,15 @@ func errorCode(raw json.RawMessage) jrpc2.Code {
 	}
 	_ = json.Unmarshal(raw, &e)
 	return e.Code
+}
+
+// errorMessage returns the message of a JSON-RPC error object.
+func errorMessage(raw json.RawMessage) string {
+	var e struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	return e.Message
 }
 
 func clip(b []byte) []byte {

@@ -329,18 +329,29 @@ func testMCPDisconnect(t *testing.T) {
 	h.quiet()
 }
 
-// $/cancel_request for a request on a connection tells the server with MCP's
-// notifications/cancelled and answers at once; the server's late response is
-// dropped.
-func TestMCPCancel(t *testing.T) { synctest.Test(t, testMCPCancel) }
+// A cancel for a request on a connection, ACP's $/cancel_request or MCP's
+// notifications/cancelled naming the mcp/message's id, tells the server
+// with MCP's notification under the id the server knows, and answers at
+// once; the server's late response is dropped. An MCP cancel naming no
+// request pending on the connection never reaches the server, where it
+// would name another request.
+func TestMCPCancel(t *testing.T) {
+	for name, cancel := range map[string]string{
+		"acp": `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"m"}}`,
+		"mcp": `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{%s,"method":"notifications/cancelled","params":{"requestId":"m","reason":"user"}}}}`,
+	} {
+		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testMCPCancel(t, cancel) }) })
+	}
+}
 
-func testMCPCancel(t *testing.T) {
+func testMCPCancel(t *testing.T, cancel string) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
 	sv, conn := h.connectS1()
 
 	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call"}}}`)
 	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
-	h.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"m"}}`)
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"notifications/cancelled","params":{"requestId":"elsewhere"}}}}`)
+	h.send(strings.Replace(cancel, "%s", conn, 1))
 	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32800,"message":"Request cancelled"}}`)
 	sv.expect(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"cancelled by the client"}}`)
 	sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"late":true}}`)

@@ -27,10 +27,12 @@ import (
 // mcp/message request: its result, or its error as the JSON-RPC error. A
 // request the server writes becomes an mcp/message request to the client,
 // and its answer is read as the response, under the id the server gave it.
-// Notifications pass both ways as they are. When the client cancels a
-// request ($/cancel_request), the server reads MCP's
-// notifications/cancelled for it, and the request is answered as cancelled
-// at once, since MCP servers do not answer cancelled requests.
+// Notifications pass both ways as they are, but for a cancel. When the
+// client cancels a request ($/cancel_request, or MCP's
+// notifications/cancelled naming its mcp/message id), the server reads MCP's
+// notifications/cancelled for it under the id it knows, and the request is
+// answered as cancelled at once, since MCP servers do not answer cancelled
+// requests.
 //
 // Read must be called by one goroutine at a time; the other methods may be
 // called concurrently.
@@ -220,6 +222,10 @@ func (c *MCPConn) fromClient(id, params json.RawMessage) {
 		refuse(wire.Errorf(jrpc2.InvalidParams, "mcp/message without a method"))
 		return
 	}
+	if id == nil && method == "notifications/cancelled" {
+		c.cancelled(inner)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ended != nil {
@@ -239,6 +245,28 @@ func (c *MCPConn) fromClient(id, params json.RawMessage) {
 		c.h.c.mu.Unlock()
 	}
 	c.push(m.Append(nil))
+}
+
+// cancelled deals with MCP's notifications/cancelled from the client. It
+// names the request by its mcp/message id, which the RFD's flattening makes
+// the MCP id, and the server knows the request under the id the proxy gave
+// it: it is cancelled as by $/cancel_request. A cancel for a request that is
+// not pending on this connection is dropped, as MCP allows: passed on, it
+// would name another request, or none, in the server's ids.
+func (c *MCPConn) cancelled(params json.RawMessage) {
+	outer := wire.Member(params, "requestId")
+	c.mu.Lock()
+	var n int64
+	for k, id := range c.pending {
+		if bytes.Equal(id, outer) {
+			n = k
+			break
+		}
+	}
+	c.mu.Unlock()
+	if n != 0 {
+		c.cancelRequest(n)
+	}
 }
 
 // cancelRequest deals with the client's $/cancel_request for the request

@@ -1,0 +1,227 @@
+package conductor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// mcpUser is the agent's MCP client of srv-1, the editor's server: the
+// agent itself over MCP-over-ACP (native), or an MCP client of the stdio
+// server the conductor declared in its place (bridged).
+type mcpUser struct {
+	s   *scripted
+	cid string // native: the connectionId, as JSON
+}
+
+// send sends an MCP request (id != "") or notification.
+func (c *mcpUser) send(id, method, params string) {
+	msg := `{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`
+	if c.cid != "" {
+		msg = `{"jsonrpc":"2.0","method":"mcp/message","params":{"connectionId":` + c.cid + `,"method":"` + method + `","params":` + params + `}}`
+	}
+	if id != "" {
+		msg = `{"jsonrpc":"2.0","id":` + id + msg[len(`{"jsonrpc":"2.0"`):]
+	}
+	c.s.send(msg)
+}
+
+// recv returns the next message to the client, MCP-over-ACP unwrapped.
+func (c *mcpUser) recv(t *testing.T) (id json.RawMessage, method string, params json.RawMessage) {
+	return carried(t, c.s.recvMsg())
+}
+
+// carried returns the id of m and the method and params it carries:
+// those of the MCP message inside an mcp/message, or its own.
+func carried(t *testing.T, m *wire.Message) (json.RawMessage, string, json.RawMessage) {
+	t.Helper()
+	if m.Method != methodMCPMessage {
+		return m.ID, m.Method, m.Params
+	}
+	method, params, err := wire.Unwrap(m.Params)
+	if err != nil {
+		t.Fatalf("mcp/message %s: %v", m.Params, err)
+	}
+	return m.ID, method, params
+}
+
+// openMCP opens the agent's connection to srv-1, whose owner, the editor,
+// binds per connection ("connect": it answers mcp/connect) or per request
+// ("request": it refuses mcp/connect, as the TypeScript SDK's provider
+// does).
+func openMCP(t *testing.T, bridged bool, binding string) (ed *scripted, c *mcpUser) {
+	t.Helper()
+	caps, bridge := `{"acp":true}`, BridgeMode("")
+	if bridged {
+		caps, bridge = `{}`, BridgeStdio
+	}
+	ed, ag, declared := mcpChain(t, caps, bridge)
+	c = &mcpUser{s: ag}
+	if bridged {
+		c.s = startShim(t, declared)
+		c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"client","version":"1"}}`)
+	} else {
+		ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":"srv-1"}}`)
+	}
+	connect := ed.recvMsg()
+	if connect.Method != methodMCPConnect {
+		t.Fatalf("the owner got %s, want mcp/connect", connect.Method)
+	}
+	if binding == "connect" {
+		ed.reply(connect, `{"connectionId":"c1"}`)
+	} else {
+		ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+	}
+	if !bridged {
+		c.cid = string(wire.Member(ag.recvMsg().Result, "connectionId"))
+		return ed, c
+	}
+	init := ed.recvMsg() // initialize, or server/discover for a per-request owner
+	if binding == "connect" {
+		ed.reply(init, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}`)
+	} else {
+		ed.reply(init, `{"result":{"capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	}
+	if _, _, result := c.recvResult(t); result == nil {
+		t.Fatal("the MCP client's initialize failed")
+	}
+	c.send("", "notifications/initialized", `{}`)
+	return ed, c
+}
+
+// recvResult returns the next response to the client.
+func (c *mcpUser) recvResult(t *testing.T) (id, errObj, result json.RawMessage) {
+	t.Helper()
+	m := c.s.recvMsg()
+	if !m.IsResponse() {
+		t.Fatalf("the MCP client got %s, want a response", m.Bytes())
+	}
+	return m.ID, m.Error, m.Result
+}
+
+// recvRequest returns the next request the editor gets, skipping the
+// notifications/initialized a connect-binding owner is passed.
+func recvRequest(t *testing.T, ed *scripted) *wire.Message {
+	t.Helper()
+	for {
+		m := ed.recvMsg()
+		if _, method, _ := carried(t, m); method != "notifications/initialized" {
+			return m
+		}
+	}
+}
+
+// TestMCPCancelToOwner: the agent's MCP client cancels a tool call with
+// MCP's notifications/cancelled, naming it by its own id. The owner saw
+// the call under the conductor's id, and must hear of the cancel under
+// that one: in MCP's notification on a connection, or, for an owner that
+// binds per request, as ACP's $/cancel_request for the mcp/message that
+// carried it.
+func TestMCPCancelToOwner(t *testing.T) {
+	for _, tc := range []struct {
+		bridged bool
+		binding string
+	}{{false, "connect"}, {false, "request"}, {true, "connect"}, {true, "request"}} {
+		t.Run(fmt.Sprintf("bridged=%v/%s", tc.bridged, tc.binding), func(t *testing.T) {
+			ed, c := openMCP(t, tc.bridged, tc.binding)
+			// Two calls, so that a cancel under the wrong id cancels the other.
+			c.send("7", "tools/call", `{"name":"first"}`)
+			first := recvRequest(t, ed)
+			c.send("8", "tools/call", `{"name":"second"}`)
+			second := recvRequest(t, ed)
+			c.send("", "notifications/cancelled", `{"requestId":8,"reason":"user"}`)
+
+			m := ed.recvMsg()
+			id, method, params := carried(t, m)
+			want := "notifications/cancelled"
+			if tc.binding == "request" {
+				want = wire.MethodCancelRequest
+			}
+			if id != nil || method != want || string(wire.Member(params, "requestId")) != string(second.ID) {
+				t.Fatalf("the owner, which saw the calls as %s and %s, got %s; want %s for %s", first.ID, second.ID, m.Bytes(), want, second.ID)
+			}
+			if method == "notifications/cancelled" && string(wire.Member(params, "reason")) != `"user"` {
+				t.Errorf("the cancel lost its reason: %s", params)
+			}
+
+			// A cancel for a call already answered goes nowhere: the next
+			// thing the owner gets is the client's next call.
+			ed.reply(first, `{"content":[]}`)
+			c.recvResult(t)
+			c.send("", "notifications/cancelled", `{"requestId":7}`)
+			c.send("9", "tools/list", `{}`)
+			if _, method, _ := carried(t, recvRequest(t, ed)); method != "tools/list" {
+				t.Errorf("after a cancel for an answered call, the owner got %s, want the tools/list", method)
+			}
+		})
+	}
+}
+
+// TestMCPCancelToClient: the owner, which binds per connection, cancels a
+// request it made of the agent's MCP client, with ACP's $/cancel_request
+// or MCP's notification on the connection. The client must hear of it
+// under the id it saw, and in its own terms: a bridged client speaks MCP
+// only.
+func TestMCPCancelToClient(t *testing.T) {
+	for _, tc := range []struct {
+		bridged bool
+		cancel  string // how the owner cancels: acp or mcp
+		want    string // the method the client gets
+	}{
+		{false, "acp", wire.MethodCancelRequest},
+		{false, "mcp", "notifications/cancelled"},
+		{true, "acp", "notifications/cancelled"},
+		{true, "mcp", "notifications/cancelled"},
+	} {
+		t.Run(fmt.Sprintf("bridged=%v/%s", tc.bridged, tc.cancel), func(t *testing.T) {
+			ed, c := openMCP(t, tc.bridged, "connect")
+			ed.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"connectionId":"c1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}}`)
+			ed.send(`{"jsonrpc":"2.0","id":51,"method":"mcp/message","params":{"connectionId":"c1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":2}}}`)
+			first, _, _ := c.recv(t)
+			asked, _, _ := c.recv(t)
+			if tc.cancel == "acp" {
+				ed.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":51}}`)
+			} else {
+				ed.send(`{"jsonrpc":"2.0","method":"mcp/message","params":{"connectionId":"c1","method":"notifications/cancelled","params":{"requestId":51}}}`)
+			}
+			id, method, params := c.recv(t)
+			if id != nil || method != tc.want || string(wire.Member(params, "requestId")) != string(asked) {
+				t.Errorf("the client, asked as %s and %s, got %s %s; want %s for %s", first, asked, method, params, tc.want, asked)
+			}
+		})
+	}
+}
+
+// TestMCPBridgedRefused: the owner refuses a bridged client's connection.
+// The client's initialize is answered with an error that says who refused
+// it and why, rather than the server just going away.
+func TestMCPBridgedRefused(t *testing.T) {
+	ed, _, declared := mcpChain(t, `{}`, BridgeStdio)
+	c := &mcpUser{s: startShim(t, declared)}
+	c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+	connect := ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32603,"message":"no sessions here yet"}}`)
+	id, errObj, _ := c.recvResult(t)
+	if string(id) != "0" || errObj == nil || !strings.Contains(errorMessage(errObj), "no sessions here yet") ||
+		!strings.Contains(errorMessage(errObj), `refused the connection to MCP server "tools"`) {
+		t.Errorf("the client's initialize got id %s, error %s; want its refusal", id, errObj)
+	}
+}
+
+// TestMCPBridgedClientGone: a bridged client goes away with a call in
+// flight at an owner that binds per request. With no connection to end,
+// the owner is told to cancel the call, or its handler would run on for
+// nobody.
+func TestMCPBridgedClientGone(t *testing.T) {
+	ed, c := openMCP(t, true, "request")
+	c.send("3", "tools/call", `{"name":"slow"}`)
+	call := recvRequest(t, ed)
+	c.s.w.Close() // the client ends its server's stdin
+	m := ed.recvMsg()
+	if m.Method != wire.MethodCancelRequest || string(wire.Member(m.Params, "requestId")) != string(call.ID) {
+		t.Errorf("the owner, with call %s in flight, got %s; want a cancel for it", call.ID, m.Bytes())
+	}
+}
