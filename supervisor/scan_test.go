@@ -82,27 +82,34 @@ func startSleeps(t *testing.T, id string) (bare, marked *exec.Cmd) {
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	}
-	// Until its exec, a child shows this process's program and
-	// environment.
+	execed(t, bare, func([]byte) bool { return true })
+	execed(t, marked, func(env []byte) bool { return hasMarker(env, id) })
+	return bare, marked
+}
+
+// execed returns once c, started, shows its own program and an
+// environment that ready accepts. Until its exec, a child shows this
+// process's program and environment; and Start returns as the exec
+// passes the point of no return, before the new environment is in place,
+// when it reads as empty for a moment.
+func execed(t *testing.T, c *exec.Cmd, ready func(env []byte) bool) {
+	t.Helper()
 	self, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*exec.Cmd{bare, marked} {
-		for {
-			dir := "/proc/" + strconv.Itoa(c.Process.Pid)
-			exe, err := os.Readlink(dir + "/exe")
-			if err != nil {
-				t.Fatalf("%v: %v", c.Args, err)
-			}
-			env, _ := os.ReadFile(dir + "/environ")
-			if exe != self && (c == bare || hasMarker(env, id)) {
-				break
-			}
-			runtime.Gosched()
+	dir := "/proc/" + strconv.Itoa(c.Process.Pid)
+	for {
+		exe, err := os.Readlink(dir + "/exe")
+		if err != nil {
+			t.Fatalf("%v: %v", c.Args, err)
 		}
+		env, _ := os.ReadFile(dir + "/environ")
+		if exe != self && ready(env) {
+			return
+		}
+		runtime.Gosched()
 	}
-	return bare, marked
 }
 
 // TestSettle: of the unsure processes, the one that shows the chain's

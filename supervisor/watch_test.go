@@ -88,6 +88,7 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		execed(t, cmd, func(env []byte) bool { return len(env) > 0 })
 		return cmd
 	}
 	sleep := []string{"sleep", "1000"}
