@@ -32,6 +32,9 @@ type File struct {
 
 	path  string
 	nodes index // where each key sits, for messages and for layering
+	// mistyped holds the keys whose values had the wrong type: their
+	// fields hold zero values, which validate does not judge.
+	mistyped map[string]bool
 }
 
 // Logging says where diagnostics go and how much of them.

@@ -117,7 +117,9 @@ func TestParseBad(t *testing.T) {
 		{"empty name", "proxies:\n  - {name: '', command: a}\n", conductor.ProxyMode,
 			[]string{`chain.yaml:2: proxies[0].name: empty`}},
 		{"negative grace", agent + "shutdown_grace: -1s\n", conductor.AgentMode,
-			[]string{`chain.yaml:3: shutdown_grace: must not be negative`}},
+			[]string{`chain.yaml:3: shutdown_grace: must be positive, got -1s`}},
+		{"zero grace", agent + "shutdown_grace: 0s\n", conductor.AgentMode,
+			[]string{`chain.yaml:3: shutdown_grace: must be positive, got 0s`}},
 		{"grace without unit", agent + "shutdown_grace: 2\n", conductor.AgentMode,
 			[]string{`chain.yaml:3: shutdown_grace: want a duration such as 2s or 500ms, got a number ("2")`}},
 		{"grace not a duration", agent + "shutdown_grace: soon\n", conductor.AgentMode,
@@ -164,6 +166,23 @@ func TestParseBad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOneProblemPerValue: a value of the wrong type is one problem; the
+// zero its field was left at is not judged as a second.
+func TestOneProblemPerValue(t *testing.T) {
+	for _, y := range []string{
+		"init_timeout: 60\n",
+		"restart_limit: \"3\"\n",
+		"max_message_bytes: \"1000000\"\n",
+		"shutdown_grace: 2\n",
+		"restart_backoff: [1s]\n",
+	} {
+		_, err := Parse("chain.yaml", []byte("agent: {command: a}\n"+y))
+		if ps, _ := err.(Problems); len(ps) != 1 {
+			t.Errorf("%q: want one problem, got:\n%v", y, err)
+		}
 	}
 }
 

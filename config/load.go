@@ -57,6 +57,9 @@ func Load(opts Options) (*Config, error) {
 	} else if err := c.fromArgs(opts.Components); err != nil {
 		return nil, err
 	}
+	// Whatever the chain came from (the file's headers may name it, and
+	// are expanded by now), no component inherits the token.
+	os.Unsetenv(EnvRemoteToken)
 
 	named := make([]*Component, 0, len(c.Proxies)+1)
 	for i := range c.Proxies {
@@ -245,7 +248,7 @@ var checks = map[string]func(v any) error{
 	"logging.level":         func(v any) error { return checkLevel(fmt.Sprint(v)) },
 	"logging.format":        func(v any) error { return checkFormat(fmt.Sprint(v)) },
 	"logging.file":          func(v any) error { return checkLogFile(fmt.Sprint(v)) },
-	"shutdown_grace":        checkDuration(checkGrace),
+	"shutdown_grace":        checkDuration(checkPositive),
 	"max_message_bytes":     checkInteger(checkMaxBytes),
 	"init_timeout":          checkDuration(checkPositive),
 	"restart_limit":         checkInteger(func(n int) error { return checkAtLeast(n, 1) }),

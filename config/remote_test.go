@@ -52,6 +52,23 @@ func TestRemoteComponentRuns(t *testing.T) {
 	}
 }
 
+// TestRemoteTokenFromFileChain: with a chain file too, the token leaves
+// the environment, after the file's headers had their chance to name it.
+func TestRemoteTokenFromFileChain(t *testing.T) {
+	t.Setenv(EnvRemoteToken, "t0k")
+	path := writeChain(t, "agent:\n  url: wss://box.example/acp\n  headers: {Authorization: \"Bearer ${"+EnvRemoteToken+"}\"}\n")
+	cfg, err := Load(Options{Mode: conductor.AgentMode, File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Conductor(nil).Agent; a.Env[EnvRemoteHeaders] != `{"Authorization":"Bearer t0k"}` {
+		t.Errorf("agent env %q", a.Env)
+	}
+	if v, ok := lookupEnv(EnvRemoteToken); ok {
+		t.Errorf("%s still set (%q): every component would inherit it", EnvRemoteToken, v)
+	}
+}
+
 func TestRemoteComponentFile(t *testing.T) {
 	t.Setenv("ACP_TEST_TOKEN", "abc")
 	f, err := Parse("chain.yaml", []byte(`

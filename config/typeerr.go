@@ -139,6 +139,10 @@ func (f *File) unknownKey(path string, k *yaml.Node, t reflect.Type) Problem {
 
 // wrongType reports n, at path, which cannot decode into t.
 func (f *File) wrongType(path string, n *yaml.Node, t reflect.Type) Problem {
+	if f.mistyped == nil {
+		f.mistyped = map[string]bool{}
+	}
+	f.mistyped[path] = true
 	tag := n.ShortTag()
 	got := tagWords[tag]
 	if got == "" {

@@ -22,7 +22,9 @@ import (
 func (f *File) validate() Problems {
 	var ps Problems
 	add := func(path, format string, args ...any) {
-		ps = append(ps, f.problem(f.nodes.line(path), path+": "+format, args...))
+		if !f.mistyped[path] { // its type problem says what is wrong
+			ps = append(ps, f.problem(f.nodes.line(path), path+": "+format, args...))
+		}
 	}
 
 	names := make(map[string]string) // explicit component name -> its path
@@ -83,7 +85,7 @@ func (f *File) validate() Problems {
 	if err := checkLogFile(f.Logging.File); err != nil {
 		add("logging.file", "%v", err)
 	}
-	if err := checkGrace(f.ShutdownGrace); err != nil {
+	if err := checkPositive(f.ShutdownGrace); err != nil && f.nodes.has("shutdown_grace") {
 		add("shutdown_grace", "%v", err)
 	}
 	if err := checkMaxBytes(f.MaxMessageBytes); err != nil && f.nodes.has("max_message_bytes") {
@@ -150,13 +152,6 @@ func checkLogFile(s string) error {
 	return nil
 }
 
-func checkGrace(d time.Duration) error {
-	if d < 0 {
-		return fmt.Errorf("must not be negative, got %v", d)
-	}
-	return nil
-}
-
 func checkPositive(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("must be positive, got %v", d)
@@ -191,9 +186,10 @@ func checkMaxBytes(n int) error {
 // ignored without a word, while an unknown key in a chain file is an error.
 func UnknownEnv(environ []string) []string {
 	// Besides the documented variables, those the conductor itself sets
-	// for the processes it starts.
-	// A nested conductor inherits its chain's marker.
-	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true, EnvRemoteHeaders: true, supervisor.MarkerEnv: true}
+	// for the processes it starts: a nested conductor inherits its
+	// chain's marker and its component's.
+	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true, EnvRemoteHeaders: true,
+		supervisor.MarkerEnv: true, supervisor.ComponentEnv: true}
 	for _, v := range Environment() {
 		known[v.Name] = true
 	}

@@ -12,6 +12,7 @@ func TestUnknownEnv(t *testing.T) {
 	got := UnknownEnv([]string{
 		"ACP_CONDUCTOR_SHUTDOWN_GRACE=1s",
 		"ACP_CONDUCTOR_CHAIN=1f,2e",
+		"ACP_CONDUCTOR_COMPONENT=1f.2,2e.1", // a nested conductor's, set by its parent
 		"ACP_CONDUCTOR_SHUTDOWN_GARCE=1s",
 		"HOME=/root",
 	})
