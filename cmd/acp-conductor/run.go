@@ -74,7 +74,8 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	cc.Abort = abort
 	var stopTrace func()
 	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, log); err != nil {
-		return err
+		log.Error("the chain cannot start", zap.Error(err))
+		return conductor.Refuse(untilAbort, conductor.Config{GracePeriod: cfg.ShutdownGrace}, conductor.Stdin(), conductor.Stdout(), err)
 	}
 	defer stopTrace()
 	if exe, err := os.Executable(); err == nil && trick.On(trick.Supervisor) {

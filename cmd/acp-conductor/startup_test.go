@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,12 @@ const initRequest = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"pr
 // the editor's first request with a JSON-RPC error that names the cause,
 // writes the cause to the configured log file, and exits 1.
 func TestStartupErrorsReachEditor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
 	dir := t.TempDir()
 	notExec := filepath.Join(dir, "agent.sh")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o600); err != nil {
@@ -31,6 +38,8 @@ func TestStartupErrorsReachEditor(t *testing.T) {
 		{"bad chain file", nil, []string{"agent", "--config", writeFile(t, "bad.yaml", "agent: {command: cat\n")}, []string{"bad.yaml"}},
 		{"cannot exec", nil, []string{"agent", "--config", writeFile(t, "exec.yaml", "agent: {name: locked, command: "+notExec+"}\n")}, []string{"locked", "not executable"}},
 		{"dies before answering", nil, []string{"agent", "sh -c 'echo going away >&2; exit 3'"}, []string{`sh`, "exit status 3"}},
+		{"trace cannot be written", nil, []string{"agent", "--trace", "/no/such/dir/t.jsonl", "cat"}, []string{"/no/such/dir/t.jsonl"}},
+		{"trace viewer cannot listen", nil, []string{"agent", "--trace-serve", taken, "cat"}, []string{taken}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "acp.log")
