@@ -222,6 +222,11 @@ func (t *topology) route(in inbound, dl dialects) decision {
 			dc.learn = pd
 		} else if method == wire.MethodInitialize && wire.MarkedProxy(m.Params) {
 			dc.learn = wire.Thinkwell
+		} else if method == wire.MethodInitialize {
+			// An editor: only a conductor starts a proxy.
+			return decision{act: actRefuse, src: in.from, err: wire.Errorf(codeInvalidRequest,
+				"initialize: this conductor runs in proxy mode, as a proxy in another conductor's chain, which initializes it with %s; an editor runs a chain with acp-conductor agent",
+				wire.MethodProxyInitialize)}
 		}
 	}
 	if mcp, ok := wire.MCPMethod(method); ok {

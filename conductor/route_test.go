@@ -181,6 +181,8 @@ func TestRouteClassifies(t *testing.T) {
 			decision{act: actRelay, src: 0, learn: wire.Rust, d: delivery{to: 1, method: "proxy/initialize"}, raw: []byte(`{}`), initialize: true, rememberInit: true, initTimer: true, proxyInit: wire.RFD}},
 		{"a Thinkwell parent's marked initialize teaches its dialect", proxy2, 0, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"_meta":{"proxy":true}}}`, false, nil,
 			decision{act: actRelay, src: 0, learn: wire.Thinkwell, d: delivery{to: 1, method: "proxy/initialize"}, raw: []byte(`{"_meta":{"proxy":true}}`), initialize: true, rememberInit: true, initTimer: true, proxyInit: wire.RFD}},
+		{"an editor's initialize is refused: only a conductor starts a proxy", proxy2, 0, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, false, nil,
+			decision{act: actRefuse, src: 0}},
 		{"the parent's envelope comes from its successor side", proxy2, 0, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{}}}`, false, nil,
 			decision{act: actRelay, src: 3, enveloped: true, d: delivery{to: 2, wrap: true, method: "session/update"}, raw: []byte(`{}`)}},
 		{"the parent's envelope may not carry initialize up", proxy2, 0, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{}}}`, false, nil,

@@ -36,6 +36,9 @@ type Conn struct {
 	lastID   atomic.Int64
 	dialect  atomic.Pointer[wire.Dialect] // the one it was initialized in; nil for wire.RFD
 	mcp      *mcpHost                     // serves p.MCPServers; nil if there are none
+	// unconducted is set once a plain initialize was refused: the proxy
+	// was started as an agent, by an editor. Only the reader uses it.
+	unconducted bool
 
 	mu     sync.Mutex
 	calls  map[int64]*call    // requests sent, by the proxy's own id, until answered

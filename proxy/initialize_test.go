@@ -76,13 +76,18 @@ func TestInitializeError(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":0,"error":{"code":-32603,"message":"agent exited"}}`)
 }
 
-// A proxy started as if it were the agent refuses.
+// A proxy started as if it were the agent refuses, and goes on refusing
+// what the editor sends next, rather than relaying it in envelopes to a
+// successor the editor does not have.
 func TestInitializeAsAgentRefused(t *testing.T) { synctest.Test(t, testInitializeAsAgentRefused) }
 
 func testInitializeAsAgentRefused(t *testing.T) {
 	c := serve(t, &proxy.Proxy{})
 	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
 	c.expectError("0", -32600)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	c.expectError("1", -32600)
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
 	c.quiet()
 }
 

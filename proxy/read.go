@@ -74,20 +74,36 @@ func (c *Conn) dispatch(m *wire.Message) {
 	case wire.ProxyInitDialect(m.Method) != nil:
 		// Speak the dialect we were addressed in from now on.
 		c.dialect.Store(wire.ProxyInitDialect(m.Method))
+		c.unconducted = false
 		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
 	case m.Method == wire.MethodInitialize && wire.MarkedProxy(m.Params):
 		// A conductor of the Thinkwell dialect (@thinkwell/conductor,
 		// sacp-conductor).
 		c.dialect.Store(wire.Thinkwell)
+		c.unconducted = false
 		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
 	case m.Method == wire.MethodInitialize:
-		c.answerError(m, wire.Errorf(jrpc2.InvalidRequest,
-			"this component is an ACP proxy and must be started with %s, not %s", wire.MethodProxyInitialize, m.Method))
+		if !c.unconducted {
+			c.unconducted = true
+			c.log.Error("started as an agent: an ACP proxy runs in a conductor's chain (acp-conductor agent PROXY AGENT), which initializes it with " + wire.MethodProxyInitialize)
+		}
+		c.answerError(m, errUnconducted(m.Method))
+	case c.unconducted:
+		// Relayed, it would go in an envelope to a successor the editor
+		// does not have.
+		c.answerError(m, errUnconducted(m.Method))
 	case m.Method == wire.MethodCancelRequest && m.IsNotification():
 		c.cancelServed(m.Params)
 	default:
 		c.receive(m.ID, Predecessor, m.Method, m.Params)
 	}
+}
+
+// errUnconducted refuses method from an editor that started the proxy as
+// its agent.
+func errUnconducted(method string) *wire.Error {
+	return wire.Errorf(jrpc2.InvalidRequest,
+		"%s: this component is an ACP proxy and must be started by a conductor, with %s, not initialize", method, wire.MethodProxyInitialize)
 }
 
 // receive passes a request or notification to its handler, or on.
