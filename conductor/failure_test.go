@@ -302,3 +302,58 @@ func TestRestartSweepsHelpers(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 }
+
+// TestRestartOrphansRequests: a proxy forwards a prompt to the agent and
+// dies; it is restarted. The new process numbers its requests afresh, so
+// its first prompt goes out under the same id as the dead one's. The
+// agent is told to cancel the dead process's request, and its late answer
+// is dropped: it must not answer the new process's request, and through it
+// the editor's later prompt.
+func TestRestartOrphansRequests(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	proxy.OnFailure = PolicyRestart
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond})
+	p, a := proxyStarted(), agentStarted()
+
+	// forward has the proxy pass the next request on under its id n and
+	// returns the request as the agent got it.
+	forward := func(p *scripted, n int) *wire.Message {
+		t.Helper()
+		m := p.recvMsg()
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":%s}}`, n, m.Method, m.Params))
+		return m
+	}
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	init := forward(p, 1)
+	a.reply(a.recvMsg(), `{"protocolVersion":1}`)
+	p.recvMsg() // the agent's answer
+	p.reply(init, `{"protocolVersion":1}`)
+	e.recvMsg()
+
+	e.send(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+	forward(p, 2)
+	first := a.recvMsg()
+	p.w.Close() // the proxy dies
+	if m := e.recvMsg(); string(m.ID) != "10" || m.Error == nil {
+		t.Fatalf("prompt 10 got %s, want an error", m.Bytes())
+	}
+	if m := a.recvMsg(); m.Method != wire.MethodCancelRequest || string(wire.Member(m.Params, "requestId")) != string(first.ID) {
+		t.Errorf("the agent got %s, want a cancel for the dead proxy's request %s", m.Bytes(), first.ID)
+	}
+
+	p = proxyStarted()
+	init = forward(p, 1) // the replayed initialize, answered by the conductor
+	p.recvMsg()
+	p.reply(init, `{"protocolVersion":1}`)
+	e.send(`{"jsonrpc":"2.0","id":12,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+	forward(p, 2)
+	second := a.recvMsg()
+	a.reply(first, `{"stopReason":"end_turn","answers":"the dead proxy's prompt"}`)
+	a.reply(second, `{"stopReason":"end_turn","answers":"prompt 12"}`)
+	answer := p.recvMsg()
+	if !strings.Contains(string(answer.Result), "prompt 12") {
+		t.Fatalf("the new proxy's request 2 was answered with %s", answer.Result)
+	}
+}

@@ -112,11 +112,12 @@ type call struct {
 	idBuf [16]byte // holds fromID when it fits
 }
 
-// done takes c off its caller's list of requests in flight.
-func (c *call) done() {
-	if c.from != nil {
-		c.from.untrack(c)
-	}
+// done takes c off its caller's list of requests in flight, and reports
+// whether its caller still awaits the answer: not when the caller's
+// process was restarted since (peer.replace), whose successor would take
+// the answer for one of its own requests under the same id.
+func (c *call) done() bool {
+	return c.from == nil || c.from.untrack(c)
 }
 
 // answer sends the response line for c to whoever asked; a call the
@@ -143,23 +144,31 @@ func newPeer(name string, pos int, l *link, log *zap.Logger) *peer {
 func (p *peer) proc() *process { return p.link.Load().proc }
 
 // replace gives a restarted component its new link, with replay (if any)
-// as its only call, and returns the calls the old process will never answer.
-// The peer takes requests again at once; they queue on the new link.
-func (p *peer) replace(l *link, replay *call) []*call {
+// as its only call. It returns the calls the old process will never
+// answer, and those it made that are still in flight: their answers are
+// for no one now (see call.done), as the new process numbers its requests
+// afresh. The peer takes requests again at once; they queue on the new
+// link.
+func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	old := make([]*call, 0, len(p.calls))
+	unanswered = make([]*call, 0, len(p.calls))
 	for _, c := range p.calls {
-		old = append(old, c)
+		unanswered = append(unanswered, c)
 	}
 	clear(p.calls)
+	for c := p.inflight.head; c != nil; c = p.inflight.head {
+		p.inflight.remove(c)
+		orphaned = append(orphaned, c)
+	}
+	p.idleIfNone()
 	if replay != nil {
 		p.calls[replay.id] = replay
 	}
 	p.gone = nil
 	p.reinit.Store(p.successorInit != nil)
 	p.link.Store(l)
-	return old
+	return unanswered, orphaned
 }
 
 func (p *peer) recordedInit() json.RawMessage {
@@ -258,15 +267,25 @@ func (p *peer) track(c *call) *wire.Error {
 	return nil
 }
 
-func (p *peer) untrack(c *call) {
+// untrack takes c off p's requests in flight, and reports whether it was
+// there.
+func (p *peer) untrack(c *call) bool {
 	p.mu.Lock()
-	if p.inflight.remove(c) {
-		if p.inflight.n == 0 && p.idle != nil {
-			close(p.idle)
-			p.idle = nil
-		}
+	defer p.mu.Unlock()
+	if !p.inflight.remove(c) {
+		return false
 	}
-	p.mu.Unlock()
+	p.idleIfNone()
+	return true
+}
+
+// idleIfNone tells stopTaking's waiter once p has no request in flight.
+// p.mu is held.
+func (p *peer) idleIfNone() {
+	if p.inflight.n == 0 && p.idle != nil {
+		close(p.idle)
+		p.idle = nil
+	}
 }
 
 // stopTaking makes p's further requests fail with e, and returns a channel

@@ -94,7 +94,12 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	first, most := r.cfg.restartBackoff()
 	delay := backoff(earlier, first, most)
 	endMCP := r.chain.ownerGone(p.pos)
-	failCalls(p.replace(next, replay), report)
+	unanswered, orphaned := p.replace(next, replay)
+	failCalls(unanswered, report)
+	for _, cl := range orphaned {
+		// Nobody waits for it now: its peer may stop working on it.
+		r.chain.relay(nil, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
+	}
 	endMCP()
 	r.wg.Go(func() { old.stop(r.cfg.grace()) })
 	r.log.Warn("restarting component", zap.String("component", p.name), zap.Duration("backoff", delay))

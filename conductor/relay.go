@@ -274,7 +274,10 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
 		return
 	}
-	cl.done()
+	if !cl.done() {
+		from.log.Debug("dropped the answer to a request of a process since restarted", zap.ByteString("id", m.ID))
+		return
+	}
 	if cl.to.trace != nil {
 		cl.traceReply(m.Result, m.Error)
 	}
@@ -321,8 +324,7 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	switch {
 	case id == nil:
 	case isResponse:
-		if cl := from.complete(id); cl != nil {
-			cl.done()
+		if cl := from.complete(id); cl != nil && cl.done() {
 			cl.answer(encodeError(cl.fromID, e))
 		}
 	case method != "":
@@ -333,7 +335,9 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 // failCalls answers calls that will never be answered by their peer.
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
-		cl.done()
+		if !cl.done() {
+			continue // its caller's process was restarted since
+		}
 		if cl.to.trace != nil {
 			cl.traceReply(nil, e.Encode())
 		}
