@@ -108,12 +108,14 @@ type Server struct {
 	mu     sync.Mutex
 	active int
 	http   map[string]*httpConn
+	ws     map[*wsConn]bool
 }
 
 func (s *Server) init() {
 	s.once.Do(func() {
 		s.ctx, s.cancel = context.WithCancel(context.Background())
 		s.http = make(map[string]*httpConn)
+		s.ws = make(map[*wsConn]bool)
 		if s.Logger == nil {
 			s.Logger = zap.NewNop()
 		}
@@ -135,18 +137,46 @@ func (s *Server) init() {
 	})
 }
 
-// Close ends every connection and waits until each Serve has returned.
+// Shutdown stops the server gracefully: it refuses new connections and
+// cancels the context every Serve was given, so that each winds down its
+// own way, while their connections stay open to carry what they still
+// send; it waits until each Serve has returned. If ctx is done first, it
+// closes what is left, as Close does, and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.init()
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close ends every connection at once and waits until each Serve has
+// returned.
 func (s *Server) Close() {
 	s.init()
 	s.cancel()
 	s.mu.Lock()
-	conns := make([]*httpConn, 0, len(s.http))
+	hcs := make([]*httpConn, 0, len(s.http))
 	for _, c := range s.http {
-		conns = append(conns, c)
+		hcs = append(hcs, c)
+	}
+	wcs := make([]*wsConn, 0, len(s.ws))
+	for c := range s.ws {
+		wcs = append(wcs, c)
 	}
 	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range hcs {
 		c.Close()
+	}
+	for _, c := range wcs {
+		c.closeNow()
 	}
 	s.wg.Wait()
 }
@@ -250,7 +280,16 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hb := heartbeat{interval: pingInterval(s.PingInterval), timeout: s.pingTimeout, pong: s.pong}
-	s.run(newWSConn(ws, s.MaxMessageBytes, hb), ConnInfo{ID: id, Transport: "websocket", Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Proto: r.Proto})
+	c := newWSConn(ws, s.MaxMessageBytes, hb)
+	s.mu.Lock()
+	s.ws[c] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.ws, c)
+		s.mu.Unlock()
+	}()
+	s.run(c, ConnInfo{ID: id, Transport: "websocket", Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Proto: r.Proto})
 }
 
 // sessionMethods are the methods whose POST must name their session in

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // agentish serves a Conn like a tiny agent: it answers initialize,
@@ -321,4 +323,84 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("after the first ended: %v", err)
 	}
 	again.Close()
+}
+
+// TestShutdown: Shutdown cancels each Serve's context but leaves its
+// connection open, so that what it sends as it winds down reaches the
+// client, over either transport; it returns once every Serve has. Given a
+// context already done, it closes the connections of a Serve that does not
+// wind down, and reports that.
+func TestShutdown(t *testing.T) {
+	for _, scheme := range []string{"ws", "http"} {
+		t.Run(scheme, func(t *testing.T) {
+			s := &Server{Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+				msg, err := c.Read(ctx)
+				if err != nil {
+					return
+				}
+				// Writes outlive ctx, as serve's chains' do (transport.Lines
+				// under context.WithoutCancel): a WebSocket write under ctx
+				// can have the library close the connection once ctx ends.
+				out := context.WithoutCancel(ctx)
+				c.Write(out, []byte(`{"jsonrpc":"2.0","id":`+string(wire.Member(msg, "id"))+`,"result":{}}`))
+				<-ctx.Done()
+				c.Write(out, []byte(`{"jsonrpc":"2.0","method":"bye","params":{}}`))
+			}}
+			ts := httptest.NewServer(s)
+			defer ts.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c := dialAndInitialize(t, ctx, scheme, ts.URL)
+			defer c.Close()
+			stopped := make(chan error, 1)
+			go func() { stopped <- s.Shutdown(ctx) }()
+			if msg, err := c.Read(ctx); err != nil || !strings.Contains(string(msg), `"bye"`) {
+				t.Errorf("after Shutdown the client read %s, %v; want what Serve sent as it ended", msg, err)
+			}
+			if msg, err := c.Read(ctx); err == nil { // the end, which answers a WebSocket's close
+				t.Errorf("after Serve returned the client read %s", msg)
+			}
+			if err := <-stopped; err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
+	}
+	t.Run("stuck", func(t *testing.T) {
+		s := &Server{Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+			msg, _ := c.Read(ctx)
+			c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+string(wire.Member(msg, "id"))+`,"result":{}}`))
+			c.Read(context.Background()) // until the connection is closed
+		}}
+		ts := httptest.NewServer(s)
+		defer ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c := dialAndInitialize(t, ctx, "ws", ts.URL)
+		defer c.Close()
+		done, stop := context.WithCancel(context.Background())
+		stop()
+		if err := s.Shutdown(done); !errors.Is(err, context.Canceled) {
+			t.Errorf("Shutdown of a stuck Serve: %v, want its context's error", err)
+		}
+		if _, err := c.Read(ctx); err == nil {
+			t.Error("the stuck Serve's connection is still open")
+		}
+	})
+}
+
+// dialAndInitialize opens a connection to the server at u and has its
+// initialize answered.
+func dialAndInitialize(t *testing.T, ctx context.Context, scheme, u string) Conn {
+	t.Helper()
+	c, err := Dial(ctx, scheme+strings.TrimPrefix(u, "http")+"/acp", DialOptions{StreamableHTTP: scheme == "http"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -164,6 +164,13 @@ func (c *wsConn) Write(ctx context.Context, msg []byte) error {
 	return err
 }
 
+// closeNow closes the connection without its closing handshake: for a
+// server that may wait no longer.
+func (c *wsConn) closeNow() {
+	c.stopBeat()
+	_ = c.ws.CloseNow()
+}
+
 func (c *wsConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.stopBeat()

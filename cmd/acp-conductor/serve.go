@@ -242,11 +242,14 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	case <-ctx.Done():
 		log.Info("stopping", zap.Int("connections", srv.Active()))
 	}
-	// Chains first, along their own shutdown path; then the listener and
-	// the requests still open.
-	srv.Close()
+	// Chains first, along their own shutdown path, their connections open
+	// until each has ended, so that what is in flight still reaches its
+	// client; then the listener and the requests still open.
 	sctx, cancel := context.WithTimeout(context.Background(), cc.GracePeriod+time.Second)
 	defer cancel()
+	if srv.Shutdown(sctx) != nil {
+		log.Warn("chains still running after the grace period were closed", zap.Duration("grace", cc.GracePeriod))
+	}
 	_ = hs.Shutdown(sctx)
 	hs.Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -277,7 +280,10 @@ func serveChain(ctx context.Context, cc conductor.Config, c transport.Conn, runn
 		return
 	}
 	cc.Logger = log
-	r, w := transport.Lines(ctx, &primed{Conn: c, first: first})
+	// ctx ends when serve stops: the chain then drains along its shutdown
+	// path, and what it still sends must reach the client. The connection
+	// ends when the chain does (Serve returns), or when the client ends it.
+	r, w := transport.Lines(context.WithoutCancel(ctx), &primed{Conn: c, first: first})
 	running.begin()
 	defer running.end()
 	err = conductor.Run(ctx, cc, r, w)

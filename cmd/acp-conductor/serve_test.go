@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -358,5 +360,81 @@ func waitLine(ctx context.Context, log *lockedLog, s string) bool {
 			return false
 		case <-changed:
 		}
+	}
+}
+
+// gatedAgent answers initialize and session/new at once; a prompt it
+// answers only once the file $GATE exists, after an update saying it has
+// the prompt and one saying it is done.
+const gatedAgent = `while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+  case "$line" in
+  *'"method":"initialize"'*) echo '{"jsonrpc":"2.0","id":'$id',"result":{"protocolVersion":1,"agentCapabilities":{}}}' ;;
+  *'"method":"session/new"'*) echo '{"jsonrpc":"2.0","id":'$id',"result":{"sessionId":"s1"}}' ;;
+  *'"method":"session/prompt"'*)
+    echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"working"}}}}'
+    while [ ! -e "$GATE" ]; do sleep 0.01; done
+    echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"}}}}'
+    echo '{"jsonrpc":"2.0","id":'$id',"result":{"stopReason":"end_turn"}}' ;;
+  esac
+done
+`
+
+// TestServeStopDrains: serve told to stop (SIGTERM) with a prompt in
+// flight stops each chain along the path agent mode follows on stdio: the
+// prompt's updates and answer still reach the client, over either
+// transport, before its connection ends; then serve exits 0.
+func TestServeStopDrains(t *testing.T) {
+	for _, scheme := range []string{"ws", "http"} {
+		t.Run(scheme, func(t *testing.T) {
+			gate := filepath.Join(t.TempDir(), "gate")
+			agent := "env GATE=" + shellQuote(gate) + " sh " + shellQuote(writeFile(t, "agent.sh", gatedAgent))
+			u, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--log-level", "debug", "--shutdown-grace", "20s", "--", agent)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := transport.Dial(ctx, scheme+strings.TrimPrefix(u, "http"), transport.DialOptions{
+				Header: http.Header{"Authorization": {"Bearer tok-123"}}, StreamableHTTP: scheme == "http"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// next returns the next message that contains want.
+			next := func(want string) {
+				t.Helper()
+				for {
+					msg, err := c.Read(ctx)
+					if err != nil {
+						t.Fatalf("the connection ended (%v) before %s came\n%s", err, want, log)
+					}
+					if strings.Contains(string(msg), want) {
+						return
+					}
+				}
+			}
+			for _, msg := range []string{
+				`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
+				`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`,
+				`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`,
+			} {
+				if err := c.Write(ctx, []byte(msg)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next(`"working"`)
+			cmd.Process.Signal(syscall.SIGTERM)
+			for !strings.Contains(log.String(), "draining") {
+				select {
+				case <-log.changed():
+				case <-ctx.Done():
+					t.Fatalf("the chain never began to drain:\n%s", log)
+				}
+			}
+			os.WriteFile(gate, nil, 0o600)
+			next(`"done"`)
+			next(`"id":3`)
+			if err := log.wait(cmd); err != nil {
+				t.Errorf("serve: %v\n%s", err, log)
+			}
+		})
 	}
 }
