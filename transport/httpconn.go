@@ -21,6 +21,7 @@ type httpConn struct {
 
 	in        chan []byte   // the client's messages, for Read
 	done      chan struct{} // closed by Close
+	room      chan struct{} // signalled when a stream has sent a message
 	closeOnce sync.Once
 
 	initID   string      // the id of the initialize whose answer the POST awaits
@@ -53,6 +54,7 @@ func newHTTPConn(s *Server, id, initID string) *httpConn {
 		s: s, id: id,
 		in:       make(chan []byte, 16),
 		done:     make(chan struct{}),
+		room:     make(chan struct{}, 1),
 		initID:   initID,
 		initResp: make(chan []byte, 1),
 		routes:   make(map[string]string),
@@ -165,10 +167,12 @@ func (c *httpConn) protocolVersion() string {
 	return c.version
 }
 
-// Write queues msg on the stream the RFD assigns it. It never waits for the
-// client: a connection whose client holds more than MaxBuffered unread is
-// closed instead.
-func (c *httpConn) Write(_ context.Context, msg []byte) error {
+// Write queues msg on the stream the RFD assigns it. While the client
+// holds more than MaxBuffered unread, Write waits for it to read, which
+// holds the chain back as a full pipe does on stdio (and as the
+// TypeScript SDK's server waits for room); a client that reads nothing
+// for StallTimeout has its connection closed.
+func (c *httpConn) Write(ctx context.Context, msg []byte) error {
 	select {
 	case <-c.done:
 		return ErrClosed
@@ -219,12 +223,38 @@ func (c *httpConn) Write(_ context.Context, msg []byte) error {
 	default:
 	}
 	if over {
-		c.s.Logger.Warn("closing connection: its client is not reading",
-			zap.String("connection", c.id), zap.Int("buffered_bytes", c.s.MaxBuffered))
-		c.Close()
-		return ErrClosed
+		return c.waitForRoom(ctx)
 	}
 	return nil
+}
+
+// waitForRoom returns once the client holds no more than MaxBuffered
+// unread. Each message a stream sends restarts the wait: only a client
+// that reads nothing for StallTimeout is taken for gone.
+func (c *httpConn) waitForRoom(ctx context.Context) error {
+	stall := time.NewTimer(c.s.StallTimeout)
+	defer stall.Stop()
+	for {
+		c.mu.Lock()
+		over := c.buffered > c.s.MaxBuffered
+		c.mu.Unlock()
+		if !over {
+			return nil
+		}
+		select {
+		case <-c.room:
+			stall.Reset(c.s.StallTimeout)
+		case <-stall.C:
+			c.s.Logger.Warn("closing connection: its client is not reading",
+				zap.String("connection", c.id), zap.Int("buffered_bytes", c.s.MaxBuffered), zap.Duration("for", c.s.StallTimeout))
+			c.Close()
+			return ErrClosed
+		case <-c.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // session returns the stream of a session, creating it; c.mu is held.
@@ -319,6 +349,10 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 			c.mu.Lock()
 			c.buffered -= len(msg)
 			c.mu.Unlock()
+			select {
+			case c.room <- struct{}{}:
+			default:
+			}
 		}
 		if len(msgs) > 0 && rc.Flush() != nil {
 			return

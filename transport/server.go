@@ -38,6 +38,9 @@ const (
 	DefaultMaxSessionStreams = 1024
 	DefaultIdleTimeout       = 5 * time.Minute
 	DefaultInitTimeout       = 2 * time.Minute
+	// DefaultStallTimeout is the TypeScript SDK's: its server closes a
+	// connection whose full buffer has not moved for a minute.
+	DefaultStallTimeout = time.Minute
 )
 
 // ConnInfo describes a new connection, for logs.
@@ -63,9 +66,12 @@ type Server struct {
 	// status 1009 beyond). Zero means DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// MaxBuffered bounds what one HTTP connection holds for streams its
-	// client has not opened or is not reading; beyond it the connection is
-	// closed. Zero means DefaultMaxBuffered.
+	// client has not opened or is not reading; beyond it a write waits for
+	// the client to read. Zero means DefaultMaxBuffered.
 	MaxBuffered int
+	// StallTimeout ends an HTTP connection whose client, with MaxBuffered
+	// unread, reads nothing for that long. Zero means DefaultStallTimeout.
+	StallTimeout time.Duration
 	// MaxSessionStreams bounds the sessions of one HTTP connection that hold
 	// messages no GET is receiving. A session-scoped request that would
 	// need one more is refused with 400; output from the chain that would
@@ -133,6 +139,9 @@ func (s *Server) init() {
 		}
 		if s.InitTimeout <= 0 {
 			s.InitTimeout = DefaultInitTimeout
+		}
+		if s.StallTimeout <= 0 {
+			s.StallTimeout = DefaultStallTimeout
 		}
 	})
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -403,4 +405,107 @@ func dialAndInitialize(t *testing.T, ctx context.Context, scheme, u string) Conn
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestHTTPBackpressure: over Streamable HTTP, a chain that writes more than
+// MaxBuffered before its client reads waits for the client instead of
+// losing the connection, as on stdio; the client then gets every message.
+// A client that never reads has its connection closed after StallTimeout,
+// and the write waiting for it fails.
+func TestHTTPBackpressure(t *testing.T) {
+	const size, n = 64 << 10, 40 // 2.5 MiB, through a bound of 1 MiB
+	payload := strings.Repeat("x", size)
+	for _, reads := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reads=%v", reads), func(t *testing.T) {
+			failed := make(chan error, 1)
+			stall := time.Minute
+			if !reads {
+				stall = 100 * time.Millisecond
+			}
+			s := &Server{MaxBuffered: 1 << 20, StallTimeout: stall, Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+				for {
+					msg, err := c.Read(ctx)
+					if err != nil {
+						return
+					}
+					id := string(wire.Member(msg, "id"))
+					if !strings.Contains(string(msg), `"flood"`) {
+						c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{}}`))
+						continue
+					}
+					for i := range n {
+						if err := c.Write(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"x/update","params":{"i":%d,"t":"%s"}}`, i, payload))); err != nil {
+							failed <- err
+							return
+						}
+					}
+					c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{}}`))
+				}
+			}}
+			ts := httptest.NewServer(s)
+			defer func() { s.Close(); ts.Close() }()
+			post := func(h http.Header, body string) *http.Response {
+				t.Helper()
+				req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(body))
+				req.Header = h
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp
+			}
+			h := http.Header{"Content-Type": {"application/json"}}
+			h.Set(HeaderConnectionID, post(h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`).Header.Get(HeaderConnectionID))
+			post(h, `{"jsonrpc":"2.0","id":2,"method":"flood","params":{}}`)
+			// With no stream open, the chain fills the bound: wait until a
+			// write is over it (or, as before, closed the connection).
+			for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+				s.mu.Lock()
+				hc := s.http[h.Get(HeaderConnectionID)]
+				s.mu.Unlock()
+				if hc == nil {
+					break
+				}
+				hc.mu.Lock()
+				over := hc.buffered > s.MaxBuffered
+				hc.mu.Unlock()
+				if over {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the chain never filled the bound")
+				}
+			}
+			if !reads {
+				if err := <-failed; !errors.Is(err, ErrClosed) {
+					t.Errorf("the write to a client that never reads: %v, want ErrClosed", err)
+				}
+				return
+			}
+			get, _ := http.NewRequest("GET", ts.URL, nil)
+			get.Header = http.Header{"Accept": {"text/event-stream"}, HeaderConnectionID: h[HeaderConnectionID]}
+			resp, err := http.DefaultClient.Do(get)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReaderSize(resp.Body, 2*size)
+			for got := 0; ; {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("after %d of %d updates: %v", got, n, err)
+				}
+				if strings.Contains(line, `"x/update"`) {
+					got++
+				}
+				if strings.Contains(line, `"id":2`) {
+					if got != n {
+						t.Errorf("the answer came after %d of %d updates", got, n)
+					}
+					break
+				}
+			}
+		})
+	}
 }
