@@ -44,9 +44,13 @@ type Component struct {
 }
 
 // Conductor returns c as the conductor runs it.
-func (c Component) Conductor() conductor.Component {
+func (c Component) Conductor() conductor.Component { return c.conductor(0) }
+
+// conductor is Conductor in a chain whose messages may be maxBytes long
+// (0: the default), which a remote component's connection must carry.
+func (c Component) conductor(maxBytes int) conductor.Component {
 	if c.URL != "" {
-		return c.remoteConductor()
+		return c.remoteConductor(maxBytes)
 	}
 	return conductor.Component{
 		Name:    c.Name,

@@ -50,10 +50,10 @@ func (c *Config) Conductor(log *zap.Logger) conductor.Config {
 		cc.MCPHTTPIdle = -1 // the conductor's zero is the default
 	}
 	for i, p := range c.Proxies {
-		cc.Proxies[i] = p.Conductor()
+		cc.Proxies[i] = p.conductor(c.MaxMessageBytes)
 	}
 	if c.Mode == conductor.AgentMode {
-		cc.Agent = c.Agent.Conductor()
+		cc.Agent = c.Agent.conductor(c.MaxMessageBytes)
 	}
 	return cc
 }

@@ -6,9 +6,11 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/acp-conductor/acp-conductor/conductor"
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // A remote component is an ACP endpoint reached over the network rather than
@@ -114,8 +116,9 @@ func remoteTokenHeaders(comps []*Component) {
 	}
 }
 
-// remoteConductor returns the process that connects the remote component c.
-func (c Component) remoteConductor() conductor.Component {
+// remoteConductor returns the process that connects the remote component
+// c, in a chain whose messages may be maxBytes long (0: the default).
+func (c Component) remoteConductor(maxBytes int) conductor.Component {
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
@@ -129,10 +132,14 @@ func (c Component) remoteConductor() conductor.Component {
 	if name == "" {
 		name = urlName(c.URL)
 	}
-	args := []string{RemoteCommand, c.URL}
+	args := []string{RemoteCommand}
 	if c.PingInterval != nil {
-		args = []string{RemoteCommand, "--ping-interval", c.PingInterval.String(), c.URL}
+		args = append(args, "--ping-interval", c.PingInterval.String())
 	}
+	if maxBytes > 0 && maxBytes != wire.DefaultMaxMessageBytes {
+		args = append(args, "--max-message-bytes", strconv.Itoa(maxBytes))
+	}
+	args = append(args, c.URL)
 	return conductor.Component{
 		Name:      name,
 		Command:   exe,

@@ -119,4 +119,26 @@ func TestRemotePingInterval(t *testing.T) {
 	}
 }
 
+// TestRemoteMessageLimit: a chain's max_message_bytes reaches each remote
+// component's remote-connect, which must carry messages that long; the
+// default is left to its own.
+func TestRemoteMessageLimit(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want []string
+	}{
+		{"agent: {url: wss://h/acp}\n", []string{RemoteCommand, "wss://h/acp"}},
+		{"agent: {url: wss://h/acp}\nmax_message_bytes: 134217728\n", []string{RemoteCommand, "--max-message-bytes", "134217728", "wss://h/acp"}},
+		{"agent: {url: wss://h/acp, ping_interval: 5s}\nmax_message_bytes: 4096\n", []string{RemoteCommand, "--ping-interval", "5s", "--max-message-bytes", "4096", "wss://h/acp"}},
+	} {
+		cfg, err := Load(Options{Mode: conductor.AgentMode, File: writeChain(t, tc.yaml)})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := cfg.Conductor(nil).Agent.Args; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: args %q, want %q", tc.yaml, got, tc.want)
+		}
+	}
+}
+
 func lookupEnv(name string) (string, bool) { return os.LookupEnv(name) }

@@ -19,11 +19,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/transport"
 )
 
 func newRemoteConnectCmd() *cobra.Command {
 	var pingInterval time.Duration
+	var maxBytes int
 	cmd := &cobra.Command{
 		Use:   config.RemoteCommand + " URL",
 		Short: "Carry a remote component's stdio to its URL",
@@ -41,10 +43,16 @@ component in seconds rather than when TCP gives up.`,
 			if pingInterval < 0 {
 				return fmt.Errorf("--ping-interval must be positive, or 0 for none, not %s", pingInterval)
 			}
-			return runRemoteConnect(cmd.Context(), args[0], pingField(pingInterval))
+			if maxBytes < 1 {
+				return fmt.Errorf("--max-message-bytes must be positive, not %d", maxBytes)
+			}
+			// What the conductor takes from a component: the limit, and an
+			// envelope around a message within it.
+			return runRemoteConnect(cmd.Context(), args[0], pingField(pingInterval), maxBytes+wire.EnvelopeOverhead)
 		},
 	}
 	cmd.Flags().DurationVar(&pingInterval, "ping-interval", transport.DefaultPingInterval, "ping a WebSocket server this often and fail when no pong comes within it; 0 turns pings off")
+	cmd.Flags().IntVar(&maxBytes, "max-message-bytes", wire.DefaultMaxMessageBytes, "the chain's largest message, which the connection must carry")
 	return cmd
 }
 
@@ -76,7 +84,7 @@ func remoteClient(caFile string) (*http.Client, error) {
 // rather than hang the editor's initialize.
 const dialTimeout = 30 * time.Second
 
-func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duration) error {
+func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duration, maxBytes int) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
@@ -98,7 +106,7 @@ func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duratio
 	}
 
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval, HTTPClient: client})
+	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval, HTTPClient: client, MaxMessageBytes: maxBytes})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connecting to %w", err) // the error starts with the URL
