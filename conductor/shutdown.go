@@ -176,6 +176,16 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
 		if ctx.Err() == nil {
 			select {
 			case <-l.readDone:
+			case <-l.proc.exited:
+				// What it wrote is read; what it started outside its group
+				// may hold its output open for as long as it likes.
+				afterExit := time.NewTimer(outputBound)
+				select {
+				case <-l.readDone:
+				case <-afterExit.C:
+				case <-ctx.Done():
+				}
+				afterExit.Stop()
 			case <-ctx.Done():
 			}
 		}

@@ -417,3 +417,26 @@ func release(t *testing.T, path string) {
 		t.Fatal("the agent never took its prompt")
 	}
 }
+
+// TestDetachedHelperHoldingOutput: an agent that exits at the end of its
+// input, leaving a helper in a session of its own that holds its stdout,
+// does not make the stop wait out the grace period (an hour here) for an
+// output that will not end; the helper is gone when Run returns.
+func TestDetachedHelperHoldingOutput(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_HELPER=%d", rand.Int64())
+	k, v, _ := strings.Cut(marker, "=")
+	agent := fake(t, t.TempDir(), "agent", "agent", marker)
+	agent.Command, agent.Args = "sh", []string{"-c", `setsid sh -c 'echo helper detached >&2; exec sleep 45' & exec "$0"`, agent.Command}
+	agent.Env[k] = v
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{Agent: agent, GracePeriod: time.Hour, Supervisor: supervised(t), Logger: log})
+	logs.wait(t, "helper detached")
+	e.send(initLine)
+	e.recvMsg()
+	if err := e.close(); err != nil { // it fails the test if Run takes 20 s
+		t.Errorf("Run = %v", err)
+	}
+	if left := markedProcesses(t, marker); len(left) > 0 {
+		t.Errorf("processes left when Run returned: %v", left)
+	}
+}
