@@ -213,7 +213,7 @@ func LogFileHint(file string, fs *pflag.FlagSet) string {
 			return fl.Value.String()
 		}
 	}
-	if v, ok := os.LookupEnv(envVar("logging.file")); ok {
+	if v := os.Getenv(envVar("logging.file")); v != "" { // empty counts as unset, as viper has it
 		return v
 	}
 	if file != "" {

@@ -20,3 +20,14 @@ func TestUnknownEnv(t *testing.T) {
 		t.Errorf("UnknownEnv = %q, want %q", got, want)
 	}
 }
+
+// TestLogFileHintEmptyEnv: an empty ACP_CONDUCTOR_LOGGING_FILE counts as
+// unset, as it does for every setting: the chain file's log file is the
+// hint.
+func TestLogFileHintEmptyEnv(t *testing.T) {
+	t.Setenv("ACP_CONDUCTOR_LOGGING_FILE", "")
+	path := writeChain(t, "agent: {command: a}\nlogging: {file: /tmp/from-file.log}\n")
+	if got := LogFileHint(path, nil); got != "/tmp/from-file.log" {
+		t.Errorf("LogFileHint = %q, want the file's", got)
+	}
+}

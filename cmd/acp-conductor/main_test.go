@@ -143,6 +143,7 @@ agent:
 	}{
 		{"good file", nil, []string{"validate", "--no-commands", "--config", good}, 0, "ok: 1 proxy, agent my-agent\n", nil},
 		{"file as argument", nil, []string{"validate", "--no-commands", good}, 0, "ok: 1 proxy, agent my-agent\n", nil},
+		{"--commands=false", nil, []string{"validate", "--commands=false", good}, 0, "ok: 1 proxy, agent my-agent\n", nil},
 		{"programs found", nil, []string{"validate", writeFile(t, "found.yaml", "proxies: [{command: cat}]\nagent: {command: sh, cwd: /}\n")}, 0, "ok: 1 proxy, agent sh\n", nil},
 		{"relative cwd", nil, []string{"validate", writeFile(t, "rel.yaml", "agent: {command: sh, cwd: ./}\n")}, 0, "ok: 0 proxies, agent sh\n",
 			[]string{`warning: "sh" (`, `cwd "./" is relative`}},

@@ -169,6 +169,9 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return err
 	}
 	defer closeLog()
+	for _, name := range config.UnknownEnv(os.Environ()) {
+		log.Warn("ignored an unknown setting in the environment", zap.String("variable", name))
+	}
 	if ctx.Err() != nil {
 		log.Info("stopped before serving", zap.Error(context.Cause(ctx)))
 		return nil

@@ -438,3 +438,14 @@ func TestServeStopDrains(t *testing.T) {
 		})
 	}
 }
+
+// TestServeWarnsUnknownEnv: serve, like agent, names an ACP_CONDUCTOR_
+// variable that is no setting, where a typo would otherwise go unseen.
+func TestServeWarnsUnknownEnv(t *testing.T) {
+	_, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123", "ACP_CONDUCTOR_SHUTDOWN_GARCE=1s"}, "--", "cat")
+	cmd.Process.Signal(syscall.SIGTERM)
+	log.wait(cmd)
+	if !strings.Contains(log.String(), `ignored an unknown setting in the environment	{"variable": "ACP_CONDUCTOR_SHUTDOWN_GARCE"}`) {
+		t.Errorf("serve's log does not name the unknown variable:\n%s", log)
+	}
+}

@@ -89,7 +89,7 @@ proxy mode there is no agent:
 			for _, w := range warnings {
 				fmt.Fprintf(errOut, "warning: %s\n", w)
 			}
-			if !noCommands {
+			if commands, _ := cmd.Flags().GetBool("commands"); commands && !noCommands {
 				if err := cfg.CheckCommands(); err != nil {
 					errs = append(errs, config.Problem{Msg: err.Error()})
 				}
@@ -105,8 +105,8 @@ proxy mode there is no agent:
 	cmd.Flags().StringVarP(&file, "config", "c", "", "the chain file to check")
 	cmd.Flags().StringVar(&mode, "mode", "agent", "the mode the chain will run in: agent or proxy")
 	cmd.Flags().BoolVar(&noCommands, "no-commands", false, "do not look for each component's program (in PATH, or at its path)")
-	var commands bool
-	cmd.Flags().BoolVar(&commands, "commands", true, "look for each component's program (the default)")
+	// --commands=false says the same as --no-commands, for those who write it so.
+	cmd.Flags().Bool("commands", true, "look for each component's program (the default)")
 	_ = cmd.Flags().MarkHidden("commands")
 	return cmd
 }
