@@ -127,7 +127,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		if routed.stateless == nil {
 			c.disconnect(routed)
 		} else {
-			c.forgetBridged(p)
+			c.cancelStateless(routed)
 		}
 	}
 	// The owner's own requests to this client can no longer be answered.

@@ -79,7 +79,7 @@ type mcpRoutes struct {
 	opening map[string][]func(*mcpConn, *wire.Error)
 	// For connect-binding callers of request-binding owners: the requests
 	// the conductor sent for them, by serverId and requestId (raw JSON).
-	requests map[[2]string]*mcpConn
+	requests map[[2]string]statelessCall
 	lastID   int64
 	// agentSpelling is the spelling of server ids the agent has used: ""
 	// until it connects or calls, then "id" (mcp/connect {acpId}) or
@@ -133,7 +133,7 @@ func newMCPRoutes() *mcpRoutes {
 	return &mcpRoutes{
 		servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{},
 		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string][]func(*mcpConn, *wire.Error){},
-		requests: map[[2]string]*mcpConn{},
+		requests: map[[2]string]statelessCall{},
 	}
 }
 
@@ -491,8 +491,8 @@ func (r *mcpRoutes) dropOwner(owner int) (bridged []*peer) {
 			delete(r.shared, id)
 		}
 	}
-	for k, c := range r.requests {
-		if c.owner == owner {
+	for k, sc := range r.requests {
+		if sc.conn.owner == owner {
 			delete(r.requests, k)
 		}
 	}

@@ -22,9 +22,10 @@ import (
 //     how the TypeScript SDK's provider hears of it.
 //   - ACP's $/cancel_request for a request to a bridged MCP client becomes
 //     MCP's notifications/cancelled (cancelMethod): the client speaks MCP.
-//   - A bridged client that goes away cancels what it still has in flight at
-//     a per-request owner (forgetBridged): a per-connection one hears
-//     mcp/disconnect instead.
+//   - A caller that ends its connection to a per-request owner (a bridged
+//     client going away, an agent's mcp/disconnect) cancels what it still
+//     has in flight there (cancelStateless, mcpxlate.go): a per-connection
+//     owner hears mcp/disconnect instead.
 
 // mcpCancelled returns the params of MCP's notifications/cancelled from
 // `from` rewritten to name the id under which the conductor relayed the
@@ -61,15 +62,6 @@ func cancelMethod(to *peer) string {
 		return mcpMethodCancelled
 	}
 	return wire.MethodCancelRequest
-}
-
-// forgetBridged cancels, at an owner that binds per request, what the
-// bridged client p still has in flight there: with no connection to end,
-// the owner's handlers would otherwise run on for nobody.
-func (c *chain) forgetBridged(p *peer) {
-	for _, cl := range p.openCalls() {
-		c.relay(nil, cl.to, nil, delivery{method: wire.MethodCancelRequest}, cancelParams(cl.id))
-	}
 }
 
 // cancelParams returns the params of a cancel for the request relayed as id.

@@ -211,17 +211,26 @@ func TestMCPBridgedRefused(t *testing.T) {
 	}
 }
 
-// TestMCPBridgedClientGone: a bridged client goes away with a call in
-// flight at an owner that binds per request. With no connection to end,
-// the owner is told to cancel the call, or its handler would run on for
-// nobody.
-func TestMCPBridgedClientGone(t *testing.T) {
-	ed, c := openMCP(t, true, "request")
-	c.send("3", "tools/call", `{"name":"slow"}`)
-	call := recvRequest(t, ed)
-	c.s.w.Close() // the client ends its server's stdin
-	m := ed.recvMsg()
-	if m.Method != wire.MethodCancelRequest || string(wire.Member(m.Params, "requestId")) != string(call.ID) {
-		t.Errorf("the owner, with call %s in flight, got %s; want a cancel for it", call.ID, m.Bytes())
+// TestMCPClientGone: the agent's MCP client ends its connection, with a
+// call in flight at an owner that binds per request: a bridged client goes
+// away, a native agent sends mcp/disconnect. With no connection of its own
+// to end, the owner is told to cancel the call, or its handler would run
+// on for nobody.
+func TestMCPClientGone(t *testing.T) {
+	for _, bridged := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bridged=%v", bridged), func(t *testing.T) {
+			ed, c := openMCP(t, bridged, "request")
+			c.send("3", "tools/call", `{"name":"slow"}`)
+			call := recvRequest(t, ed)
+			if bridged {
+				c.s.w.Close() // the client ends its server's stdin
+			} else {
+				c.s.send(`{"jsonrpc":"2.0","id":"bye","method":"mcp/disconnect","params":{"connectionId":` + c.cid + `}}`)
+			}
+			m := ed.recvMsg()
+			if m.Method != wire.MethodCancelRequest || string(wire.Member(m.Params, "requestId")) != string(call.ID) {
+				t.Errorf("the owner, with call %s in flight, got %s; want a cancel for it", call.ID, m.Bytes())
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -371,12 +372,38 @@ func (r *mcpRoutes) openStateless(srv mcpServer, serverID string, bridge *peer) 
 	return c
 }
 
+// A statelessCall is a request the conductor sent a request-binding owner
+// for a connect-binding caller: on conn, from caller under its id.
+type statelessCall struct {
+	conn   *mcpConn
+	caller *peer
+	id     json.RawMessage
+}
+
 // statelessRequest returns the connection of a connect-binding caller for
 // which the conductor sent request requestID to serverID.
 func (r *mcpRoutes) statelessRequest(serverID, requestID []byte) *mcpConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.requests[[2]string{string(serverID), string(requestID)}]
+	return r.requests[[2]string{string(serverID), string(requestID)}].conn
+}
+
+// cancelStateless cancels, at its request-binding owner, each request its
+// caller still has in flight on conn, which is closing: with no connection
+// of its own to end, the owner's handlers would otherwise run on for
+// nobody.
+func (c *chain) cancelStateless(conn *mcpConn) {
+	c.mcp.mu.Lock()
+	var open []statelessCall
+	for _, sc := range c.mcp.requests {
+		if sc.conn == conn {
+			open = append(open, sc)
+		}
+	}
+	c.mcp.mu.Unlock()
+	for _, sc := range open {
+		c.cancel(sc.caller, append(append([]byte(`{"requestId":`), sc.id...), '}'))
+	}
 }
 
 // fromConnectCaller handles the agent's mcp/message or mcp/disconnect on a
@@ -384,6 +411,7 @@ func (r *mcpRoutes) statelessRequest(serverID, requestID []byte) *mcpConn {
 func (c *chain) fromConnectCaller(conn *mcpConn, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
 	if method == methodMCPDisconnect {
 		c.mcp.close(conn)
+		c.cancelStateless(conn)
 		if m.IsRequest() {
 			answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
 		}
@@ -440,7 +468,7 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 	serverID, reqID := mustQuote(conn.serverID), c.mcp.newRequestID()
 	key := [2]string{string(serverID), string(reqID)}
 	c.mcp.mu.Lock()
-	c.mcp.requests[key] = conn
+	c.mcp.requests[key] = statelessCall{conn: conn, caller: from, id: bytes.Clone(m.ID)}
 	c.mcp.mu.Unlock()
 	out := c.mcp.withSession(requestEnvelope(serverID, reqID, method, params, nil), conn.serverID)
 	c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {

@@ -317,17 +317,6 @@ func (p *peer) inFlight(id []byte) *call {
 	return p.inflight.find(id)
 }
 
-// openCalls returns the calls p has in flight, oldest first.
-func (p *peer) openCalls() []*call {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	calls := make([]*call, 0, p.inflight.n)
-	for c := p.inflight.head; c != nil; c = c.next {
-		calls = append(calls, c)
-	}
-	return calls
-}
-
 // complete removes and returns the call answered by a response carrying id.
 func (p *peer) complete(id json.RawMessage) *call {
 	n, err := strconv.ParseInt(string(id), 10, 64)
