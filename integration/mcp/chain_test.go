@@ -13,10 +13,12 @@ import (
 	"time"
 )
 
-// The MCP server toolproxy declares, and its tool.
+// The MCP server toolproxy declares, the tool the tests call, and all its
+// tools as tools/list gives them.
 const (
-	serverName = "it-tools"
-	toolName   = "greet"
+	serverName     = "it-tools"
+	toolName       = "greet"
+	toolproxyTools = "greet,wait,waited"
 )
 
 // MCP revisions the agent's client asks for. Before 2026-07-28 a server

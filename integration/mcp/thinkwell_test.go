@@ -45,8 +45,8 @@ func underThinkwell(t *testing.T, proxy string) {
 	if decl.Type != "http" || decl.Name != serverName || !strings.HasPrefix(decl.URL, "http://127.0.0.1:") {
 		t.Errorf("the agent was declared %s, want thinkwell's loopback HTTP server for %s", rep.Declaration, serverName)
 	}
-	if rep.ServerName != "toolproxy" || strings.Join(rep.Tools, ",") != toolName {
-		t.Errorf("server %q, tools %v; want toolproxy, [%s]", rep.ServerName, rep.Tools, toolName)
+	if rep.ServerName != "toolproxy" || strings.Join(rep.Tools, ",") != toolproxyTools {
+		t.Errorf("server %q, tools %v; want toolproxy, [%s]", rep.ServerName, rep.Tools, toolproxyTools)
 	}
 	want := "hello, tw-agent; roots: file://" + dir + "; via: input response; session: " + s.SessionID
 	if rep.Result != want {

@@ -8,7 +8,7 @@
 // --advertise says (default none: stdio only). On session/new it keeps the
 // session's mcpServers and cwd. Each session/prompt is one JSON object,
 //
-//	{"server": NAME, "tool": TOOL, "name": WHO, "protocol": MCP_REVISION, "noProgress": BOOL}
+//	{"server": NAME, "tool": TOOL, "name": WHO, "protocol": MCP_REVISION, "noProgress": BOOL, "cancel": BOOL}
 //
 // for which it connects an SDK client (mcp.NewClient, with the session's cwd
 // as its one root and a progress handler) to the declared server NAME:
@@ -28,7 +28,10 @@
 // the session (which disconnects), and reports everything as one
 // agent_message_chunk whose text is a JSON report (see the report type),
 // before answering end_turn. PROTOCOL, if given, is the MCP revision the
-// client asks for; empty means the SDK's latest.
+// client asks for; empty means the SDK's latest. With cancel, it cancels
+// the call (its context) once the progress notification comes, expects the
+// call to end so, and then calls the tool "waited" and reports its result
+// (toolproxy's wait and waited).
 package main
 
 import (
@@ -153,14 +156,15 @@ func (a *agent) reply(id json.RawMessage, result any) {
 }
 
 // request sends a request and has onAnswer called, on the reader, with the
-// answer.
-func (a *agent) request(method string, params any, onAnswer func(*msg)) {
+// answer. It returns the request's id.
+func (a *agent) request(method string, params any, onAnswer func(*msg)) json.RawMessage {
 	a.mu.Lock()
 	a.lastID++
 	id := json.RawMessage(fmt.Sprintf(`"agent-%d"`, a.lastID))
 	a.pending[string(id)] = onAnswer
 	a.mu.Unlock()
 	a.send(&msg{ID: id, Method: method, Params: mustJSON(params)})
+	return id
 }
 
 // call sends a request and waits for its answer.
@@ -282,6 +286,7 @@ func (a *agent) prompt(m *msg) {
 		// conductor that does not carry the server's notifications to the
 		// client (@thinkwell/conductor sends them on to the agent).
 		NoProgress bool `json:"noProgress"`
+		Cancel     bool `json:"cancel"`
 	}
 	if len(p.Prompt) == 0 || json.Unmarshal([]byte(p.Prompt[len(p.Prompt)-1].Text), &req) != nil {
 		rep.Error = "the prompt is not a tool request"
@@ -296,14 +301,14 @@ func (a *agent) prompt(m *msg) {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, 60*time.Second)
 	defer cancel()
-	if err := a.useTool(ctx, s, req.Server, req.Tool, req.Name, req.Protocol, !req.NoProgress, &rep); err != nil {
+	if err := a.useTool(ctx, s, req.Server, req.Tool, req.Name, req.Protocol, !req.NoProgress, req.Cancel, &rep); err != nil {
 		rep.Error = err.Error()
 		log.Printf("unexpected: the prompt failed: %v", err)
 	}
 }
 
 // useTool does the MCP part of a prompt, filling in rep.
-func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, protocol string, waitProgress bool, rep *report) error {
+func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, protocol string, waitProgress, cancelCall bool, rep *report) error {
 	var decl struct {
 		Type    string
 		Name    string
@@ -420,6 +425,22 @@ func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, pro
 	}
 	params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"name": name}}
 	params.SetProgressToken("it-progress")
+	if cancelCall {
+		callCtx, cancel := context.WithCancel(ctx)
+		go func() { // ends with the call
+			select {
+			case <-progressed:
+				cancel()
+			case <-callCtx.Done():
+			}
+		}()
+		_, err := cs.CallTool(callCtx, params)
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("tools/call %s: %v; want it cancelled", tool, err)
+		}
+		params = &mcp.CallToolParams{Name: "waited"}
+	}
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {
 		return fmt.Errorf("tools/call: %w", err)
@@ -430,7 +451,7 @@ func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, pro
 		}
 	}
 	rep.IsError = res.IsError
-	if !waitProgress {
+	if !waitProgress || cancelCall {
 		return nil
 	}
 	// The notification was sent before the result, but not necessarily on

@@ -84,7 +84,7 @@ func (t *acpTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err := json.Unmarshal(res, &r); err != nil || r.ConnectionID == "" {
 		return nil, fmt.Errorf("mcp/connect answered %s", res)
 	}
-	c := &acpConn{t: t, id: r.ConnectionID, in: make(chan []byte, 64), closed: make(chan struct{}), asked: map[string]json.RawMessage{}}
+	c := &acpConn{t: t, id: r.ConnectionID, in: make(chan []byte, 64), closed: make(chan struct{}), asked: map[string]json.RawMessage{}, sent: map[string]json.RawMessage{}}
 	t.a.mu.Lock()
 	t.a.conns[c.id] = c
 	t.a.mu.Unlock()
@@ -112,6 +112,7 @@ type acpConn struct {
 	mu     sync.Mutex
 	lastID int
 	asked  map[string]json.RawMessage // the server's requests: the ACP id of each, by the id the client sees
+	sent   map[string]json.RawMessage // the client's requests in flight: the ACP id of each, by the client's id
 }
 
 // toConn delivers the conductor's mcp/message to the connection it names,
@@ -199,16 +200,36 @@ func (c *acpConn) Write(ctx context.Context, m jsonrpc.Message) error {
 		}
 		a.send(&msg{ID: id, Result: out.Result, Error: out.Error})
 	case out.ID == nil:
+		if out.Method == "notifications/cancelled" {
+			// The binding makes a request's ACP id its MCP id: a cancel
+			// names the request by the id it went out under.
+			var p map[string]json.RawMessage
+			json.Unmarshal(out.Params, &p)
+			c.mu.Lock()
+			acpID, ok := c.sent[string(p["requestId"])]
+			c.mu.Unlock()
+			if !ok {
+				return nil // answered already
+			}
+			p["requestId"] = acpID
+			envelope["params"] = p
+		}
 		a.send(&msg{Method: "mcp/message", Params: mustJSON(envelope)})
 	default:
 		mcpID := out.ID
-		a.request("mcp/message", envelope, func(r *msg) {
+		c.mu.Lock() // before the answer can come
+		acpID := a.request("mcp/message", envelope, func(r *msg) {
+			c.mu.Lock()
+			delete(c.sent, string(mcpID))
+			c.mu.Unlock()
 			resp := msg{JSONRPC: "2.0", ID: mcpID, Result: r.Result, Error: r.Error}
 			if resp.Result == nil && resp.Error == nil {
 				resp.Result = json.RawMessage("null")
 			}
 			c.push(mustJSON(resp))
 		})
+		c.sent[string(mcpID)] = acpID
+		c.mu.Unlock()
 	}
 	return nil
 }

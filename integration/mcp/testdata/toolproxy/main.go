@@ -22,6 +22,12 @@
 // notifications/progress with the message "greeting NAME": a
 // server-to-client notification.
 //
+// Two more tools test cancellation: wait reports progress ("waiting"),
+// then runs until its context ends; waited returns, as "cancelled: N", how
+// many waits have ended, once one has (or after ten seconds, with 0). An
+// agent that cancels a wait and then calls waited on the same connection
+// learns whether its cancel reached the server.
+//
 // The proxy also answers the ACP extension request _it/mcp_connections from
 // its predecessor (the tests' editor): once no MCP connection is open and at
 // least one has been opened, or when the request's context ends, it returns
@@ -42,6 +48,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,8 +65,10 @@ func main() {
 
 	srv := mcp.NewServer(&mcp.Implementation{Name: "toolproxy", Version: "1.0.0"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "greet", Description: "Greets someone, naming the client's roots"}, greet)
-
 	rec := newRecorder()
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait", Description: "Runs until cancelled"}, rec.wait)
+	mcp.AddTool(srv, &mcp.Tool{Name: "waited", Description: "How many waits were cancelled"}, rec.waited)
+
 	s := mcpsdk.Server(serverName, srv)
 	serve := s.Serve
 	s.Serve = func(ctx context.Context, c *proxy.MCPConn) error {
@@ -143,12 +152,49 @@ func greet(ctx context.Context, req *mcp.CallToolRequest, in greetIn) (*mcp.Call
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
 }
 
-// A recorder keeps track of the MCP connections the server has served.
+// A recorder keeps track of the MCP connections the server has served,
+// and of the waits that ended.
 type recorder struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every change
 	conns   []*connRecord
 	open    int
+	ended   int // waits
+}
+
+type nothing struct{}
+
+func (r *recorder) wait(ctx context.Context, req *mcp.CallToolRequest, _ greetIn) (*mcp.CallToolResult, any, error) {
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "waiting"}); err != nil {
+			return nil, nil, fmt.Errorf("notifying progress: %w", err)
+		}
+	}
+	<-ctx.Done()
+	r.mu.Lock()
+	r.ended++
+	r.signal()
+	r.mu.Unlock()
+	log.Print("a wait ended: ", context.Cause(ctx))
+	return nil, nil, ctx.Err()
+}
+
+func (r *recorder) waited(ctx context.Context, _ *mcp.CallToolRequest, _ nothing) (*mcp.CallToolResult, any, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	for r.ended == 0 && ctx.Err() == nil {
+		changed := r.changed
+		r.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+		r.mu.Lock()
+	}
+	n := r.ended
+	r.mu.Unlock()
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("cancelled: %d", n)}}}, nil, nil
 }
 
 type connRecord struct {
