@@ -128,6 +128,7 @@ type runner struct {
 	stopped bool       // the components are being stopped
 	failure error      // the first component failure
 	failed  *peer      // the component that failed, if one did
+	told    error      // why Run's context ended, if that stopped the chain
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins
@@ -160,6 +161,11 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		select {
 		case <-ctx.Done():
 			r.log.Info("stopping", zap.Error(context.Cause(ctx)))
+			if cause := context.Cause(ctx); cause != context.Canceled {
+				r.mu.Lock()
+				r.told = cause // a signal, say: the client hears it
+				r.mu.Unlock()
+			}
 			r.beginStop(nil, nil)
 		case <-r.stopping:
 		}

@@ -132,6 +132,12 @@ func (r *runner) refusal() *wire.Error {
 	if failed, cause := r.cause(); failed != nil {
 		return goneError(failed, cause)
 	}
+	r.mu.Lock()
+	told := r.told
+	r.mu.Unlock()
+	if told != nil {
+		return wire.Errorf(codeInternalError, "%v: %v", errStopped, told)
+	}
 	return wire.Errorf(codeInternalError, "%v", errStopped)
 }
 

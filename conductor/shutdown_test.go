@@ -3,6 +3,7 @@ package conductor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -155,11 +156,13 @@ func TestDrainAtEOF(t *testing.T) {
 // TestAbortSkipsDrain stops a chain (ctx, as a first SIGTERM does) with a
 // prompt in flight that will never be answered, then aborts (a second
 // SIGTERM): the prompt is answered with an error at once, not after the
-// grace period.
+// grace period. A request during the drain is refused with the reason
+// the context ended for.
 func TestAbortSkipsDrain(t *testing.T) {
 	dir := t.TempDir()
 	abort := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancel := func() { cancelCause(errors.New("received SIGTERM")) }
 	defer cancel()
 	log, logs := watchLogs(t)
 	e := startChainCtx(t, ctx, Config{
@@ -176,7 +179,7 @@ func TestAbortSkipsDrain(t *testing.T) {
 	// The stopping chain takes no new request: this one is refused, which
 	// shows that the drain has begun.
 	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
-	if m := e.recvMsg(); string(m.ID) != "1" || !strings.Contains(string(m.Error), "shutting down") {
+	if m := e.recvMsg(); string(m.ID) != "1" || !strings.Contains(string(m.Error), "shutting down: received SIGTERM") {
 		t.Fatalf("request during the drain answered %s %s", m.ID, m.Error)
 	}
 	close(abort)

@@ -43,6 +43,10 @@ const (
 	DefaultStallTimeout = time.Minute
 )
 
+// ErrServerStopped is the cause of the context each Serve was given, once
+// the server stops (Shutdown, Close): what a chain tells its client.
+var ErrServerStopped = errors.New("the server is stopping")
+
 // ConnInfo describes a new connection, for logs.
 type ConnInfo struct {
 	ID        string // its Acp-Connection-Id
@@ -97,7 +101,7 @@ type Server struct {
 
 	once   sync.Once
 	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // one per connection being served
 
 	refuseUpgrade bool // tests: a server with Streamable HTTP only
@@ -119,7 +123,7 @@ type Server struct {
 
 func (s *Server) init() {
 	s.once.Do(func() {
-		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.ctx, s.cancel = context.WithCancelCause(context.Background())
 		s.http = make(map[string]*httpConn)
 		s.ws = make(map[*wsConn]bool)
 		if s.Logger == nil {
@@ -153,7 +157,7 @@ func (s *Server) init() {
 // closes what is left, as Close does, and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.init()
-	s.cancel()
+	s.cancel(ErrServerStopped)
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -170,7 +174,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // returned.
 func (s *Server) Close() {
 	s.init()
-	s.cancel()
+	s.cancel(ErrServerStopped)
 	s.mu.Lock()
 	hcs := make([]*httpConn, 0, len(s.http))
 	for _, c := range s.http {

@@ -346,7 +346,7 @@ func TestShutdown(t *testing.T) {
 				out := context.WithoutCancel(ctx)
 				c.Write(out, []byte(`{"jsonrpc":"2.0","id":`+string(wire.Member(msg, "id"))+`,"result":{}}`))
 				<-ctx.Done()
-				c.Write(out, []byte(`{"jsonrpc":"2.0","method":"bye","params":{}}`))
+				c.Write(out, []byte(`{"jsonrpc":"2.0","method":"bye","params":{"why":"`+context.Cause(ctx).Error()+`"}}`))
 			}}
 			ts := httptest.NewServer(s)
 			defer ts.Close()
@@ -356,8 +356,8 @@ func TestShutdown(t *testing.T) {
 			defer c.Close()
 			stopped := make(chan error, 1)
 			go func() { stopped <- s.Shutdown(ctx) }()
-			if msg, err := c.Read(ctx); err != nil || !strings.Contains(string(msg), `"bye"`) {
-				t.Errorf("after Shutdown the client read %s, %v; want what Serve sent as it ended", msg, err)
+			if msg, err := c.Read(ctx); err != nil || !strings.Contains(string(msg), `"bye","params":{"why":"the server is stopping"}`) {
+				t.Errorf("after Shutdown the client read %s, %v; want what Serve sent as it ended, and why", msg, err)
 			}
 			if msg, err := c.Read(ctx); err == nil { // the end, which answers a WebSocket's close
 				t.Errorf("after Serve returned the client read %s", msg)
