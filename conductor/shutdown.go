@@ -72,6 +72,7 @@ func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 
 	var out outcome
 	out.unanswered = r.drain(aborted, client, start.Add(grace))
+	out.aborted = aborted.Err() != nil
 	out.signalled = r.stopAll(aborted, start.Add(grace))
 	if r.bridge != nil {
 		r.bridge.Close()
@@ -245,6 +246,7 @@ type signalled struct{ component, signal string }
 // outcome is what shutdown says about itself, once.
 type outcome struct {
 	unanswered  int
+	aborted     bool // told to stop at once before the drain was over
 	signalled   []signalled
 	clientStuck bool
 	took        time.Duration
@@ -252,7 +254,10 @@ type outcome struct {
 
 func (o outcome) log(log *zap.Logger, grace time.Duration) {
 	var problems []string
-	if o.unanswered > 0 {
+	switch {
+	case o.unanswered > 0 && o.aborted:
+		problems = append(problems, fmt.Sprintf("%d request(s) from the client were still unanswered when it was told to stop at once", o.unanswered))
+	case o.unanswered > 0:
 		problems = append(problems, fmt.Sprintf("%d request(s) from the client were still unanswered after the %v grace period", o.unanswered, grace))
 	}
 	killed := map[string]bool{}

@@ -190,6 +190,7 @@ func TestAbortSkipsDrain(t *testing.T) {
 	if err, took := e.stopped(); err != nil || took > 10*time.Second {
 		t.Errorf("Run = %v after %v", err, took)
 	}
+	logs.wait(t, "1 request(s) from the client were still unanswered when it was told to stop at once")
 }
 
 // TestFailureBeforeFirstRequest has the agent die before the editor sends
