@@ -144,7 +144,18 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		failCalls(client.fail(errClientGone), wire.Errorf(codeInternalError, "%s: %v", client.name, errClientGone))
 		r.beginStop(nil, nil)
 	})
-	r.wg.Go(func() { cl.writeLoop(client.log); close(flushed) })
+	r.wg.Go(func() {
+		cl.writeLoop(client.log)
+		close(flushed)
+		select {
+		case <-r.stopping:
+		default:
+			// A write failed before any stop: the client hears nothing
+			// more, though its input may stay open.
+			r.log.Warn("stopping: the client's output is closed; it can hear nothing more")
+			r.beginStop(nil, nil)
+		}
+	})
 	for _, p := range r.comps {
 		r.goLink(p, p.link.Load())
 	}

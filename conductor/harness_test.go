@@ -42,6 +42,7 @@ func fake(t *testing.T, dir, name, role string, env ...string) Component {
 type editor struct {
 	t    *testing.T
 	in   *io.PipeWriter // the conductor's stdin
+	out  *io.PipeReader // its stdout
 	ch   *wire.LineChannel
 	done chan error
 	seen []string // every line received, in order
@@ -60,7 +61,7 @@ func startChainCtx(t *testing.T, ctx context.Context, cfg Config) *editor {
 	if cfg.Logger == nil {
 		cfg.Logger = zaptest.NewLogger(t)
 	}
-	e := &editor{t: t, in: inW, ch: wire.NewLineChannel(outR, inW, 0), done: make(chan error, 1)}
+	e := &editor{t: t, in: inW, out: outR, ch: wire.NewLineChannel(outR, inW, 0), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		err := Run(ctx, cfg, inR, outW)

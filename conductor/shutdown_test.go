@@ -444,3 +444,22 @@ func TestDetachedHelperHoldingOutput(t *testing.T) {
 		t.Errorf("processes left when Run returned: %v", left)
 	}
 }
+
+// TestClientOutputClosed: an editor that closes the conductor's output but
+// not its input can hear nothing more: the chain stops, saying so, rather
+// than run on until its input ends.
+func TestClientOutputClosed(t *testing.T) {
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{Agent: fake(t, t.TempDir(), "agent", "agent"), Logger: log})
+	e.send(initLine)
+	e.recvMsg()
+	e.out.Close()
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	logs.wait(t, "the client's output is closed")
+	select {
+	case err := <-e.done:
+		e.done <- err // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return with its input still open")
+	}
+}

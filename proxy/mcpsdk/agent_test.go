@@ -128,14 +128,15 @@ func (a *agent) send(m rpc) {
 }
 
 // request sends method to the proxy from its successor, and has onAnswer
-// called with the answer.
-func (a *agent) request(method string, params any, onAnswer func(rpc)) {
+// called with the answer. It returns the request's id.
+func (a *agent) request(method string, params any, onAnswer func(rpc)) json.RawMessage {
 	a.mu.Lock()
 	a.lastID++
 	id := json.RawMessage(fmt.Sprintf(`"a%d"`, a.lastID))
 	a.waiting[string(id)] = onAnswer
 	a.mu.Unlock()
 	a.send(rpc{ID: id, Method: "proxy/successor", Params: mustJSON(map[string]any{"method": method, "params": params})})
+	return id
 }
 
 // call is request, waiting for the answer.
@@ -188,7 +189,7 @@ func (a *agent) connect(acpID string) *clientTransport {
 	a.mu.Lock()
 	a.clients[r.ConnectionID] = ch
 	a.mu.Unlock()
-	return &clientTransport{a: a, id: r.ConnectionID, in: ch, closed: make(chan struct{})}
+	return &clientTransport{a: a, id: r.ConnectionID, in: ch, closed: make(chan struct{}), sent: map[string]json.RawMessage{}}
 }
 
 // A clientTransport is the agent's side of one MCP-over-ACP connection, as
@@ -199,6 +200,9 @@ type clientTransport struct {
 	in     chan rpc
 	once   sync.Once
 	closed chan struct{}
+
+	mu   sync.Mutex
+	sent map[string]json.RawMessage // the client's requests in flight: their mcp/message ids, by the client's
 }
 
 func (c *clientTransport) Connect(context.Context) (mcp.Connection, error) { return c, nil }
@@ -226,16 +230,32 @@ func (c *clientTransport) Write(ctx context.Context, msg jsonrpc.Message) error 
 	case m.Method == "": // an answer to the server's request, by its envelope's id
 		c.a.send(m)
 	case m.ID == nil:
+		params := m.Params
+		if m.Method == "notifications/cancelled" {
+			// The binding makes a request's mcp/message id its MCP id: a
+			// cancel names the request by the id it went out under.
+			var p map[string]json.RawMessage
+			json.Unmarshal(params, &p)
+			c.mu.Lock()
+			p["requestId"] = c.sent[string(p["requestId"])]
+			c.mu.Unlock()
+			params = mustJSON(p)
+		}
 		c.a.send(rpc{Method: "proxy/successor", Params: mustJSON(map[string]any{"method": "mcp/message",
-			"params": map[string]any{"connectionId": c.id, "method": m.Method, "params": m.Params}})})
+			"params": map[string]any{"connectionId": c.id, "method": m.Method, "params": params}})})
 	default:
 		mcpID := m.ID
-		c.a.request("mcp/message", map[string]any{"connectionId": c.id, "method": m.Method, "params": m.Params}, func(r rpc) {
+		c.mu.Lock() // before the answer can come
+		c.sent[string(mcpID)] = c.a.request("mcp/message", map[string]any{"connectionId": c.id, "method": m.Method, "params": m.Params}, func(r rpc) {
+			c.mu.Lock()
+			delete(c.sent, string(mcpID))
+			c.mu.Unlock()
 			select {
 			case c.in <- rpc{JSONRPC: "2.0", ID: mcpID, Result: r.Result, Error: r.Error}:
 			case <-c.closed:
 			}
 		})
+		c.mu.Unlock()
 	}
 	return nil
 }
