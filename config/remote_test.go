@@ -98,9 +98,10 @@ agent:
 	}
 }
 
-// TestRemotePingInterval: a chain file's ping_interval reaches
-// remote-connect's flag; without it the flag is left to its default.
-func TestRemotePingInterval(t *testing.T) {
+// TestRemoteConnectArgs: a chain file's ping_interval, and the chain's
+// max_message_bytes (which remote-connect must carry), reach
+// remote-connect's flags; without them each flag is left to its default.
+func TestRemoteConnectArgs(t *testing.T) {
 	for _, tc := range []struct {
 		yaml string
 		want []string
@@ -108,26 +109,6 @@ func TestRemotePingInterval(t *testing.T) {
 		{"agent:\n  url: wss://h/acp\n", []string{RemoteCommand, "wss://h/acp"}},
 		{"agent:\n  url: wss://h/acp\n  ping_interval: 5s\n", []string{RemoteCommand, "--ping-interval", "5s", "wss://h/acp"}},
 		{"agent:\n  url: wss://h/acp\n  ping_interval: 0s\n", []string{RemoteCommand, "--ping-interval", "0s", "wss://h/acp"}},
-	} {
-		f, err := Parse("chain.yaml", []byte(tc.yaml))
-		if err != nil {
-			t.Fatalf("%q: %v", tc.yaml, err)
-		}
-		if got := f.Agent.Conductor().Args; !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%q: args %q, want %q", tc.yaml, got, tc.want)
-		}
-	}
-}
-
-// TestRemoteMessageLimit: a chain's max_message_bytes reaches each remote
-// component's remote-connect, which must carry messages that long; the
-// default is left to its own.
-func TestRemoteMessageLimit(t *testing.T) {
-	for _, tc := range []struct {
-		yaml string
-		want []string
-	}{
-		{"agent: {url: wss://h/acp}\n", []string{RemoteCommand, "wss://h/acp"}},
 		{"agent: {url: wss://h/acp}\nmax_message_bytes: 134217728\n", []string{RemoteCommand, "--max-message-bytes", "134217728", "wss://h/acp"}},
 		{"agent: {url: wss://h/acp, ping_interval: 5s}\nmax_message_bytes: 4096\n", []string{RemoteCommand, "--ping-interval", "5s", "--max-message-bytes", "4096", "wss://h/acp"}},
 	} {
