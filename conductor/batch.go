@@ -7,9 +7,10 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
-// A batch collects the responses to a JSON-RPC batch from the client, which
-// go back as one array once every request in it has been answered (JSON-RPC
-// 2.0, section 6). Its entries are relayed one by one like any message.
+// A batch collects the responses to a JSON-RPC batch, from the client or a
+// component, which go back as one array once every request in it has been
+// answered (JSON-RPC 2.0, section 6). Its entries are relayed one by one
+// like any message.
 type batch struct {
 	to *peer
 
@@ -38,11 +39,12 @@ func (b *batch) add(line []byte) {
 	}
 }
 
-// receiveBatch relays each entry of a batch array. Entries that expect a
-// response (requests, and entries that are not valid messages) are counted
-// first, so that no early answer can complete the batch. A batch of only
-// notifications gets no response; an empty one is itself invalid.
-func (c *chain) receiveBatch(from *peer, line []byte) {
+// receiveBatch relays each entry of a batch array from the peer at pos.
+// Entries that expect a response (requests, and from the client entries
+// that are not valid messages) are counted first, so that no early answer
+// can complete the batch. A batch of only notifications gets no response;
+// an empty one is itself invalid.
+func (c *chain) receiveBatch(from *peer, pos int, line []byte) {
 	var entries [][]byte
 	wire.EachElement(line, func(v []byte) { entries = append(entries, v) })
 	if len(entries) == 0 {
@@ -54,15 +56,15 @@ func (c *chain) receiveBatch(from *peer, line []byte) {
 	b := &batch{to: from}
 	for i, e := range entries {
 		msgs[i], errs[i] = wire.Parse(e)
-		if errs[i] != nil || msgs[i].IsRequest() {
-			b.waiting++
+		if errs[i] != nil && pos == 0 || errs[i] == nil && msgs[i].IsRequest() {
+			b.waiting++ // a component's bad entry is only logged (badInput)
 		}
 	}
 	for i := range entries {
 		if errs[i] != nil {
-			c.badInput(from, 0, entries[i], errs[i], b)
+			c.badInput(from, pos, entries[i], errs[i], b)
 			continue
 		}
-		c.dispatch(0, from, msgs[i], b, nil)
+		c.dispatch(pos, from, msgs[i], b, nil)
 	}
 }

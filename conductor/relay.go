@@ -49,8 +49,8 @@ type reader struct {
 // receive handles one line read from peer from by its reader rd.
 func (c *chain) receive(from *peer, line []byte, rd *reader) {
 	pos := from.pos
-	if pos == 0 && wire.IsBatch(line) {
-		c.receiveBatch(from, line)
+	if wire.IsBatch(line) {
+		c.receiveBatch(from, pos, line)
 		return
 	}
 	if err := wire.ParseInto(&rd.m, line); err != nil {
@@ -186,7 +186,12 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 		from.log.Debug("ignored cancel for a request not in flight", zap.ByteString("requestId", id))
 		return
 	}
-	c.relay(from, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
+	// Only the id changes: _meta (trace context, say) goes on with it.
+	out, err := wire.SetPath(params, []string{"requestId"}, wire.IntID(cl.id))
+	if err != nil {
+		out = cancelParams(cl.id)
+	}
+	c.relay(from, cl.to, nil, delivery{method: cancelMethod(cl.to)}, out)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.

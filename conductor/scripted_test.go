@@ -60,24 +60,31 @@ func (s *scripted) send(line string) {
 	}
 }
 
-// recvMsg returns the next message, failing the test after a generous
+// recvLine returns the next line, failing the test after a generous
 // bound rather than hanging.
-func (s *scripted) recvMsg() *wire.Message {
+func (s *scripted) recvLine() []byte {
 	s.t.Helper()
 	select {
 	case l, ok := <-s.lines:
 		if !ok {
 			s.t.Fatalf("%s: its input ended", s.name)
 		}
-		m, err := wire.Parse(l)
-		if err != nil {
-			s.t.Fatalf("%s: %v: %s", s.name, err, l)
-		}
-		return m
+		return l
 	case <-time.After(20 * time.Second):
 		s.t.Fatalf("%s: nothing arrived", s.name)
 		return nil
 	}
+}
+
+// recvMsg returns the next message.
+func (s *scripted) recvMsg() *wire.Message {
+	s.t.Helper()
+	l := s.recvLine()
+	m, err := wire.Parse(l)
+	if err != nil {
+		s.t.Fatalf("%s: %v: %s", s.name, err, l)
+	}
+	return m
 }
 
 // reply answers m with result.
@@ -190,4 +197,17 @@ func mcpChain(t *testing.T, mcpCapabilities string, bridge BridgeMode) (ed, ag *
 	ag.reply(m, `{"sessionId":"s1"}`)
 	ed.recvMsg()
 	return ed, ag, servers[0]
+}
+
+// agentChain starts editor, conductor and a scripted agent, and has the
+// agent answer the editor's initialize.
+func agentChain(t *testing.T) (ed, ag *scripted) {
+	t.Helper()
+	comp, started := scriptedComponent(t, t.TempDir(), "agent")
+	ed = scriptedEditor(startChain(t, Config{Agent: comp}))
+	ag = started()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	ed.recvMsg()
+	return ed, ag
 }

@@ -162,6 +162,11 @@ func ParseInto(m *Message, data []byte) error {
 	if said&badMethod != 0 {
 		return fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
 	}
+	if said&(hasResult|hasError) == hasResult|hasError && string(m.Error) == "null" {
+		// A result with "error": null, as some encoders write a
+		// response: the result is the answer.
+		m.Error, said = nil, said&^hasError|odd
+	}
 	method, answer := said&hasMethod != 0, said&(hasResult|hasError) != 0
 	switch {
 	case said&goodVersion == 0:

@@ -23,6 +23,10 @@ func TestParse(t *testing.T) {
 		{`{"jsonrpc":"2.0","m\u0065thod":"session/update","p\u0061rams":{}}`, Message{Method: "session/update", Params: raw(`{}`)}, nil},
 		{`{"jso\u006erpc":"2\u002e0","id":1,"result":1}`, Message{ID: raw(`1`), Result: raw(`1`)}, nil},
 		{`{"jsonrpc":"2.0","method":"a","method":"b","id":1,"id":2}`, Message{ID: raw(`2`), Method: "b"}, nil},
+		// A result with "error": null, as some encoders write responses.
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":"hi"},"error":null}`, Message{ID: raw(`1`), Result: raw(`{"content":"hi"}`)}, nil},
+		{`{"jsonrpc":"2.0","error":null,"id":1,"result":null}`, Message{ID: raw(`1`), Result: raw(`null`)}, nil},
+		{`{"jsonrpc":"2.0","id":1,"error":null}`, Message{ID: raw(`1`), Error: raw(`null`)}, nil},
 		// JSON-RPC 2.0 requires its version.
 		{`{"method":"m"}`, Message{}, ErrNotJSONRPC},
 		{`{"jsonrpc":"1.0","method":"m"}`, Message{}, ErrNotJSONRPC},
@@ -113,6 +117,7 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","method":1,"method":"m"}`, `{"jsonrpc":"1.0","jsonrpc":"2.0","method":"m"}`,
 		`{"jsonrpc":"2.0","method":"m","params":1,"par\u0061ms":2}`,
 		`{"jsonrpc":"2.0","id":1,"result":{},"id":2}`,
+		`{"jsonrpc":"2.0","id":1,"result":{},"error":null}`, `{"jsonrpc":"2.0","id":1,"error" : null ,"result":1,"error":null}`,
 		`{"jso\u006erpc":"2\u002e0","m\u0065thod":"m"}`,
 		`{"method":"m"}`, `{"jsonrpc":"1.0","method":"m"}`,
 		`{}`, `[]`, `null`, `{"a":}`,
@@ -154,6 +159,9 @@ func FuzzParse(f *testing.F) {
 		check("id", m.ID)
 		check("params", m.Params)
 		if m.Method == "" {
+			if e, ok := ref["error"]; ok && string(compact(t, e)) == "null" && ref["result"] != nil {
+				delete(ref, "error") // a result with "error": null is the result
+			}
 			check("result", m.Result)
 			check("error", m.Error)
 			return

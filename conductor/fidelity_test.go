@@ -1,0 +1,54 @@
+package conductor
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestResponseWithNullError: an answer written with "error": null beside
+// its result, as some encoders write responses, reaches the asker as its
+// result, not as {"error":null}.
+func TestResponseWithNullError(t *testing.T) {
+	ed, ag := agentChain(t)
+	ag.send(`{"jsonrpc":"2.0","id":"r1","method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`)
+	req := ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":"hello"},"error":null}`)
+	if got := ag.recvLine(); string(got) != `{"jsonrpc":"2.0","id":"r1","result":{"content":"hello"}}` {
+		t.Errorf("the agent got %s, want the editor's result", got)
+	}
+}
+
+// TestCancelKeepsMeta: a cancel goes on under the id the next hop saw,
+// and with everything else it carried: _meta (W3C trace context, which
+// the meta-propagation RFD reserves there) included.
+func TestCancelKeepsMeta(t *testing.T) {
+	ed, ag := agentChain(t)
+	ed.send(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+	prompt := ag.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7,"_meta":{"traceparent":"00-abc-def-01"}}}`)
+	want := `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + string(prompt.ID) + `,"_meta":{"traceparent":"00-abc-def-01"}}}`
+	if got := ag.recvLine(); string(got) != want {
+		t.Errorf("the agent got %s, want %s", got, want)
+	}
+}
+
+// TestComponentBatch: JSON-RPC lets either side send a batch. A
+// component's is relayed entry by entry like the editor's, and the answers
+// to its requests go back to it as one array.
+func TestComponentBatch(t *testing.T) {
+	ed, ag := agentChain(t)
+	ag.send(`[{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","n":1}},` +
+		`{"jsonrpc":"2.0","id":5,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}},` +
+		`{"jsonrpc":"2.0","id":6,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/y"}}]`)
+	if m := ed.recvMsg(); m.Method != "session/update" {
+		t.Fatalf("the editor got %s, want the update first", m.Bytes())
+	}
+	first, second := ed.recvMsg(), ed.recvMsg()
+	ed.reply(second, `{"content":"y"}`)
+	ed.reply(first, `{"content":"x"}`)
+	got := string(ag.recvLine())
+	if !strings.HasPrefix(got, "[") || !strings.Contains(got, `{"jsonrpc":"2.0","id":5,"result":{"content":"x"}}`) ||
+		!strings.Contains(got, `{"jsonrpc":"2.0","id":6,"result":{"content":"y"}}`) {
+		t.Errorf("the agent got %s, want both answers in one array", got)
+	}
+}
