@@ -89,7 +89,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		return
 	}
 	owner := c.peers[srv.owner]
-	p := newPeer("mcp:"+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
+	p := newPeer(bridgedPrefix+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
 	p.trace = c.trace
 	p.ends = &bridgeEnds{host: c.peers[len(c.peers)-1], owner: owner}
 	c.flow.join(p)

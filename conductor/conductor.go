@@ -50,7 +50,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	if cfg.Mode == ProxyMode {
 		clientCh.AllowEnvelope()
 	}
-	client := newPeer("client", 0, newLink(clientCh, nil, r.chain.hb, r.chain.flow), log)
+	client := newPeer(clientName, 0, newLink(clientCh, nil, r.chain.hb, r.chain.flow), log)
 	r.out = out
 	r.chain.peers = append(r.chain.peers, client)
 	if cfg.Supervisor != "" {

@@ -3,6 +3,7 @@ package conductor
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -190,4 +191,19 @@ func orDefault[T int | time.Duration](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// The names of the conductor's own peers, which logs and traces name them
+// by: a component may not take one.
+const (
+	clientName    = "client"    // the editor, or the parent conductor
+	conductorName = "conductor" // the conductor, for requests it makes itself
+	bridgedPrefix = "mcp:"      // a bridged MCP client, then its server's name
+)
+
+// ReservedName reports whether a component may not be called name, one the
+// conductor gives peers of its own: with it, a trace could not tell the
+// component's messages from theirs, nor pair its requests and responses.
+func ReservedName(name string) bool {
+	return name == clientName || name == conductorName || strings.HasPrefix(name, bridgedPrefix)
 }

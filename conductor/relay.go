@@ -330,6 +330,9 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	case id == nil:
 	case isResponse:
 		if cl := from.complete(id); cl != nil && cl.done() {
+			if cl.to.trace != nil {
+				cl.traceReply(nil, e.Encode())
+			}
 			cl.answer(encodeError(cl.fromID, e))
 		}
 	case method != "":

@@ -36,7 +36,7 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 // itself, is "conductor".
 func traceName(p *peer) string {
 	if p == nil {
-		return "conductor"
+		return conductorName
 	}
 	return p.name
 }

@@ -210,8 +210,11 @@ func assignNames(cs []*Component) {
 				base += "-" + arg
 			}
 		}
+		if b, ok := strings.CutPrefix(base, "mcp:"); ok {
+			base = "mcp-" + b // the conductor's bridged peers' prefix
+		}
 		name := base
-		for n := 2; used[name]; n++ {
+		for n := 2; used[name] || conductor.ReservedName(name); n++ {
 			name = base + "-" + strconv.Itoa(n)
 		}
 		c.Name, used[name] = name, true

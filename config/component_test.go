@@ -107,6 +107,8 @@ func TestAssignNames(t *testing.T) {
 		{[]*Component{{Command: "npx"}, {Name: "npx", Command: "x"}, {Command: "npx"}}, []string{"npx-2", "npx", "npx-3"}},
 		{[]*Component{{Command: "run"}, {Command: "run"}, {Name: "run-2", Command: "x"}}, []string{"run", "run-3", "run-2"}},
 		{[]*Component{{Command: "run", Args: []string{"a"}}, {Command: "run", Args: []string{"a"}}}, []string{"run-a", "run-a-2"}},
+		// The conductor's names for peers of its own are not taken.
+		{[]*Component{{Command: "/opt/client"}, {Command: "conductor"}, {Command: "mcp:tools"}}, []string{"client-2", "conductor-2", "mcp-tools"}},
 	} {
 		assignNames(tc.comps)
 		var got []string

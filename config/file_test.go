@@ -114,6 +114,8 @@ func TestParseBad(t *testing.T) {
 			[]string{`chain.yaml:3: proxies[1].name: "x" is already the name of proxies[0] (line 2)`}},
 		{"agent name clashes with proxy", "proxies:\n  - {name: x, command: a}\nagent: {name: x, command: b}\n", conductor.AgentMode,
 			[]string{`chain.yaml:3: agent.name: "x" is already the name of proxies[0]`}},
+		{"reserved name", "proxies:\n  - {name: client, command: a}\n", conductor.ProxyMode,
+			[]string{`chain.yaml:2: proxies[0].name: "client" is the conductor's name for a peer of its own`}},
 		{"empty name", "proxies:\n  - {name: '', command: a}\n", conductor.ProxyMode,
 			[]string{`chain.yaml:2: proxies[0].name: empty`}},
 		{"negative grace", agent + "shutdown_grace: -1s\n", conductor.AgentMode,

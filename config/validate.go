@@ -42,6 +42,9 @@ func (f *File) validate() Problems {
 		if f.nodes.has(path+".name") && c.Name == "" {
 			add(path+".name", "empty; leave the key out to use the command's base name")
 		}
+		if conductor.ReservedName(c.Name) {
+			add(path+".name", "%q is the conductor's name for a peer of its own (client, conductor, mcp:...): choose another", c.Name)
+		}
 		if c.Name != "" {
 			if prev, dup := names[c.Name]; dup {
 				add(path+".name", "%q is already the name of %s (line %d)", c.Name, prev, f.nodes.line(prev))

@@ -3,7 +3,9 @@ package trace
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +28,14 @@ type Options struct {
 	Logger *zap.Logger
 	// Live, if set, receives every event as it is written, for Serve.
 	Live *Hub
+	// CloseTimeout bounds how long Close waits for the writer, which a
+	// file nobody reads (a FIFO, a pipe, a hung mount) can block for
+	// ever; 0 means DefaultCloseTimeout.
+	CloseTimeout time.Duration
 }
+
+// DefaultCloseTimeout is how long Close waits for the writer by default.
+const DefaultCloseTimeout = 5 * time.Second
 
 // A Recorder writes the trace of a running chain. Its Send and Reply
 // methods are called on the relay's path and never block; a nil *Recorder
@@ -55,6 +64,7 @@ type sink struct {
 
 	mu     sync.RWMutex // held for reading by senders, for writing by Close
 	closed bool
+	wait   time.Duration // Close's bound
 	done   chan struct{} // closed when the writer has flushed and returned
 	err    error         // the first write error, read after done
 }
@@ -91,7 +101,11 @@ func NewRecorder(w io.Writer, opts Options) *Recorder {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = DefaultCloseTimeout
+	}
 	r := &Recorder{owner: true, sink: &sink{
+		wait:  opts.CloseTimeout,
 		start: time.Now(),
 		queue: make(chan record, opts.Buffer),
 		full:  make(chan struct{}, 1),
@@ -168,8 +182,9 @@ func (r *Recorder) put(rec record) {
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
 // Close stops recording, waits until everything recorded is written, and
-// returns the first write error. It does not close the writer. On a
-// Recorder from ForConnection it does nothing.
+// returns the first write error. A writer still blocked after the
+// CloseTimeout is left behind, and Close reports it. It does not close
+// the writer. On a Recorder from ForConnection it does nothing.
 func (r *Recorder) Close() error {
 	if !r.owner {
 		return nil
@@ -181,7 +196,13 @@ func (r *Recorder) Close() error {
 		close(r.queue)
 	}
 	r.mu.Unlock()
-	<-r.done
+	bound := time.NewTimer(r.wait)
+	defer bound.Stop()
+	select {
+	case <-r.done:
+	case <-bound.C:
+		return fmt.Errorf("trace: the writer has been blocked for %v (a file nobody reads?); what was not written is lost", r.wait)
+	}
 	if n := r.dropped.Load(); n > 0 {
 		r.log.Warn("trace: events were left out of the trace", zap.Int64("dropped", n))
 	}
@@ -313,8 +334,12 @@ func (w *writer) keep(body json.RawMessage, isError bool) (json.RawMessage, int)
 		return body, len(body)
 	}
 	if isError {
+		// Only a number: a code of another type may say anything.
 		if code := member(body, "code"); code != nil {
-			return append(append([]byte(`{"code":`), code...), '}'), len(body)
+			if _, err := strconv.ParseInt(string(code), 10, 64); err == nil {
+				return append(append([]byte(`{"code":`), code...), '}'), len(body)
+			}
+			return json.RawMessage(`{"code":null}`), len(body)
 		}
 	}
 	return null, len(body)

@@ -316,3 +316,41 @@ func TestRecorderBatches(t *testing.T) {
 		}
 	})
 }
+
+// TestMetadataKeepsOnlyNumericCode: at metadata detail an error keeps only
+// its code, and only a numeric one: a code of another type (a string
+// naming a path, an object) may say anything, and becomes null.
+func TestMetadataKeepsOnlyNumericCode(t *testing.T) {
+	for code, want := range map[string]string{
+		`-32603`:                    `{"code":-32603}`,
+		`"ENOENT /home/a/secret"`:   `{"code":null}`,
+		`{"path":"/home/a/secret"}`: `{"code":null}`,
+		`1.5`:                       `{"code":null}`,
+	} {
+		var out bytes.Buffer
+		r := NewRecorder(&out, Options{Detail: Metadata})
+		r.Send("agent", "client", json.RawMessage("1"), "fs/read_text_file", json.RawMessage(`{}`), false)
+		r.Reply("client", "agent", json.RawMessage("1"), json.RawMessage(`{"code":`+code+`,"message":"m"}`), true)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), `"payload":`+want) {
+			t.Errorf("code %s kept as:\n%s; want %s", code, &out, want)
+		}
+	}
+}
+
+// TestCloseBlockedWriter: a trace file nobody reads (a FIFO, a pipe, a
+// hung mount) blocks the writer for ever; Close gives up on it after its
+// bound, saying so, rather than hold the conductor's exit.
+func TestCloseBlockedWriter(t *testing.T) {
+	w := &stuckWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	entered := w.entered
+	defer close(w.release) // the writer's goroutine ends with the test
+	r := NewRecorder(w, Options{CloseTimeout: 50 * time.Millisecond})
+	r.Send("client", "agent", json.RawMessage("1"), "initialize", json.RawMessage(`{}`), false)
+	<-entered
+	if err := r.Close(); err == nil || !strings.Contains(err.Error(), "blocked") {
+		t.Errorf("Close = %v, want the writer reported blocked", err)
+	}
+}

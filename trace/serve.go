@@ -110,9 +110,14 @@ func (s *Server) handler(title string) http.Handler {
 			http.Error(w, "forbidden host", http.StatusForbidden)
 			return
 		}
-		token, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		token, rest, slash := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 		if subtle.ConstantTimeCompare([]byte(token), []byte(s.token)) != 1 {
 			http.NotFound(w, r)
+			return
+		}
+		if !slash {
+			// The page finds its live stream relative to itself.
+			http.Redirect(w, r, "/"+token+"/", http.StatusMovedPermanently)
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -43,18 +43,24 @@ func TestServeGuards(t *testing.T) {
 		{srv.URL() + "other", "", http.StatusNotFound},
 		{srv.URL(), "evil.example:80", http.StatusForbidden},
 		{srv.URL(), "localhost", http.StatusOK},
+		// Without its slash the page would find no live stream.
+		{base, "", http.StatusMovedPermanently},
 	} {
 		req, _ := http.NewRequest("GET", tc.url, nil)
 		if tc.host != "" {
 			req.Host = tc.host
 		}
-		resp, err := http.DefaultClient.Do(req)
+		noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noRedirect.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("GET %s (Host %q): %d, want %d", tc.url, tc.host, resp.StatusCode, tc.want)
+		}
+		if loc := resp.Header.Get("Location"); tc.want == http.StatusMovedPermanently && !strings.HasSuffix(srv.URL(), loc) {
+			t.Errorf("GET %s: redirected to %q, want the page's own URL", tc.url, loc)
 		}
 	}
 }

@@ -60,18 +60,20 @@ func View(w io.Writer, events [][]byte, opts ViewOptions) error {
 	live, _ := json.Marshal(opts.Live)
 	var out bytes.Buffer
 	json.HTMLEscape(&out, live)
-	page := strings.NewReplacer(
+	// The data goes in apart, so that nothing in it is replaced, and its
+	// slot is found before the title goes in, which may hold anything.
+	head, tail, ok := strings.Cut(viewerHTML, "{{DATA}}")
+	if !ok {
+		return errors.New("trace: viewer template has no data slot")
+	}
+	fill := strings.NewReplacer(
 		"{{TITLE}}", html.EscapeString(opts.Title),
 		"{{CSP}}", csp(opts.Live != ""),
 		"{{CSS}}", viewerCSS,
 		"{{JS}}", viewerJS,
 		"{{LIVE}}", out.String(),
-	).Replace(viewerHTML)
-	// The data goes in last and apart, so that nothing in it is replaced.
-	head, tail, ok := strings.Cut(page, "{{DATA}}")
-	if !ok {
-		return errors.New("trace: viewer template has no data slot")
-	}
+	)
+	head, tail = fill.Replace(head), fill.Replace(tail)
 	bw := bufio.NewWriter(w)
 	bw.WriteString(head)
 	bw.Write(data.Bytes())

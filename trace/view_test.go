@@ -231,3 +231,17 @@ func TestViewConnections(t *testing.T) {
 		t.Errorf("a trace of one chain shows a connection filter")
 	}
 }
+
+// TestViewTitleWithSlots: a title (a trace file's name, --title, --name)
+// that holds the template's slot names changes nothing but the title.
+func TestViewTitleWithSlots(t *testing.T) {
+	var page bytes.Buffer
+	event := `{"type":"request","ts":0,"protocol":"acp","from":"a","to":"b","method":"m"}`
+	if err := View(&page, [][]byte{[]byte(event)}, ViewOptions{Title: "x{{DATA}}{{JS}}"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "<title>x{{DATA}}{{JS}}</title>") || strings.Count(page.String(), `"method":"m"`) != 1 ||
+		!strings.Contains(page.String(), `[`+event+`]`) {
+		t.Errorf("the page with that title:\n%.2000s", page.String())
+	}
+}
