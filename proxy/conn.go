@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,7 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.
 	c.handlers.Go(func() error {
 		defer c.out.release(h)
 		defer cancel(nil)
-		result, err := fn(ctx, r)
+		result, err := c.run(ctx, fn, r)
 		if id == nil {
 			if err != nil {
 				c.log.Warn("notification handler failed", "method", method, "from", from, "error", err)
@@ -221,6 +222,18 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.
 		c.answer(h, id, result, err)
 		return nil
 	})
+}
+
+// run runs fn, turning a panic into an error, as net/http survives a
+// handler's: the one request fails, not the proxy and every session in it.
+func (c *Conn) run(ctx context.Context, fn Handler, r *Request) (result json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("handler panicked", "method", r.Method, "from", r.From, "panic", p, "stack", string(debug.Stack()))
+			result, err = nil, fmt.Errorf("proxy: the %s handler panicked: %v", r.Method, p)
+		}
+	}()
+	return fn(ctx, r)
 }
 
 // answer sends the response to a request the proxy received.

@@ -56,7 +56,10 @@
 // Because the queue waits at a place while its handler runs, a handler that
 // blocks on anything other than a peer (a person, a slow tool) holds up all
 // later traffic, both ways; it should detach first. Handlers for different
-// messages run concurrently and must guard any state they share.
+// messages run concurrently and must guard any state they share. A handler
+// that panics fails its request (-32603), and an MCP server whose Serve
+// panics ends its connection; the panic is logged with its stack, and the
+// proxy, with every other session, goes on.
 //
 // # Initialization
 //

@@ -208,3 +208,25 @@ func TestOversize(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","params":{"text":"` + big + `"},"method":"session/prompt","id":"late"}`)
 	c.expectError(`"late"`, -32600)
 }
+
+// A handler that panics fails its one request, with -32603, as net/http
+// survives a handler's panic: not the proxy, with every session in it.
+// The next request is served.
+func TestHandlerPanic(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"_example/boom": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				var m map[string]int
+				m["x"] = 1 // a nil map
+				return nil, nil
+			},
+			"_example/ok": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return json.RawMessage(`"fine"`), nil
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"_example/boom"}`)
+	c.expectError("1", -32603)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"_example/ok"}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"result":"fine"}`)
+}

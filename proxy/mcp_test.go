@@ -77,6 +77,9 @@ func serveMCP(t *testing.T, p *proxy.Proxy, names ...string) *mcpHarness {
 				h.conns <- sv
 				select {
 				case err := <-sv.ret:
+					if err == errPanicNow {
+						panic("a bug in the server")
+					}
 					return err
 				case <-ctx.Done():
 					return ctx.Err()
@@ -356,6 +359,24 @@ func testMCPCancel(t *testing.T, cancel string) {
 	sv.expect(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"cancelled by the client"}}`)
 	sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"late":true}}`)
 	h.quiet()
+}
+
+// errPanicNow, sent to a served connection's ret, makes its Serve panic.
+var errPanicNow = errors.New("panic now")
+
+// A server whose Serve panics ends its connection, as if it had returned
+// an error: its pending request is answered, and the proxy goes on.
+func TestMCPServerPanics(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	sv, conn := h.connectS1()
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call"}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
+	sv.ret <- errPanicNow
+	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32000,"message":"MCP connection closed"}}`)
+	h.send(`{"jsonrpc":"2.0","id":"m2","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"ping"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m2","error":{"code":-32000,"message":"MCP connection closed"}}`)
+	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{` + conn + `}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
 }
 
 // When Serve returns, the connection is closed: its pending requests are

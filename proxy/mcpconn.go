@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -163,7 +164,15 @@ func (c *MCPConn) Close() error {
 
 // serve runs s on the connection, then closes it.
 func (c *MCPConn) serve(s *MCPServer) {
-	err := s.Serve(c.ctx, c)
+	err := func() (err error) {
+		defer func() { // a panic ends this connection, not the proxy
+			if p := recover(); p != nil {
+				c.h.c.log.Error("MCP server panicked", "server", s.Name, "connectionId", c.id, "panic", p, "stack", string(debug.Stack()))
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return s.Serve(c.ctx, c)
+	}()
 	why := ErrClosed
 	if c.ctx.Err() != nil {
 		why = io.EOF // the client, or the proxy's stop, ended it first
