@@ -361,6 +361,24 @@ func testMCPCancel(t *testing.T, cancel string) {
 	h.quiet()
 }
 
+// The server cancels a request of its own: the client hears MCP's cancel
+// naming the request by the mcp/message id it went out under, which is all
+// it knows it by, and its late answer is dropped. A cancel for a request
+// not awaiting the client goes nowhere.
+func TestMCPServerCancels(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	sv, conn := h.connectS1()
+	sv.write(t, `{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"elicitation/create","params":{}}}}`)
+	sv.write(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"elsewhere"}}`)
+	sv.write(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"q","reason":"timeout"}}`)
+	h.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"notifications/cancelled","params":{"requestId":2,"reason":"timeout"}}}}`)
+	h.send(`{"jsonrpc":"2.0","id":2,"result":{"late":true}}`)
+	// The server reads next what the client sends next, not the answer.
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"notifications/roots/list_changed"}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+}
+
 // errPanicNow, sent to a served connection's ret, makes its Serve panic.
 var errPanicNow = errors.New("panic now")
 

@@ -28,12 +28,14 @@ import (
 // mcp/message request: its result, or its error as the JSON-RPC error. A
 // request the server writes becomes an mcp/message request to the client,
 // and its answer is read as the response, under the id the server gave it.
-// Notifications pass both ways as they are, but for a cancel. When the
-// client cancels a request ($/cancel_request, or MCP's
-// notifications/cancelled naming its mcp/message id), the server reads MCP's
-// notifications/cancelled for it under the id it knows, and the request is
-// answered as cancelled at once, since MCP servers do not answer cancelled
-// requests.
+// Notifications pass both ways as they are, but for a cancel, which names
+// a request by the id its receiver knows it by. When the client cancels a
+// request ($/cancel_request, or MCP's notifications/cancelled naming its
+// mcp/message id), the server reads MCP's notifications/cancelled for it
+// under the id it knows, and the request is answered as cancelled at once,
+// since MCP servers do not answer cancelled requests. When the server
+// cancels one of its own, the client hears MCP's notification naming the
+// mcp/message id it went out under.
 //
 // Read must be called by one goroutine at a time; the other methods may be
 // called concurrently.
@@ -50,7 +52,7 @@ type MCPConn struct {
 	ready   chan struct{}             // signalled when inbox grows
 	lastID  int64                     // the last id given to a client request
 	pending map[int64]json.RawMessage // client requests awaiting the server: their mcp/message ids, by the id given
-	asked   map[int64]bool            // ids of the server's requests awaiting the client
+	asked   map[int64]json.RawMessage // the server's requests awaiting the client: the server's id, by the id given
 	ended   error                     // why the connection ended, or nil
 	closed  bool                      // it was ended on this side
 }
@@ -69,7 +71,7 @@ func newMCPConn(h *mcpHost, d declaration, proposed string) *MCPConn {
 		session:  d.session,
 		ready:    make(chan struct{}, 1),
 		pending:  make(map[int64]json.RawMessage),
-		asked:    make(map[int64]bool),
+		asked:    make(map[int64]json.RawMessage),
 	}
 	mc.ctx, mc.cancel = context.WithCancel(h.c.ctx)
 	return mc
@@ -145,11 +147,41 @@ func (c *MCPConn) Write(ctx context.Context, msg json.RawMessage) error {
 		return ErrClosed
 	case m.IsResponse():
 		return c.relayAnswer(m)
+	case m.IsNotification() && m.Method == "notifications/cancelled":
+		return c.cancelAsked(m.Params)
 	case m.IsNotification():
 		return c.h.c.notify(nil, Successor, c.h.c.getDialect().SpellMCP(methodMCPMessage), c.envelope(m.Method, m.Params))
 	default:
 		return c.request(m)
 	}
+}
+
+// cancelAsked sends the server's cancel of a request of its own to the
+// client, naming the request by the mcp/message id it went out under (the
+// connect binding makes that its MCP id); the client's answer, should it
+// come, is dropped. A cancel for a request not awaiting the client goes
+// nowhere: it would name another request, or none.
+func (c *MCPConn) cancelAsked(params json.RawMessage) error {
+	serverID := wire.Member(params, "requestId")
+	c.mu.Lock()
+	var n int64
+	for k, id := range c.asked {
+		if bytes.Equal(id, serverID) {
+			n = k
+			delete(c.asked, k)
+			break
+		}
+	}
+	c.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	c.h.c.forget(n)
+	params, err := wire.SetPath(params, []string{"requestId"}, wire.IntID(n))
+	if err != nil {
+		return fmt.Errorf("proxy: writing an MCP message: %w", err)
+	}
+	return c.h.c.notify(nil, Successor, c.h.c.getDialect().SpellMCP(methodMCPMessage), c.envelope("notifications/cancelled", params))
 }
 
 // Close ends the connection from the server's side: the client's pending
@@ -339,7 +371,7 @@ func (c *MCPConn) request(m *wire.Message) error {
 	cl := &call{onAnswer: func(resp *wire.Message) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.asked[n] {
+		if _, ok := c.asked[n]; ok {
 			delete(c.asked, n)
 			r := wire.Message{ID: serverID, Result: resp.Result, Error: resp.Error}
 			c.push(r.Append(nil))
@@ -358,7 +390,7 @@ func (c *MCPConn) request(m *wire.Message) error {
 		hc.forget(n)
 		return err
 	}
-	c.asked[n] = true
+	c.asked[n] = serverID
 	return nil
 }
 

@@ -220,3 +220,48 @@ func TestConnOtherTransport(t *testing.T) {
 		t.Errorf("Conn = %v (called %v), want nil", got, called)
 	}
 }
+
+// TestServerCancelsItsRequest: a tool gives up on its sampling request (its
+// context ends), so the SDK server cancels it with MCP's notification
+// under its own id; the client's sampling handler sees its context
+// cancelled.
+func TestServerCancelsItsRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	asking := make(chan struct{})
+	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		sctx, giveUp := context.WithCancel(ctx)
+		go func() { <-asking; giveUp() }() // once the client has the request
+		_, err := req.Session.CreateMessage(sctx, &mcp.CreateMessageParams{
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "?"}}}, MaxTokens: 1})
+		giveUp()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("gave up: ", err)}}}, nil, nil
+	})
+	a := startAgent(t, &proxy.Proxy{MCPServers: []*proxy.MCPServer{mcpsdk.Server("tools", s)}})
+	one := a.newSession("s1", "/w")
+	sampling := make(chan error, 1)
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(hctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			close(asking)
+			select {
+			case <-hctx.Done():
+				sampling <- hctx.Err()
+			case <-ctx.Done():
+				sampling <- nil
+			}
+			return nil, hctx.Err()
+		},
+	})
+	cs, err := client.Connect(ctx, a.connect(one["tools"]), &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sampling; err == nil {
+		t.Error("the server cancelled its sampling request, but the client's handler was not cancelled")
+	}
+}
