@@ -162,16 +162,9 @@ func (c *MCPConn) Write(ctx context.Context, msg json.RawMessage) error {
 // come, is dropped. A cancel for a request not awaiting the client goes
 // nowhere: it would name another request, or none.
 func (c *MCPConn) cancelAsked(params json.RawMessage) error {
-	serverID := wire.Member(params, "requestId")
 	c.mu.Lock()
-	var n int64
-	for k, id := range c.asked {
-		if bytes.Equal(id, serverID) {
-			n = k
-			delete(c.asked, k)
-			break
-		}
-	}
+	n := idGiven(c.asked, wire.Member(params, "requestId"))
+	delete(c.asked, n)
 	c.mu.Unlock()
 	if n == 0 {
 		return nil
@@ -295,15 +288,8 @@ func (c *MCPConn) fromClient(id, params json.RawMessage) {
 // not pending on this connection is dropped, as MCP allows: passed on, it
 // would name another request, or none, in the server's ids.
 func (c *MCPConn) cancelled(params json.RawMessage) {
-	outer := wire.Member(params, "requestId")
 	c.mu.Lock()
-	var n int64
-	for k, id := range c.pending {
-		if bytes.Equal(id, outer) {
-			n = k
-			break
-		}
-	}
+	n := idGiven(c.pending, wire.Member(params, "requestId"))
 	c.mu.Unlock()
 	if n != 0 {
 		c.cancelRequest(n)
@@ -405,4 +391,15 @@ func (c *MCPConn) envelope(method string, params json.RawMessage) json.RawMessag
 		buf = append(append(buf, `,"params":`...), params...)
 	}
 	return append(buf, '}')
+}
+
+// idGiven returns the id given to the request known elsewhere as id, in a
+// map of such ids by the ids given, or 0 (no id given is 0).
+func idGiven(m map[int64]json.RawMessage, id json.RawMessage) int64 {
+	for n, known := range m {
+		if bytes.Equal(known, id) {
+			return n
+		}
+	}
+	return 0
 }
