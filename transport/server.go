@@ -100,7 +100,7 @@ type Server struct {
 	Logger *zap.Logger
 
 	once   sync.Once
-	ctx    context.Context // cancelled by Close
+	ctx    context.Context // each Serve's; cancelled by Shutdown and Close
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // one per connection being served
 
