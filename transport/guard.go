@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net"
@@ -55,6 +56,8 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 			refuse(http.StatusForbidden, "forbidden Origin")
 			return
 		}
+		// The Origin was judged here, by the rule both transports follow.
+		r = r.WithContext(context.WithValue(r.Context(), originJudged{}, true))
 		if g.Token != "" {
 			scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 			// Hashing first makes the comparison's time independent of the
@@ -100,6 +103,12 @@ func (g *Guard) originAllowed(origin, host string) bool {
 		return strings.EqualFold(oh, host)
 	}
 }
+
+// originJudged marks a request whose Origin a Guard has accepted: a
+// WebSocket upgrade then skips the WebSocket library's own check, which
+// would refuse what the Guard allows (a loopback Origin on another port,
+// an AllowedHosts name) for Streamable HTTP and the WebSocket alike.
+type originJudged struct{}
 
 // hostname strips the port from a Host header.
 func hostname(hostport string) string {

@@ -299,6 +299,28 @@ func TestGuard(t *testing.T) {
 		t.Fatalf("WebSocket with the token: %v", err)
 	}
 	c.Close()
+
+	// A WebSocket's Origin is judged by the Guard's rule, as a POST's is:
+	// another loopback port passes, a foreign Origin does not; without a
+	// Guard, the WebSocket library's own check (Origin's host is Host's).
+	_, bare := newTestServer(t, nil)
+	for _, tc := range []struct {
+		url, origin string
+		ok          bool
+	}{
+		{u2, "http://localhost:3000", true},
+		{u2, "https://evil.example", false},
+		{bare, "http://localhost:3000", false},
+	} {
+		h := http.Header{"Authorization": {"Bearer s3cret"}, "Origin": {tc.origin}}
+		c, err := Dial(context.Background(), "ws"+strings.TrimPrefix(tc.url, "http"), DialOptions{Header: h})
+		if (err == nil) != tc.ok {
+			t.Errorf("WebSocket from Origin %s (Guard: %v): %v, want accepted %v", tc.origin, tc.url == u2, err, tc.ok)
+		}
+		if err == nil {
+			c.Close()
+		}
+	}
 }
 
 // TestMaxConnections: a connection beyond the bound is refused with 503,
