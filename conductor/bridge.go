@@ -57,16 +57,23 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp bridge: %w", err)
 	}
+	stdio := func(id, name string) (json.RawMessage, error) {
+		s := t.Stdio(id, name)
+		if routes.agentV2() {
+			s.Type = "stdio"
+		}
+		return json.Marshal(s)
+	}
 	b := &bridge{mode: mode, mcp: routes, log: log, declare: func(id, name string, http bool) (json.RawMessage, error) {
 		if !http {
-			return json.Marshal(t.Stdio(id, name))
+			return stdio(id, name)
 		}
 		s, err := t.HTTP(id, name)
 		if errors.Is(err, mcpbridge.ErrLongServerID) {
 			// A route is bounded; the shim reaches any server.
 			log.Warn("MCP server id too long for an HTTP route: bridged over stdio",
 				zap.String("server", name), zap.Int("idBytes", len(id)))
-			return json.Marshal(t.Stdio(id, name))
+			return stdio(id, name)
 		}
 		if err != nil {
 			return nil, err

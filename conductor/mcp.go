@@ -71,6 +71,7 @@ type mcpRoutes struct {
 	owned   map[ownedID]*mcpConn // by owner and the connectionId it gave
 	native  bool                 // the final agent speaks MCP-over-ACP itself
 	http    bool                 // the final agent can reach MCP servers over HTTP
+	v2      bool                 // the final agent speaks ACP v2
 
 	bindings map[int]binding // by owner position, once its answer to mcp/connect told
 	// For request-binding callers of connect-binding owners: the one
@@ -147,8 +148,15 @@ func (r *mcpRoutes) agentCapabilities(result json.RawMessage) {
 		return v != "" && v != "false" && v != "null"
 	}
 	r.mu.Lock()
-	r.native, r.http = has("acp"), has("http")
+	r.native, r.http, r.v2 = has("acp"), has("http"), wire.IsV2(result)
 	r.mu.Unlock()
+}
+
+// agentV2 reports whether the agent's initialize settled on ACP v2.
+func (r *mcpRoutes) agentV2() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.v2
 }
 
 // bindingOf returns what the owner at pos is known to bind by.

@@ -91,3 +91,42 @@ func TestACPv2(t *testing.T) {
 		})
 	}
 }
+
+// TestACPv2Bridged: a v2 editor offers an acp MCP server to a v2 agent (the
+// SDK's) that does not speak MCP-over-ACP: the agent gets the stdio bridge
+// declared as v2 requires, with "type": "stdio" (without it the SDK refuses
+// the whole session/new), and the session opens.
+func TestACPv2Bridged(t *testing.T) {
+	requireConductor(t)
+	ctx := testContext(t, 60*time.Second)
+	v2 := filepath.Join(peersDir, "v2.mjs")
+	record := filepath.Join(t.TempDir(), "agent.txt")
+	argv := append([]string{nodeBin, v2, "client", "--declare", "--"}, agentModeArgs(shellJoin(nodeBin, v2, "agent", "--record", record))...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = peersDir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var s struct {
+		SessionID string   `json:"sessionId"`
+		Failures  []string `json:"failures"`
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || runErr != nil || s.SessionID != "v2-session-1" {
+		t.Fatalf("session/new: %q (%v, %v)\nstderr:\n%s", stdout.String(), err, runErr, stderr.String())
+	}
+	saw, _ := os.ReadFile(record)
+	var declared []map[string]any
+	for _, line := range strings.Split(string(saw), "\n") {
+		var m struct {
+			Method string
+			Params struct{ MCPServers []map[string]any }
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.Method == "session/new" {
+			declared = m.Params.MCPServers
+		}
+	}
+	if len(declared) != 1 || declared[0]["type"] != "stdio" || declared[0]["name"] != "editor-tools" || declared[0]["command"] == nil {
+		t.Errorf("the agent was declared %v, want the stdio bridge with type stdio", declared)
+	}
+}

@@ -19,8 +19,10 @@ const (
 )
 
 // StdioServer is an ACP McpServerStdio declaration: the agent launches
-// Command with Args and Env and speaks MCP on its stdin and stdout.
+// Command with Args and Env and speaks MCP on its stdin and stdout. ACP v1
+// tells it by its lack of a type; v2 requires Type "stdio".
 type StdioServer struct {
+	Type    string        `json:"type,omitempty"`
 	Name    string        `json:"name"`
 	Command string        `json:"command"`
 	Args    []string      `json:"args"`

@@ -8,11 +8,12 @@
 //       capabilities.session {}) and session/new. With --record, every line
 //       it receives is appended to FILE.
 //
-//   node v2.mjs client -- CMD [ARGS...]
+//   node v2.mjs client [--declare] -- CMD [ARGS...]
 //       Spawns CMD, initializes it asking for protocolVersion 2, opens a
-//       session, and prints one JSON line: the raw initialize result as it
-//       arrived on the wire ("initialize"), what the SDK made of it
-//       ("sdkInitialize"), the session id, and "failures".
+//       session (with --declare, offering an acp MCP server of its own), and
+//       prints one JSON line: the raw initialize result as it arrived on the
+//       wire ("initialize"), what the SDK made of it ("sdkInitialize"), the
+//       session id, and "failures".
 import * as acp from "@agentclientprotocol/sdk/experimental/v2/unstable";
 import { spawn } from "node:child_process";
 import { appendFileSync } from "node:fs";
@@ -80,7 +81,11 @@ if (role === "agent") {
         info: { name: "acp-it-v2-client", version: "1.0.0" },
         capabilities: {},
       });
-      const s = await cx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
+      // --declare: the editor offers an MCP server of its own (MCP-over-ACP).
+      const mcpServers = argv.slice(0, sep).includes("--declare")
+        ? [{ type: "acp", name: "editor-tools", serverId: "srv-1" }]
+        : [];
+      const s = await cx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers });
       sessionId = s.sessionId;
     });
   } catch (err) {

@@ -124,6 +124,10 @@ func MCPCapabilities(result json.RawMessage) json.RawMessage {
 
 // isV2 reports whether an InitializeRequest or InitializeResponse is of ACP
 // v2 or later, as its protocolVersion says.
+// IsV2 reports whether an initialize request or response settles on ACP
+// version 2 or later.
+func IsV2(obj json.RawMessage) bool { return isV2(obj) }
+
 func isV2(obj json.RawMessage) bool {
 	if len(bytes.TrimSpace(obj)) == 0 || !Valid(obj) {
 		return false
