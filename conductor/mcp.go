@@ -314,14 +314,19 @@ func connectionIDOf(result, proposed json.RawMessage) []byte {
 // declare records owner as the owner of every acp server declared in params
 // that has none yet, and returns the ids of those it recorded, and whether
 // params declare any acp server. A session/load or session/resume names its
-// session; the others learn it from the answer (setSession).
-func (r *mcpRoutes) declare(owner int, params json.RawMessage) (ids []string, found bool) {
+// session; the others learn it from the answer (setSession): session/new,
+// and session/fork, whose sessionId names the session it copies.
+func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (ids []string, found bool) {
 	var p struct {
 		SessionID  json.RawMessage  `json:"sessionId"`
 		MCPServers []acpDeclaration `json:"mcpServers"`
 	}
 	if json.Unmarshal(params, &p) != nil {
 		return nil, false
+	}
+	session := ""
+	if method == "session/load" || method == "session/resume" {
+		session = string(p.SessionID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -332,7 +337,7 @@ func (r *mcpRoutes) declare(owner int, params json.RawMessage) (ids []string, fo
 		}
 		found = true
 		if _, ok := r.servers[id]; !ok {
-			r.servers[id] = mcpServer{owner: owner, name: d.Name, spelling: spelling, session: string(p.SessionID)}
+			r.servers[id] = mcpServer{owner: owner, name: d.Name, spelling: spelling, session: session}
 			ids = append(ids, id)
 		}
 	}
@@ -827,7 +832,7 @@ func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (jso
 	if d.to <= src {
 		return params, nil
 	}
-	ids, found := c.mcp.declare(src, params)
+	ids, found := c.mcp.declare(src, d.method, params)
 	if found && c.topo.Load().role(d.to) == roleUpstream && c.peers[0].getDialect().MCPByURL {
 		out, err := urlForm(params)
 		if err != nil {

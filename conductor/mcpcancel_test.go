@@ -234,3 +234,37 @@ func TestMCPClientGone(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPForkSession: a server declared in session/fork belongs to the new
+// session, which the fork's answer names, not to the one it copies, which
+// its params name: the owner hears of the fork's session, and closing the
+// copied session leaves the fork's shared connection open, closing the
+// fork ends it.
+func TestMCPForkSession(t *testing.T) {
+	ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/fork","params":{"sessionId":"s1","cwd":"/","mcpServers":[{"type":"acp","name":"forked-tools","serverId":"srv-f"}]}}`)
+	ag.reply(ag.recvMsg(), `{"sessionId":"fork-2"}`)
+	ed.recvMsg()
+	// A request-binding call: the conductor opens one shared connection.
+	ag.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"serverId":"srv-f","requestId":"r1","method":"tools/list","params":{}}}`)
+	connect := ed.recvMsg()
+	if got := string(wire.Member(wire.Member(connect.Params, "_meta"), "acp-conductor/sessionId")); got != `"fork-2"` {
+		t.Errorf("mcp/connect for the fork's server names session %s, want the fork's: %s", got, connect.Params)
+	}
+	ed.reply(connect, `{"connectionId":"cF"}`)
+	ed.reply(ed.recvMsg(), `{"tools":[]}`)
+	ag.recvMsg()
+	for _, tc := range []struct {
+		session    string
+		disconnect bool
+	}{{"s1", false}, {"fork-2", true}} {
+		ed.send(`{"jsonrpc":"2.0","id":"close-` + tc.session + `","method":"session/close","params":{"sessionId":"` + tc.session + `"}}`)
+		ag.reply(ag.recvMsg(), `{}`)
+		// The conductor disconnects before it relays the close's answer.
+		if m := ed.recvMsg(); (m.Method == methodMCPDisconnect) != tc.disconnect {
+			t.Errorf("closing %s: the editor got %s; want a disconnect %v", tc.session, m.Bytes(), tc.disconnect)
+		} else if tc.disconnect {
+			ed.reply(m, `{}`)
+		}
+	}
+}

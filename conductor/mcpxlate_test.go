@@ -135,7 +135,7 @@ func TestURLForm(t *testing.T) {
 		}
 	}
 	r := newMCPRoutes()
-	r.declare(1, json.RawMessage(`{"mcpServers":[{"type":"acp","name":"t","serverId":"s1"},{"type":"http","name":"tw","url":"acp:6f1c","headers":[]}]}`))
+	r.declare(1, "session/new", json.RawMessage(`{"mcpServers":[{"type":"acp","name":"t","serverId":"s1"},{"type":"http","name":"tw","url":"acp:6f1c","headers":[]}]}`))
 	for _, c := range []struct{ target, spelling, id string }{
 		{"acp:s1", "url", "s1"},
 		{"acp:6f1c", "url", "acp:6f1c"},
