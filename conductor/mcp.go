@@ -3,6 +3,7 @@ package conductor
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -109,6 +110,38 @@ type mcpServer struct {
 	name     string // its declared name, for logs
 	spelling string // its owner's, a key of ownerSpellings
 	session  string // the ACP session whose set-up declared it, raw JSON, once known
+	// others are the further sessions that declared it too (a provider
+	// registered once declares its server in every session): closing one
+	// of them leaves it served.
+	others []string
+}
+
+// declaredIn notes that session (raw JSON) declares s too.
+func (s *mcpServer) declaredIn(session string) {
+	switch {
+	case session == "" || session == "null":
+	case s.session == "":
+		s.session = session
+	case s.session != session && !slices.Contains(s.others, session):
+		s.others = append(s.others, session)
+	}
+}
+
+// sessionClosed forgets session among those that declared s, and reports
+// whether none is left.
+func (s *mcpServer) sessionClosed(session string) (unused bool) {
+	if i := slices.Index(s.others, session); i >= 0 {
+		s.others = slices.Delete(s.others, i, i+1)
+		return false
+	}
+	if s.session != session {
+		return false
+	}
+	if len(s.others) == 0 {
+		return true
+	}
+	s.session, s.others = s.others[0], s.others[1:]
+	return false
 }
 
 type mcpConn struct {
@@ -336,10 +369,13 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (i
 			continue
 		}
 		found = true
-		if _, ok := r.servers[id]; !ok {
-			r.servers[id] = mcpServer{owner: owner, name: d.Name, spelling: spelling, session: session}
-			ids = append(ids, id)
+		s, ok := r.servers[id]
+		if !ok {
+			s = mcpServer{owner: owner, name: d.Name, spelling: spelling}
 		}
+		s.declaredIn(session)
+		r.servers[id] = s
+		ids = append(ids, id)
 	}
 	return ids, found
 }
@@ -354,8 +390,8 @@ func (r *mcpRoutes) setSession(ids []string, result json.RawMessage) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
-		if s, ok := r.servers[id]; ok && s.session == "" {
-			s.session = string(session)
+		if s, ok := r.servers[id]; ok {
+			s.declaredIn(string(session))
 			r.servers[id] = s
 		}
 	}
@@ -999,14 +1035,17 @@ func (c *chain) onSessionEnd(params json.RawMessage) func(*wire.Message) bool {
 	}
 }
 
-// closeShared disconnects the shared connections to servers declared in
-// session (raw JSON).
+// closeShared forgets session (raw JSON) among those that declared each
+// server, and disconnects the shared connections to servers no other
+// session declares.
 func (c *chain) closeShared(session string) {
 	r := c.mcp
 	var gone []*mcpConn
 	r.mu.Lock()
-	for id, conn := range r.shared {
-		if r.servers[id].session == session {
+	for id, s := range r.servers {
+		unused := s.sessionClosed(session)
+		r.servers[id] = s
+		if conn, ok := r.shared[id]; ok && unused {
 			delete(r.shared, id)
 			gone = append(gone, conn)
 		}

@@ -268,3 +268,32 @@ func TestMCPForkSession(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPServerOfManySessions: a provider registered once declares its
+// server in every session (the TypeScript SDK's McpOverAcpProvider, as
+// integration/peers/mcp_proxy.mjs uses it). Closing the first session
+// leaves the shared connection to it open for the second; closing the
+// last ends it.
+func TestMCPServerOfManySessions(t *testing.T) {
+	ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+	ag.reply(ag.recvMsg(), `{"sessionId":"s2"}`)
+	ed.recvMsg()
+	ag.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"serverId":"srv-1","requestId":"r1","method":"tools/list","params":{}}}`)
+	ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`) // mcp/connect
+	ed.reply(ed.recvMsg(), `{"tools":[]}`)
+	ag.recvMsg()
+	for _, tc := range []struct {
+		session    string
+		disconnect bool
+	}{{"s1", false}, {"s2", true}} {
+		ed.send(`{"jsonrpc":"2.0","id":"close-` + tc.session + `","method":"session/close","params":{"sessionId":"` + tc.session + `"}}`)
+		ag.reply(ag.recvMsg(), `{}`)
+		// The conductor disconnects before it relays the close's answer.
+		if m := ed.recvMsg(); (m.Method == methodMCPDisconnect) != tc.disconnect {
+			t.Errorf("closing %s: the editor got %s; want a disconnect %v", tc.session, m.Bytes(), tc.disconnect)
+		} else if tc.disconnect {
+			ed.reply(m, `{}`)
+		}
+	}
+}
