@@ -191,7 +191,10 @@ var errClientGone = errors.New("closed its input")
 
 // goLink starts the goroutines that serve one link of a component.
 func (r *runner) goLink(p *peer, l *link) {
-	r.wg.Go(l.proc.wait)
+	r.wg.Go(func() {
+		l.proc.wait()
+		l.outputEnded()
+	})
 	r.wg.Go(func() { l.proc.pumpStderr(p.log) })
 	r.wg.Go(func() { l.writeLoop(p.log) })
 	r.wg.Go(func() {

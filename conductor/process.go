@@ -123,6 +123,33 @@ func (p *process) wait() {
 	}
 }
 
+// outputEnded returns once the output of a component whose process has
+// exited has been read to its end, ending it itself where only what the
+// process started outside its group (setsid) holds it open: once nothing
+// is left unread there, the output can carry nothing more of the
+// component's, and without its end the conductor would never hear that
+// the component is gone. Where the pipe cannot tell what it holds, the
+// output ends when its last holder exits, as before.
+func (l *link) outputEnded() {
+	tick := time.NewTicker(outputBound)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.readDone:
+			return
+		case <-tick.C:
+		}
+		n, ok := unread(l.proc.stdout)
+		if !ok {
+			return
+		}
+		if n == 0 {
+			l.proc.closeOutputs()
+			return
+		}
+	}
+}
+
 // pumpStderr logs the component's stderr line by line and keeps the last
 // lines for error reports.
 func (p *process) pumpStderr(log *zap.Logger) {

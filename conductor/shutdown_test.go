@@ -463,3 +463,33 @@ func TestClientOutputClosed(t *testing.T) {
 		t.Fatal("Run did not return with its input still open")
 	}
 }
+
+// TestExitWithDetachedHolder: an agent that exits (status 3) leaving a
+// helper in a session of its own that holds its stdout is still seen to
+// have ended: the editor's pending initialize fails at once with the
+// agent's exit status, rather than wait for an output that will not end,
+// and the helper is gone when Run returns.
+func TestExitWithDetachedHolder(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_HOLDER=%d", rand.Int64())
+	k, v, _ := strings.Cut(marker, "=")
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{
+		Agent: Component{Name: "quitter", Command: "sh", Args: []string{"-c",
+			`setsid sh -c 'echo holder detached >&2; exec sleep 45' & read line; exit 3`}, Env: map[string]string{k: v}},
+		InitTimeout: time.Hour,
+		Supervisor:  supervised(t),
+		Logger:      log,
+	})
+	logs.wait(t, "holder detached")
+	e.send(initLine) // the agent reads it, and exits
+	m := e.recvMsg()
+	if m.Error == nil || !strings.Contains(string(m.Error), "quitter") || !strings.Contains(string(m.Error), "exit status 3") {
+		t.Errorf("initialize answered %s %s, want the agent's exit", m.Result, m.Error)
+	}
+	if err, _ := e.stopped(); err == nil {
+		t.Error("Run = nil, want the agent's failure")
+	}
+	if left := markedProcesses(t, marker); len(left) > 0 {
+		t.Errorf("processes left when Run returned: %v", left)
+	}
+}
