@@ -28,13 +28,22 @@ import (
 //
 // Only a program that starts each child of its own through Start may
 // adopt: a child that Start did not record is taken for an adopted one,
-// and reaped by its PID.
+// and reaped by its PID; but for the children it already had when it
+// called Adopt (a wrapper's background job that exec'd into it), which
+// are reaped and never killed.
 func Adopt() (release func(), err error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return func() {}, fmt.Errorf("adopting orphaned processes: %w", err)
 	}
-	adopting.Store(true)
 	self := os.Getpid()
+	// What is our child already was not left by a chain: a wrapper
+	// script's background job, say, that exec'd into this program.
+	for pid, stat := range childStats("/proc", self) {
+		if parentPID(stat) == self && liveUserProcess(stat) {
+			inherited.Store(pid, startTicks(stat))
+		}
+	}
+	adopting.Store(true)
 	exited := make(chan os.Signal, 1)
 	signal.Notify(exited, syscall.SIGCHLD)
 	done := make(chan struct{})
@@ -59,6 +68,11 @@ func Adopt() (release func(), err error) {
 
 // adopting is set once Adopt has made this process a subreaper.
 var adopting atomic.Bool
+
+// inherited holds the children this process had when it began to adopt,
+// by PID, with their start times: they are reaped when they exit, as a
+// parent must, but never killed as a chain's leftovers.
+var inherited sync.Map
 
 // KillAdopted kills what this process adopted (see Adopt), and what that
 // started, and reaps it, as Adopt's release does, but goes on adopting. A
@@ -120,11 +134,18 @@ func adopted(proc string, self int) (live []process, zombies []int) {
 		switch f := statFields(stat); {
 		case len(f) > 0 && string(f[0]) == "Z":
 			zombies = append(zombies, pid)
-		case liveUserProcess(stat):
+		case liveUserProcess(stat) && !wasInherited(pid, stat):
 			live = append(live, process{pid: pid, ppid: self, start: startTicks(stat)})
 		}
 	}
 	return live, zombies
+}
+
+// wasInherited reports whether the process of stat is a child this process
+// had when it began to adopt (its PID may since have been reused).
+func wasInherited(pid int, stat []byte) bool {
+	start, ok := inherited.Load(pid)
+	return ok && start == startTicks(stat)
 }
 
 // childStats yields the PID and /proc/PID/stat of each child of self under

@@ -161,3 +161,29 @@ func describePIDs(pids []int) string {
 	}
 	return b.String()
 }
+
+// TestWrapperChildSurvives: a wrapper script that starts a helper of its
+// own and then execs the conductor (a common editor set-up) hands the
+// conductor that helper as a child. It was not left by a chain, and is
+// not killed with the chain's leftovers.
+func TestWrapperChildSurvives(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "helper.pid")
+	script := fmt.Sprintf(`sleep 300 </dev/null >/dev/null 2>&1 & echo $! > %s; exec %s agent "sh -c 'cat >/dev/null'"`, shellQuote(pidFile), shellQuote(binary))
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader("") // the editor hangs up at once
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("conductor: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	// The conductor has exited: the helper, alive, is init's now.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if f := strings.Fields(string(stat)); err != nil || len(f) < 3 || f[2] == "Z" || !strings.Contains(string(stat), "(sleep)") {
+		t.Errorf("the wrapper's helper (pid %d), started before the conductor, did not outlive it: %q, %v", pid, stat, err)
+	}
+}
