@@ -254,19 +254,7 @@ func TestMCPForkSession(t *testing.T) {
 	ed.reply(connect, `{"connectionId":"cF"}`)
 	ed.reply(ed.recvMsg(), `{"tools":[]}`)
 	ag.recvMsg()
-	for _, tc := range []struct {
-		session    string
-		disconnect bool
-	}{{"s1", false}, {"fork-2", true}} {
-		ed.send(`{"jsonrpc":"2.0","id":"close-` + tc.session + `","method":"session/close","params":{"sessionId":"` + tc.session + `"}}`)
-		ag.reply(ag.recvMsg(), `{}`)
-		// The conductor disconnects before it relays the close's answer.
-		if m := ed.recvMsg(); (m.Method == methodMCPDisconnect) != tc.disconnect {
-			t.Errorf("closing %s: the editor got %s; want a disconnect %v", tc.session, m.Bytes(), tc.disconnect)
-		} else if tc.disconnect {
-			ed.reply(m, `{}`)
-		}
-	}
+	closeSessions(t, ed, ag, "s1", "fork-2")
 }
 
 // TestMCPServerOfManySessions: a provider registered once declares its
@@ -283,16 +271,21 @@ func TestMCPServerOfManySessions(t *testing.T) {
 	ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`) // mcp/connect
 	ed.reply(ed.recvMsg(), `{"tools":[]}`)
 	ag.recvMsg()
-	for _, tc := range []struct {
-		session    string
-		disconnect bool
-	}{{"s1", false}, {"s2", true}} {
-		ed.send(`{"jsonrpc":"2.0","id":"close-` + tc.session + `","method":"session/close","params":{"sessionId":"` + tc.session + `"}}`)
+	closeSessions(t, ed, ag, "s1", "s2")
+}
+
+// closeSessions closes the sessions in turn, each answered by the agent,
+// and checks that only the last ends the shared MCP connection: the
+// conductor disconnects it before it relays that close's answer.
+func closeSessions(t *testing.T, ed, ag *scripted, sessions ...string) {
+	t.Helper()
+	for i, session := range sessions {
+		last := i == len(sessions)-1
+		ed.send(`{"jsonrpc":"2.0","id":"close-` + session + `","method":"session/close","params":{"sessionId":"` + session + `"}}`)
 		ag.reply(ag.recvMsg(), `{}`)
-		// The conductor disconnects before it relays the close's answer.
-		if m := ed.recvMsg(); (m.Method == methodMCPDisconnect) != tc.disconnect {
-			t.Errorf("closing %s: the editor got %s; want a disconnect %v", tc.session, m.Bytes(), tc.disconnect)
-		} else if tc.disconnect {
+		if m := ed.recvMsg(); (m.Method == methodMCPDisconnect) != last {
+			t.Errorf("closing %s: the editor got %s; want a disconnect %v", session, m.Bytes(), last)
+		} else if last {
 			ed.reply(m, `{}`)
 		}
 	}
