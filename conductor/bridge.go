@@ -96,7 +96,9 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		return
 	}
 	owner := c.peers[srv.owner]
-	p := newPeer(bridgedPrefix+srv.name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
+	name := c.bridged.take(srv.name)
+	defer c.bridged.release(name)
+	p := newPeer(name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
 	p.trace = c.trace
 	p.ends = &bridgeEnds{host: c.peers[len(c.peers)-1], owner: owner}
 	c.flow.join(p)

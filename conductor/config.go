@@ -198,7 +198,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 const (
 	clientName    = "client"    // the editor, or the parent conductor
 	conductorName = "conductor" // the conductor, for requests it makes itself
-	bridgedPrefix = "mcp:"      // a bridged MCP client, then its server's name
+	bridgedPrefix = "mcp:"      // a bridged MCP client, then its server's name (see bridgedNames)
 )
 
 // ReservedName reports whether a component may not be called name, one the

@@ -30,6 +30,8 @@ type chain struct {
 	hb     *holdback
 	flow   *flow
 	trace  *trace.Recorder // nil unless the chain is traced
+	// bridged names the bridged MCP connections that are open.
+	bridged bridgedNames
 
 	// failed reports a component that broke the protocol's promises (here:
 	// did not answer initialize in time) to the runner's failure policy.

@@ -181,8 +181,16 @@ func startShim(t *testing.T, decl json.RawMessage) *scripted {
 // was declared in its place.
 func mcpChain(t *testing.T, mcpCapabilities string, bridge BridgeMode) (ed, ag *scripted, declared json.RawMessage) {
 	t.Helper()
+	return mcpChainWith(t, mcpCapabilities, Config{MCPBridge: bridge})
+}
+
+// mcpChainWith is mcpChain with the rest of the chain's configuration
+// (a trace, say) in cfg; its agent is the scripted one.
+func mcpChainWith(t *testing.T, mcpCapabilities string, cfg Config) (ed, ag *scripted, declared json.RawMessage) {
+	t.Helper()
 	comp, started := scriptedComponent(t, t.TempDir(), "agent")
-	ed = scriptedEditor(startChain(t, Config{Agent: comp, MCPBridge: bridge}))
+	cfg.Agent = comp
+	ed = scriptedEditor(startChain(t, cfg))
 	ag = started()
 	ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
 	ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":`+mcpCapabilities+`}}`)

@@ -3,6 +3,8 @@ package conductor
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"sync"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -39,4 +41,40 @@ func traceName(p *peer) string {
 		return conductorName
 	}
 	return p.name
+}
+
+// bridgedNames hands out the names bridged MCP connections are traced and
+// logged under: bridgedPrefix and the server's name, with "#2", "#3", ...
+// after it for a connection opened while another of that name is open
+// (to the same server, or to another one of that name). Each connection
+// numbers the requests it is sent from 1, and a trace pairs a response
+// with its request by who was asked and the id: two open connections of
+// one name would take each other's answers. A name is free again once its
+// connection has ended and failed what it had been asked.
+type bridgedNames struct {
+	mu   sync.Mutex
+	open map[string]bool
+}
+
+// take returns a name for a new connection to the server named server.
+func (b *bridgedNames) take(server string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open == nil {
+		b.open = map[string]bool{}
+	}
+	base := bridgedPrefix + server
+	name := base
+	for n := 2; b.open[name]; n++ {
+		name = base + "#" + strconv.Itoa(n)
+	}
+	b.open[name] = true
+	return name
+}
+
+// release frees the name of a connection that has ended.
+func (b *bridgedNames) release(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.open, name)
 }

@@ -332,3 +332,103 @@ func TestTraceConcurrentSessions(t *testing.T) {
 		t.Errorf("the viewer's status is not %d of %d events in 4 lanes", want, len(events))
 	}
 }
+
+// TestTraceBridgedConnections traces two stdio-bridged connections to one
+// server, open at once, each with requests in flight both ways under the
+// same ids: the owner's sampling/createMessage on one and roots/list on
+// the other (each connection numbers its requests from 1), and each
+// client's tools/call, both 7. Every response pairs in the trace with its
+// own request, and the connections are told apart: the first is
+// mcp:tools, as a single connection always was, the second mcp:tools#2.
+func TestTraceBridgedConnections(t *testing.T) {
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	ed, _, declared := mcpChainWith(t, `{}`, Config{MCPBridge: BridgeStdio, Trace: rec})
+	var clients []*mcpUser
+	for _, cid := range []string{"c1", "c2"} {
+		c := &mcpUser{s: startShim(t, declared)}
+		c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"roots":{}},"clientInfo":{"name":"client","version":"1"}}`)
+		connect := ed.recvMsg()
+		if connect.Method != methodMCPConnect {
+			t.Fatalf("the owner got %s, want mcp/connect", connect.Bytes())
+		}
+		ed.reply(connect, `{"connectionId":"`+cid+`"}`)
+		ed.reply(ed.recvMsg(), `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}`)
+		if _, _, result := c.recvResult(t); result == nil {
+			t.Fatalf("client %s: initialize failed", cid)
+		}
+		clients = append(clients, c)
+	}
+
+	ed.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"connectionId":"c1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}}`)
+	ed.send(`{"jsonrpc":"2.0","id":51,"method":"mcp/message","params":{"connectionId":"c2","method":"roots/list","params":{}}}`)
+	sampling, method1, _ := clients[0].recv(t)
+	roots, method2, _ := clients[1].recv(t)
+	if method1 != "sampling/createMessage" || method2 != "roots/list" {
+		t.Fatalf("the clients were asked %s and %s", method1, method2)
+	}
+	clients[0].send("7", "tools/call", `{"name":"first"}`)
+	call1 := ed.recvMsg()
+	clients[1].send("7", "tools/call", `{"name":"second"}`)
+	call2 := ed.recvMsg()
+
+	// Everything is answered, the second connection first.
+	clients[1].s.send(`{"jsonrpc":"2.0","id":` + string(roots) + `,"result":{"roots":[]}}`)
+	clients[0].s.send(`{"jsonrpc":"2.0","id":` + string(sampling) + `,"result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}}`)
+	for range 2 {
+		if m := ed.recvMsg(); !m.IsResponse() || m.Error != nil {
+			t.Fatalf("the owner got %s, want the answers to its requests", m.Bytes())
+		}
+	}
+	ed.reply(call2, `{"content":[{"type":"text","text":"second"}]}`)
+	ed.reply(call1, `{"content":[{"type":"text","text":"first"}]}`)
+	for i, c := range clients {
+		if id, errObj, result := c.recvResult(t); string(id) != "7" || errObj != nil || result == nil {
+			t.Fatalf("client %d: tools/call answered %s %s %s", i+1, id, errObj, result)
+		}
+	}
+	// Each answer was recorded before it was sent on: the trace holds them.
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	type key struct{ asker, asked, id string }
+	asked := map[key]trace.Event{}
+	lanes := map[string]bool{}
+	for _, ev := range events {
+		for _, name := range []string{ev.From, ev.To} {
+			if strings.HasPrefix(name, bridgedPrefix) {
+				lanes[name] = true
+			}
+		}
+		switch ev.Type {
+		case trace.TypeRequest:
+			asked[key{ev.From, ev.To, string(ev.ID)}] = ev
+		case trace.TypeResponse:
+			req := asked[key{ev.To, ev.From, string(ev.ID)}]
+			if ev.Method != req.Method || ev.Protocol != req.Protocol {
+				t.Errorf("response %s -> %s #%s recorded as %s (%s), its request as %s (%s)",
+					ev.From, ev.To, ev.ID, ev.Method, ev.Protocol, req.Method, req.Protocol)
+			}
+		}
+	}
+	if len(lanes) != 2 || !lanes["mcp:tools"] || !lanes["mcp:tools#2"] {
+		t.Errorf("the bridged connections are traced as %v, want mcp:tools and mcp:tools#2", lanes)
+	}
+	for _, want := range []struct{ from, to, method string }{
+		{"client", "mcp:tools", "sampling/createMessage"},
+		{"client", "mcp:tools#2", "roots/list"},
+		{"mcp:tools", "client", ""}, // tools/call, in an mcp/message
+		{"mcp:tools#2", "client", ""},
+	} {
+		found := false
+		for k, ev := range asked {
+			found = found || k.asker == want.from && k.asked == want.to && (want.method == "" || ev.Method == want.method)
+		}
+		if !found {
+			t.Errorf("no %s request from %s to %s in the trace:\n%s", want.method, want.from, want.to, &out)
+		}
+	}
+}
