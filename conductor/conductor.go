@@ -200,6 +200,7 @@ func (r *runner) goLink(p *peer, l *link) {
 	r.wg.Go(func() {
 		defer close(l.readDone)
 		r.chain.readLoop(p, l)
+		close(l.proc.eof)
 		r.linkEnded(p, l)
 	})
 }

@@ -1,7 +1,6 @@
 package conductor
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -16,7 +15,12 @@ import (
 // (while the chain drains, too).
 func (r *runner) linkEnded(p *peer, l *link) {
 	if r.isStopped() {
-		failCalls(p.fail(errStopped), r.stopError(p))
+		// It is on its way out, and its exit status is near: an answer
+		// made before Wait returns would say it is still running.
+		if calls := p.fail(errStopped); len(calls) > 0 {
+			l.proc.awaitReport()
+			failCalls(calls, r.stopError(p))
+		}
 		return
 	}
 	if p.link.Load() != l {
@@ -24,15 +28,7 @@ func (r *runner) linkEnded(p *peer, l *link) {
 	}
 	// Its output is closed; give its exit status and the rest of its stderr
 	// a moment to arrive, so that the report carries them.
-	// (One bound for both: a channel from time.After fires only once.)
-	bound, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	for _, c := range []chan struct{}{l.proc.exited, l.proc.drained} {
-		select {
-		case <-c:
-		case <-bound.Done():
-		}
-	}
+	l.proc.awaitReport()
 	r.componentFailed(p, fmt.Errorf("component %q ended unexpectedly (%s)", p.name, l.proc.describeExit().Status))
 }
 

@@ -40,6 +40,7 @@ type process struct {
 
 	exited  chan struct{} // closed when the process has been reaped
 	waitErr error         // valid after exited is closed
+	eof     chan struct{} // closed when its stdout has been read to its end
 	stderr  *tail
 	drained chan struct{} // closed when stderr has been read to its end
 }
@@ -99,6 +100,7 @@ func startProcess(c Component, w *supervisor.Watch) (p *process, err error) {
 		name: c.Name, pid: cmd.Process.Pid, reap: func() error { return supervisor.Wait(cmd) }, watch: w, component: component,
 		stdin: inW, stdout: outR, errOut: errR,
 		exited:  make(chan struct{}),
+		eof:     make(chan struct{}),
 		stderr:  newTail(20),
 		drained: make(chan struct{}),
 	}, nil
@@ -273,9 +275,12 @@ func (p *process) kill() {
 
 // exitError describes how the process ended, for error reports.
 type exitError struct {
-	Component string   `json:"component"`
-	Status    string   `json:"exitStatus"`
-	Stderr    []string `json:"stderr,omitempty"`
+	Component string `json:"component"`
+	// Status is how it ended ("exit status 7", "signal: killed"), or
+	// "exiting" once its output has ended but it has not been reaped yet,
+	// or "running".
+	Status string   `json:"exitStatus"`
+	Stderr []string `json:"stderr,omitempty"`
 }
 
 func (p *process) describeExit() exitError {
@@ -287,8 +292,34 @@ func (p *process) describeExit() exitError {
 			status = p.waitErr.Error() // an *exec.ExitError: "exit status 7", "signal: killed"
 		}
 	default:
+		// Ended output is a component on its way out (or being stopped
+		// for it), whose status Wait has yet to give.
+		select {
+		case <-p.eof:
+			status = "exiting"
+		default:
+		}
 	}
 	return exitError{Component: p.name, Status: status, Stderr: p.stderr.lines()}
+}
+
+// reportBound is how long a component whose output has ended gets to exit
+// and finish its stderr before what was pending on it is answered, so
+// that the answer carries its exit status and last lines.
+const reportBound = time.Second
+
+// awaitReport waits, up to reportBound, for the process to be reaped and
+// its stderr to be read to the end.
+func (p *process) awaitReport() {
+	// One bound for both: a channel from time.After fires only once.
+	bound, cancel := context.WithTimeout(context.Background(), reportBound)
+	defer cancel()
+	for _, c := range []chan struct{}{p.exited, p.drained} {
+		select {
+		case <-c:
+		case <-bound.Done():
+		}
+	}
 }
 
 // tail keeps the last n lines written to it.

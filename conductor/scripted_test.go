@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,16 +21,29 @@ import (
 // "pipe" role, joining its stdio to a Unix socket the test listens on.
 
 // runPipe is the "pipe" role: stdin to the socket, the socket to stdout.
+// With ACP_TEST_PIPE_EXIT set, the end of what the test sends closes
+// stdout, and the process exits with that status: at once, or with
+// ACP_TEST_PIPE_LINGER set, once its stdin ends.
 func runPipe() {
 	c, err := net.Dial("unix", os.Getenv("ACP_TEST_SOCKET"))
 	if err != nil {
 		os.Exit(9)
 	}
+	inputDone := make(chan struct{})
 	go func() {
 		io.Copy(c, os.Stdin)
 		c.(*net.UnixConn).CloseWrite()
+		close(inputDone)
 	}()
 	io.Copy(os.Stdout, c)
+	if code, ok := os.LookupEnv("ACP_TEST_PIPE_EXIT"); ok {
+		os.Stdout.Close()
+		if os.Getenv("ACP_TEST_PIPE_LINGER") != "" {
+			<-inputDone
+		}
+		n, _ := strconv.Atoi(code)
+		os.Exit(n)
+	}
 }
 
 // scripted is one side of a conversation the test plays.

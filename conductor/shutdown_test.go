@@ -1,11 +1,15 @@
 package conductor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +19,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/acp-conductor/acp-conductor/trace"
 )
 
 // slack is what a loaded test machine may add to the conductor's own bound
@@ -491,5 +497,101 @@ func TestExitWithDetachedHolder(t *testing.T) {
 	}
 	if left := markedProcesses(t, marker); len(left) > 0 {
 		t.Errorf("processes left when Run returned: %v", left)
+	}
+}
+
+// TestExitStatusAtShutdown: at shutdown, the agent closes its output while
+// the proxy's request to it is in flight, and exits with status 3, at once
+// or only once its input ends (here after the conductor has answered).
+// The error that answers the request, as the trace records it, says how
+// the agent ended, or that it is exiting; never that it is running.
+func TestExitStatusAtShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		linger bool
+		want   string
+	}{
+		{"exits", false, "exit status 3"},
+		{"lingers", true, "exiting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			agent.Env["ACP_TEST_PIPE_EXIT"] = "3"
+			if tc.linger {
+				agent.Env["ACP_TEST_PIPE_LINGER"] = "1"
+			}
+			records := make(chan trace.Event, 64)
+			r, w := io.Pipe()
+			go func() {
+				sc := bufio.NewScanner(r)
+				sc.Buffer(nil, 1<<20)
+				for sc.Scan() {
+					var ev trace.Event
+					if json.Unmarshal(sc.Bytes(), &ev) == nil {
+						select {
+						case records <- ev:
+						default: // the test has what it needs
+						}
+					}
+				}
+			}()
+			rec := trace.NewRecorder(w, trace.Options{})
+			t.Cleanup(func() { rec.Close(); w.Close() })
+			// The grace period is never reached: everything exits by itself.
+			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, GracePeriod: time.Minute, Trace: rec})
+			p, a := proxyStarted(), agentStarted()
+
+			e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+			init := p.recvMsg()
+			p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(init.Params) + `}}`)
+			a.reply(a.recvMsg(), `{"protocolVersion":1}`)
+			p.recvMsg()
+			p.reply(init, `{"protocolVersion":1}`)
+			e.recvMsg()
+			p.send(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"x/hold","params":{}}}`)
+			if m := a.recvMsg(); m.Method != "x/hold" {
+				t.Fatalf("the agent got %s, want x/hold", m.Bytes())
+			}
+
+			// The editor leaves: the components are stopped, the proxy's
+			// input closed first. Once it has ended, the agent is known to
+			// be stopping too; it closes its output.
+			e.in.Close()
+			for ended := false; !ended; {
+				select {
+				case _, more := <-p.lines:
+					ended = !more
+				case <-time.After(20 * time.Second):
+					t.Fatal("the proxy's input never ended")
+				}
+			}
+			a.w.(*net.UnixConn).CloseWrite()
+			if !tc.linger {
+				p.w.Close() // the proxy exits; then the agent's input closes
+			}
+			var answer trace.Event
+			for answer.Type != trace.TypeResponse || answer.Method != "x/hold" {
+				select {
+				case answer = <-records:
+				case <-time.After(20 * time.Second):
+					t.Fatal("the proxy's request was never answered in the trace")
+				}
+			}
+			var payload struct {
+				Data exitError
+			}
+			json.Unmarshal(answer.Payload, &payload)
+			if answer.From != "agent" || !*answer.IsError || payload.Data.Component != "agent" || payload.Data.Status != tc.want {
+				t.Errorf("the proxy's request was answered %s -> %s %s, want an error naming the agent, %q", answer.From, answer.To, answer.Payload, tc.want)
+			}
+			if tc.linger {
+				p.w.Close()
+			}
+			if err := e.close(); err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		})
 	}
 }
