@@ -420,12 +420,12 @@ func TestTraceBridgedConnections(t *testing.T) {
 	for _, want := range []struct{ from, to, method string }{
 		{"client", "mcp:tools", "sampling/createMessage"},
 		{"client", "mcp:tools#2", "roots/list"},
-		{"mcp:tools", "client", ""}, // tools/call, in an mcp/message
-		{"mcp:tools#2", "client", ""},
+		{"mcp:tools", "client", "tools/call"},
+		{"mcp:tools#2", "client", "tools/call"},
 	} {
 		found := false
 		for k, ev := range asked {
-			found = found || k.asker == want.from && k.asked == want.to && (want.method == "" || ev.Method == want.method)
+			found = found || k.asker == want.from && k.asked == want.to && ev.Method == want.method
 		}
 		if !found {
 			t.Errorf("no %s request from %s to %s in the trace:\n%s", want.method, want.from, want.to, &out)

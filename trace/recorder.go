@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // DefaultBuffer is how many messages a Recorder holds for its writer before
@@ -280,14 +282,15 @@ func (w *writer) write(rec *record) {
 		if rec.kind == kindRequest {
 			e.Type, e.ID = TypeRequest, rec.id
 		}
-		if rec.mcp {
-			e.Protocol = ProtocolMCP
-		} else if rec.method == "mcp/message" {
-			// MCP-over-ACP: the MCP message is what it means.
+		if m, _ := wire.MCPMethod(rec.method); m == wire.RFD.MCPMessage {
+			// MCP-over-ACP, in any dialect's spelling, from an agent or
+			// for a bridged client: the MCP message is what it means.
 			e.Protocol = ProtocolMCP
 			e.Method = stringMember(body, "method")
 			e.Session = stringMember(body, "sessionId")
 			body = member(body, "params")
+		} else if rec.mcp {
+			e.Protocol = ProtocolMCP
 		}
 		if e.Session == "" {
 			e.Session = stringMember(body, "sessionId")

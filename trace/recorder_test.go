@@ -120,6 +120,38 @@ func TestRecorderEvents(t *testing.T) {
 	}
 }
 
+// TestRecorderMCPMessageSpellings: every mcp/message is recorded as the
+// MCP message it carries, and its answer under that message's method:
+// the one a bridged client's message goes to its server's owner in (the
+// conductor wraps it), and one spelled as the Thinkwell dialect spells
+// it.
+func TestRecorderMCPMessageSpellings(t *testing.T) {
+	var out bytes.Buffer
+	r := NewRecorder(&out, Options{})
+	r.Send("mcp:tools", "proxy", json.RawMessage("3"), "mcp/message", json.RawMessage(`{"connectionId":"c","method":"tools/call","params":{"name":"x"}}`), true)
+	r.Reply("proxy", "mcp:tools", json.RawMessage("3"), json.RawMessage(`{"content":[]}`), false)
+	r.Send("agent", "tw-proxy", json.RawMessage("4"), "_mcp/message", json.RawMessage(`{"connectionId":"c","method":"tools/list","params":{}}`), false)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var e Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e.Type+" "+e.Protocol+" "+e.Method+" "+string(e.Params))
+	}
+	want := []string{
+		`request mcp tools/call {"name":"x"}`,
+		`response mcp tools/call `,
+		`request mcp tools/list {}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestRecorderConnections: chains sharing one trace through ForConnection
 // use the same names and ids; each event carries its connection, and each
 // response pairs with its own connection's request.
