@@ -1022,41 +1022,61 @@ func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, err
 }
 
 // onSessionEnd returns the response hook of a session/close or
-// session/delete on its way to the agent: once it succeeds, the
+// session/delete (method) on its way to the agent: once it succeeds, the
 // connections the conductor opened for request-binding callers to servers
 // declared in that session are disconnected.
-func (c *chain) onSessionEnd(params json.RawMessage) func(*wire.Message) bool {
+func (c *chain) onSessionEnd(method string, params json.RawMessage) func(*wire.Message) bool {
 	session := string(wire.Member(params, "sessionId"))
 	return func(resp *wire.Message) bool {
 		if resp.Error == nil && session != "" {
-			c.closeShared(session)
+			c.closeShared(method, session)
 		}
 		return false
 	}
 }
 
-// closeShared forgets session (raw JSON) among those that declared each
-// server, and disconnects the shared connections to servers no other
-// session declares.
-func (c *chain) closeShared(session string) {
+// closeShared forgets session (raw JSON), which method ended, among those
+// that declared each server, and disconnects the shared connections to
+// servers no other session declares. What callers still have in flight on
+// such a connection is answered at once, with an error saying why: the
+// owner, told the connection is gone, need not answer it.
+func (c *chain) closeShared(method, session string) {
 	r := c.mcp
-	var gone []*mcpConn
+	type gone struct {
+		conn   *mcpConn
+		active []activeRequest
+		why    *wire.Error
+	}
+	var closed []gone
 	r.mu.Lock()
 	for id, s := range r.servers {
 		unused := s.sessionClosed(session)
 		r.servers[id] = s
-		if conn, ok := r.shared[id]; ok && unused {
-			delete(r.shared, id)
-			gone = append(gone, conn)
+		conn, ok := r.shared[id]
+		if !ok || !unused {
+			continue
 		}
+		delete(r.shared, id)
+		if !r.closeLocked(conn) {
+			continue // its owner went away first, failing what it had
+		}
+		closed = append(closed, gone{conn, conn.active, sessionEndedError(s, id, method, session)})
+		conn.active = nil
 	}
 	r.mu.Unlock()
-	for _, conn := range gone {
-		if !r.close(conn) {
-			continue // its owner went away first
+	for _, g := range closed {
+		c.disconnect(g.conn)
+		for _, a := range g.active {
+			abandon(a.call, g.why)
 		}
-		c.disconnect(conn)
 	}
+}
+
+// sessionEndedError is what a request waits for in vain once method ended
+// session (raw JSON), the last that declared the server s under id.
+func sessionEndedError(s mcpServer, id, method, session string) *wire.Error {
+	return wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: %s ended session %s, which declared it", s.name, method, session).
+		WithData(map[string]json.RawMessage{"serverId": mustQuote(id), "sessionId": json.RawMessage(session)})
 }
 
 // disconnect tells the owner of a connection the conductor opened that it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -57,6 +58,7 @@ const codeMCPBackendFailed = -33002
 type activeRequest struct {
 	requestID json.RawMessage // the caller's, raw JSON
 	progress  string          // its params._meta.progressToken, raw JSON, if any
+	call      *call           // as relayed to the owner, to answer if it never will
 }
 
 // An mcpClient is what a connect-binding caller's MCP client said of itself
@@ -304,22 +306,20 @@ func (c *chain) toConnectOwner(conn *mcpConn, from *peer, m *wire.Message, param
 		c.relayToOwner(conn.owner, from, m, relayed, out, b, nil)
 		return
 	}
-	req := activeRequest{requestID: append(json.RawMessage(nil), wire.Member(params, "requestId")...), progress: progressToken(inner)}
-	c.mcp.mu.Lock()
-	conn.active = append(conn.active, req)
-	c.mcp.mu.Unlock()
-	c.relayToOwner(conn.owner, from, m, relayed, out, b, func(resp *wire.Message) bool {
+	cl := &call{from: from, fromID: m.ID, method: relayed, batch: b}
+	cl.onResponse = func(resp *wire.Message) bool {
 		c.mcp.mu.Lock()
-		for i, a := range conn.active {
-			if string(a.requestID) == string(req.requestID) {
-				conn.active = append(conn.active[:i], conn.active[i+1:]...)
-				break
-			}
-		}
+		conn.active = slices.DeleteFunc(conn.active, func(a activeRequest) bool { return a.call == cl })
 		c.mcp.mu.Unlock()
 		asOutcome(resp)
 		return false
-	})
+	}
+	req := activeRequest{requestID: append(json.RawMessage(nil), wire.Member(params, "requestId")...), progress: progressToken(inner), call: cl}
+	c.mcp.mu.Lock()
+	conn.active = append(conn.active, req)
+	c.mcp.mu.Unlock()
+	d := c.toOwner(conn.owner, relayed)
+	c.relayCall(c.peers[d.to], cl, d, out)
 }
 
 // toRequestCaller relays a connect-binding owner's message on the shared

@@ -126,7 +126,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	case len(declared) > 0:
 		cl.onResponse = func(resp *wire.Message) bool { c.mcp.setSession(declared, resp.Result); return false }
 	case sessionEnds(dc.d.method) && dc.d.to > dc.src:
-		cl.onResponse = c.onSessionEnd(params)
+		cl.onResponse = c.onSessionEnd(dc.d.method, params)
 	}
 	if dc.initialize {
 		cl.params = params
@@ -282,7 +282,7 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 		return
 	}
 	if !cl.done() {
-		from.log.Debug("dropped the answer to a request of a process since restarted", zap.ByteString("id", m.ID))
+		from.log.Debug("dropped an answer its caller no longer awaits: the caller was restarted, or the conductor answered it", zap.ByteString("id", m.ID))
 		return
 	}
 	if cl.to.trace != nil {
@@ -356,6 +356,19 @@ func failCalls(calls []*call, e *wire.Error) {
 		}
 		cl.answer(encodeError(cl.fromID, e))
 	}
+}
+
+// abandon answers cl with the conductor's own error e, for a request whose
+// answer is no longer awaited from the peer asked: if that answer comes
+// after all, relayAnswer drops it, as cl is done.
+func abandon(cl *call, e *wire.Error) {
+	if !cl.done() {
+		return // answered meanwhile, or its caller's process was restarted since
+	}
+	if cl.to.trace != nil {
+		cl.traceReply(nil, e.Encode())
+	}
+	cl.answer(encodeError(cl.fromID, e))
 }
 
 // encodeResponseTo re-addresses response m to id; a large result is relayed
