@@ -76,9 +76,9 @@ type mcpRoutes struct {
 
 	bindings map[int]binding // by owner position, once its answer to mcp/connect told
 	// For request-binding callers of connect-binding owners: the one
-	// connection per server, and what waits for it to open.
+	// connection per server, and those being opened.
 	shared  map[string]*mcpConn
-	opening map[string][]func(*mcpConn, *wire.Error)
+	opening map[string]*opening
 	// For connect-binding callers of request-binding owners: the requests
 	// the conductor sent for them, by serverId and requestId (raw JSON).
 	requests map[[2]string]statelessCall
@@ -166,7 +166,7 @@ type mcpConn struct {
 func newMCPRoutes() *mcpRoutes {
 	return &mcpRoutes{
 		servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{},
-		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string][]func(*mcpConn, *wire.Error){},
+		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string]*opening{},
 		requests: map[[2]string]statelessCall{},
 	}
 }
@@ -1052,15 +1052,25 @@ func (c *chain) closeShared(method, session string) {
 	for id, s := range r.servers {
 		unused := s.sessionClosed(session)
 		r.servers[id] = s
+		if !unused {
+			continue
+		}
+		why := sessionEndedError(s, id, method, session)
+		if op := r.opening[id]; op != nil {
+			// Its owner has yet to answer mcp/connect: the answer will
+			// find the connection unwanted.
+			op.ended = why
+			delete(r.opening, id)
+		}
 		conn, ok := r.shared[id]
-		if !ok || !unused {
+		if !ok {
 			continue
 		}
 		delete(r.shared, id)
 		if !r.closeLocked(conn) {
 			continue // its owner went away first, failing what it had
 		}
-		closed = append(closed, gone{conn, conn.active, sessionEndedError(s, id, method, session)})
+		closed = append(closed, gone{conn, conn.active, why})
 		conn.active = nil
 	}
 	r.mu.Unlock()

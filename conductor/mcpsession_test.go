@@ -22,6 +22,45 @@ func sessionEnded(t *testing.T, m *wire.Message, id string) {
 	}
 }
 
+// TestMCPSessionEndsWhileOpening: a request-binding agent's first call to
+// a connect-binding owner makes the conductor open the one connection
+// such callers share; the session ends before the owner answers
+// mcp/connect. When the answer comes, the connection is disconnected at
+// once, the call is answered with an error naming why, and no route is
+// kept for it: the owner's own request on it is refused as on any unknown
+// connection.
+func TestMCPSessionEndsWhileOpening(t *testing.T) {
+	for _, end := range []string{"session/close", "session/delete"} {
+		t.Run(end, func(t *testing.T) {
+			ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+			ag.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"serverId":"srv-1","requestId":"r1","method":"tools/list","params":{}}}`)
+			connect := ed.recvMsg()
+			if connect.Method != methodMCPConnect {
+				t.Fatalf("the owner got %s, want mcp/connect", connect.Bytes())
+			}
+			ed.send(`{"jsonrpc":"2.0","id":"end","method":"` + end + `","params":{"sessionId":"s1"}}`)
+			ag.reply(ag.recvMsg(), `{}`)
+			if m := ed.recvMsg(); string(m.ID) != `"end"` || m.Error != nil {
+				t.Fatalf("%s: the editor got %s", end, m.Bytes())
+			}
+
+			ed.reply(connect, `{"connectionId":"c1"}`)
+			bye := ed.recvMsg()
+			if bye.Method != methodMCPDisconnect || string(bye.Params) != `{"connectionId":"c1"}` {
+				t.Fatalf("the connection opened after its session ended: the owner got %s; want mcp/disconnect for c1", bye.Bytes())
+			}
+			ed.reply(bye, `{}`)
+			sessionEnded(t, ag.recvMsg(), "50")
+
+			ed.send(`{"jsonrpc":"2.0","id":60,"method":"mcp/message","params":{"connectionId":"c1","method":"ping","params":{}}}`)
+			if m := ed.recvMsg(); string(m.ID) != "60" || errorCode(m.Error) != codeInvalidParams ||
+				!strings.Contains(errorMessage(m.Error), "unknown MCP connection") {
+				t.Errorf("the owner's request on the disconnected connection got %s; want it refused as unknown", m.Bytes())
+			}
+		})
+	}
+}
+
 // TestMCPSessionEndsWithCallInFlight: a request-binding agent's call is in
 // flight on the connection the conductor shares for it when the session
 // ends. The conductor disconnects the connection, so the owner may well

@@ -232,6 +232,14 @@ func closeEnvelope(out []byte, method string, params, meta json.RawMessage) json
 	return append(out, '}')
 }
 
+// An opening is a shared connection whose mcp/connect awaits its owner's
+// answer: what waits for it, and why, if the last session that declared
+// its server ended meanwhile, it is no longer wanted.
+type opening struct {
+	waiting []func(*mcpConn, *wire.Error)
+	ended   *wire.Error
+}
+
 // viaConnection calls fn with the connection request-binding callers share
 // to serverID, opening it first; with a nil connection when the owner binds
 // per request; or with the error that stops both.
@@ -243,8 +251,12 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 		fn(conn, nil)
 		return
 	}
-	waiting, busy := r.opening[serverID]
-	r.opening[serverID] = append(waiting, fn)
+	op, busy := r.opening[serverID]
+	if !busy {
+		op = &opening{}
+		r.opening[serverID] = op
+	}
+	op.waiting = append(op.waiting, fn)
 	r.mu.Unlock()
 	if busy {
 		return
@@ -264,32 +276,35 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 			r.learn(srv.owner, bindingRequest)
 		case resp.Error == nil && cid != nil:
 			r.learn(srv.owner, bindingConnect)
-			conn = r.openShared(srv, serverID, cid)
+			conn = &mcpConn{owner: srv.owner, spelling: srv.spelling, serverID: serverID, ownerID: string(cid), forRequests: true}
 		default:
 			e = wire.Errorf(codeMCPServerUnavailable, "MCP server %s: its owner refused the connection", srv.name).
 				WithData(map[string]json.RawMessage{"serverId": mustQuote(serverID), "error": resp.Error})
 		}
 		r.mu.Lock()
-		waiting := r.opening[serverID]
-		delete(r.opening, serverID)
+		if r.opening[serverID] == op {
+			delete(r.opening, serverID)
+		}
+		ended, waiting := op.ended, op.waiting
+		if ended == nil && conn != nil {
+			// Under the lock that closeShared takes: the session cannot
+			// end between this check and the connection's recording.
+			r.owned[ownedID{conn.owner, conn.ownerID}] = conn
+			r.shared[serverID] = conn
+		}
 		r.mu.Unlock()
+		if ended != nil {
+			if conn != nil {
+				c.disconnect(conn) // never recorded: nothing else reaches it
+			}
+			conn, e = nil, ended
+		}
 		for _, fn := range waiting {
 			fn(conn, e)
 		}
 		return true
 	}}
 	c.relayCall(c.peers[srv.owner], cl, d, params)
-}
-
-// openShared records the connection a connect-binding owner opened for
-// request-binding callers.
-func (r *mcpRoutes) openShared(srv mcpServer, serverID string, ownerID []byte) *mcpConn {
-	c := &mcpConn{owner: srv.owner, spelling: srv.spelling, serverID: serverID, ownerID: string(ownerID), forRequests: true}
-	r.mu.Lock()
-	r.owned[ownedID{c.owner, c.ownerID}] = c
-	r.shared[serverID] = c
-	r.mu.Unlock()
-	return c
 }
 
 // toConnectOwner sends a request-binding caller's mcp/message on the
