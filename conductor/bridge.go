@@ -64,6 +64,7 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 		}
 		return json.Marshal(s)
 	}
+	routes.revoke = t.Revoke
 	b := &bridge{mode: mode, mcp: routes, log: log, declare: func(id, name string, http bool) (json.RawMessage, error) {
 		if !http {
 			return stdio(id, name)
@@ -90,15 +91,20 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 // requests come back as plain MCP; when the client goes away, mcp/disconnect.
 func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 	srv, ok := c.mcp.server(conn.ServerID)
+	var p *peer
+	if ok {
+		name := c.bridged.take(srv.name)
+		defer c.bridged.release(name)
+		p = newPeer(name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
+		ok = c.mcp.addBridged(p, conn.ServerID) // unless its last session just ended
+	}
 	if !ok {
 		c.log.Warn("refused a bridged MCP connection: its server is gone", zap.String("server", conn.Name), zap.String("transport", conn.Transport))
 		refuseBridged(conn, wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the proxy that served it was restarted or bypassed", conn.Name))
 		return
 	}
+	defer c.mcp.dropBridged(p)
 	owner := c.peers[srv.owner]
-	name := c.bridged.take(srv.name)
-	defer c.bridged.release(name)
-	p := newPeer(name, -1, newLink(bridgeChannel{conn}, nil, c.hb, c.flow), c.log)
 	p.trace = c.trace
 	p.ends = &bridgeEnds{host: c.peers[len(c.peers)-1], owner: owner}
 	c.flow.join(p)

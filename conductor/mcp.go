@@ -44,8 +44,8 @@ const (
 // every request relayed (sessionSetup of every notification too), and
 // comparing with a few names costs less than hashing one.
 
-// sessionEnds reports whether method is a request after whose success the
-// MCP connections the conductor opened for a session's servers are of no
+// sessionEnds reports whether method is a request after whose success a
+// session's MCP servers, and what the conductor opened for them, are of no
 // more use.
 func sessionEnds(method string) bool {
 	switch method {
@@ -83,6 +83,12 @@ type mcpRoutes struct {
 	// the conductor sent for them, by serverId and requestId (raw JSON).
 	requests map[[2]string]statelessCall
 	lastID   int64
+	// bridged holds the bridged clients' connections, by the server each
+	// is to, for the end of the server's last session to end them.
+	bridged map[*peer]string
+	// revoke, set with the bridge, makes a server's bridged declarations
+	// stop working (mcpbridge.Bridge.Revoke).
+	revoke func(serverID string)
 	// agentSpelling is the spelling of server ids the agent has used: ""
 	// until it connects or calls, then "id" (mcp/connect {acpId}) or
 	// "serverId".
@@ -114,6 +120,10 @@ type mcpServer struct {
 	// registered once declares its server in every session): closing one
 	// of them leaves it served.
 	others []string
+	// pending counts the set-ups that declared it whose answer, which
+	// names their session, has not come: closing another session while
+	// one is pending leaves it served, as the agent was just given it.
+	pending int
 }
 
 // declaredIn notes that session (raw JSON) declares s too.
@@ -128,7 +138,7 @@ func (s *mcpServer) declaredIn(session string) {
 }
 
 // sessionClosed forgets session among those that declared s, and reports
-// whether none is left.
+// whether none is left, nor a set-up still pending.
 func (s *mcpServer) sessionClosed(session string) (unused bool) {
 	if i := slices.Index(s.others, session); i >= 0 {
 		s.others = slices.Delete(s.others, i, i+1)
@@ -137,11 +147,12 @@ func (s *mcpServer) sessionClosed(session string) (unused bool) {
 	if s.session != session {
 		return false
 	}
-	if len(s.others) == 0 {
-		return true
+	s.session = ""
+	if len(s.others) > 0 {
+		s.session, s.others = s.others[0], s.others[1:]
+		return false
 	}
-	s.session, s.others = s.others[0], s.others[1:]
-	return false
+	return s.pending == 0
 }
 
 type mcpConn struct {
@@ -167,7 +178,7 @@ func newMCPRoutes() *mcpRoutes {
 	return &mcpRoutes{
 		servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{},
 		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string]*opening{},
-		requests: map[[2]string]statelessCall{},
+		requests: map[[2]string]statelessCall{}, bridged: map[*peer]string{},
 	}
 }
 
@@ -344,11 +355,17 @@ func connectionIDOf(result, proposed json.RawMessage) []byte {
 	return nil
 }
 
+// setupNamesSession reports whether a session set-up request names the
+// session it declares servers for: session/load and session/resume do;
+// the others learn it from the answer (setSession): session/new, and
+// session/fork, whose sessionId names the session it copies.
+func setupNamesSession(method string) bool {
+	return method == "session/load" || method == "session/resume"
+}
+
 // declare records owner as the owner of every acp server declared in params
 // that has none yet, and returns the ids of those it recorded, and whether
-// params declare any acp server. A session/load or session/resume names its
-// session; the others learn it from the answer (setSession): session/new,
-// and session/fork, whose sessionId names the session it copies.
+// params declare any acp server.
 func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (ids []string, found bool) {
 	var p struct {
 		SessionID  json.RawMessage  `json:"sessionId"`
@@ -358,7 +375,7 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (i
 		return nil, false
 	}
 	session := ""
-	if method == "session/load" || method == "session/resume" {
+	if setupNamesSession(method) {
 		session = string(p.SessionID)
 	}
 	r.mu.Lock()
@@ -373,6 +390,9 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (i
 		if !ok {
 			s = mcpServer{owner: owner, name: d.Name, spelling: spelling}
 		}
+		if session == "" {
+			s.pending++
+		}
 		s.declaredIn(session)
 		r.servers[id] = s
 		ids = append(ids, id)
@@ -381,16 +401,17 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (i
 }
 
 // setSession records the session of servers declared in a set-up request
-// from its answer.
-func (r *mcpRoutes) setSession(ids []string, result json.RawMessage) {
-	session := wire.Member(result, "sessionId")
-	if session == nil {
-		return
+// of method from its answer's result, which has none if it failed.
+func (r *mcpRoutes) setSession(method string, ids []string, result json.RawMessage) {
+	if setupNamesSession(method) {
+		return // declare did
 	}
+	session := wire.Member(result, "sessionId")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
 		if s, ok := r.servers[id]; ok {
+			s.pending = max(0, s.pending-1)
 			s.declaredIn(string(session))
 			r.servers[id] = s
 		}
@@ -556,6 +577,25 @@ func (r *mcpRoutes) dropOwner(owner int) (bridged []*peer) {
 		}
 	}
 	return bridged
+}
+
+// addBridged records p, a bridged client's connection to serverID, so that
+// the end of the server's last session ends it; it reports false if the
+// chain no longer has the server.
+func (r *mcpRoutes) addBridged(p *peer, serverID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.servers[serverID]; !ok {
+		return false
+	}
+	r.bridged[p] = serverID
+	return true
+}
+
+func (r *mcpRoutes) dropBridged(p *peer) {
+	r.mu.Lock()
+	delete(r.bridged, p)
+	r.mu.Unlock()
 }
 
 // variantID returns a connectionId made from id for its nth holder.
@@ -1023,37 +1063,68 @@ func respell(params json.RawMessage, agentSpelling string) (json.RawMessage, err
 
 // onSessionEnd returns the response hook of a session/close or
 // session/delete (method) on its way to the agent: once it succeeds, the
-// connections the conductor opened for request-binding callers to servers
-// declared in that session are disconnected.
+// servers declared in that session and no other are ended (endSession).
 func (c *chain) onSessionEnd(method string, params json.RawMessage) func(*wire.Message) bool {
 	session := string(wire.Member(params, "sessionId"))
 	return func(resp *wire.Message) bool {
 		if resp.Error == nil && session != "" {
-			c.closeShared(method, session)
+			c.endSession(method, session)
 		}
 		return false
 	}
 }
 
-// closeShared forgets session (raw JSON), which method ended, among those
-// that declared each server, and disconnects the shared connections to
-// servers no other session declares. What callers still have in flight on
-// such a connection is answered at once, with an error saying why: the
-// owner, told the connection is gone, need not answer it.
-func (c *chain) closeShared(method, session string) {
-	r := c.mcp
-	type gone struct {
-		conn   *mcpConn
-		active []activeRequest
-		why    *wire.Error
+// endSession forgets session (raw JSON), which method ended, among those
+// that declared each server, and ends the servers no other session
+// declares: the shared connection to each is disconnected, and what
+// callers still have in flight on it answered at once, with an error
+// saying why (the owner, told the connection is gone, need not answer
+// it); its bridged declarations are revoked and its bridged clients'
+// connections ended, each of which its owner hears of as when the client
+// goes away (serveBridged).
+func (c *chain) endSession(method, session string) {
+	shared, bridged := c.mcp.sessionEnded(method, session)
+	for _, g := range shared {
+		c.disconnect(g.conn)
+		for _, a := range g.active {
+			abandon(a.call, g.why)
+		}
 	}
-	var closed []gone
+	for _, p := range bridged {
+		p.link.Load().out.close() // the writer drains it, then closes the connection
+	}
+}
+
+// An endedConn is a shared connection to a server whose last session
+// ended, with what was in flight on it and why it ended.
+type endedConn struct {
+	conn   *mcpConn
+	active []activeRequest
+	why    *wire.Error
+}
+
+// sessionEnded forgets session among those that declared each server, and
+// forgets each server no other session declares, nor a set-up still
+// pending: it revokes its bridged declarations, tells a shared connection
+// being opened to it that it is unwanted, and returns the shared
+// connection and the bridged clients' connections to end.
+func (r *mcpRoutes) sessionEnded(method, session string) (shared []endedConn, bridged []*peer) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	var gone []string
 	for id, s := range r.servers {
-		unused := s.sessionClosed(session)
-		r.servers[id] = s
-		if !unused {
+		if !s.sessionClosed(session) {
+			r.servers[id] = s
 			continue
+		}
+		delete(r.servers, id)
+		gone = append(gone, id)
+		if r.revoke != nil {
+			// Under r.mu: a set-up that declares the server anew records
+			// it (declare) before the bridge gives it a token, so the
+			// server is either pending, and not ended, or given a new
+			// token, never this one.
+			r.revoke(id)
 		}
 		why := sessionEndedError(s, id, method, session)
 		if op := r.opening[id]; op != nil {
@@ -1070,16 +1141,15 @@ func (c *chain) closeShared(method, session string) {
 		if !r.closeLocked(conn) {
 			continue // its owner went away first, failing what it had
 		}
-		closed = append(closed, gone{conn, conn.active, why})
+		shared = append(shared, endedConn{conn, conn.active, why})
 		conn.active = nil
 	}
-	r.mu.Unlock()
-	for _, g := range closed {
-		c.disconnect(g.conn)
-		for _, a := range g.active {
-			abandon(a.call, g.why)
+	for p, id := range r.bridged {
+		if slices.Contains(gone, id) {
+			bridged = append(bridged, p)
 		}
 	}
+	return shared, bridged
 }
 
 // sessionEndedError is what a request waits for in vain once method ended

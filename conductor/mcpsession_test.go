@@ -1,8 +1,15 @@
 package conductor
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -94,4 +101,291 @@ func TestMCPSessionEndsWithCallInFlight(t *testing.T) {
 	if m := ag.recvMsg(); m.Method != "session/new" {
 		t.Errorf("after its call was answered, the agent got %s; want the editor's session/new", m.Bytes())
 	}
+}
+
+// TestMCPSessionEndsBridgedStdio: an agent without MCP-over-ACP has a
+// bridged stdio server for the session's server. When the last session
+// that declared it closes, the bridged connection ends (the shim exits and
+// the owner hears mcp/disconnect), the declaration's token is refused
+// from then on, and a later session that declares the server anew gets a
+// new token and a server of its own.
+func TestMCPSessionEndsBridgedStdio(t *testing.T) {
+	ed, ag, declared := mcpChain(t, `{}`, BridgeStdio)
+	c := &mcpUser{s: startShim(t, declared)}
+	c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+	ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`) // mcp/connect
+	ed.reply(ed.recvMsg(), `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}`)
+	if _, errObj, _ := c.recvResult(t); errObj != nil {
+		t.Fatalf("initialize: %s", errObj)
+	}
+
+	ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+	ag.reply(ag.recvMsg(), `{}`)
+	owner := newOwnerWatch(t, ed)
+	owner.await("close")
+
+	// A shim that presents the revoked token is refused at once; the
+	// owner hears nothing of it. (The disconnect of the first connection
+	// may reach the owner meanwhile.)
+	run := runShimOnce(t, declared)
+	for waiting := true; waiting; {
+		select {
+		case <-run.exited:
+			if run.err == nil || !strings.Contains(run.stderr.String(), "refused this shim") {
+				t.Errorf("a shim with the closed session's token exited with %v, saying %q; want it refused", run.err, &run.stderr)
+			}
+			waiting = false
+		case l, ok := <-ed.lines:
+			if !ok {
+				t.Fatal("the editor's input ended")
+			}
+			owner.saw(mustParse(t, l), "a shim with the closed session's token")
+		case <-time.After(20 * time.Second):
+			t.Fatal("a shim with the closed session's token neither exited nor reached the owner")
+		}
+	}
+	owner.await("disconnect")
+	shimEnded(t, c.s)
+
+	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+	m := ag.recvMsg()
+	var servers []json.RawMessage
+	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
+	if len(servers) != 1 || envOf(servers[0], "ACP_CONDUCTOR_MCP_TOKEN") == envOf(declared, "ACP_CONDUCTOR_MCP_TOKEN") {
+		t.Fatalf("declared anew, the server was given to the agent as %s; want a new token", wire.Member(m.Params, "mcpServers"))
+	}
+	ag.reply(m, `{"sessionId":"s2"}`)
+	ed.recvMsg()
+	c2 := &mcpUser{s: startShim(t, servers[0])}
+	c2.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+	connect := ed.recvMsg()
+	if got := string(wire.Member(wire.Member(connect.Params, "_meta"), metaSessionID)); connect.Method != methodMCPConnect || got != `"s2"` {
+		t.Errorf("the server declared anew in s2 is connected as %s; want mcp/connect for session s2", connect.Bytes())
+	}
+}
+
+// TestMCPSessionEndsWhileDeclaredAnew: a session that declares the server
+// is being set up (the agent has its session/new, with the server's
+// bridged declaration, and has not answered) when the last other session
+// that declared it closes. The server stays served: the new session's
+// declaration works, for the new session.
+func TestMCPSessionEndsWhileDeclaredAnew(t *testing.T) {
+	ed, ag, _ := mcpChain(t, `{}`, BridgeStdio)
+	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+	setup := ag.recvMsg()
+	var servers []json.RawMessage
+	json.Unmarshal(wire.Member(setup.Params, "mcpServers"), &servers)
+	if len(servers) != 1 {
+		t.Fatalf("the agent was declared %s", wire.Member(setup.Params, "mcpServers"))
+	}
+	ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+	ag.reply(ag.recvMsg(), `{}`)
+	if m := ed.recvMsg(); string(m.ID) != `"close"` || m.Error != nil {
+		t.Fatalf("session/close: the editor got %s", m.Bytes())
+	}
+	ag.reply(setup, `{"sessionId":"s2"}`)
+	ed.recvMsg()
+
+	c := &mcpUser{s: startShim(t, servers[0])}
+	c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+	connect := ed.recvMsg()
+	if got := string(wire.Member(wire.Member(connect.Params, "_meta"), metaSessionID)); connect.Method != methodMCPConnect || got != `"s2"` {
+		t.Errorf("the server of s2, set up as s1 closed, is connected as %s; want mcp/connect for session s2", connect.Bytes())
+	}
+}
+
+// TestMCPSessionEndsBridgedHTTP: as TestMCPSessionEndsBridgedStdio, for an
+// agent that reaches the bridge over HTTP: the open MCP session ends, and
+// the URL with its token answers 404 from then on.
+func TestMCPSessionEndsBridgedHTTP(t *testing.T) {
+	ed, ag, declared := mcpChain(t, `{"http":true}`, BridgeHTTP)
+	url, token := httpDeclaration(t, declared)
+	opened := make(chan int, 1)
+	go func() {
+		status, _ := httpMCP(url, token, http.MethodPost, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}}`)
+		opened <- status
+	}()
+	ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`) // mcp/connect
+	ed.reply(ed.recvMsg(), `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}`)
+	if status := <-opened; status != http.StatusOK {
+		t.Fatalf("initialize over HTTP: status %d", status)
+	}
+	if status, _ := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusBadRequest {
+		t.Fatalf("a DELETE without a session, before the close, got %d; want 400 (admitted)", status)
+	}
+
+	ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+	ag.reply(ag.recvMsg(), `{}`)
+	owner := newOwnerWatch(t, ed)
+	owner.await("close")
+	if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusNotFound || !strings.Contains(body, "unknown MCP route") {
+		t.Fatalf("after the close, the declaration's URL answered %d %s; want 404, unknown route", status, body)
+	}
+	owner.await("disconnect")
+
+	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+	m := ag.recvMsg()
+	var servers []json.RawMessage
+	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
+	if len(servers) != 1 {
+		t.Fatalf("declared anew, the server was given to the agent as %s", wire.Member(m.Params, "mcpServers"))
+	}
+	url2, token2 := httpDeclaration(t, servers[0])
+	if token2 == token {
+		t.Errorf("declared anew, the server kept the revoked token")
+	}
+	if status, _ := httpMCP(url2, token2, http.MethodDelete, ""); status != http.StatusBadRequest {
+		t.Errorf("the new declaration's URL answered %d; want 400 (admitted)", status)
+	}
+}
+
+// An ownerWatch reads what the owner (the editor) gets after a
+// session/close whose answer and the bridged connection's mcp/disconnect
+// may come in either order, and answers the disconnect.
+type ownerWatch struct {
+	t    *testing.T
+	ed   *scripted
+	seen map[string]bool // "close", "disconnect"
+}
+
+func newOwnerWatch(t *testing.T, ed *scripted) *ownerWatch {
+	return &ownerWatch{t: t, ed: ed, seen: map[string]bool{}}
+}
+
+// saw notes m, failing the test for anything but the two expected.
+func (w *ownerWatch) saw(m *wire.Message, after string) {
+	w.t.Helper()
+	switch {
+	case string(m.ID) == `"close"` && m.Error == nil:
+		w.seen["close"] = true
+	case m.Method == methodMCPDisconnect && string(m.Params) == `{"connectionId":"c1"}`:
+		w.seen["disconnect"] = true
+		w.ed.reply(m, `{}`)
+	default:
+		w.t.Fatalf("after %s, the owner got %s", after, m.Bytes())
+	}
+}
+
+// await reads until what has been seen.
+func (w *ownerWatch) await(what string) {
+	w.t.Helper()
+	for !w.seen[what] {
+		w.saw(w.ed.recvMsg(), "the close")
+	}
+}
+
+func mustParse(t *testing.T, line []byte) *wire.Message {
+	t.Helper()
+	m, err := wire.Parse(line)
+	if err != nil {
+		t.Fatalf("%v: %s", err, line)
+	}
+	return m
+}
+
+// shimEnded fails t unless the shim's output ends with nothing more.
+func shimEnded(t *testing.T, s *scripted) {
+	t.Helper()
+	select {
+	case l, ok := <-s.lines:
+		if ok {
+			t.Fatalf("the shim wrote %s; want its output to end", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the shim of a closed session's server is still running")
+	}
+}
+
+// A shimRun is a declared stdio server run with nothing on its input.
+type shimRun struct {
+	exited chan struct{}
+	err    error        // how it exited, once it has
+	stderr bytes.Buffer // what it said, once it has exited
+}
+
+// runShimOnce runs the declared stdio server with nothing on its input.
+func runShimOnce(t *testing.T, decl json.RawMessage) *shimRun {
+	t.Helper()
+	var d struct {
+		Command string
+		Args    []string
+		Env     []struct{ Name, Value string }
+	}
+	if err := json.Unmarshal(decl, &d); err != nil {
+		t.Fatalf("declaration %s: %v", decl, err)
+	}
+	run := &shimRun{exited: make(chan struct{})}
+	cmd := exec.Command(d.Command, d.Args...)
+	cmd.Env = os.Environ()
+	for _, kv := range d.Env {
+		cmd.Env = append(cmd.Env, kv.Name+"="+kv.Value)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &run.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { run.err = cmd.Wait(); close(run.exited) }()
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		<-run.exited
+	})
+	return run
+}
+
+// envOf returns the value of the environment variable name in a stdio
+// declaration.
+func envOf(decl json.RawMessage, name string) string {
+	var d struct {
+		Env []struct{ Name, Value string }
+	}
+	json.Unmarshal(decl, &d)
+	for _, kv := range d.Env {
+		if kv.Name == name {
+			return kv.Value
+		}
+	}
+	return ""
+}
+
+// httpDeclaration returns the URL and bearer token of an HTTP declaration.
+func httpDeclaration(t *testing.T, decl json.RawMessage) (url, token string) {
+	t.Helper()
+	var d struct {
+		Type, URL string
+		Headers   []struct{ Name, Value string }
+	}
+	json.Unmarshal(decl, &d)
+	for _, h := range d.Headers {
+		if h.Name == "Authorization" {
+			token, _ = strings.CutPrefix(h.Value, "Bearer ")
+		}
+	}
+	if d.Type != "http" || d.URL == "" || token == "" {
+		t.Fatalf("not an HTTP declaration with a token: %s", decl)
+	}
+	return d.URL, token
+}
+
+// httpMCP sends one request to a bridged HTTP server and returns its
+// status and body.
+func httpMCP(url, token, method, body string) (int, string) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -287,8 +287,8 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 		}
 		ended, waiting := op.ended, op.waiting
 		if ended == nil && conn != nil {
-			// Under the lock that closeShared takes: the session cannot
-			// end between this check and the connection's recording.
+			// Under the lock sessionEnded takes: the session cannot end
+			// between this check and the connection's recording.
 			r.owned[ownedID{conn.owner, conn.ownerID}] = conn
 			r.shared[serverID] = conn
 		}

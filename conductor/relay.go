@@ -124,7 +124,8 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b, dialect: dc.proxyInit}
 	switch {
 	case len(declared) > 0:
-		cl.onResponse = func(resp *wire.Message) bool { c.mcp.setSession(declared, resp.Result); return false }
+		method := dc.d.method
+		cl.onResponse = func(resp *wire.Message) bool { c.mcp.setSession(method, declared, resp.Result); return false }
 	case sessionEnds(dc.d.method) && dc.d.to > dc.src:
 		cl.onResponse = c.onSessionEnd(dc.d.method, params)
 	}
