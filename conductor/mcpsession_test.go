@@ -164,6 +164,40 @@ func TestMCPSessionEndsBridgedStdio(t *testing.T) {
 	}
 }
 
+// TestMCPSessionEndsWhileBridgedOpening: a bridged client's connection is
+// being opened (its owner has mcp/connect, unanswered) when the last
+// session that declared the server closes. Once the owner answers, the
+// connection ends: the owner hears mcp/disconnect for it, and the shim
+// exits.
+func TestMCPSessionEndsWhileBridgedOpening(t *testing.T) {
+	ed, ag, declared := mcpChain(t, `{}`, BridgeStdio)
+	c := &mcpUser{s: startShim(t, declared)}
+	c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+	connect := ed.recvMsg()
+	if connect.Method != methodMCPConnect {
+		t.Fatalf("the owner got %s, want mcp/connect", connect.Bytes())
+	}
+	ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+	ag.reply(ag.recvMsg(), `{}`)
+	if m := ed.recvMsg(); string(m.ID) != `"close"` || m.Error != nil {
+		t.Fatalf("session/close: the editor got %s", m.Bytes())
+	}
+	ed.reply(connect, `{"connectionId":"c1"}`)
+	for {
+		m := ed.recvMsg()
+		if m.Method == methodMCPDisconnect && string(m.Params) == `{"connectionId":"c1"}` {
+			ed.reply(m, `{}`)
+			break
+		}
+		// The client's initialize may have been read before the
+		// connection closed; nothing else may come.
+		if _, method, _ := carried(t, m); method != "initialize" {
+			t.Fatalf("the connection opened after its session ended: the owner got %s; want mcp/disconnect for c1", m.Bytes())
+		}
+	}
+	shimEnded(t, c.s)
+}
+
 // TestMCPSessionEndsWhileDeclaredAnew: a session that declares the server
 // is being set up (the agent has its session/new, with the server's
 // bridged declaration, and has not answered) when the last other session
