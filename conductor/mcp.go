@@ -401,21 +401,34 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (i
 }
 
 // setSession records the session of servers declared in a set-up request
-// of method from its answer's result, which has none if it failed.
-func (r *mcpRoutes) setSession(method string, ids []string, result json.RawMessage) {
+// of method from its answer's result, which has none if it failed. A
+// server that only a failed set-up declared has no session to end with:
+// it is ended now.
+func (c *chain) setSession(method string, ids []string, result json.RawMessage) {
 	if setupNamesSession(method) {
 		return // declare did
 	}
-	session := wire.Member(result, "sessionId")
+	c.endServers(c.mcp.setSession(method, ids, wire.Member(result, "sessionId")))
+}
+
+func (r *mcpRoutes) setSession(method string, ids []string, session json.RawMessage) (e endedServers) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
-		if s, ok := r.servers[id]; ok {
-			s.pending = max(0, s.pending-1)
-			s.declaredIn(string(session))
-			r.servers[id] = s
+		s, ok := r.servers[id]
+		if !ok {
+			continue
 		}
+		s.pending = max(0, s.pending-1)
+		s.declaredIn(string(session))
+		if s.session == "" && s.pending == 0 {
+			r.endLocked(id, wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the %s that declared it failed", s.name, method).
+				WithData(map[string]json.RawMessage{"serverId": mustQuote(id)}), &e)
+			continue
+		}
+		r.servers[id] = s
 	}
+	return e
 }
 
 // metaSessionID is the _meta key under which the conductor tells an owner
@@ -1083,20 +1096,36 @@ func (c *chain) onSessionEnd(method string, params json.RawMessage) func(*wire.M
 // connections ended, each of which its owner hears of as when the client
 // goes away (serveBridged).
 func (c *chain) endSession(method, session string) {
-	shared, bridged := c.mcp.sessionEnded(method, session)
-	for _, g := range shared {
+	c.endServers(c.mcp.sessionEnded(method, session))
+}
+
+// endServers ends what was open to servers the chain no longer has: each
+// shared connection is disconnected and what callers still have in flight
+// on it answered at once, with an error saying why (the owner, told the
+// connection is gone, need not answer it); each bridged client's
+// connection is closed, which its owner hears of as when the client goes
+// away (serveBridged).
+func (c *chain) endServers(e endedServers) {
+	for _, g := range e.shared {
 		c.disconnect(g.conn)
 		for _, a := range g.active {
 			abandon(a.call, g.why)
 		}
 	}
-	for _, p := range bridged {
+	for _, p := range e.bridged {
 		p.link.Load().out.close() // the writer drains it, then closes the connection
 	}
 }
 
-// An endedConn is a shared connection to a server whose last session
-// ended, with what was in flight on it and why it ended.
+// endedServers is what was open to servers the chain forgot, for
+// endServers to end outside the routes' lock.
+type endedServers struct {
+	shared  []endedConn
+	bridged []*peer
+}
+
+// An endedConn is a shared connection to a server the chain forgot, with
+// what was in flight on it and why it ended.
 type endedConn struct {
 	conn   *mcpConn
 	active []activeRequest
@@ -1105,51 +1134,54 @@ type endedConn struct {
 
 // sessionEnded forgets session among those that declared each server, and
 // forgets each server no other session declares, nor a set-up still
-// pending: it revokes its bridged declarations, tells a shared connection
-// being opened to it that it is unwanted, and returns the shared
-// connection and the bridged clients' connections to end.
-func (r *mcpRoutes) sessionEnded(method, session string) (shared []endedConn, bridged []*peer) {
+// pending (endLocked).
+func (r *mcpRoutes) sessionEnded(method, session string) (e endedServers) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var gone []string
 	for id, s := range r.servers {
 		if !s.sessionClosed(session) {
 			r.servers[id] = s
 			continue
 		}
-		delete(r.servers, id)
-		gone = append(gone, id)
-		if r.revoke != nil {
-			// Under r.mu: a set-up that declares the server anew records
-			// it (declare) before the bridge gives it a token, so the
-			// server is either pending, and not ended, or given a new
-			// token, never this one.
-			r.revoke(id)
-		}
-		why := sessionEndedError(s, id, method, session)
-		if op := r.opening[id]; op != nil {
-			// Its owner has yet to answer mcp/connect: the answer will
-			// find the connection unwanted.
-			op.ended = why
-			delete(r.opening, id)
-		}
-		conn, ok := r.shared[id]
-		if !ok {
-			continue
-		}
-		delete(r.shared, id)
-		if !r.closeLocked(conn) {
-			continue // its owner went away first, failing what it had
-		}
-		shared = append(shared, endedConn{conn, conn.active, why})
-		conn.active = nil
+		r.endLocked(id, sessionEndedError(s, id, method, session), &e)
 	}
-	for p, id := range r.bridged {
-		if slices.Contains(gone, id) {
-			bridged = append(bridged, p)
+	return e
+}
+
+// endLocked forgets the server id: it revokes its bridged declarations,
+// tells a shared connection being opened to it that it is unwanted, and
+// adds to e the shared connection and the bridged clients' connections to
+// end, for why.
+func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
+	delete(r.servers, id)
+	if r.revoke != nil {
+		// Under r.mu: a set-up that declares the server anew records it
+		// (declare) before the bridge gives it a token, so the server is
+		// either pending, and not ended, or given a new token, never this
+		// one.
+		r.revoke(id)
+	}
+	if op := r.opening[id]; op != nil {
+		// Its owner has yet to answer mcp/connect: the answer will find
+		// the connection unwanted.
+		op.ended = why
+		delete(r.opening, id)
+	}
+	for p, to := range r.bridged {
+		if to == id {
+			e.bridged = append(e.bridged, p)
 		}
 	}
-	return shared, bridged
+	conn, ok := r.shared[id]
+	if !ok {
+		return
+	}
+	delete(r.shared, id)
+	if !r.closeLocked(conn) {
+		return // its owner went away first, failing what it had
+	}
+	e.shared = append(e.shared, endedConn{conn, conn.active, why})
+	conn.active = nil
 }
 
 // sessionEndedError is what a request waits for in vain once method ended

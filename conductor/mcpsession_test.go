@@ -423,3 +423,28 @@ func httpMCP(url, token, method, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// A session/new that fails sets up no session, so nothing will ever close
+// the servers it declared: they end with its answer, and their bridged
+// declarations stop working.
+func TestMCPSessionSetupFails(t *testing.T) {
+	ed, ag, _ := mcpChain(t, `{"http":true}`, BridgeHTTP)
+	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"more","id":"srv-2"}]}}`)
+	m := ag.recvMsg()
+	var servers []json.RawMessage
+	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
+	if len(servers) != 1 {
+		t.Fatalf("the agent was declared %s", wire.Member(m.Params, "mcpServers"))
+	}
+	url, token := httpDeclaration(t, servers[0])
+	if status, _ := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusBadRequest {
+		t.Fatalf("before the answer, the declaration's URL answered %d; want 400 (admitted)", status)
+	}
+	ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32603,"message":"no room"}}`)
+	if resp := ed.recvMsg(); resp.Error == nil {
+		t.Fatalf("the editor got %s; want the agent's error", resp.Result)
+	}
+	if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusNotFound || !strings.Contains(body, "unknown MCP route") {
+		t.Fatalf("after the failed session/new, its declaration's URL answered %d %s; want 404, unknown route", status, body)
+	}
+}

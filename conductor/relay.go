@@ -125,7 +125,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	switch {
 	case len(declared) > 0:
 		method := dc.d.method
-		cl.onResponse = func(resp *wire.Message) bool { c.mcp.setSession(method, declared, resp.Result); return false }
+		cl.onResponse = func(resp *wire.Message) bool { c.setSession(method, declared, resp.Result); return false }
 	case sessionEnds(dc.d.method) && dc.d.to > dc.src:
 		cl.onResponse = c.onSessionEnd(dc.d.method, params)
 	}
