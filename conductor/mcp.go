@@ -137,6 +137,11 @@ func (s *mcpServer) declaredIn(session string) {
 	}
 }
 
+// declares reports whether session (raw JSON) is among those that declared s.
+func (s *mcpServer) declares(session string) bool {
+	return s.session == session || slices.Contains(s.others, session)
+}
+
 // sessionClosed forgets session among those that declared s, and reports
 // whether none is left, nor a set-up still pending.
 func (s *mcpServer) sessionClosed(session string) (unused bool) {
@@ -357,26 +362,37 @@ func connectionIDOf(result, proposed json.RawMessage) []byte {
 
 // setupNamesSession reports whether a session set-up request names the
 // session it declares servers for: session/load and session/resume do;
-// the others learn it from the answer (setSession): session/new, and
+// the others learn it from the answer (setupAnswered): session/new, and
 // session/fork, whose sessionId names the session it copies.
 func setupNamesSession(method string) bool {
 	return method == "session/load" || method == "session/resume"
 }
 
+// A setup is what declare recorded of a session set-up request, for its
+// answer to complete (setupAnswered): the servers whose session the
+// answer gives (session/new, session/fork), or, for a set-up that names
+// its session, those it newly tied to that session.
+type setup struct {
+	method  string
+	session string // raw JSON, for a set-up that names it
+	ids     []string
+}
+
 // declare records owner as the owner of every acp server declared in params
-// that has none yet, and returns the ids of those it recorded, and whether
-// params declare any acp server.
-func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (ids []string, found bool) {
+// that has none yet, ties each to the session params name, or counts it
+// pending its answer's session, and returns what the answer is to
+// complete, and whether params declare any acp server.
+func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (rec setup, found bool) {
 	var p struct {
 		SessionID  json.RawMessage  `json:"sessionId"`
 		MCPServers []acpDeclaration `json:"mcpServers"`
 	}
 	if json.Unmarshal(params, &p) != nil {
-		return nil, false
+		return rec, false
 	}
-	session := ""
+	rec.method = method
 	if setupNamesSession(method) {
-		session = string(p.SessionID)
+		rec.session = string(p.SessionID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -390,43 +406,62 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (i
 		if !ok {
 			s = mcpServer{owner: owner, name: d.Name, spelling: spelling}
 		}
-		if session == "" {
+		switch {
+		case rec.session == "":
 			s.pending++
+		case s.declares(rec.session):
+			r.servers[id] = s
+			continue // the answer changes nothing
+		default:
+			s.declaredIn(rec.session)
 		}
-		s.declaredIn(session)
 		r.servers[id] = s
-		ids = append(ids, id)
+		rec.ids = append(rec.ids, id)
 	}
-	return ids, found
+	return rec, found
 }
 
-// setSession records the session of servers declared in a set-up request
-// of method from its answer's result, which has none if it failed. A
-// server that only a failed set-up declared has no session to end with:
-// it is ended now.
-func (c *chain) setSession(method string, ids []string, result json.RawMessage) {
-	if setupNamesSession(method) {
-		return // declare did
-	}
-	c.endServers(c.mcp.setSession(method, ids, wire.Member(result, "sessionId")))
+// setupAnswered completes what declare recorded of a set-up, given its
+// answer (nil for a set-up sent as a notification, which none answers).
+// Servers that only a failed set-up declared have no session to end with:
+// they are ended now.
+func (c *chain) setupAnswered(rec setup, resp *wire.Message) {
+	c.endServers(c.mcp.setupAnswered(rec, resp))
 }
 
-func (r *mcpRoutes) setSession(method string, ids []string, session json.RawMessage) (e endedServers) {
+func (r *mcpRoutes) setupAnswered(rec setup, resp *wire.Message) (e endedServers) {
+	failed := resp == nil || resp.Error != nil
+	if rec.session != "" && !failed {
+		return e // declare tied them to the session
+	}
+	var session string // that the answer gives
+	if !failed {
+		session = string(wire.Member(resp.Result, "sessionId"))
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range rec.ids {
 		s, ok := r.servers[id]
 		if !ok {
 			continue
 		}
-		s.pending = max(0, s.pending-1)
-		s.declaredIn(string(session))
-		if s.session == "" && s.pending == 0 {
-			r.endLocked(id, wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the %s that declared it failed", s.name, method).
-				WithData(map[string]json.RawMessage{"serverId": mustQuote(id)}), &e)
-			continue
+		if rec.session != "" {
+			// A failed load or resume: the session it named may not
+			// exist, and will then never close.
+			if !s.sessionClosed(rec.session) {
+				r.servers[id] = s
+				continue
+			}
+		} else {
+			s.pending = max(0, s.pending-1)
+			s.declaredIn(session)
+			if s.session != "" || s.pending > 0 {
+				r.servers[id] = s
+				continue
+			}
 		}
-		r.servers[id] = s
+		r.endLocked(id, wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the %s that declared it failed", s.name, rec.method).
+			WithData(map[string]json.RawMessage{"serverId": mustQuote(id)}), &e)
 	}
 	return e
 }
@@ -912,32 +947,32 @@ func (c *chain) toOwner(owner int, method string) delivery {
 }
 
 // onSessionSetup records the acp MCP servers a session set-up request
-// declares on its way downstream, and returns the ids it recorded, whose
-// session the answer gives (mcpRoutes.setSession). On its way to the agent
+// declares on its way downstream (mcpRoutes.declare), and returns what its
+// answer is to complete (setupAnswered). On its way to the agent
 // each declaration is spelled as the agent reads it, or, for an agent that
 // cannot use them natively, rewritten for the bridge; on its way to a
 // parent whose dialect declares servers by URL, it is spelled so.
-func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (json.RawMessage, []string) {
+func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (json.RawMessage, setup) {
 	if d.to <= src {
-		return params, nil
+		return params, setup{}
 	}
-	ids, found := c.mcp.declare(src, d.method, params)
+	rec, found := c.mcp.declare(src, d.method, params)
 	if found && c.topo.Load().role(d.to) == roleUpstream && c.peers[0].getDialect().MCPByURL {
 		out, err := urlForm(params)
 		if err != nil {
 			c.log.Warn("could not turn acp declarations into acp: URL ones for the parent; passed on unchanged", zap.Error(err))
-			return params, ids
+			return params, rec
 		}
-		return out, ids
+		return out, rec
 	}
 	if !found || c.topo.Load().role(d.to) != roleAgent {
-		return params, ids
+		return params, rec
 	}
 	if c.mcp.agentIsNative() || c.bridge != nil {
 		out, err := acpForm(params)
 		if err != nil {
 			c.log.Warn("could not turn acp: URL declarations into acp ones for the agent; passed on unchanged", zap.Error(err))
-			return params, ids
+			return params, rec
 		}
 		params = out
 	}
@@ -948,20 +983,20 @@ func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (jso
 		out, err := respell(params, spelling)
 		if err != nil {
 			c.log.Warn("could not spell MCP server declarations for the agent; passed on unchanged", zap.Error(err))
-			return params, ids
+			return params, rec
 		}
-		return out, ids
+		return out, rec
 	}
 	if c.bridge == nil {
 		c.log.Warn("the agent does not support MCP-over-ACP and no bridge is configured; acp MCP servers passed on unchanged")
-		return params, ids
+		return params, rec
 	}
 	rewritten, err := c.bridge.rewrite(params)
 	if err != nil {
 		c.log.Warn("could not rewrite MCP server declarations for the bridge", zap.Error(err))
-		return params, ids
+		return params, rec
 	}
-	return rewritten, ids
+	return rewritten, rec
 }
 
 // declarationSpellings says which members name an acp server for an agent,

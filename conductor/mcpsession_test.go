@@ -424,27 +424,47 @@ func httpMCP(url, token, method, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// A session/new that fails sets up no session, so nothing will ever close
-// the servers it declared: they end with its answer, and their bridged
-// declarations stop working.
+// A session/new that fails sets up no session, and a session/load that
+// fails may name one that does not exist: nothing would ever close the
+// servers only they declared, so those end with the answer, and their
+// bridged declarations stop working. A server the loaded session had
+// declared before stays.
 func TestMCPSessionSetupFails(t *testing.T) {
-	ed, ag, _ := mcpChain(t, `{"http":true}`, BridgeHTTP)
-	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"more","id":"srv-2"}]}}`)
-	m := ag.recvMsg()
-	var servers []json.RawMessage
-	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
-	if len(servers) != 1 {
-		t.Fatalf("the agent was declared %s", wire.Member(m.Params, "mcpServers"))
-	}
-	url, token := httpDeclaration(t, servers[0])
-	if status, _ := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusBadRequest {
-		t.Fatalf("before the answer, the declaration's URL answered %d; want 400 (admitted)", status)
-	}
-	ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32603,"message":"no room"}}`)
-	if resp := ed.recvMsg(); resp.Error == nil {
-		t.Fatalf("the editor got %s; want the agent's error", resp.Result)
-	}
-	if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusNotFound || !strings.Contains(body, "unknown MCP route") {
-		t.Fatalf("after the failed session/new, its declaration's URL answered %d %s; want 404, unknown route", status, body)
+	for _, tc := range []struct{ name, setup string }{
+		{"new", `"method":"session/new","params":{"cwd":"/"`},
+		{"load", `"method":"session/load","params":{"sessionId":"gone","cwd":"/"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ed, ag, first := mcpChain(t, `{"http":true}`, BridgeHTTP)
+			url1, token1 := httpDeclaration(t, first)
+			ed.send(`{"jsonrpc":"2.0","id":3,` + tc.setup + `,"mcpServers":[{"type":"acp","name":"more","id":"srv-2"}]}}`)
+			m := ag.recvMsg()
+			var servers []json.RawMessage
+			json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
+			if len(servers) != 1 {
+				t.Fatalf("the agent was declared %s", wire.Member(m.Params, "mcpServers"))
+			}
+			url, token := httpDeclaration(t, servers[0])
+			if status, _ := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusBadRequest {
+				t.Fatalf("before the answer, the declaration's URL answered %d; want 400 (admitted)", status)
+			}
+			ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32603,"message":"no room"}}`)
+			if resp := ed.recvMsg(); resp.Error == nil {
+				t.Fatalf("the editor got %s; want the agent's error", resp.Result)
+			}
+			if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusNotFound || !strings.Contains(body, "unknown MCP route") {
+				t.Fatalf("after the failed set-up, its declaration's URL answered %d %s; want 404, unknown route", status, body)
+			}
+
+			// The same session again, declaring the first session's server:
+			// failing, it leaves that server to the session that has it.
+			ed.send(`{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":"s1","cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+			m = ag.recvMsg()
+			ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32603,"message":"busy"}}`)
+			ed.recvMsg()
+			if status, _ := httpMCP(url1, token1, http.MethodDelete, ""); status != http.StatusBadRequest {
+				t.Fatalf("after a failed load of its session, the first server's URL answered %d; want 400 (admitted)", status)
+			}
+		})
 	}
 }

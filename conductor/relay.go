@@ -113,19 +113,21 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	}
 	to := c.peers[dc.d.to]
 	params := dc.raw
-	var declared []string // acp MCP servers whose session the answer names
+	var declared setup // acp MCP servers whose set-up the answer completes
 	if dc.setup {
 		params, declared = c.onSessionSetup(dc.src, dc.d, params)
 	}
 	if m.IsNotification() {
 		c.relay(from, to, nil, dc.d, params)
+		if len(declared.ids) > 0 {
+			c.setupAnswered(declared, nil) // no answer will come
+		}
 		return
 	}
 	cl := &call{from: from, fromID: m.ID, method: dc.d.method, batch: b, dialect: dc.proxyInit}
 	switch {
-	case len(declared) > 0:
-		method := dc.d.method
-		cl.onResponse = func(resp *wire.Message) bool { c.setSession(method, declared, resp.Result); return false }
+	case len(declared.ids) > 0:
+		cl.onResponse = func(resp *wire.Message) bool { c.setupAnswered(declared, resp); return false }
 	case sessionEnds(dc.d.method) && dc.d.to > dc.src:
 		cl.onResponse = c.onSessionEnd(dc.d.method, params)
 	}
