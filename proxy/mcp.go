@@ -50,6 +50,10 @@ var sessionSetUp = map[string]bool{
 	"session/new": true, "session/load": true, "session/resume": true, "session/fork": true,
 }
 
+// sessionEnd holds the requests after whose success a session's servers
+// are of no more use (the conductor's list).
+var sessionEnd = map[string]bool{"session/close": true, "session/delete": true}
+
 // An MCPServer is an MCP server that a proxy offers the agent over ACP
 // itself, as the MCP-over-ACP RFD describes: it needs no process, port or
 // file of its own, and the agent reaches it through the conductor whether or
@@ -123,7 +127,7 @@ type mcpHost struct {
 	servers []*MCPServer
 
 	mu       sync.Mutex
-	declared map[string]declaration // by server id, for as long as the Conn lasts
+	declared map[string]declaration // by server id, until its session closes
 	conns    map[string]*MCPConn    // by connection id, until the client disconnects
 	upstream map[string]bool        // ids of connections opened with someone before the proxy
 }
@@ -180,6 +184,9 @@ func (h *mcpHost) receive(id json.RawMessage, from Side, method string, params j
 	switch {
 	case from == Predecessor && sessionSetUp[method]:
 		h.c.handle(id, from, method, params, h.setUp(h.c.p.handler(from, method)))
+		return true
+	case from == Predecessor && sessionEnd[method]:
+		h.c.handle(id, from, method, params, h.tearDown(h.c.p.handler(from, method)))
 		return true
 	case from != Successor:
 		return false
@@ -282,6 +289,39 @@ func (h *mcpHost) declare(params json.RawMessage, rec *sessionRecord, d *wire.Di
 	}
 	h.mu.Unlock()
 	return ids, params, nil
+}
+
+// tearDown wraps the handler of a request that ends a session (nil:
+// forwarding) so that, once the agent has agreed, the session's
+// declarations are forgotten: no one connects to them any more, and kept,
+// they would grow with every session a client opens in the Conn's life.
+// Connections still open end as usual, with mcp/disconnect.
+func (h *mcpHost) tearDown(fn Handler) Handler {
+	if fn == nil {
+		fn = forward
+	}
+	return func(ctx context.Context, r *Request) (json.RawMessage, error) {
+		var req struct {
+			SessionID string `json:"sessionId"`
+		}
+		_ = json.Unmarshal(r.Params, &req) // as the client sent it, whatever fn does
+		result, err := fn(ctx, r)
+		if err == nil && req.SessionID != "" {
+			h.closed(req.SessionID)
+		}
+		return result, err
+	}
+}
+
+// closed forgets the declarations of the session with id session.
+func (h *mcpHost) closed(session string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, d := range h.declared {
+		if d.session.get().ID == session {
+			delete(h.declared, id)
+		}
+	}
 }
 
 func (h *mcpHost) forget(ids []string) {

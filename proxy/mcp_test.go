@@ -495,6 +495,37 @@ func TestMCPRefusedSession(t *testing.T) {
 	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":2,"method":"mcp/connect","params":{"acpId":"ID1"}}`)
 }
 
+// A session the agent closes leaves no server to connect to: its
+// declarations are forgotten, so that a client that opens and closes
+// sessions all day does not grow the proxy. A close the agent refuses, and
+// the sessions still open, keep theirs.
+func TestMCPClosedSession(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.newSession(1, "s1") // ID1
+	h.newSession(2, "s2") // ID2
+
+	h.send(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"s1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/close","params":{"sessionId":"s1"}}}`)
+	h.send(`{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"busy"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"busy"}}`)
+	h.send(`{"jsonrpc":"2.0","id":"c1","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c1","result":{"connectionId":"ID3"}}`)
+	h.conn()
+
+	h.send(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":"s1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":4,"method":"proxy/successor","params":{"method":"session/close","params":{"sessionId":"s1"}}}`)
+	h.send(`{"jsonrpc":"2.0","id":4,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":4,"result":{}}`)
+	h.send(`{"jsonrpc":"2.0","id":"c2","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":5,"method":"mcp/connect","params":{"acpId":"ID1"}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":"c3","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID2") + `"}}}`)
+	h.expectScrubbed(h.s, `{"jsonrpc":"2.0","id":"c3","result":{"connectionId":"ID4"}}`)
+	if sv := h.conn(); sv.conn.Session().ID != "s2" {
+		t.Errorf("connected to session %q, want s2", sv.conn.Session().ID)
+	}
+}
+
 // An agent may connect while the proxy still waits for its answer to
 // session/new, before the session has an id.
 func TestMCPConnectDuringSetUp(t *testing.T) {
