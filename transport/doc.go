@@ -26,7 +26,10 @@
 // client is attached, up to a bound on bytes and one on the sessions
 // buffering (the SDK's maxBufferedSessionStreams): a request that would make
 // one more session buffer is refused with 400, output that would is a
-// client not reading, and closes the connection.
+// client not reading, and closes the connection. A session's stream ends
+// once it has sent the answer to the session's session/close (or
+// session/delete) and the answers still owed on it, so that the sessions a
+// connection closes leave no stream behind.
 //
 // The RFD leaves Acp-Protocol-Version to future work and says clients SHOULD
 // send it; the SDK does nothing with it. Both sides here treat it as MCP's

@@ -28,15 +28,21 @@ type httpConn struct {
 	initResp chan []byte // that answer
 
 	mu       sync.Mutex
-	version  string            // the protocolVersion initialize negotiated, as JSON text
-	routes   map[string]string // request id -> session whose stream gets its response ("" = connection)
-	awaited  map[string]int    // session -> responses routed to its stream and not yet written
-	conn     *stream           // the connection-scoped stream
+	version  string           // the protocolVersion initialize negotiated, as JSON text
+	routes   map[string]route // by request id: where its response goes
+	awaited  map[string]int   // session -> responses routed to its stream and not yet written
+	conn     *stream          // the connection-scoped stream
 	sessions map[string]*stream
 	buffered int       // bytes queued on all streams
 	streams  int       // GETs attached
 	requests int       // other requests being handled (a POST, an initialize awaiting its answer)
 	lastSeen time.Time // of the last request or detached stream
+}
+
+// A route is where the response to one of the client's requests goes.
+type route struct {
+	session string // the session whose stream gets it ("" = the connection's)
+	ends    bool   // the request ends that session: session/close, session/delete
 }
 
 // A stream is one SSE stream's queue. It holds messages until a GET takes
@@ -45,6 +51,9 @@ type stream struct {
 	queue    [][]byte
 	wake     chan struct{} // signalled when queue grows
 	attached bool
+	// ending is set once the answer that closed the session is queued:
+	// the GET ends when it has sent that and the answers still owed.
+	ending bool
 }
 
 func newStream() *stream { return &stream{wake: make(chan struct{}, 1)} }
@@ -57,7 +66,7 @@ func newHTTPConn(s *Server, id, initID string) *httpConn {
 		room:     make(chan struct{}, 1),
 		initID:   initID,
 		initResp: make(chan []byte, 1),
-		routes:   make(map[string]string),
+		routes:   make(map[string]route),
 		awaited:  make(map[string]int),
 		conn:     newStream(),
 		sessions: make(map[string]*stream),
@@ -114,17 +123,18 @@ func (c *httpConn) Read(ctx context.Context) ([]byte, error) {
 // setRoute notes the stream that gets the response to request id. It
 // reports false, noting nothing, when that would be a session stream the
 // connection does not have and may not buffer one more of.
-func (c *httpConn) setRoute(id json.RawMessage, session string) bool {
+func (c *httpConn) setRoute(id json.RawMessage, r route) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	session := r.session
 	if session != "" && !c.counted(session) && c.buffering() >= c.s.MaxSessionStreams {
 		return false
 	}
 	key := idKey(id)
-	if old, ok := c.routes[key]; ok && old != "" {
-		c.unawait(old) // a reused id: its earlier route is lost
+	if old, ok := c.routes[key]; ok && old.session != "" {
+		c.unawait(old.session) // a reused id: its earlier route is lost
 	}
-	c.routes[key] = session
+	c.routes[key] = r
 	if session != "" {
 		c.awaited[session]++
 	}
@@ -193,9 +203,11 @@ func (c *httpConn) Write(ctx context.Context, msg []byte) error {
 	msg = append([]byte(nil), msg...)
 	c.mu.Lock()
 	var session string
+	ends := false
 	if m.IsResponse() {
 		key := idKey(m.ID)
-		session = c.routes[key]
+		r := c.routes[key]
+		session, ends = r.session, r.ends && closedSession(m.Error)
 		delete(c.routes, key)
 	} else {
 		session = sessionOf(m.Params)
@@ -213,6 +225,7 @@ func (c *httpConn) Write(ctx context.Context, msg []byte) error {
 		if m.IsResponse() {
 			c.unawait(session)
 		}
+		st.ending = st.ending || ends
 	}
 	st.queue = append(st.queue, msg)
 	c.buffered += len(msg)
@@ -255,6 +268,14 @@ func (c *httpConn) waitForRoom(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// closedSession reports whether the answer to a session/close or
+// session/delete, an error object or nil, leaves the session gone: a
+// success, or -32002 (resource not found), which ACP counts as the same end
+// state, as the TypeScript SDK does.
+func closedSession(e json.RawMessage) bool {
+	return e == nil || string(wire.Member(e, "code")) == "-32002"
 }
 
 // session returns the stream of a session, creating it; c.mu is held.
@@ -355,6 +376,16 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 			}
 		}
 		if len(msgs) > 0 && rc.Flush() != nil {
+			return
+		}
+		// A closed session's stream ends once it has sent all it owes:
+		// held open, each session a client ever closed would keep a GET
+		// and its goroutine until the connection ends. What comes for the
+		// session later waits for a GET, as for any session without one.
+		c.mu.Lock()
+		over := st.ending && len(st.queue) == 0 && c.awaited[session] == 0
+		c.mu.Unlock()
+		if over {
 			return
 		}
 		select {

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // openStream GETs a stream of connection cid (session "" for the
@@ -194,4 +197,117 @@ func TestInitializeAnsweredThenEnded(t *testing.T) {
 			t.Fatalf("initialize: %s %s", init.Status, body)
 		}
 	}
+}
+
+// closer serves a Conn like an agent whose sessions close: session/close
+// is answered (with an error for session "busy"), after the answer to a
+// prompt still held for the session, and a prompt is answered after one
+// update, or held until its session closes if it says "hold".
+func closer(ctx context.Context, c Conn, _ ConnInfo) {
+	held := map[string]string{} // session -> the id of its held prompt
+	for {
+		msg, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		m, err := wire.Parse(msg)
+		if err != nil || m.ID == nil {
+			continue
+		}
+		sid := wire.Member(m.Params, "sessionId")
+		write := func(s string) { _ = c.Write(ctx, []byte(s)) }
+		switch m.Method {
+		case "initialize":
+			write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":1}}`)
+		case "session/prompt":
+			if string(wire.Member(m.Params, "text")) == `"hold"` {
+				held[string(sid)] = string(m.ID)
+				continue
+			}
+			write(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + string(sid) + `}}`)
+			write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"stopReason":"end_turn"}}`)
+		case "session/close":
+			if string(sid) == `"busy"` {
+				write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32603,"message":"busy"}}`)
+				continue
+			}
+			write(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
+			if id, ok := held[string(sid)]; ok {
+				delete(held, string(sid))
+				write(`{"jsonrpc":"2.0","id":` + id + `,"result":{"stopReason":"cancelled"}}`)
+			}
+		}
+	}
+}
+
+// TestSessionStreamEndsWithSession: once the answer to a session's
+// session/close has gone out on its stream, with the answers still owed on
+// it, the stream ends, so that a client that opens and closes sessions all
+// day does not hold a GET (a TCP connection, over HTTP/1.1) and the
+// server a goroutine for each. A close the agent refuses leaves the stream
+// open; one answered before the stream is opened ends the stream once it
+// has been read.
+func TestSessionStreamEndsWithSession(t *testing.T) {
+	s := &Server{Serve: closer}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	u := ts.URL
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	cid := init.Header.Get(HeaderConnectionID)
+	send := func(id int, method, session, text string) {
+		t.Helper()
+		resp := post(t, u, cid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"sessionId":%q,"text":%q}}`, id, method, session, text),
+			map[string]string{HeaderSessionID: session})
+		if body := readAll(resp); resp.StatusCode != 202 {
+			t.Fatalf("%s for %s: %s %s", method, session, resp.Status, body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ended := func(br *bufio.Reader, session string) {
+		t.Helper()
+		for {
+			line, err := br.ReadString('\n')
+			if err == io.EOF && line == "" {
+				return
+			}
+			if err != nil || line != "\n" { // an event's blank line
+				t.Fatalf("%s's stream after its session closed: %q, %v; want its end", session, line, err)
+			}
+		}
+	}
+
+	resp, br := openStream(t, ctx, u, cid, "s1")
+	defer resp.Body.Close()
+	send(2, "session/prompt", "s1", "hold")
+	send(3, "session/close", "s1", "")
+	if ev := event(t, br); !strings.Contains(ev, `"id":3,"result":{}`) {
+		t.Fatalf("s1's stream: %s, want the close's answer", ev)
+	}
+	if ev := event(t, br); !strings.Contains(ev, `"id":2,"result":{"stopReason":"cancelled"}`) {
+		t.Fatalf("s1's stream: %s, want the held prompt's answer", ev)
+	}
+	ended(br, "s1")
+
+	busy, bbr := openStream(t, ctx, u, cid, "busy")
+	defer busy.Body.Close()
+	send(4, "session/close", "busy", "")
+	if ev := event(t, bbr); !strings.Contains(ev, `"id":4,"error"`) {
+		t.Fatalf("busy's stream: %s, want the close's error", ev)
+	}
+	send(5, "session/prompt", "busy", "")
+	if ev := event(t, bbr) + event(t, bbr); !strings.Contains(ev, `"id":5,"result"`) {
+		t.Fatalf("busy's stream after a refused close: %s, want the prompt's update and answer", ev)
+	}
+
+	send(6, "session/close", "s2", "")
+	late, lbr := openStream(t, ctx, u, cid, "s2")
+	defer late.Body.Close()
+	if ev := event(t, lbr); !strings.Contains(ev, `"id":6,"result":{}`) {
+		t.Fatalf("s2's stream: %s, want the close's answer", ev)
+	}
+	ended(lbr, "s2")
+	del(t, u, cid)
+	waitIdle(t, s)
 }

@@ -317,6 +317,10 @@ var sessionMethods = map[string]bool{
 	"session/set_mode": true, "session/set_model": true,
 }
 
+// sessionEnds are the methods whose answer, a success, ends the session
+// they name, and so its stream.
+var sessionEnds = map[string]bool{"session/close": true, "session/delete": true}
+
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		http.Error(w, "Unsupported Media Type: POST a JSON-RPC message as application/json", http.StatusUnsupportedMediaType)
@@ -368,11 +372,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if m.ID != nil {
-			route := hdr
+			rt := route{session: hdr, ends: sessionEnds[m.Method]}
 			if m.Method == "session/load" {
-				route = "" // its answer precedes the session's stream
+				rt.session = "" // its answer precedes the session's stream
 			}
-			if !c.setRoute(m.ID, route) {
+			if !c.setRoute(m.ID, rt) {
 				http.Error(w, fmt.Sprintf("this connection already holds messages for %d sessions whose streams are not open: open their streams (GET with %s) first",
 					s.MaxSessionStreams, HeaderSessionID), http.StatusBadRequest)
 				return
