@@ -28,8 +28,9 @@
 // one more session buffer is refused with 400, output that would is a
 // client not reading, and closes the connection. A session's stream ends
 // once it has sent the answer to the session's session/close (or
-// session/delete) and the answers still owed on it, so that the sessions a
-// connection closes leave no stream behind.
+// session/delete) and the answers still owed on it, and the client lets go
+// of it once that answer has come on it, whichever server it talks to, so
+// that the sessions a connection closes leave no stream behind.
 //
 // The RFD leaves Acp-Protocol-Version to future work and says clients SHOULD
 // send it; the SDK does nothing with it. Both sides here treat it as MCP's

@@ -21,7 +21,7 @@ type recorder struct {
 }
 
 type recorded struct {
-	method, upgrade, cookie, version, body string
+	method, upgrade, cookie, version, body, session string
 }
 
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -29,6 +29,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.reqs = append(rec.reqs, recorded{
 		method: r.Method, upgrade: r.Header.Get("Upgrade"),
 		cookie: r.Header.Get("Cookie"), version: r.Header.Get(HeaderProtocolVersion),
+		session: r.Header.Get(HeaderSessionID),
 	})
 	rec.mu.Unlock()
 	if rec.before != nil {

@@ -40,6 +40,7 @@ type httpClient struct {
 	mu          sync.Mutex
 	sessions    map[string]bool   // sessions whose stream is open
 	respSession map[string]string // server request id -> the session stream it came on
+	closing     map[string]string // request id -> the session its session/close (or delete) ends
 }
 
 func newHTTPClient(u string, opts DialOptions) *httpClient {
@@ -51,6 +52,7 @@ func newHTTPClient(u string, opts DialOptions) *httpClient {
 		failed:      make(chan struct{}),
 		sessions:    make(map[string]bool),
 		respSession: make(map[string]string),
+		closing:     make(map[string]string),
 	}
 }
 
@@ -149,6 +151,11 @@ func (c *httpClient) Write(ctx context.Context, msg []byte) error {
 		if err := c.openSession(ctx, session); err != nil {
 			return err
 		}
+		if m.IsRequest() && sessionEnds[m.Method] {
+			c.mu.Lock()
+			c.closing[idKey(m.ID)] = session
+			c.mu.Unlock()
+		}
 	}
 	resp, err := c.request(ctx, http.MethodPost, msg, h)
 	if err != nil {
@@ -167,6 +174,9 @@ func (c *httpClient) Write(ctx context.Context, msg []byte) error {
 		return err
 	}
 	if m.IsRequest() {
+		c.mu.Lock()
+		delete(c.closing, idKey(m.ID)) // if it was a close, it closed nothing
+		c.mu.Unlock()
 		// Only this request failed: answer it, as the server would have.
 		e := wire.Errorf(-32603, "%v", err).WithData(map[string]any{"status": resp.StatusCode})
 		c.deliver(wire.ErrorResponse(m.ID, e).Bytes())
@@ -299,8 +309,8 @@ func (c *httpClient) readStream(body io.Reader, session string) error {
 			if len(data) > 0 {
 				msg := compact(data)
 				data = nil
-				c.route(msg, session)
-				if !c.deliver(msg) {
+				closed := c.route(msg, session)
+				if !c.deliver(msg) || closed {
 					return nil
 				}
 			}
@@ -320,16 +330,27 @@ func (c *httpClient) readStream(body io.Reader, session string) error {
 
 // route notes what an incoming message tells about streams: a request on a
 // session's stream is answered with that session's header, and a response
-// naming a new session means its stream should open.
-func (c *httpClient) route(msg []byte, session string) {
+// naming a new session means its stream should open. It reports whether
+// msg, on session's stream, is the answer that closed that session: the
+// stream has nothing more to carry, and ends (a server that holds it open
+// would otherwise keep a GET, and this side a reader, for each session the
+// connection ever closed).
+func (c *httpClient) route(msg []byte, session string) (closed bool) {
 	m, err := wire.Parse(msg)
 	if err != nil {
-		return
+		return false
 	}
 	if m.IsRequest() && session != "" {
 		c.mu.Lock()
 		c.respSession[idKey(m.ID)] = session
 		c.mu.Unlock()
+	}
+	if m.IsResponse() {
+		c.mu.Lock()
+		ended, ok := c.closing[idKey(m.ID)]
+		delete(c.closing, idKey(m.ID))
+		c.mu.Unlock()
+		closed = ok && ended == session && session != "" && closedSession(m.Error)
 	}
 	if m.IsResponse() && len(m.Result) > 0 {
 		if s := sessionOf(m.Result); s != "" {
@@ -343,6 +364,7 @@ func (c *httpClient) route(msg []byte, session string) {
 			}()
 		}
 	}
+	return closed
 }
 
 // readLine reads one SSE line without its terminator, bounded by limit.

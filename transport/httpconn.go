@@ -383,7 +383,7 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 		// and its goroutine until the connection ends. What comes for the
 		// session later waits for a GET, as for any session without one.
 		c.mu.Lock()
-		over := st.ending && len(st.queue) == 0 && c.awaited[session] == 0
+		over := st.ending && len(st.queue) == 0 && c.awaited[session] == 0 && !c.s.keepClosedStreams
 		c.mu.Unlock()
 		if over {
 			return

@@ -311,3 +311,58 @@ func TestSessionStreamEndsWithSession(t *testing.T) {
 	del(t, u, cid)
 	waitIdle(t, s)
 }
+
+// TestClientLetsGoOfClosedSession: the client ends its GET of a session's
+// stream once the answer to the session's session/close has come on it,
+// even from a server that would hold the stream open; a close the agent
+// refuses leaves the stream as it was.
+func TestClientLetsGoOfClosedSession(t *testing.T) {
+	ended := make(chan string, 10)
+	rec := &recorder{}
+	s := &Server{Serve: closer, refuseUpgrade: true, keepClosedStreams: true}
+	s.streamEnded = func(session string) { ended <- session }
+	rec.next = s
+	ts := httptest.NewServer(rec)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, ts.URL, DialOptions{StreamableHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func(msg string, answers int) {
+		t.Helper()
+		if err := c.Write(ctx, []byte(msg)); err != nil {
+			t.Fatalf("write %s: %v", msg, err)
+		}
+		for range answers {
+			if _, err := c.Read(ctx); err != nil {
+				t.Fatalf("read after %s: %v", msg, err)
+			}
+		}
+	}
+	roundTrip(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, 1)
+	for _, session := range []string{"s1", "busy"} {
+		roundTrip(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"`+session+`"}}`, 2)
+		roundTrip(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"`+session+`"}}`, 1)
+	}
+	select {
+	case session := <-ended:
+		if session != "s1" {
+			t.Fatalf("the stream of %q ended, want s1's", session)
+		}
+	case <-ctx.Done():
+		t.Fatal("the client still holds the stream of a closed session")
+	}
+	roundTrip(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"busy"}}`, 2)
+	gets := 0
+	for _, r := range rec.all() {
+		if r.method == "GET" && r.session == "busy" {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("the client opened busy's stream %d times, want once: a refused close left it open", gets)
+	}
+}

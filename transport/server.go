@@ -105,6 +105,9 @@ type Server struct {
 	wg     sync.WaitGroup // one per connection being served
 
 	refuseUpgrade bool // tests: a server with Streamable HTTP only
+	// Tests: a server that, as the TypeScript SDK's, holds a closed
+	// session's stream open.
+	keepClosedStreams bool
 	// Tests: called once a stream's GET has ended and its state is
 	// updated (with its session, "" for the connection's), and after each
 	// idle check that kept the connection.
