@@ -284,12 +284,14 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
 		return
 	}
+	// The trace sees the request end even when nobody takes the answer:
+	// else it would wait for it for as long as the trace runs.
+	if cl.to.trace != nil {
+		cl.traceReply(m.Result, m.Error)
+	}
 	if !cl.done() {
 		from.log.Debug("dropped an answer its caller no longer awaits: the caller was restarted, or the conductor answered it", zap.ByteString("id", m.ID))
 		return
-	}
-	if cl.to.trace != nil {
-		cl.traceReply(m.Result, m.Error)
 	}
 	if cl.onResponse != nil {
 		m = new(wire.Message(*m)) // a hook may keep it (the bridge's hands it on)
@@ -334,10 +336,11 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	switch {
 	case id == nil:
 	case isResponse:
-		if cl := from.complete(id); cl != nil && cl.done() {
-			if cl.to.trace != nil {
-				cl.traceReply(nil, e.Encode())
-			}
+		cl := from.complete(id)
+		if cl != nil && cl.to.trace != nil {
+			cl.traceReply(nil, e.Encode())
+		}
+		if cl != nil && cl.done() {
 			cl.answer(encodeError(cl.fromID, e))
 		}
 	case method != "":
@@ -348,11 +351,11 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 // failCalls answers calls that will never be answered by their peer.
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
-		if !cl.done() {
-			continue // its caller's process was restarted since
-		}
 		if cl.to.trace != nil {
 			cl.traceReply(nil, e.Encode())
+		}
+		if !cl.done() {
+			continue // its caller's process was restarted since
 		}
 		if cl.onResponse != nil && cl.onResponse(&wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()}) {
 			continue // its hook took the failure, as it would an answer

@@ -12,10 +12,11 @@ import (
 // Tracing (package trace) records each message where the relay hands it to
 // its destination (relay, and dispatch's path for a line that goes on as
 // it came) and each answer where the relay returns it to the caller
-// (relayAnswer, failCalls). Each hook is one nil test of the recorder, which
-// the chain and each of its peers hold (never a call, so that a relayed
-// request costs not a byte more): a chain that is not traced pays nothing
-// else.
+// (relayAnswer, failCalls), or drops it because the caller's process was
+// restarted since: every request recorded ends in the trace. Each hook is
+// one nil test of the recorder, which the chain and each of its peers hold
+// (never a call, so that a relayed request costs not a byte more): a chain
+// that is not traced pays nothing else.
 
 // traceSend records a request (id != nil) or notification from `from` (nil:
 // the conductor) to `to`, as the destination sees it.

@@ -232,6 +232,40 @@ func TestTraceRestart(t *testing.T) {
 	}
 }
 
+// TestTraceRestartMidCall traces a proxy that crashes while a request it
+// forwarded is at the agent, and is restarted: the agent's late answer,
+// which nobody may take now, still ends the request in the trace. Left
+// open, each such request stayed in the trace's table of requests awaiting
+// their answer for as long as the trace ran (under serve, for weeks).
+func TestTraceRestartMidCall(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
+	crasher.OnFailure = PolicyRestart
+	agent, started := scriptedComponent(t, dir, "agent")
+	e := startChain(t, Config{Proxies: []Component{crasher}, Agent: agent, Trace: rec, GracePeriod: 100 * time.Millisecond})
+	ag := started()
+	e.send(initLine)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	e.recvMsg()
+	e.send(promptLine(1, false))
+	held := ag.recvMsg() // the agent works on it
+	e.send(promptLine(2, true))
+	for range 2 {
+		if m := e.recvMsg(); m.Error == nil {
+			t.Fatalf("a prompt through the crashed proxy: %s", e.seen[len(e.seen)-1])
+		}
+	}
+	if m := ag.recvMsg(); m.Method != wire.MethodCancelRequest || string(requestID(m.Params)) != string(held.ID) {
+		t.Fatalf("the agent got %s, want the cancel of the orphaned prompt", m.Raw)
+	}
+	ag.reply(held, `{"stopReason":"cancelled"}`)
+	e.close()
+	rec.Close()
+	answeredOnce(t, readTrace(t, out.String()))
+}
+
 // TestTraceConcurrentSessions traces prompts in many sessions at once.
 // Each session's events, as the viewer's session filter selects them, are
 // exactly that session's messages, each hop in the order sent; and a
