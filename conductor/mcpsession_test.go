@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/trace"
 )
 
 // What becomes of a session's MCP servers when the session ends: the
@@ -74,7 +75,9 @@ func TestMCPSessionEndsWhileOpening(t *testing.T) {
 // never answer: the call is answered at once with an error naming why, and
 // the owner's late answer goes nowhere.
 func TestMCPSessionEndsWithCallInFlight(t *testing.T) {
-	ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	ed, ag, _ := mcpChainWith(t, `{"acp":true}`, Config{Trace: rec})
 	ag.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"serverId":"srv-1","requestId":"r1","method":"tools/call","params":{"name":"slow"}}}`)
 	ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`) // mcp/connect
 	call := ed.recvMsg()
@@ -98,9 +101,16 @@ func TestMCPSessionEndsWithCallInFlight(t *testing.T) {
 	ed.send(`{"jsonrpc":"2.0","id":"next","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
 
 	sessionEnded(t, ag.recvMsg(), "50")
-	if m := ag.recvMsg(); m.Method != "session/new" {
-		t.Errorf("after its call was answered, the agent got %s; want the editor's session/new", m.Bytes())
+	m := ag.recvMsg()
+	if m.Method != "session/new" {
+		t.Fatalf("after its call was answered, the agent got %s; want the editor's session/new", m.Bytes())
 	}
+	// In the trace, the call the conductor answered is answered once: the
+	// owner's late answer is not a second one.
+	ag.reply(m, `{"sessionId":"s2"}`)
+	ed.recvMsg()
+	rec.Close()
+	answeredOnce(t, readTrace(t, out.String()))
 }
 
 // TestMCPSessionEndsBridgedStdio: an agent without MCP-over-ACP has a

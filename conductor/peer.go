@@ -109,6 +109,11 @@ type call struct {
 
 	prev, next *call // in from's inflight list, under from.mu
 
+	// traced is set once the trace has its answer: the conductor may
+	// answer for the peer asked (abandon), whose own answer may come
+	// later all the same.
+	traced atomic.Bool
+
 	idBuf [16]byte // holds fromID when it fits
 }
 

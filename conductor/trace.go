@@ -26,8 +26,12 @@ func (c *chain) traceSend(from, to *peer, id json.RawMessage, method string, par
 	c.trace.Send(traceName(from), to.name, bytes.Clone(id), method, params, to.pos < 0 || (from != nil && from.pos < 0))
 }
 
-// traceReply records the answer to cl: result, or an error object.
+// traceReply records the answer to cl: result, or an error object; only
+// the first, for a request the conductor answered before the peer did.
 func (cl *call) traceReply(result, err json.RawMessage) {
+	if cl.traced.Swap(true) {
+		return // the trace has its answer already
+	}
 	body := result
 	if err != nil {
 		body = err
