@@ -94,9 +94,16 @@ func KillAdopted() {
 // and all that they started, but for chains' watchdogs: a nested
 // conductor killed outright leaves its watchdog to self, and the watchdog
 // must finish its sweep.
+//
+// As PID 1 (a container's entrypoint), self adopts every orphan in the
+// container, a `docker exec`'s background job among them, and so takes only
+// those that carry a chain's marker: a chain's orphan that cleared its
+// environment then lives on, but only as long as the container does.
 func adoptedKin(proc string, self int) []process {
 	live, _ := adopted(proc, self)
-	live = slices.DeleteFunc(live, func(p process) bool { return isWatchdog(proc, p.pid) })
+	live = slices.DeleteFunc(live, func(p process) bool {
+		return isWatchdog(proc, p.pid) || self == 1 && !chainMarked(proc, p.pid)
+	})
 	if len(live) == 0 {
 		return nil // the common case, without reading every process's stat
 	}
@@ -178,4 +185,20 @@ func childStats(proc string, self int) iter.Seq2[int, []byte] {
 			}
 		}
 	}
+}
+
+// chainMarked reports whether the process pid under proc (/proc) carries
+// the marker of any chain (MarkerEnv). An environment it cannot read,
+// another user's, is taken for unmarked.
+func chainMarked(proc string, pid int) bool {
+	env, err := os.ReadFile(proc + "/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	for entry := range bytes.SplitSeq(env, []byte{0}) {
+		if bytes.HasPrefix(entry, []byte(MarkerEnv+"=")) {
+			return true
+		}
+	}
+	return false
 }

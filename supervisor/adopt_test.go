@@ -115,3 +115,39 @@ func TestReapAdopted(t *testing.T) {
 		t.Error("the child Wait reaped is still recorded")
 	}
 }
+
+// TestAdoptedAsPID1: as a container's PID 1, the conductor adopts every
+// orphan in the container. At a chain's end it kills those that carry a
+// chain's marker (43, and 44 under it), and leaves alone the rest, such as
+// a `docker exec`'s background job (50), whose environment has none, and
+// one whose environment it may not read (51).
+func TestAdoptedAsPID1(t *testing.T) {
+	proc, add := fakeProc(t)
+	add("1", "1 (acp-conductor) S 0"+rest, "acp-conductor", "serve")
+	add("43", "43 (daemon) S 1"+rest, "daemon")
+	add("44", "44 (worker) S 43"+rest, "worker")
+	add("50", "50 (job) S 1"+rest, "job")
+	add("52", "52 (child) S 50"+rest, "child")
+	add("51", "51 (root-job) S 1"+rest, "root-job")
+	for pid, env := range map[string]string{
+		"43": "PATH=/bin\x00" + MarkerEnv + "=c1\x00",
+		"44": "PATH=/bin\x00",
+		"50": "PATH=/bin\x00HOME=/\x00",
+		"52": "PATH=/bin\x00",
+	} {
+		if err := os.WriteFile(filepath.Join(proc, pid, "environ"), []byte(env), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := pidsOf(adoptedKin(proc, 1)); !slices.Equal(got, []int{43, 44}) {
+		t.Errorf("as PID 1, adoptedKin = %v, want [43 44]", got)
+	}
+	// Not PID 1, every orphan is a chain's: only chains' processes are
+	// under the conductor.
+	for _, pid := range []string{"43", "50", "51"} {
+		os.WriteFile(filepath.Join(proc, pid, "stat"), []byte(pid+" (x) S 40"+rest), 0o644)
+	}
+	if got := pidsOf(adoptedKin(proc, 40)); !slices.Equal(got, []int{43, 44, 50, 51, 52}) {
+		t.Errorf("as a subreaper, adoptedKin = %v, want [43 44 50 51 52]", got)
+	}
+}
