@@ -115,7 +115,7 @@ func NewRecorder(w io.Writer, opts Options) *Recorder {
 		log:   opts.Logger,
 		done:  make(chan struct{}),
 	}}
-	wr := &writer{detail: opts.Detail, live: opts.Live, pending: map[pendingKey]pending{}}
+	wr := &writer{detail: opts.Detail, live: opts.Live}
 	if w != nil {
 		wr.out = bufio.NewWriterSize(w, 64<<10)
 	}
@@ -258,9 +258,43 @@ type writer struct {
 	detail  Detail
 	out     *bufio.Writer
 	live    *Hub
-	buf     []byte                 // the line being written
-	pending map[pendingKey]pending // requests awaiting their response
+	buf     []byte       // the line being written
+	pending pendingTable // requests awaiting their response
 	err     error
+}
+
+// pendingLimit bounds the requests a trace remembers awaiting their
+// response. Some never get one in the trace: a peer that never answers,
+// or an answer left out when the writer fell behind. Kept for ever, they
+// would grow with a trace that runs for weeks under serve.
+const pendingLimit = 1 << 15
+
+// A pendingTable holds requests awaiting their response in two
+// generations: once the newer holds pendingLimit, it becomes the older and
+// what the older held is forgotten, so a request is remembered for at
+// least pendingLimit requests after it, and the table never holds more than
+// twice that. A response whose request was forgotten is still written,
+// without the method and session its request would have given it.
+type pendingTable struct {
+	newer, older map[pendingKey]pending
+}
+
+func (t *pendingTable) add(k pendingKey, p pending) {
+	if t.newer == nil || len(t.newer) >= pendingLimit {
+		t.older, t.newer = t.newer, make(map[pendingKey]pending)
+	}
+	t.newer[k] = p
+}
+
+// take returns and forgets the request of k.
+func (t *pendingTable) take(k pendingKey) (pending, bool) {
+	for _, m := range []map[pendingKey]pending{t.newer, t.older} {
+		if p, ok := m[k]; ok {
+			delete(m, k)
+			return p, true
+		}
+	}
+	return pending{}, false
 }
 
 type pendingKey struct {
@@ -297,14 +331,13 @@ func (w *writer) write(rec *record) {
 		}
 		e.Params, e.Bytes = w.keep(body, false)
 		if rec.kind == kindRequest {
-			w.pending[pendingKey{rec.conn, rec.to, string(rec.id)}] = pending{e.Method, e.Session, e.Protocol}
+			w.pending.add(pendingKey{rec.conn, rec.to, string(rec.id)}, pending{e.Method, e.Session, e.Protocol})
 		}
 	case kindResponse:
 		isError := rec.method == "error"
 		e.Type, e.ID, e.IsError, e.Method = TypeResponse, rec.id, &isError, ""
 		k := pendingKey{rec.conn, rec.from, string(rec.id)}
-		if p, ok := w.pending[k]; ok {
-			delete(w.pending, k)
+		if p, ok := w.pending.take(k); ok {
 			e.Method, e.Session, e.Protocol = p.method, p.session, p.protocol
 		}
 		if s := stringMember(rec.body, "sessionId"); s != "" && !isError {

@@ -16,7 +16,7 @@ func BenchmarkWrite(b *testing.B) {
 	result := json.RawMessage(`{"stopReason":"end_turn"}`)
 	for _, detail := range Details {
 		b.Run(string(detail)+"/update", func(b *testing.B) {
-			w := &writer{detail: detail, out: bufioDiscard(), pending: map[pendingKey]pending{}}
+			w := &writer{detail: detail, out: bufioDiscard()}
 			rec := record{kind: kindNotification, from: "agent", to: "client", method: "session/update", body: update}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -24,7 +24,7 @@ func BenchmarkWrite(b *testing.B) {
 			}
 		})
 		b.Run(string(detail)+"/request", func(b *testing.B) {
-			w := &writer{detail: detail, out: bufioDiscard(), pending: map[pendingKey]pending{}}
+			w := &writer{detail: detail, out: bufioDiscard()}
 			req := record{kind: kindRequest, from: "client", to: "agent", id: json.RawMessage(`7`), method: "session/prompt", body: prompt}
 			resp := record{kind: kindResponse, from: "agent", to: "client", id: json.RawMessage(`7`), body: result}
 			b.ReportAllocs()

@@ -1,10 +1,12 @@
 package trace
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -384,5 +386,42 @@ func TestCloseBlockedWriter(t *testing.T) {
 	<-entered
 	if err := r.Close(); err == nil || !strings.Contains(err.Error(), "blocked") {
 		t.Errorf("Close = %v, want the writer reported blocked", err)
+	}
+}
+
+// TestPendingBounded: requests never answered in the trace are remembered
+// for at least pendingLimit requests after them, and then forgotten, so a
+// trace that runs for weeks holds a bounded table. A response still pairs
+// with a recent request; one whose request was forgotten is written
+// without the request's method.
+func TestPendingBounded(t *testing.T) {
+	var out bytes.Buffer
+	w := &writer{detail: Full, out: bufio.NewWriter(&out)}
+	request := func(n int) {
+		w.write(&record{kind: kindRequest, from: "client", to: "agent", id: json.RawMessage(strconv.Itoa(n)), method: "session/prompt", body: json.RawMessage(`{}`)})
+	}
+	respond := func(n int) Event {
+		w.out.Flush()
+		out.Reset()
+		w.write(&record{kind: kindResponse, from: "agent", to: "client", id: json.RawMessage(strconv.Itoa(n)), body: json.RawMessage(`{}`)})
+		w.out.Flush()
+		var e Event
+		if err := json.Unmarshal(out.Bytes(), &e); err != nil {
+			t.Fatalf("response line %q: %v", out.Bytes(), err)
+		}
+		return e
+	}
+	const n = 3 * pendingLimit
+	for i := range n {
+		request(i)
+	}
+	if held := len(w.pending.newer) + len(w.pending.older); held > 2*pendingLimit {
+		t.Errorf("after %d unanswered requests the trace remembers %d, more than %d", n, held, 2*pendingLimit)
+	}
+	if e := respond(n - pendingLimit); e.Method != "session/prompt" {
+		t.Errorf("a response %d requests after its request: method %q, want session/prompt", pendingLimit, e.Method)
+	}
+	if e := respond(0); e.Method != "" || e.Type != TypeResponse {
+		t.Errorf("a response to a forgotten request: %+v, want a response without a method", e)
 	}
 }
