@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -350,20 +348,8 @@ type shimRun struct {
 // runShimOnce runs the declared stdio server with nothing on its input.
 func runShimOnce(t *testing.T, decl json.RawMessage) *shimRun {
 	t.Helper()
-	var d struct {
-		Command string
-		Args    []string
-		Env     []struct{ Name, Value string }
-	}
-	if err := json.Unmarshal(decl, &d); err != nil {
-		t.Fatalf("declaration %s: %v", decl, err)
-	}
 	run := &shimRun{exited: make(chan struct{})}
-	cmd := exec.Command(d.Command, d.Args...)
-	cmd.Env = os.Environ()
-	for _, kv := range d.Env {
-		cmd.Env = append(cmd.Env, kv.Name+"="+kv.Value)
-	}
+	cmd := shimCommand(t, decl)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

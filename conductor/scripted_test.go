@@ -156,19 +156,7 @@ func scriptedEditor(e *editor) *scripted {
 // returns the client's side of it. Closing its writer ends the client.
 func startShim(t *testing.T, decl json.RawMessage) *scripted {
 	t.Helper()
-	var d struct {
-		Command string
-		Args    []string
-		Env     []struct{ Name, Value string }
-	}
-	if err := json.Unmarshal(decl, &d); err != nil {
-		t.Fatalf("declaration %s: %v", decl, err)
-	}
-	cmd := exec.Command(d.Command, d.Args...)
-	cmd.Env = os.Environ()
-	for _, kv := range d.Env {
-		cmd.Env = append(cmd.Env, kv.Name+"="+kv.Value)
-	}
+	cmd := shimCommand(t, decl)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +175,25 @@ func startShim(t *testing.T, decl json.RawMessage) *scripted {
 		cmd.Wait()
 	})
 	return newScripted(t, "shim", out, in)
+}
+
+// shimCommand is the command of a declared stdio MCP server.
+func shimCommand(t *testing.T, decl json.RawMessage) *exec.Cmd {
+	t.Helper()
+	var d struct {
+		Command string
+		Args    []string
+		Env     []struct{ Name, Value string }
+	}
+	if err := json.Unmarshal(decl, &d); err != nil {
+		t.Fatalf("declaration %s: %v", decl, err)
+	}
+	cmd := exec.Command(d.Command, d.Args...)
+	cmd.Env = os.Environ()
+	for _, kv := range d.Env {
+		cmd.Env = append(cmd.Env, kv.Name+"="+kv.Value)
+	}
+	return cmd
 }
 
 // mcpChain starts editor, conductor and a scripted agent that answers
