@@ -52,3 +52,44 @@ func TestComponentBatch(t *testing.T) {
 		t.Errorf("the agent got %s, want both answers in one array", got)
 	}
 }
+
+// TestMCPMessagePassedOn: the agent's request-binding mcp/message for a
+// server no one in the chain declared goes by position, like any message,
+// and a proxy passes it on toward the editor, which gets it unchanged and
+// answers. It must not be taken for a server's message back to the agent
+// and turned around to it.
+func TestMCPMessagePassedOn(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent}))
+	p, ag := proxyStarted(), agentStarted()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	init := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	p.recvMsg()
+	p.reply(init, `{"protocolVersion":1}`)
+	ed.recvMsg()
+
+	const params = `{"serverId":"elsewhere","requestId":"r1","method":"tools/call","params":{"name":"x"},"_meta":{"k":"v"},"extra":[1]}`
+	ag.send(`{"jsonrpc":"2.0","id":"a1","method":"mcp/message","params":` + params + `}`)
+	wrapped := p.recvMsg()
+	inner, raw, err := wrapped.Unwrap()
+	if err != nil || inner != "mcp/message" || string(raw) != params {
+		t.Fatalf("the proxy got %s", wrapped.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":7,"method":"mcp/message","params":` + params + `}`)
+	m := ed.recvMsg()
+	if m.Method != "mcp/message" || string(m.Params) != params {
+		t.Fatalf("the editor got %s, want the mcp/message the proxy passed on", m.Bytes())
+	}
+	ed.reply(m, `{"result":{"content":[]}}`)
+	if got := p.recvMsg(); string(got.ID) != "7" || string(got.Result) != `{"result":{"content":[]}}` {
+		t.Fatalf("the proxy got %s", got.Bytes())
+	}
+	p.reply(wrapped, `{"result":{"content":[]}}`)
+	if got := ag.recvLine(); string(got) != `{"jsonrpc":"2.0","id":"a1","result":{"result":{"content":[]}}}` {
+		t.Errorf("the agent got %s", got)
+	}
+}

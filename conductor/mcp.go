@@ -691,10 +691,11 @@ func connectTarget(params json.RawMessage) (id, spelling string) {
 
 // routeMCP relays an mcp/* request or notification whose route the MCP
 // tables decide, and reports whether it did. src is the position the message
-// came from (the agent side is topo.last()).
-func (c *chain) routeMCP(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) bool {
+// came from (the agent side is topo.last()), in a successor envelope if
+// enveloped.
+func (c *chain) routeMCP(src int, enveloped bool, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) bool {
 	topo := c.topo.Load()
-	switch topo.routeMCP(src, method, params) {
+	switch topo.routeMCP(src, enveloped, m.IsRequest(), method, params) {
 	case mcpConnect:
 		return c.mcpConnect(from, m, params, b)
 	case mcpOnConn:
@@ -856,8 +857,8 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 	}
 }
 
-// mcpToServer relays the agent's request-binding mcp/message to the
-// server's owner: as it is to an owner that binds per request, translated
+// mcpToServer relays the agent's request-binding mcp/message, or one a
+// proxy passes on toward the client, to the server's owner: as it is to an owner that binds per request, translated
 // onto a connection to one that binds per connection. Until the owner's
 // binding is known, the first message asks with mcp/connect.
 func (c *chain) mcpToServer(from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {

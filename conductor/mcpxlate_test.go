@@ -7,39 +7,50 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
-// TestRouteMCP is the MCP rule table: by side, method and the key the
-// params carry.
+// TestRouteMCP is the MCP rule table: by side (the agent; a proxy's plain
+// request, a call passed on toward the client; anything else, where
+// servers' owners answer from), method and the key the params carry.
 func TestRouteMCP(t *testing.T) {
 	topo := topology{mode: AgentMode, proxies: 2} // the agent is at 3
+	const req, note, plain, wrapped = true, false, false, true
 	for _, c := range []struct {
-		src    int
-		method string
-		params string
-		want   mcpRule
+		src                int
+		enveloped, request bool
+		method             string
+		params             string
+		want               mcpRule
 	}{
-		{3, "mcp/connect", `{"acpId":"s"}`, mcpConnect},
-		{3, "mcp/connect", `{"serverId":"s"}`, mcpConnect},
-		{1, "mcp/connect", `{"serverId":"s"}`, mcpOrdinary},
-		{3, "mcp/message", `{"connectionId":"c","method":"tools/list"}`, mcpOnConn},
-		{3, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
-		{0, "mcp/message", `{"connectionId":"c","method":"roots/list"}`, mcpOnConn},
-		{2, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
-		{3, "mcp/message", `{"serverId":"s","requestId":"r","method":"tools/call"}`, mcpToServer},
-		{3, "mcp/message", `{"serverId":"s","connectionId":"c","method":"tools/call"}`, mcpOnConn},
-		{0, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
-		{1, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
-		{3, "mcp/message", `{"method":"tools/call"}`, mcpOrdinary},
-		{3, "mcp/disconnect", `{"serverId":"s"}`, mcpOrdinary},
-		{3, "mcp/other", `{"serverId":"s"}`, mcpOrdinary},
+		{3, plain, req, "mcp/connect", `{"acpId":"s"}`, mcpConnect},
+		{3, plain, req, "mcp/connect", `{"serverId":"s"}`, mcpConnect},
+		{1, plain, req, "mcp/connect", `{"serverId":"s"}`, mcpOrdinary},
+		{1, wrapped, req, "mcp/connect", `{"serverId":"s"}`, mcpOrdinary},
+		{3, plain, req, "mcp/message", `{"connectionId":"c","method":"tools/list"}`, mcpOnConn},
+		{3, plain, note, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
+		{0, plain, req, "mcp/message", `{"connectionId":"c","method":"roots/list"}`, mcpOnConn},
+		{2, plain, note, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
+		{2, plain, req, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
+		{2, plain, req, "mcp/message", `{"connectionId":"c","method":"roots/list"}`, mcpOnConn},
+		{3, plain, req, "mcp/message", `{"serverId":"s","requestId":"r","method":"tools/call"}`, mcpToServer},
+		{3, plain, req, "mcp/message", `{"serverId":"s","connectionId":"c","method":"tools/call"}`, mcpOnConn},
+		{0, plain, note, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
+		{1, wrapped, note, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
+		// An owner built on the TypeScript SDK notifies its predecessor.
+		{1, plain, note, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
+		// A proxy passing a call on toward the client: on to the server,
+		// never back to the agent.
+		{1, plain, req, "mcp/message", `{"serverId":"s","requestId":"r","method":"tools/call"}`, mcpToServer},
+		{3, plain, req, "mcp/message", `{"method":"tools/call"}`, mcpOrdinary},
+		{3, plain, note, "mcp/disconnect", `{"serverId":"s"}`, mcpOrdinary},
+		{3, plain, req, "mcp/other", `{"serverId":"s"}`, mcpOrdinary},
 		// The Thinkwell dialect: a parent connects by URL; sacp names the
 		// connection to disconnect connection_id.
-		{3, "mcp/connect", `{"connectionId":"c","url":"acp:u"}`, mcpConnect},
-		{3, "mcp/connect", `{"acp_url":"acp:u"}`, mcpConnect},
-		{1, "mcp/disconnect", `{"connection_id":"c"}`, mcpOnConn},
-		{3, "mcp/disconnect", `{"connection_id":"c"}`, mcpOnConn},
+		{3, plain, req, "mcp/connect", `{"connectionId":"c","url":"acp:u"}`, mcpConnect},
+		{3, plain, req, "mcp/connect", `{"acp_url":"acp:u"}`, mcpConnect},
+		{1, wrapped, note, "mcp/disconnect", `{"connection_id":"c"}`, mcpOnConn},
+		{3, plain, note, "mcp/disconnect", `{"connection_id":"c"}`, mcpOnConn},
 	} {
-		if got := topo.routeMCP(c.src, c.method, []byte(c.params)); got != c.want {
-			t.Errorf("from %d: %s %s: rule %d, want %d", c.src, c.method, c.params, got, c.want)
+		if got := topo.routeMCP(c.src, c.enveloped, c.request, c.method, []byte(c.params)); got != c.want {
+			t.Errorf("from %d (enveloped %v, request %v): %s %s: rule %d, want %d", c.src, c.enveloped, c.request, c.method, c.params, got, c.want)
 		}
 	}
 }

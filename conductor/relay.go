@@ -103,7 +103,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 		// Answered meanwhile: it cannot be, as only from's reader takes it.
 	case actMCP:
 		m = new(wire.Message(*m))
-		if c.routeMCP(dc.src, from, m, dc.d.method, dc.raw, b) {
+		if c.routeMCP(dc.src, dc.enveloped, from, m, dc.d.method, dc.raw, b) {
 			return
 		}
 		if dc.err != nil {

@@ -297,28 +297,45 @@ const (
 	mcpOrdinary   mcpRule = iota // not the MCP tables' business: route by position
 	mcpConnect                   // the agent opens a connection to a declared server
 	mcpOnConn                    // a message on a connection (connect binding), either way
-	mcpToServer                  // the agent's message to a declared server (request binding)
+	mcpToServer                  // a message to a declared server (request binding): the agent's, or one a proxy passes on
 	mcpFromServer                // a server's message back to the agent's request (request binding)
 )
 
-// mcpRules is the table: by side (true: the agent side), method and the
-// key the params carry (connectionId, serverId, or neither).
+// An mcpSide is where an mcp/* message comes from, as the rules see it.
+type mcpSide int
+
+const (
+	mcpServerSide mcpSide = iota // the client, or a proxy: where servers' owners answer from
+	mcpAgentSide                 // the agent, or in proxy mode the parent's successor side
+	mcpCaller                    // a proxy's plain request: a call it passes on toward the client
+)
+
+// mcpRules is the table: by side, method and the key the params carry
+// (connectionId, serverId, or neither). In the request binding a caller's
+// mcp/message is a request and a server's a notification (the schema's
+// MessageMcpRequest and MessageMcpNotification); an owner built on the
+// TypeScript SDK sends its notifications to its predecessor, plain, so a
+// proxy's plain mcp/message is a server's unless it is a request, which
+// goes on to the server, never back to the agent.
 var mcpRules = map[mcpKey]mcpRule{
-	{true, methodMCPConnect, mcpKeyNone}:     mcpConnect,
-	{true, methodMCPConnect, mcpKeyServer}:   mcpConnect,
-	{true, methodMCPConnect, mcpKeyConn}:     mcpConnect, // @thinkwell/conductor proposes a connectionId
-	{true, methodMCPMessage, mcpKeyConn}:     mcpOnConn,
-	{true, methodMCPDisconnect, mcpKeyConn}:  mcpOnConn,
-	{false, methodMCPMessage, mcpKeyConn}:    mcpOnConn,
-	{false, methodMCPDisconnect, mcpKeyConn}: mcpOnConn,
-	{true, methodMCPMessage, mcpKeyServer}:   mcpToServer,
-	{false, methodMCPMessage, mcpKeyServer}:  mcpFromServer,
+	{mcpAgentSide, methodMCPConnect, mcpKeyNone}:     mcpConnect,
+	{mcpAgentSide, methodMCPConnect, mcpKeyServer}:   mcpConnect,
+	{mcpAgentSide, methodMCPConnect, mcpKeyConn}:     mcpConnect, // @thinkwell/conductor proposes a connectionId
+	{mcpAgentSide, methodMCPMessage, mcpKeyConn}:     mcpOnConn,
+	{mcpAgentSide, methodMCPDisconnect, mcpKeyConn}:  mcpOnConn,
+	{mcpServerSide, methodMCPMessage, mcpKeyConn}:    mcpOnConn,
+	{mcpServerSide, methodMCPDisconnect, mcpKeyConn}: mcpOnConn,
+	{mcpCaller, methodMCPMessage, mcpKeyConn}:        mcpOnConn,
+	{mcpCaller, methodMCPDisconnect, mcpKeyConn}:     mcpOnConn,
+	{mcpAgentSide, methodMCPMessage, mcpKeyServer}:   mcpToServer,
+	{mcpCaller, methodMCPMessage, mcpKeyServer}:      mcpToServer,
+	{mcpServerSide, methodMCPMessage, mcpKeyServer}:  mcpFromServer,
 }
 
 type mcpKey struct {
-	agentSide bool
-	method    string
-	key       mcpKeyKind
+	side   mcpSide
+	method string
+	key    mcpKeyKind
 }
 
 type mcpKeyKind int
@@ -329,12 +346,19 @@ const (
 	mcpKeyServer            // params.serverId without a connectionId: the request binding
 )
 
-// routeMCP names the rule for an mcp/* message. A connectionId wins over a
-// serverId, so a connect-binding message that also names its server stays
-// on its connection; an mcp/connect names its server as acpId, serverId or
-// (from a Thinkwell parent) url or acp_url.
-func (t topology) routeMCP(src int, method string, params []byte) mcpRule {
-	k := mcpKey{agentSide: src == t.last(), method: method}
+// routeMCP names the rule for an mcp/* message from src: a request if
+// request, arrived in a successor envelope if enveloped. A connectionId
+// wins over a serverId, so a connect-binding message that also names its
+// server stays on its connection; an mcp/connect names its server as
+// acpId, serverId or (from a Thinkwell parent) url or acp_url.
+func (t topology) routeMCP(src int, enveloped, request bool, method string, params []byte) mcpRule {
+	k := mcpKey{side: mcpServerSide, method: method}
+	switch {
+	case src == t.last():
+		k.side = mcpAgentSide
+	case t.role(src) == roleProxy && !enveloped && request:
+		k.side = mcpCaller
+	}
 	switch {
 	case connID(params) != nil:
 		k.key = mcpKeyConn
