@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -20,8 +19,10 @@ import (
 // cancelServed handles $/cancel_request from the conductor for a request the
 // proxy received. A handler sees its context cancelled; a relayed request is
 // cancelled in turn under the proxy's own id, and whatever the peer answers
-// is still passed back. An id the proxy has already answered, or never saw,
-// is ignored, as the request-cancellation RFD asks.
+// is still passed back. Only the id changes on the way: what else the cancel
+// carries (_meta, with trace context, say) goes on with it. An id the proxy
+// has already answered, or never saw, is ignored, as the
+// request-cancellation RFD asks.
 func (c *Conn) cancelServed(params json.RawMessage) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
@@ -36,21 +37,30 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 	switch {
 	case s == nil:
 	case s.cancel != nil:
-		s.cancel(errCancelRequested)
+		s.cancel(&cancelRequested{params: params})
 	default:
-		c.cancelRequest(wire.IntID(s.relayedAs))
+		c.cancelRequest(wire.IntID(s.relayedAs), params)
 	}
 }
 
-// errCancelRequested is the cause of a handler's context cancelled by the
-// caller's $/cancel_request. Calls made under it pass the cancel on and still
-// wait for the answer, rather than abandon it.
-var errCancelRequested = errors.New("proxy: the caller cancelled the request")
+// A cancelRequested is the cause of a handler's context cancelled by the
+// caller's $/cancel_request, whose params it keeps. Calls made under it pass
+// the cancel on, with those params, and still wait for the answer, rather
+// than abandon it.
+type cancelRequested struct{ params json.RawMessage }
+
+func (*cancelRequested) Error() string { return "proxy: the caller cancelled the request" }
 
 // cancelRequest tells the conductor that the proxy no longer needs the answer
 // to its request id, whichever side it went to: plain, as for any request
-// on this connection.
-func (c *Conn) cancelRequest(id json.RawMessage) {
+// on this connection. The params of the cancel that caused it, if any, go
+// on with only the id changed.
+func (c *Conn) cancelRequest(id json.RawMessage, caused json.RawMessage) {
 	params := append(append([]byte(`{"requestId":`), id...), '}')
+	if caused != nil {
+		if p, err := wire.SetPath(caused, []string{"requestId"}, id); err == nil {
+			params = p
+		}
+	}
 	c.out.put(nil, c.encode(Predecessor, nil, wire.MethodCancelRequest, params))
 }

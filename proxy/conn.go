@@ -147,18 +147,18 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	select {
 	case m = <-cl.answer:
 	case <-ctx.Done():
-		if errors.Is(context.Cause(ctx), errCancelRequested) {
+		if cause, ok := errors.AsType[*cancelRequested](context.Cause(ctx)); ok {
 			// The caller asked to cancel the request this call serves: pass
 			// the cancel on and wait, since the callee must still answer
 			// (perhaps with partial results, or stopReason "cancelled"),
 			// and that answer is the caller's.
-			c.cancelRequest(id)
+			c.cancelRequest(id, cause.params)
 			m = <-cl.answer
 			break
 		}
 		if c.forget(n) {
 			c.out.resume(h, false)
-			c.cancelRequest(id)
+			c.cancelRequest(id, nil)
 			return nil, ctx.Err()
 		}
 		m = <-cl.answer // the answer is already on its way

@@ -149,6 +149,40 @@ func testCancelRequest(t *testing.T) {
 	c.quiet()
 }
 
+// A cancel passed on keeps everything it carried but the id: _meta (W3C
+// trace context, which the meta-propagation RFD reserves there) and
+// members the proxy does not know, for a relayed request and for one a
+// handler forwards alike.
+func TestCancelRequestKeepsMeta(t *testing.T) { synctest.Test(t, testCancelRequestKeepsMeta) }
+
+func testCancelRequestKeepsMeta(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{"session/load": forwardHandler},
+	})
+	const meta = `"_meta":{"traceparent":"00-abc-def-01"},"x-extra":[1,{"k":"ü"}]`
+
+	c.send(`{"jsonrpc":"2.0","id":"r1","method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r1",` + meta + `}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1,` + meta + `}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"r1","result":{"stopReason":"cancelled"}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":"w1","method":"proxy/successor","params":{"method":"session/request_permission","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"method":"session/request_permission","params":{}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{` + meta + `,"requestId":"w1"}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{` + meta + `,"requestId":2}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"error":{"code":-32800,"message":"Request cancelled"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"w1","error":{"code":-32800,"message":"Request cancelled"}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":"h1","method":"session/load","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"h1",` + meta + `}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":3,` + meta + `}}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"result":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"h1","result":{}}`)
+}
+
 // A call whose context ends first returns the context's error, and the
 // conductor hears that the answer is no longer wanted.
 func TestCallContextDone(t *testing.T) {

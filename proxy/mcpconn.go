@@ -236,7 +236,7 @@ func (c *MCPConn) end(why error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(asked)) {
 		if hc.forget(id) {
-			hc.cancelRequest(wire.IntID(id))
+			hc.cancelRequest(wire.IntID(id), nil)
 		}
 	}
 }
