@@ -265,13 +265,18 @@ class Proxy:
 
         The conductor names the request by the id it had here, whichever
         side it came from, and the cancel goes on plain, as the ACP schema
-        says for every hop, even for a request we sent in an envelope.
+        says for every hop, even for a request we sent in an envelope. Only
+        the id changes: _meta (trace context, say) and whatever else it
+        carries go on with it.
         """
         target = json.dumps(json.loads(params or "{}").get("requestId"))
         for came_from in (PREDECESSOR, SUCCESSOR):
             ours = self.relayed.get((came_from, target))
             if ours is not None:
-                self.send(message(method="$/cancel_request", params=dumps({"requestId": ours})))
+                kept = members(params)
+                kept["requestId"] = dumps(ours)
+                params = "{" + ",".join(f"{dumps(k)}:{v}" for k, v in kept.items()) + "}"
+                self.send(message(method="$/cancel_request", params=params))
                 return
         # answered already, or by us
 

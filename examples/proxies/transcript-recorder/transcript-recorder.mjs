@@ -150,16 +150,25 @@ function passBack(m) {
   send(line);
 }
 
+// withMember returns the JSON object text with member name set to the raw
+// value, every other member's text as it was.
+function withMember(text, name, value) {
+  const m = members(text);
+  m.set(name, value);
+  return `{${[...m].map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(",")}}`;
+}
+
 // cancel passes on $/cancel_request for a request we sent on, under our id.
 // The conductor names the request by the id it had here, whichever side it
 // came from, and the cancel goes on plain, as the ACP schema says for every
-// hop, even for a request we sent in an envelope.
+// hop, even for a request we sent in an envelope. Only the id changes:
+// _meta (trace context, say) and whatever else it carries go on with it.
 function cancel(params) {
   const target = JSON.stringify(params === undefined ? undefined : JSON.parse(params).requestId);
   for (const from of ["predecessor", "successor"]) {
     const ours = relayed.get(`${from} ${target}`);
     if (ours !== undefined) {
-      send(message({ method: "$/cancel_request", params: `{"requestId":${ours}}` }));
+      send(message({ method: "$/cancel_request", params: withMember(params, "requestId", String(ours)) }));
       return;
     }
   }
