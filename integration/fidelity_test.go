@@ -16,8 +16,9 @@ import (
 
 // TestFidelity sends every method the official TypeScript SDK knows, in ACP
 // v1 (with the experimental NES methods) and v2, both ways, through the
-// conductor with no proxy, with two proxy-library passthroughs and with two
-// Node passthroughs, and checks that each arrives as it was sent: the
+// conductor with no proxy, with two proxy-library passthroughs, with two
+// Node passthroughs and with two of the example Node transcript recorders
+// (which change nothing), and checks that each arrives as it was sent: the
 // receiving side's params deep-equal to the sender's, _meta and members no
 // schema has included, and the answer, result or error (code, message,
 // data), deep-equal to what the receiver answered. Each method is answered
@@ -41,15 +42,20 @@ func TestFidelity(t *testing.T) {
 	requireConductor(t)
 	requireLibProxy(t)
 	nodePassthrough := filepath.Join(repoRoot, "bench", "node", "passthrough.mjs")
+	recorder := filepath.Join(repoRoot, "examples", "proxies", "transcript-recorder", "transcript-recorder.mjs")
 	chains := []struct {
 		name    string
-		proxies func() []string // nil: the editor spawns the agent itself
+		proxies func(dir string) []string // nil: the editor spawns the agent itself
 	}{
 		{"direct", nil},
-		{"0 proxies", func() []string { return nil }},
-		{"2 proxy-library proxies", func() []string { return []string{libProxyCmd("lib1"), libProxyCmd("lib2")} }},
-		{"2 Node proxies", func() []string {
+		{"0 proxies", func(string) []string { return nil }},
+		{"2 proxy-library proxies", func(string) []string { return []string{libProxyCmd("lib1"), libProxyCmd("lib2")} }},
+		{"2 Node proxies", func(string) []string {
 			return []string{shellJoin(nodeBin, nodePassthrough), shellJoin(nodeBin, nodePassthrough)}
+		}},
+		{"2 transcript recorders", func(dir string) []string {
+			return []string{shellJoin(nodeBin, recorder, "--out", filepath.Join(dir, "t1.jsonl")),
+				shellJoin(nodeBin, recorder, "--out", filepath.Join(dir, "t2.jsonl"))}
 		}},
 	}
 	for _, version := range []int{1, 2} {
@@ -144,7 +150,7 @@ type handledEntry struct {
 // runFidelity runs the fidelity editor against the fidelity agent of
 // version, through the conductor with proxies (or directly, if proxies is
 // nil), and checks every case's crossing.
-func runFidelity(t *testing.T, version int, proxies func() []string) *fidelityRun {
+func runFidelity(t *testing.T, version int, proxies func(dir string) []string) *fidelityRun {
 	t.Helper()
 	ctx := testContext(t, 120*time.Second)
 	dir := t.TempDir()
@@ -153,7 +159,7 @@ func runFidelity(t *testing.T, version int, proxies func() []string) *fidelityRu
 	agent := []string{nodeBin, fid, "agent", "--version", v, "--record", filepath.Join(dir, "agent.jsonl")}
 	argv := append([]string{nodeBin, fid, "client", "--version", v, "--record", filepath.Join(dir, "editor.jsonl"), "--"}, agent...)
 	if proxies != nil {
-		argv = append(argv[:len(argv)-len(agent)], agentModeArgs(append(proxies(), shellJoin(agent...))...)...)
+		argv = append(argv[:len(argv)-len(agent)], agentModeArgs(append(proxies(dir), shellJoin(agent...))...)...)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = peersDir
