@@ -3,6 +3,8 @@ package conductor
 import (
 	"strings"
 	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // TestResponseWithNullError: an answer written with "error": null beside
@@ -91,5 +93,44 @@ func TestMCPMessagePassedOn(t *testing.T) {
 	p.reply(wrapped, `{"result":{"content":[]}}`)
 	if got := ag.recvLine(); string(got) != `{"jsonrpc":"2.0","id":"a1","result":{"result":{"content":[]}}}` {
 		t.Errorf("the agent got %s", got)
+	}
+}
+
+// TestMCPMessageFromProxyLeavesAgentSpelling: a proxy that calls a declared
+// server by its serverId says nothing of how the agent spells server ids,
+// so the declarations the agent gets later are still given the RFD's id
+// beside the schema's serverId, as for an agent not yet heard from.
+func TestMCPMessageFromProxyLeavesAgentSpelling(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent}))
+	p, ag := proxyStarted(), agentStarted()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	init := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
+	p.recvMsg()
+	p.reply(init, `{"protocolVersion":1}`)
+	ed.recvMsg()
+
+	newSession := func(id, server string) *wire.Message {
+		ed.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","serverId":"` + server + `"}]}}`)
+		m := p.recvMsg()
+		p.send(`{"jsonrpc":"2.0","id":"p` + id + `","method":"proxy/successor","params":{"method":"session/new","params":` + string(m.Params) + `}}`)
+		got := ag.recvMsg()
+		ag.reply(got, `{"sessionId":"s-`+id+`"}`)
+		p.reply(m, string(p.recvMsg().Result))
+		ed.recvMsg()
+		return got
+	}
+	newSession("n1", "srv-1")
+	p.send(`{"jsonrpc":"2.0","id":7,"method":"mcp/message","params":{"serverId":"srv-1","requestId":"r1","method":"tools/list"}}`)
+	if m := ed.recvMsg(); !strings.HasPrefix(m.Method, "mcp/") {
+		t.Fatalf("the editor, the server's owner, got %s", m.Bytes())
+	}
+	declared := newSession("n2", "srv-2")
+	if servers := string(wire.Member(declared.Params, "mcpServers")); !strings.Contains(servers, `"id":"srv-2"`) {
+		t.Errorf("after a proxy's call, the agent was declared %s; want the RFD's id added", servers)
 	}
 }

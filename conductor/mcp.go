@@ -702,7 +702,7 @@ func (c *chain) routeMCP(src int, enveloped bool, from *peer, m *wire.Message, m
 		c.mcpOnConn(src, from, m, method, params, b)
 		return true
 	case mcpToServer:
-		return c.mcpToServer(from, m, params, b)
+		return c.mcpToServer(src == topo.last(), from, m, params, b)
 	case mcpFromServer:
 		c.mcpFromServer(from, m, params, b)
 		return true
@@ -857,11 +857,12 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 	}
 }
 
-// mcpToServer relays the agent's request-binding mcp/message, or one a
-// proxy passes on toward the client, to the server's owner: as it is to an owner that binds per request, translated
-// onto a connection to one that binds per connection. Until the owner's
-// binding is known, the first message asks with mcp/connect.
-func (c *chain) mcpToServer(from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
+// mcpToServer relays the agent's request-binding mcp/message (fromAgent),
+// or one a proxy passes on toward the client, to the server's owner: as it
+// is to an owner that binds per request, translated onto a connection to
+// one that binds per connection. Until the owner's binding is known, the
+// first message asks with mcp/connect.
+func (c *chain) mcpToServer(fromAgent bool, from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
 	var serverID string
 	if json.Unmarshal(wire.Member(params, "serverId"), &serverID) != nil {
 		return false
@@ -870,7 +871,9 @@ func (c *chain) mcpToServer(from *peer, m *wire.Message, params json.RawMessage,
 	if !ok {
 		return false // not declared in this chain: ordinary routing
 	}
-	c.mcp.agentSpoke("serverId")
+	if fromAgent {
+		c.mcp.agentSpoke("serverId") // a proxy's spelling says nothing of the agent's
+	}
 	params = c.mcp.withSession(params, serverID)
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
 		c.relayToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
