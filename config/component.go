@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mattn/go-shellwords"
-
 	"github.com/acp-conductor/acp-conductor/conductor"
 )
 
@@ -74,15 +72,9 @@ func ParseComponent(s string) (Component, error) {
 		}
 		return c, nil
 	}
-	p := shellwords.NewParser() // expansions stay off: nothing here runs a shell
-	words, err := p.Parse(s)
+	words, err := splitWords(s)
 	if err != nil {
-		return Component{}, fmt.Errorf("component %q: unbalanced quote, escape or parenthesis: %w", s, err)
-	}
-	if p.Position >= 0 {
-		// The parser stops at an unquoted ; & | < or >, which would silently
-		// drop the rest of the line.
-		return Component{}, fmt.Errorf("component %q: unquoted shell operator at character %d; components are not run by a shell, so quote it", s, p.Position+1)
+		return Component{}, fmt.Errorf("component %q: %w", s, err)
 	}
 	var c Component
 	for len(words) > 0 {

@@ -5,9 +5,11 @@
 // final agent. It comes either from a YAML chain file or from command-line
 // components, never both. A command-line component is one shell-words string
 // whose leading NAME=value words become its environment, for example
-// "API_KEY=abc ctx-proxy --flag 'a b'"; it is split like a shell would split
-// it but never run by one, so $VAR, globs and operators such as | are not
-// interpreted. A chain file is decoded strictly: an unknown key, a value of
+// "API_KEY=abc ctx-proxy --flag 'a b'"; it is split like a POSIX shell would
+// split it (quotes and backslashes as a shell reads them) but never run by
+// one, so $VAR and globs are not expanded, and an unquoted operator such as
+// |, a parenthesis, a backquote or a # that would start a comment is an
+// error rather than a word. A chain file is decoded strictly: an unknown key, a value of
 // the wrong type or an invalid value is reported as a Problem carrying its
 // line, and every problem in the file is reported at once.
 //

@@ -51,26 +51,3 @@ func derefOr(c *Component) []Component {
 	}
 	return []Component{*c}
 }
-
-// FuzzParseComponent checks that ParseComponent never panics and that a
-// component it accepts has a command and only well-formed variable names.
-func FuzzParseComponent(f *testing.F) {
-	f.Add(`FOO=1 my-agent --acp 'a b'`)
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := ParseComponent(s)
-		if err != nil {
-			return
-		}
-		if strings.TrimSpace(c.Command) == "" {
-			t.Fatalf("ParseComponent(%q) accepted an empty command", s)
-		}
-		if _, _, ok := envWord(c.Command); ok {
-			t.Fatalf("ParseComponent(%q) left assignment %q as the command", s, c.Command)
-		}
-		for name := range c.Env {
-			if !isShellName(name) {
-				t.Fatalf("ParseComponent(%q) accepted variable name %q", s, name)
-			}
-		}
-	})
-}

@@ -170,7 +170,7 @@ func requireLibProxy(t *testing.T) {
 
 // ---- component command lines ---------------------------------------------
 
-// shellQuote quotes s as one shell word, as go-shellwords and sh read it.
+// shellQuote quotes s as one shell word, as sh and the conductor read it.
 func shellQuote(s string) string {
 	if s == "" {
 		return "''"
