@@ -1,10 +1,15 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,6 +64,199 @@ func FuzzPost(f *testing.F) {
 			if c := s.lookup(id); c != nil {
 				c.Close()
 			}
+		}
+	})
+}
+
+// sseEvents parses an SSE stream as the WHATWG spec says a client must
+// (lines end in CR LF, LF or CR alone; a leading BOM is dropped; a "data"
+// field without a colon has an empty value; one space after the colon is
+// dropped), returning the data of each event dispatched, or nil where the
+// spec dispatches one with no data. An event not ended by a blank line is
+// never dispatched.
+func sseEvents(stream []byte) [][]byte {
+	stream = bytes.TrimPrefix(stream, []byte("\uFEFF"))
+	var events [][]byte
+	var data []byte
+	dataSeen := false
+	for {
+		i := bytes.IndexAny(stream, "\r\n")
+		if i < 0 {
+			return events // the rest is an unfinished line
+		}
+		line := stream[:i]
+		if stream[i] == '\r' && i+1 < len(stream) && stream[i+1] == '\n' {
+			i++
+		}
+		stream = stream[i+1:]
+		if len(line) == 0 {
+			if dataSeen {
+				events = append(events, bytes.TrimSuffix(data, []byte("\n")))
+			}
+			data, dataSeen = nil, false
+			continue
+		}
+		field, value, colon := bytes.Cut(line, []byte(":"))
+		if colon {
+			value = bytes.TrimPrefix(value, []byte(" "))
+		}
+		if len(field) == 0 || string(field) != "data" {
+			continue // a comment, or a field that carries no data
+		}
+		data = append(append(data, value...), '\n')
+		dataSeen = true
+	}
+}
+
+// FuzzSSE holds the client's SSE parser to the spec (sseEvents): each
+// event with data is delivered, in order, as its data on one line,
+// compacted where it is JSON, and nothing else is.
+func FuzzSSE(f *testing.F) {
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"))
+	f.Add([]byte(": keepalive\n\ndata: {\"a\":\ndata: 1}\r\n\r\nevent: x\nid: 3\n\ndata:x"))
+	f.Add([]byte("data: {\"a\":1}\r\rdata:{\"b\":2}\r\r"))
+	f.Add([]byte("\uFEFFdata: {\"a\":1}\n\ndata\ndata: [1]\n\n"))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		c := newHTTPClient("http://127.0.0.1:1/acp", DialOptions{MaxMessageBytes: 1 << 20, HTTPClient: http.DefaultClient})
+		c.in = make(chan []byte, len(stream)+1) // never blocks
+		err := c.readStream(bytes.NewReader(stream), "")
+		close(c.in)
+		var got [][]byte
+		for msg := range c.in {
+			got = append(got, msg)
+		}
+		c.fail(ErrClosed)
+		c.wg.Wait()
+		if err != io.EOF {
+			t.Fatalf("readStream ended with %v, want EOF", err)
+		}
+		var want [][]byte
+		for _, e := range sseEvents(stream) {
+			if len(e) > 0 { // an event with empty data carries no message
+				want = append(want, compact(e))
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("delivered %q, the spec's events are %q", got, want)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("message %d is %q, the spec's event %q", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+// FuzzLines: whatever a peer sends as one message, the stdio side reads
+// it as one line, the same JSON where it is JSON; and whatever the stdio
+// side writes, in whatever pieces, each line that is not blank goes out
+// as one message, byte for byte.
+func FuzzLines(f *testing.F) {
+	f.Add([]byte("{\"a\":\n1}"), []byte("{\"x\":1}\n\n  \n{\"y\":\r\n"), 3)
+	f.Add([]byte("not\r\njson"), []byte("a\nb"), 1)
+	f.Fuzz(func(t *testing.T, msg, written []byte, cut int) {
+		peer := &scripted{in: [][]byte{msg}}
+		r, w := Lines(context.Background(), peer)
+		line, err := bufio.NewReader(r).ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading %q: %v", msg, err)
+		}
+		line = line[:len(line)-1]
+		if bytes.ContainsAny(line, "\r\n") {
+			t.Fatalf("message %q came out as %q", msg, line)
+		}
+		if json.Valid(msg) {
+			var want bytes.Buffer
+			json.Compact(&want, msg)
+			if !bytes.Equal(line, want.Bytes()) {
+				t.Fatalf("message %q came out as %q, want %q", msg, line, want.Bytes())
+			}
+		} else if !bytes.Equal(line, bytes.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' {
+				return ' '
+			}
+			return r
+		}, msg)) && bytes.ContainsAny(msg, "\r\n") {
+			t.Fatalf("message %q came out as %q", msg, line)
+		}
+		cut = min(max(cut, 0), len(written))
+		w.Write(written[:cut])
+		w.Write(written[cut:])
+		var want [][]byte
+		lines := bytes.Split(written, []byte("\n"))
+		for _, l := range lines[:len(lines)-1] { // the last has no newline yet
+			if len(bytes.TrimSpace(l)) > 0 {
+				want = append(want, l)
+			}
+		}
+		if len(peer.out) != len(want) {
+			t.Fatalf("wrote %q: sent %q, want %q", written, peer.out, want)
+		}
+		for i := range want {
+			if !bytes.Equal(peer.out[i], want[i]) {
+				t.Fatalf("wrote %q: message %d is %q, want %q", written, i, peer.out[i], want[i])
+			}
+		}
+	})
+}
+
+// scripted is a Conn that reads what it holds, then EOF, and keeps what
+// is written to it.
+type scripted struct {
+	in  [][]byte
+	out [][]byte
+}
+
+func (s *scripted) Read(ctx context.Context) ([]byte, error) {
+	if len(s.in) == 0 {
+		return nil, io.EOF
+	}
+	msg := s.in[0]
+	s.in = s.in[1:]
+	return msg, nil
+}
+
+func (s *scripted) Write(ctx context.Context, msg []byte) error {
+	s.out = append(s.out, append([]byte(nil), msg...))
+	return nil
+}
+
+func (s *scripted) Close() error { return nil }
+
+// FuzzGuard: a loopback Guard admits a request only if its Host names
+// this machine (or an allowed host) as net/url reads a URL with that
+// authority, and so does its Origin, if any; and only with the token.
+func FuzzGuard(f *testing.F) {
+	f.Add("127.0.0.1:8765", "", "Bearer tok")
+	f.Add("localhost", "http://localhost:3000", "bearer  tok ")
+	f.Add("[::1]:80", "null", "Bearer tok")
+	f.Add("evil.example:80", "http://127.0.0.1", "Bearer tok")
+	f.Add("tunnel.example", "https://TUNNEL.example:1", "Bearer tok")
+	g := &Guard{Token: "tok", Loopback: true, AllowedHosts: []string{"tunnel.example"}}
+	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }))
+	f.Fuzz(func(t *testing.T, host, origin, auth string) {
+		req := httptest.NewRequestWithContext(context.Background(), "POST", "/acp", nil)
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		req.Header.Set("Authorization", auth)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 299 {
+			return
+		}
+		local := func(name string) bool { return IsLoopbackHost(name) || strings.EqualFold(name, "tunnel.example") }
+		if u, err := url.Parse("http://" + host); err != nil || !local(u.Hostname()) {
+			t.Fatalf("admitted Host %q, which names %v (%v)", host, u, err)
+		}
+		if origin != "" {
+			if u, err := url.Parse(origin); err != nil || !local(u.Hostname()) {
+				t.Fatalf("admitted Origin %q, which names %v (%v)", origin, u, err)
+			}
+		}
+		if scheme, tok, _ := strings.Cut(auth, " "); !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(tok) != "tok" {
+			t.Fatalf("admitted Authorization %q", auth)
 		}
 	})
 }

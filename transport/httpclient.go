@@ -297,12 +297,16 @@ func (c *httpClient) forgetSession(session string) {
 
 // readStream delivers each SSE event's data as a message.
 func (c *httpClient) readStream(body io.Reader, session string) error {
-	br := bufio.NewReaderSize(body, 64<<10)
+	lines := bufio.NewScanner(body)
+	lines.Buffer(make([]byte, 64<<10), c.limit+16)
+	lines.Split(sseLine)
 	var data []byte
-	for {
-		line, err := readLine(br, c.limit)
-		if err != nil {
-			return err
+	for first := true; lines.Scan(); first = false {
+		line := lines.Bytes()
+		if first {
+			// The spec has a client drop a byte order mark that starts
+			// the stream; the first event would be lost with it.
+			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
 		}
 		switch {
 		case len(line) == 0:
@@ -314,8 +318,9 @@ func (c *httpClient) readStream(body io.Reader, session string) error {
 					return nil
 				}
 			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			v := bytes.TrimPrefix(line[5:], []byte(" "))
+		case bytes.HasPrefix(line, []byte("data:")), string(line) == "data":
+			// A "data" line without a colon has an empty value.
+			v := bytes.TrimPrefix(line[min(5, len(line)):], []byte(" "))
 			if len(data) > 0 {
 				data = append(data, '\n')
 			}
@@ -326,6 +331,13 @@ func (c *httpClient) readStream(body io.Reader, session string) error {
 		}
 		// Comments, event names and ids carry nothing ACP needs.
 	}
+	if errors.Is(lines.Err(), bufio.ErrTooLong) {
+		return fmt.Errorf("message exceeds %d bytes", c.limit)
+	}
+	if err := lines.Err(); err != nil {
+		return err
+	}
+	return io.EOF // an event the stream did not finish is not dispatched
 }
 
 // route notes what an incoming message tells about streams: a request on a
@@ -367,27 +379,30 @@ func (c *httpClient) route(msg []byte, session string) (closed bool) {
 	return closed
 }
 
-// readLine reads one SSE line without its terminator, bounded by limit.
-func readLine(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := br.ReadSlice('\n')
-		line = append(line, frag...)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			if err == io.EOF && len(line) > 0 {
-				break
-			}
-			return nil, err
-		}
-		if len(line) > limit+16 {
-			return nil, fmt.Errorf("message exceeds %d bytes", limit)
-		}
+// sseLine is a bufio.SplitFunc for the lines of an SSE stream, which end
+// in CR LF, LF or a CR alone, as the spec allows a server to end them. A
+// final line with no end is left out: it cannot finish an event.
+func sseLine(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	end := bytes.IndexByte(data, '\n')
+	if end < 0 {
+		end = len(data)
 	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r")), nil
+	if cr := bytes.IndexByte(data[:end], '\r'); cr >= 0 {
+		if cr+1 == len(data) && !atEOF {
+			return 0, nil, nil // an LF may follow
+		}
+		if cr+1 < len(data) && data[cr+1] == '\n' {
+			return cr + 2, data[:cr], nil
+		}
+		return cr + 1, data[:cr], nil
+	}
+	if end < len(data) {
+		return end + 1, data[:end], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), nil, nil
+	}
+	return 0, nil, nil
 }
 
 // Close ends the connection with DELETE and stops its streams.
