@@ -41,17 +41,15 @@ func compact(msg []byte) []byte {
 	return bytes.ReplaceAll(out, []byte("\r"), []byte(" "))
 }
 
-// sessionOf returns the sessionId member of an object, or "".
+// sessionOf returns the sessionId member of an object, or "". Its name is
+// read as every SDK reads it, escapes decoded and the last of repeated
+// names counting, so that the stream a message goes to is that of the
+// session its reader sees.
 func sessionOf(obj json.RawMessage) string {
 	var id string
-	if len(obj) == 0 || obj[0] != '{' {
-		return ""
+	if v := wire.Member(obj, "sessionId"); len(v) > 0 && v[0] == '"' {
+		_ = json.Unmarshal(v, &id)
 	}
-	wire.EachField(obj, func(key, val []byte) {
-		if string(key) == `"sessionId"` && len(val) > 0 && val[0] == '"' {
-			_ = json.Unmarshal(val, &id)
-		}
-	})
 	return id
 }
 

@@ -223,6 +223,45 @@ func (s *scripted) Write(ctx context.Context, msg []byte) error {
 
 func (s *scripted) Close() error { return nil }
 
+// FuzzSessionOf holds what the transport reads of a message for its
+// routing, the sessionId of params or a result and the protocolVersion of
+// an initialize result, to what encoding/json (and so every SDK) reads.
+func FuzzSessionOf(f *testing.F) {
+	f.Add([]byte(`{"sessionId":"s1","x":{"sessionId":"no"}}`))
+	f.Add([]byte(`{"session\u0049d":"s2"}`))
+	f.Add([]byte(`{"sessionId":"a","sessionId":"b","protocolVersion":1}`))
+	f.Add([]byte(`{"protocolVersion":"2025-06-18"}`))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		got := sessionOf(obj)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil {
+			return // the relay passes on only valid JSON
+		}
+		var want string
+		if json.Unmarshal(m["sessionId"], &want) != nil {
+			want = ""
+		}
+		if got != want {
+			t.Fatalf("sessionOf(%s) = %q, encoding/json reads %q", obj, got, want)
+		}
+		var v any
+		d := json.NewDecoder(bytes.NewReader(m["protocolVersion"]))
+		d.UseNumber()
+		wantVersion := ""
+		if d.Decode(&v) == nil {
+			switch v := v.(type) {
+			case string:
+				wantVersion = v
+			case json.Number:
+				wantVersion = string(bytes.TrimSpace(m["protocolVersion"]))
+			}
+		}
+		if got := protocolVersionOf(obj); got != wantVersion {
+			t.Fatalf("protocolVersionOf(%s) = %q, encoding/json reads %q", obj, got, wantVersion)
+		}
+	})
+}
+
 // FuzzGuard: a loopback Guard admits a request only if its Host names
 // this machine (or an allowed host) as net/url reads a URL with that
 // authority, and so does its Origin, if any; and only with the token.
