@@ -310,22 +310,27 @@ func (c *httpClient) readStream(body io.Reader, session string) error {
 		}
 		switch {
 		case len(line) == 0:
-			if len(data) > 0 {
-				msg := compact(data)
-				data = nil
-				closed := c.route(msg, session)
-				if !c.deliver(msg) || closed {
-					return nil
-				}
+			// The event's data is its data lines', each ended by a line
+			// feed but the last, as the spec joins them; blank, it
+			// carries no message.
+			if len(data) == 0 {
+				continue
+			}
+			msg := data[:len(data)-1]
+			data = nil
+			if len(bytes.TrimSpace(msg)) == 0 {
+				continue
+			}
+			msg = compact(msg)
+			closed := c.route(msg, session)
+			if !c.deliver(msg) || closed {
+				return nil
 			}
 		case bytes.HasPrefix(line, []byte("data:")), string(line) == "data":
 			// A "data" line without a colon has an empty value.
 			v := bytes.TrimPrefix(line[min(5, len(line)):], []byte(" "))
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, v...)
-			if len(data) > c.limit {
+			data = append(append(data, v...), '\n')
+			if len(data) > c.limit+1 {
 				return fmt.Errorf("message exceeds %d bytes", c.limit)
 			}
 		}
