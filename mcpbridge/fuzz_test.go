@@ -2,10 +2,16 @@ package mcpbridge
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // FuzzRouteServer: each server id short enough to have a route has
@@ -70,6 +76,162 @@ func FuzzBearer(f *testing.F) {
 		token, ok := bearer(h)
 		if ok && (!strings.EqualFold(h[:7], "Bearer ") || h[7:] != token || token == "" || strings.ContainsAny(token, " \t")) {
 			t.Errorf("bearer(%q) = %q", h, token)
+		}
+	})
+}
+
+// FuzzParsePost holds the check of a POST body to what it promises: a body
+// is taken if and only if it is one JSON-RPC message or a non-empty batch
+// of them, whose requests have distinct ids that are not null, with no
+// initialize in a batch; what is taken is the same JSON on one line, with
+// every request's id; and a refusal maps to the JSON-RPC error it is.
+func FuzzParsePost(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
+		"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"},\n {\"jsonrpc\":\"2.0\",\"method\":\"b\"}]",
+		`[{"jsonrpc":"2.0","id":"a","method":"x"},{"jsonrpc":"2.0","id":"\u0061","method":"y"}]`,
+		`[]`, `[1]`, `{"jsonrpc":"2.0","id":null,"method":"x"}`, ` {"jsonrpc":"2.0","id":1,"result":{}} `,
+		`[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := parsePost(body)
+		// The reference: encoding/json's reading, and wire.Parse's of each
+		// message.
+		ok, ids, init := true, map[string]json.RawMessage{}, false
+		var elems []json.RawMessage
+		trimmed := bytes.TrimSpace(body)
+		switch {
+		case !json.Valid(trimmed):
+			ok = false
+		case trimmed[0] == '[':
+			json.Unmarshal(trimmed, &elems)
+			ok = len(elems) > 0
+		default:
+			elems = []json.RawMessage{trimmed}
+		}
+		for _, e := range elems {
+			m, perr := wire.Parse(e)
+			if perr != nil {
+				ok = false
+				break
+			}
+			if !m.IsRequest() {
+				continue
+			}
+			var key any
+			if json.Unmarshal(m.ID, &key) != nil || key == nil {
+				ok = false
+				break
+			}
+			k := fmt.Sprintf("%T %s", key, m.ID)
+			if s, isString := key.(string); isString {
+				k = "s " + s
+			}
+			if _, dup := ids[k]; dup {
+				ok = false
+				break
+			}
+			ids[k] = m.ID
+			init = init || m.Method == "initialize"
+		}
+		if ok && init && len(trimmed) > 0 && trimmed[0] == '[' {
+			ok = false
+		}
+		if err != nil {
+			if ok {
+				t.Fatalf("parsePost(%q) refused a valid POST: %v", body, err)
+			}
+			if !errors.Is(err, wire.ErrNotJSON) && !errors.Is(err, wire.ErrNotJSONRPC) {
+				t.Fatalf("parsePost(%q): %v is neither a parse error nor an invalid request", body, err)
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("parsePost(%q) took what the reference refuses", body)
+		}
+		if bytes.ContainsAny(p.msg, "\r\n") {
+			t.Fatalf("parsePost(%q) = %q, more than a line", body, p.msg)
+		}
+		var want bytes.Buffer
+		json.Compact(&want, trimmed)
+		var got bytes.Buffer
+		json.Compact(&got, p.msg)
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("parsePost(%q) = %q, other JSON", body, p.msg)
+		}
+		if p.batch != (trimmed[0] == '[') || p.init != init || len(p.requests) != len(ids) {
+			t.Fatalf("parsePost(%q) = batch %v, init %v, %d requests; want %v, %v, %d", body, p.batch, p.init, len(p.requests), trimmed[0] == '[', init, len(ids))
+		}
+	})
+}
+
+// FuzzShimRelay: whatever an agent writes to the shim, the bridge's Conn
+// receives each line within the limit that is not blank, byte for byte and
+// in order, and an oversize one as an OversizeError.
+func FuzzShimRelay(f *testing.F) {
+	f.Add([]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\n  \r\nx\r\n"))
+	f.Add([]byte(strings.Repeat("y", 100) + "\nz"))
+	f.Add([]byte("\xff\x00\r\r\n"))
+	const limit = 64
+	accept, conns := parked()
+	b, err := New(Options{MaxMessageBytes: limit})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ctx, accept) }()
+	f.Cleanup(func() {
+		cancel()
+		<-served
+		b.Close()
+	})
+	e := env(b.Stdio("srv", "tools"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		shimDone := make(chan error, 1)
+		go func() { shimDone <- RunShim(ctx, bytes.NewReader(data), io.Discard, e[EnvSocket], e[EnvToken]) }()
+		c := next(t, conns)
+		var got [][]byte
+		oversize := 0
+		for {
+			msg, err := recv(t, c)
+			if big, ok := errors.AsType[*wire.OversizeError](err); ok && big != nil {
+				oversize++
+				continue
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Recv: %v", err)
+			}
+			got = append(got, msg)
+		}
+		c.Close()
+		if err := <-shimDone; err != nil {
+			t.Fatalf("RunShim: %v", err)
+		}
+		var want [][]byte
+		wantOversize := 0
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			l = bytes.TrimSuffix(l, []byte("\r"))
+			switch {
+			case len(bytes.TrimLeft(l, " \t\r")) == 0:
+			case len(l) > limit:
+				wantOversize++
+			default:
+				want = append(want, l)
+			}
+		}
+		if len(got) != len(want) || oversize != wantOversize {
+			t.Fatalf("sent %q: received %q and %d oversize, want %q and %d", data, got, oversize, want, wantOversize)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("sent %q: message %d is %q, want %q", data, i, got[i], want[i])
+			}
 		}
 	})
 }
