@@ -319,8 +319,8 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 		return nil, err
 	}
 	for i, raw := range servers {
-		var d acpDeclaration
-		if json.Unmarshal(raw, &d) != nil || d.Type != "acp" {
+		d, ok := declarationOf(raw)
+		if !ok || d.Type != "acp" {
 			continue
 		}
 		id, _ := d.serverID()

@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -240,11 +241,41 @@ func (r *mcpRoutes) agentIsNative() bool {
 
 // acpDeclaration is the part of an McpServer entry the conductor reads.
 type acpDeclaration struct {
-	Type     string `json:"type"`
-	Name     string `json:"name"`
-	ID       string `json:"id"`
-	ServerID string `json:"serverId"`
-	URL      string `json:"url"`
+	Type, Name, ID, ServerID, URL string
+}
+
+// declarationOf reads an McpServer entry as the agent and the SDKs read
+// it: each member by its exact name (encoding/json would match "ID" or
+// "Type" too, which a JavaScript or Rust decoder does not), a member that
+// is not a string as absent, and the entry on its own, so that a malformed
+// one beside it hides nothing. Were the conductor to read another server
+// than the agent, the agent's connection would be refused. ok is false
+// if raw is not an object.
+func declarationOf(raw json.RawMessage) (d acpDeclaration, ok bool) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return d, false
+	}
+	str := func(name string) string {
+		var s string
+		_ = json.Unmarshal(wire.Member(raw, name), &s) // absent or not a string: ""
+		return s
+	}
+	return acpDeclaration{Type: str("type"), Name: str("name"), ID: str("id"), ServerID: str("serverId"), URL: str("url")}, true
+}
+
+// declarations returns the entries of the mcpServers of session set-up
+// params, each as declarationOf reads it, and the session params name.
+func declarations(params json.RawMessage) (session json.RawMessage, ds []acpDeclaration) {
+	var servers []json.RawMessage
+	if json.Unmarshal(wire.Member(params, "mcpServers"), &servers) != nil {
+		return wire.Member(params, "sessionId"), nil
+	}
+	for _, raw := range servers {
+		if d, ok := declarationOf(raw); ok {
+			ds = append(ds, d)
+		}
+	}
+	return wire.Member(params, "sessionId"), ds
 }
 
 // acpURLScheme starts the URL of a server a Thinkwell-dialect component
@@ -383,20 +414,14 @@ type setup struct {
 // pending its answer's session, and returns what the answer is to
 // complete, and whether params declare any acp server.
 func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (rec setup, found bool) {
-	var p struct {
-		SessionID  json.RawMessage  `json:"sessionId"`
-		MCPServers []acpDeclaration `json:"mcpServers"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return rec, false
-	}
+	session, servers := declarations(params)
 	rec.method = method
 	if setupNamesSession(method) {
-		rec.session = string(p.SessionID)
+		rec.session = string(session)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, d := range p.MCPServers {
+	for _, d := range servers {
 		id, spelling := d.serverID()
 		if id == "" {
 			continue
@@ -1071,8 +1096,8 @@ func editDeclarations(params json.RawMessage, edit func(raw json.RawMessage, d a
 		}
 		changed := false
 		for i, raw := range servers {
-			var d acpDeclaration
-			if json.Unmarshal(raw, &d) != nil {
+			d, ok := declarationOf(raw)
+			if !ok {
 				continue
 			}
 			out, err := edit(raw, d)
