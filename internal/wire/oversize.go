@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // memberScan finds the top-level "id" and "method" of a JSON object given
 // to it in pieces, and whether it has a "result" or "error", keeping
@@ -14,6 +17,7 @@ type memberScan struct {
 	key         []byte // of the member being read, raw, capped
 	val         []byte // of the member being read, if it is one we keep
 	keep        bool   // whether val is being gathered
+	keepID      bool   // whether it is the id's, not the method's
 	id, method  []byte // raw, as found
 	hasResponse bool
 }
@@ -82,7 +86,15 @@ func (s *memberScan) byte(c byte) {
 		if s.depth == 1 && s.state == afterKey {
 			s.state = inValue
 			k := string(s.key)
-			s.keep, s.val = k == "id" || k == "method", s.val[:0]
+			if strings.IndexByte(k, '\\') >= 0 {
+				// A name is read as encoding/json reads it, its escapes
+				// decoded: "m\u0065thod" is a method, whose request is
+				// answered like any other.
+				if d, ok := Unquote([]byte(`"` + k + `"`)); ok {
+					k = d
+				}
+			}
+			s.keep, s.keepID, s.val = k == "id" || k == "method", k == "id", s.val[:0]
 			if k == "result" || k == "error" {
 				s.hasResponse = true
 			}
@@ -104,7 +116,7 @@ func (s *memberScan) byte(c byte) {
 func (s *memberScan) endValue() {
 	if s.state == inValue && s.keep && len(s.val) <= maxScanned {
 		v := append([]byte(nil), s.val...)
-		if string(s.key) == "id" {
+		if s.keepID {
 			s.id = v
 		} else {
 			s.method = v
