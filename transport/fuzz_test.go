@@ -165,7 +165,11 @@ func FuzzLines(f *testing.F) {
 		if bytes.ContainsAny(line, "\r\n") {
 			t.Fatalf("message %q came out as %q", msg, line)
 		}
-		if json.Valid(msg) {
+		if !bytes.ContainsAny(msg, "\r\n") {
+			if !bytes.Equal(line, msg) {
+				t.Fatalf("message %q, one line already, came out as %q", msg, line)
+			}
+		} else if json.Valid(msg) {
 			var want bytes.Buffer
 			json.Compact(&want, msg)
 			if !bytes.Equal(line, want.Bytes()) {
