@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // FuzzReadStream feeds a server's SSE stream to the client's parser: it
@@ -298,6 +300,71 @@ func FuzzGuard(f *testing.F) {
 		}
 		if scheme, tok, _ := strings.Cut(auth, " "); !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(tok) != "tok" {
 			t.Fatalf("admitted Authorization %q", auth)
+		}
+	})
+}
+
+// FuzzWebSocket sends a text frame of anything to the server, whose
+// Serve reads it through Lines as the conductor's stdio side would and
+// echoes each line back as one message: a frame comes back exactly as
+// Lines made it one line, or not at all when it is blank; and a binary
+// frame is ignored.
+func FuzzWebSocket(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	f.Add([]byte("{\"a\":\r\n1}"))
+	f.Add([]byte("not\njson"))
+	f.Add([]byte(" \t"))
+	s := &Server{Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+		r, w := Lines(ctx, c)
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			w.Write(append(sc.Bytes(), '\n'))
+		}
+	}}
+	ts := httptest.NewServer(s)
+	f.Cleanup(func() { s.Close(); ts.Close() })
+	u := "ws" + strings.TrimPrefix(ts.URL, "http") + "/acp"
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := Dial(ctx, u, DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ws := c.(*wsConn).ws
+		if err := ws.Write(ctx, websocket.MessageBinary, []byte("binary\n{}")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Write(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		const end = `{"end":true}`
+		if err := c.Write(ctx, []byte(end)); err != nil {
+			t.Fatal(err)
+		}
+		var got [][]byte
+		for {
+			m, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("after %q: %v", got, err)
+			}
+			if string(m) == end {
+				break
+			}
+			got = append(got, m)
+		}
+		want := compact(msg)
+		if len(bytes.TrimSpace(want)) == 0 {
+			if len(got) != 0 {
+				t.Fatalf("blank frame %q came back as %q", msg, got)
+			}
+			return
+		}
+		if len(got) != 1 || !bytes.Equal(got[0], want) {
+			t.Fatalf("frame %q came back as %q, want %q", msg, got, want)
 		}
 	})
 }
