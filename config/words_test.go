@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -96,6 +97,9 @@ func FuzzParseComponent(f *testing.F) {
 		want, ok := posixWords(s)
 		if IsRemote(s) {
 			return
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), fmt.Sprintf("component %q: ", s)) {
+			t.Fatalf("ParseComponent(%q): %v does not name the component", s, err)
 		}
 		if err != nil {
 			// What stops a component from being started at all (no
