@@ -132,6 +132,8 @@ func FuzzMemberScan(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"a","params":{"id":2}}`), 3)
 	f.Add([]byte(`{"result":[1,"]",{"x":"}"}],"id":"s\"}"}`), 10)
 	f.Add([]byte(` { "method" : "m" , "id" : -1.5e3 } `), 0)
+	f.Add([]byte(`{"jsonrpc":"2.0","id":25 1,"method":"session/load"`), 14)
+	f.Add([]byte(`{"method":"m" ,"id":1}`), 5)
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"m\u0065thod":"a","\u0069d":"x\"y"}`), 20)
 	f.Fuzz(func(t *testing.T, data []byte, cut int) {
 		var s memberScan
@@ -139,6 +141,9 @@ func FuzzMemberScan(f *testing.F) {
 		s.feed(data[:cut])
 		s.feed(data[cut:])
 		id, method, resp := s.result() // must not panic, whatever data is
+		if id != nil && !bytes.Contains(data, id) {
+			t.Fatalf("id %q, which %q does not hold: an answer would go to an id never sent", id, data)
+		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(data, &m) != nil {
 			return // not an object: only no panic

@@ -18,6 +18,7 @@ type memberScan struct {
 	val         []byte // of the member being read, if it is one we keep
 	keep        bool   // whether val is being gathered
 	keepID      bool   // whether it is the id's, not the method's
+	gap         bool   // whitespace came after the start of val
 	id, method  []byte // raw, as found
 	hasResponse bool
 }
@@ -63,6 +64,10 @@ func (s *memberScan) byte(c byte) {
 	}
 	switch c {
 	case ' ', '\t', '\r', '\n':
+		// A gap inside a kept value is kept (as one space, should the
+		// value go on), so that "1 2" is no id, rather than the 12 its
+		// sender never wrote.
+		s.gap = s.keep && len(s.val) > 0
 		return
 	case '"':
 		s.inStr = true
@@ -94,7 +99,7 @@ func (s *memberScan) byte(c byte) {
 					k = d
 				}
 			}
-			s.keep, s.keepID, s.val = k == "id" || k == "method", k == "id", s.val[:0]
+			s.keep, s.keepID, s.val, s.gap = k == "id" || k == "method", k == "id", s.val[:0], false
 			if k == "result" || k == "error" {
 				s.hasResponse = true
 			}
@@ -108,8 +113,12 @@ func (s *memberScan) byte(c byte) {
 		}
 	}
 	if s.keep {
+		if s.gap {
+			s.val = appendCapped(s.val, ' ')
+		}
 		s.val = appendCapped(s.val, c)
 	}
+	s.gap = false
 }
 
 // endValue records the member just read, if it is one that is kept.
