@@ -32,7 +32,7 @@ func exactServerIDs(params json.RawMessage) []string {
 			continue
 		}
 		switch typ, url := str(e, "type"), str(e, "url"); {
-		case typ == "http" && len(url) > len(acpURLScheme) && url[:len(acpURLScheme)] == acpURLScheme:
+		case typ == "http" && len(url) >= len(acpURLScheme) && url[:len(acpURLScheme)] == acpURLScheme:
 			ids = append(ids, url)
 		case typ != "acp":
 		case str(e, "id") != "":
