@@ -15,8 +15,9 @@ stdout as if it were the agent, starts each proxy and the agent, and relays
 every message through the chain.
 
 Each argument is one component: a program and its arguments in a single
-string, split like a shell would split it but never run by one, so $VAR,
-globs, pipes and redirections are not interpreted. Leading NAME=value words
+string, split like a POSIX shell would split it but never run by one, so $VAR
+and globs are not expanded, and an unquoted pipe, redirection, parenthesis,
+backquote or comment is an error: quote it. Leading NAME=value words
 set the component's environment. The last argument is the agent; those before
 it are the proxies, nearest the editor first.
 
