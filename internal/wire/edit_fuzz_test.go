@@ -154,3 +154,52 @@ func FuzzBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDialectOf holds what the dialects make of a method name to their
+// table: a name is an envelope, a proxy initialize or an MCP-over-ACP
+// method exactly when some dialect spells it so, and spelling its MCP
+// method back in that dialect gives the name.
+func FuzzDialectOf(f *testing.F) {
+	for _, m := range []string{"proxy/successor", "_proxy/successor/request", "_proxy/initialize", "initialize", "_mcp/message", "mcp/connect", "", "p", "session/update", "_"} {
+		f.Add(m)
+	}
+	f.Fuzz(func(t *testing.T, method string) {
+		var envelope, proxyInit *Dialect
+		var mcp string
+		for _, d := range Dialects {
+			if envelope == nil && (method == d.SuccessorRequest || method == d.SuccessorNotification) {
+				envelope = d
+			}
+			if proxyInit == nil && !d.InitializeMeta && method == d.Initialize {
+				proxyInit = d
+			}
+			for _, m := range []string{RFD.MCPConnect, RFD.MCPMessage, RFD.MCPDisconnect} {
+				if d.SpellMCP(m) == method {
+					mcp = m
+				}
+			}
+		}
+		if got := EnvelopeDialect(method); got != envelope || IsSuccessor(method) != (envelope != nil) {
+			t.Fatalf("EnvelopeDialect(%q) = %v, the table says %v", method, got, envelope)
+		}
+		if got := ProxyInitDialect(method); got != proxyInit {
+			t.Fatalf("ProxyInitDialect(%q) = %v, the table says %v", method, got, proxyInit)
+		}
+		if IsInitialize(method) != (proxyInit != nil || method == MethodInitialize) {
+			t.Fatalf("IsInitialize(%q) = %v", method, IsInitialize(method))
+		}
+		got, ok := MCPMethod(method)
+		if got != mcp || ok != (mcp != "") {
+			t.Fatalf("MCPMethod(%q) = %q, %v; the table says %q", method, got, ok, mcp)
+		}
+		if ok {
+			spelt := false
+			for _, d := range Dialects {
+				spelt = spelt || d.SpellMCP(got) == method
+			}
+			if !spelt {
+				t.Fatalf("no dialect spells %q as %q", got, method)
+			}
+		}
+	})
+}
