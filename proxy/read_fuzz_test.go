@@ -42,7 +42,9 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var out closingBuffer
 		done := make(chan error, 1)
-		go func() { done <- (&proxy.Proxy{MaxMessageBytes: 1 << 16}).Serve(context.Background(), bytes.NewReader(data), &out) }()
+		go func() {
+			done <- (&proxy.Proxy{MaxMessageBytes: 1 << 16}).Serve(context.Background(), bytes.NewReader(data), &out)
+		}()
 		select {
 		case err := <-done:
 			if err != nil {
