@@ -113,8 +113,7 @@ type call struct {
 	// answer for the peer asked (abandon), whose own answer may come
 	// later all the same.
 	traced atomic.Bool
-
-	idBuf [16]byte // holds fromID when it fits
+	idBuf  [12]byte // holds fromID when it fits (with traced, a call stays in the 144-byte size class)
 }
 
 // done takes c off its caller's list of requests in flight, and reports
