@@ -61,18 +61,7 @@ func TestComponentBatch(t *testing.T) {
 // answers. It must not be taken for a server's message back to the agent
 // and turned around to it.
 func TestMCPMessagePassedOn(t *testing.T) {
-	dir := t.TempDir()
-	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-	agent, agentStarted := scriptedComponent(t, dir, "agent")
-	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent}))
-	p, ag := proxyStarted(), agentStarted()
-	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	init := p.recvMsg()
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
-	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
-	p.recvMsg()
-	p.reply(init, `{"protocolVersion":1}`)
-	ed.recvMsg()
+	ed, p, ag := proxyChain(t, `{"protocolVersion":1}`)
 
 	const params = `{"serverId":"elsewhere","requestId":"r1","method":"tools/call","params":{"name":"x"},"_meta":{"k":"v"},"extra":[1]}`
 	ag.send(`{"jsonrpc":"2.0","id":"a1","method":"mcp/message","params":` + params + `}`)
@@ -101,18 +90,7 @@ func TestMCPMessagePassedOn(t *testing.T) {
 // so the declarations the agent gets later are still given the RFD's id
 // beside the schema's serverId, as for an agent not yet heard from.
 func TestMCPMessageFromProxyLeavesAgentSpelling(t *testing.T) {
-	dir := t.TempDir()
-	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-	agent, agentStarted := scriptedComponent(t, dir, "agent")
-	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent}))
-	p, ag := proxyStarted(), agentStarted()
-	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	init := p.recvMsg()
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
-	ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
-	p.recvMsg()
-	p.reply(init, `{"protocolVersion":1}`)
-	ed.recvMsg()
+	ed, p, ag := proxyChain(t, `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
 
 	newSession := func(id, server string) *wire.Message {
 		ed.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","serverId":"` + server + `"}]}}`)
@@ -133,4 +111,24 @@ func TestMCPMessageFromProxyLeavesAgentSpelling(t *testing.T) {
 	if servers := string(wire.Member(declared.Params, "mcpServers")); !strings.Contains(servers, `"id":"srv-2"`) {
 		t.Errorf("after a proxy's call, the agent was declared %s; want the RFD's id added", servers)
 	}
+}
+
+// proxyChain starts editor, conductor, a scripted proxy and a scripted
+// agent, and plays the proxy's part of initialize, the agent answering
+// with agentInit.
+func proxyChain(t *testing.T, agentInit string) (ed, p, ag *scripted) {
+	t.Helper()
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	ed = scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent}))
+	p, ag = proxyStarted(), agentStarted()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	init := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	ag.reply(ag.recvMsg(), agentInit)
+	p.recvMsg()
+	p.reply(init, `{"protocolVersion":1}`)
+	ed.recvMsg()
+	return ed, p, ag
 }
