@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +100,9 @@ func FuzzParseComponent(f *testing.F) {
 		if IsRemote(s) {
 			return
 		}
+		if ok {
+			shellAgrees(t, s, want)
+		}
 		if err != nil && !strings.HasPrefix(err.Error(), fmt.Sprintf("component %q: ", s)) {
 			t.Fatalf("ParseComponent(%q): %v does not name the component", s, err)
 		}
@@ -160,4 +165,47 @@ func FuzzComponentWords(f *testing.F) {
 			t.Fatalf("ParseComponent(%q) = %q %q, %v; want %q", line, c.Command, c.Args, err, ws)
 		}
 	})
+}
+
+// shellAgrees holds the reference to /bin/sh itself, for a line the shell
+// reads as words alone (nothing it would expand, and on one line: a
+// newline ends a shell's command, and a carriage return is no space to
+// it): the words printf is given after the line are those the reference
+// found.
+func shellAgrees(t *testing.T, line string, want []string) {
+	t.Helper()
+	if strings.ContainsAny(line, "$`*?[]{}~!\x00\n\r") {
+		return
+	}
+	out, err := exec.Command("/bin/sh", "-c", `printf '%s\0' x `+line).Output()
+	if err != nil {
+		t.Fatalf("sh -c printf ... %q: %v", line, err)
+	}
+	got := strings.Split(string(bytes.TrimSuffix(out, []byte{0})), "\x00")[1:]
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("/bin/sh reads %q as %q; the reference as %q", line, got, want)
+	}
+}
+
+// TestWordsAsShell: lines a shell reads as words, split as /bin/sh splits
+// them.
+func TestWordsAsShell(t *testing.T) {
+	for _, line := range []string{
+		`my-agent --acp 'a b'`,
+		`run "a\.b" \t "C:\new" a\\b`,
+		`run "\"" '\' "a\\" its\ ok`,
+		`FOO=1 BAR="x y" agent`,
+		`a"b"'c'd e\ f "" ''`,
+		`x#y 'say "hi"' "it's"`,
+	} {
+		want, ok := posixWords(line)
+		if !ok {
+			t.Fatalf("the reference refuses %q", line)
+		}
+		shellAgrees(t, line, want)
+		got, err := splitWords(line)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("splitWords(%q) = %q, %v; the shell reads %q", line, got, err, want)
+		}
+	}
 }
