@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -109,6 +110,56 @@ func TestRustDialect(t *testing.T) {
 	}
 	if !strings.Contains(string(saw), `"method":"_proxy/successor","params":{"method":"session/update"`) {
 		t.Errorf("updates were not sent in the Rust dialect:\n%s", saw)
+	}
+}
+
+// TestAgentRefusesInitialize: an agent that refuses initialize as an
+// unknown method (-32601) behind a proxy that passes it on is not the
+// proxy refusing proxy/initialize. The editor gets the agent's error at
+// once, the agent is not asked again in another dialect, and the proxy is
+// still spoken to in the dialect it took.
+func TestAgentRefusesInitialize(t *testing.T) {
+	dir := t.TempDir()
+	comp, started := scriptedComponent(t, dir, "agent")
+	ed := scriptedEditor(startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p", "proxy")},
+		Agent:   comp,
+	}))
+	ag := started()
+	ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	m := ag.recvMsg()
+	if m.Method != "initialize" {
+		t.Fatalf("the agent was sent %s first", m.Method)
+	}
+	ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"agent: no initialize here"}}`)
+	select {
+	case l := <-ag.lines:
+		t.Fatalf("the agent was asked again after refusing initialize: %s", l)
+	case l := <-ed.lines:
+		got, err := wire.Parse(l)
+		if err != nil || string(got.ID) != "1" || errorCode(got.Error) != codeMethodNotFound || errorMessage(got.Error) != "agent: no initialize here" {
+			t.Fatalf("the editor got %s, want the agent's refusal", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the editor's initialize was never answered")
+	}
+
+	// The editor tries again, and this time the agent takes it: the proxy
+	// is still addressed as the RFD proxy it showed itself to be.
+	ed.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	if m := ed.recvMsg(); string(m.ID) != "2" || m.Error != nil {
+		t.Fatalf("second initialize: id %s, error %s", m.ID, m.Error)
+	}
+	saw, _ := os.ReadFile(filepath.Join(dir, "p.txt"))
+	var inits []string
+	for l := range strings.Lines(string(saw)) {
+		if m, err := wire.Parse([]byte(l)); err == nil && m.IsRequest() && strings.Contains(m.Method, "initialize") {
+			inits = append(inits, m.Method)
+		}
+	}
+	if strings.Join(inits, " ") != "proxy/initialize proxy/initialize" {
+		t.Errorf("the proxy was sent %q, want proxy/initialize twice", inits)
 	}
 }
 

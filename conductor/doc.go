@@ -53,12 +53,14 @@
 // own, in that order: proxy/initialize first; on method-not-found (-32601),
 // _proxy/initialize; on method-not-found again, initialize marked
 // _meta.proxy: true, whose answer must carry the same mark (else the
-// component is no proxy, and the editor is told so). Each refused try costs
-// one round trip to that proxy, once, before its initialize; an RFD proxy
-// costs nothing. From then on the conductor speaks to the proxy in its
-// dialect, accepts every dialect's envelopes from anyone, and spells
-// MCP-over-ACP methods as each destination does. In proxy mode the parent's
-// initialize tells its dialect the same way.
+// component is no proxy, and the editor is told so). Only the proxy's own
+// refusal counts: once it has passed an initialize on to its successor, a
+// method-not-found it returns is the successor's, and goes back as it is.
+// Each refused try costs one round trip to that proxy, once, before its
+// initialize; an RFD proxy costs nothing. From then on the conductor speaks
+// to the proxy in its dialect, accepts every dialect's envelopes from
+// anyone, and spells MCP-over-ACP methods as each destination does. In
+// proxy mode the parent's initialize tells its dialect the same way.
 //
 // A line goes out from the goroutine that routed it, with one non-blocking
 // write, when the destination is idle; the writer goroutine takes only what

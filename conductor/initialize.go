@@ -55,12 +55,14 @@ func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message)
 
 // retryInitialize tries the next dialect (wire.Dialects) on a proxy that
 // refused its initialize with method-not-found, and speaks that dialect to
-// it from then on.
+// it from then on. A proxy that passed the initialize on to its successor
+// took it: the refusal is the successor's (an agent that knows no
+// initialize), and goes back as it is.
 func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Message) bool {
 	if resp.Error != nil && cl.from != nil && cl.from.pos == 0 {
 		c.stopInitTimer()
 	}
-	if resp.Error == nil || cl.dialect == nil || errorCode(resp.Error) != codeMethodNotFound {
+	if resp.Error == nil || cl.dialect == nil || errorCode(resp.Error) != codeMethodNotFound || to.passedInit.Load() {
 		return false
 	}
 	next := cl.dialect.Next()

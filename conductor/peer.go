@@ -49,6 +49,10 @@ type peer struct {
 	initParams    json.RawMessage // the proxy/initialize params it was sent
 	successorInit json.RawMessage // what its successor answered its initialize
 	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
+	// passedInit is set once a proxy has passed an initialize on to its
+	// successor: it took its own as a proxy, so a refusal of it that
+	// follows is its successor's, passed back (see retryInitialize).
+	passedInit atomic.Bool
 }
 
 // bridgeEnds are the two peers a bridged MCP connection joins: the agent

@@ -74,6 +74,9 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	if dc.learn != nil {
 		from.setDialect(dc.learn)
 	}
+	if dc.initialize && dc.enveloped && c.topo.Load().role(pos) == roleProxy {
+		from.passedInit.Store(true) // it took its own initialize as a proxy
+	}
 	if dc.act == actRelayLine {
 		if c.trace != nil {
 			c.traceSend(from, c.peers[dc.d.to], nil, dc.d.method, dc.raw)
