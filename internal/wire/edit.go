@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // EditMember returns a copy of the JSON object obj with the value of its
@@ -122,16 +123,18 @@ func MCPCapabilities(result json.RawMessage) json.RawMessage {
 	return Member(Member(result, "agentCapabilities"), "mcpCapabilities")
 }
 
-// isV2 reports whether an InitializeRequest or InitializeResponse is of ACP
-// v2 or later, as its protocolVersion says.
 // IsV2 reports whether an initialize request or response settles on ACP
 // version 2 or later.
 func IsV2(obj json.RawMessage) bool { return isV2(obj) }
 
+// isV2 reports whether an InitializeRequest or InitializeResponse is of ACP
+// v2 or later, as its protocolVersion says. The version is read as the
+// number it is, however it is spelled (2, 2.0, 2e0), as the SDKs read a JSON
+// number: as a double. It must be a whole number.
 func isV2(obj json.RawMessage) bool {
 	if len(bytes.TrimSpace(obj)) == 0 || !Valid(obj) {
 		return false
 	}
-	var v int
-	return json.Unmarshal(Member(obj, "protocolVersion"), &v) == nil && v >= 2
+	var v float64
+	return json.Unmarshal(Member(obj, "protocolVersion"), &v) == nil && v >= 2 && v == math.Trunc(v)
 }

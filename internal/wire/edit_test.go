@@ -99,3 +99,43 @@ func TestWithMCPOverACPByVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestIsV2: a protocolVersion is read as the number it is, however it is
+// spelled: 2.0 and 2e0 are 2, as the SDKs, which read JSON numbers as
+// doubles, take them. A version is a whole number; a string is none.
+func TestIsV2(t *testing.T) {
+	for _, tt := range []struct {
+		obj  string
+		want bool
+	}{
+		{`{"protocolVersion":2}`, true},
+		{`{"protocolVersion":2.0}`, true},
+		{`{"protocolVersion":2e0}`, true},
+		{`{"protocolVersion":2E+0}`, true},
+		{`{"protocolVersion":0.2e1}`, true},
+		{`{"protocolVersion":20e-1}`, true},
+		{`{"protocolVersion":2.000}`, true},
+		{`{"protocolVersion": 3 }`, true},
+		{`{"protocolVersion":3.0}`, true},
+		{`{"protocolVersion":65535}`, true},
+		{`{"protocolVersion":1}`, false},
+		{`{"protocolVersion":1.0}`, false},
+		{`{"protocolVersion":1e0}`, false},
+		{`{"protocolVersion":1.5}`, false},
+		{`{"protocolVersion":2.5}`, false},
+		{`{"protocolVersion":0}`, false},
+		{`{"protocolVersion":-2}`, false},
+		{`{"protocolVersion":-2.0}`, false},
+		{`{"protocolVersion":"2"}`, false},
+		{`{"protocolVersion":null}`, false},
+		{`{"protocolVersion":[2]}`, false},
+		{`{"protocolVersion":1e400}`, false},
+		{`{}`, false},
+		{``, false},
+		{`{"protocolVersion":2`, false},
+	} {
+		if got := IsV2(json.RawMessage(tt.obj)); got != tt.want {
+			t.Errorf("IsV2(%s) = %v, want %v", tt.obj, got, tt.want)
+		}
+	}
+}
