@@ -263,6 +263,28 @@ func FuzzSessionOf(f *testing.F) {
 	})
 }
 
+// FuzzClosedSession holds what closedSession reads of an error object
+// from the agent to what encoding/json reads: a code equal to -32002 as a
+// double, as the TypeScript SDK compares it.
+func FuzzClosedSession(f *testing.F) {
+	f.Add([]byte(`{"code":-32002,"message":"no such session"}`))
+	f.Add([]byte(`{"code":-3.2002e4}`))
+	f.Add([]byte(`{"code":-32002.0,"code":1}`))
+	f.Add([]byte(`{"c\u006fde":"-32002"}`))
+	f.Fuzz(func(t *testing.T, e []byte) {
+		got := closedSession(e) // must not panic, whatever e is
+		var m map[string]json.RawMessage
+		if json.Unmarshal(e, &m) != nil || m == nil {
+			return // a parsed message's error is a valid object
+		}
+		var code *float64
+		want := json.Unmarshal(m["code"], &code) == nil && code != nil && *code == -32002
+		if got != want {
+			t.Fatalf("closedSession(%s) = %v, encoding/json reads %v", e, got, want)
+		}
+	})
+}
+
 // FuzzGuard: a loopback Guard admits a request only if its Host names
 // this machine (or an allowed host) as net/url reads a URL with that
 // authority, and so does its Origin, if any; and only with the token.

@@ -273,9 +273,14 @@ func (c *httpConn) waitForRoom(ctx context.Context) error {
 // closedSession reports whether the answer to a session/close or
 // session/delete, an error object or nil, leaves the session gone: a
 // success, or -32002 (resource not found), which ACP counts as the same end
-// state, as the TypeScript SDK does.
+// state, as the TypeScript SDK does. The code is read as the SDK reads it,
+// as a number however it is spelled: -32002.0 and -3.2002e4 are -32002.
 func closedSession(e json.RawMessage) bool {
-	return e == nil || string(wire.Member(e, "code")) == "-32002"
+	if e == nil {
+		return true
+	}
+	var code *float64
+	return json.Unmarshal(wire.Member(e, "code"), &code) == nil && code != nil && *code == -32002
 }
 
 // session returns the stream of a session, creating it; c.mu is held.

@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -310,6 +311,39 @@ func TestSessionStreamEndsWithSession(t *testing.T) {
 	ended(lbr, "s2")
 	del(t, u, cid)
 	waitIdle(t, s)
+}
+
+// TestClosedSession: the code of a close's error is read as the number
+// it is, as the TypeScript SDK compares it, however it is spelled.
+func TestClosedSession(t *testing.T) {
+	for _, tt := range []struct {
+		e    string
+		want bool
+	}{
+		{``, true}, // a success
+		{`{"code":-32002,"message":"no such session"}`, true},
+		{`{"code":-32002.0,"message":"x"}`, true},
+		{`{"code":-3.2002e4}`, true},
+		{`{"code":-32002e0}`, true},
+		{`{"code":-320020E-1}`, true},
+		{`{"message":"x", "code" : -32002 }`, true},
+		{`{"c\u006fde":-32002}`, true},
+		{`{"code":-32002.5}`, false},
+		{`{"code":32002}`, false},
+		{`{"code":"-32002"}`, false},
+		{`{"code":-32603,"message":"busy"}`, false},
+		{`{"code":-32002,"code":-32603}`, false}, // the last of repeated names counts
+		{`{"message":"x"}`, false},
+		{`{"data":{"code":-32002}}`, false},
+	} {
+		var e json.RawMessage
+		if tt.e != "" {
+			e = json.RawMessage(tt.e)
+		}
+		if got := closedSession(e); got != tt.want {
+			t.Errorf("closedSession(%s) = %v, want %v", tt.e, got, tt.want)
+		}
+	}
 }
 
 // TestClientLetsGoOfClosedSession: the client ends its GET of a session's
