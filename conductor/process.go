@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -152,21 +153,66 @@ func (l *link) outputEnded() {
 	}
 }
 
+// maxStderrLine is as much of one line of a component's stderr as is
+// logged and kept: a longer one (a dump of a whole file, say) is cut short.
+const maxStderrLine = 1 << 20
+
 // pumpStderr logs the component's stderr line by line and keeps the last
-// lines for error reports.
+// lines for error reports. It reads to the end, so that the component never
+// blocks on a full stderr pipe: a line longer than maxStderrLine is logged
+// cut short, with a warning that says how long it was, and the lines after
+// it are logged as ever.
 func (p *process) pumpStderr(log *zap.Logger) {
 	defer close(p.drained)
 	defer p.errOut.Close()
-	sc := bufio.NewScanner(p.errOut)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		line := stripTerminal(sc.Text())
+	eachLine(p.errOut, maxStderrLine, func(b []byte, n int) {
+		line := stripTerminal(string(b))
+		if n > len(b) {
+			p.stderr.add(line + " [cut short: " + strconv.Itoa(n) + " bytes in all]")
+			log.Warn("stderr line too long: logged cut short", zap.String("stream", "stderr"),
+				zap.Int("bytes", n), zap.Int("limit", maxStderrLine), zap.String("line", line))
+			return
+		}
 		p.stderr.add(line)
 		log.Info(line, zap.String("stream", "stderr"))
+	})
+}
+
+// eachLine calls fn with each line read from r, without its newline (LF or
+// CR LF), and its length: a line longer than max is read past in pieces,
+// never held whole, and fn gets its first max bytes. A last line without a
+// newline counts. It returns at the end of r, or when reading fails.
+func eachLine(r io.Reader, max int, fn func(line []byte, n int)) {
+	br := bufio.NewReaderSize(r, 4096)
+	var line []byte
+	n := 0
+	var last byte // of the line so far
+	for {
+		frag, err := br.ReadSlice('\n')
+		ended := err == nil
+		if ended {
+			frag = frag[:len(frag)-1]
+		}
+		if len(frag) > 0 {
+			last = frag[len(frag)-1]
+		}
+		n += len(frag)
+		line = append(line, frag[:min(len(frag), max-len(line))]...)
+		if ended && n > 0 && last == '\r' {
+			n--
+			line = line[:min(len(line), n)] // a cut line never kept its CR
+		}
+		if ended || err != bufio.ErrBufferFull && n > 0 {
+			fn(line, n)
+			line, n, last = line[:0], 0, 0
+			if cap(line) > 64<<10 {
+				line = nil // one long line need not hold its buffer for good
+			}
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
 	}
-	// A line longer than the buffer ends the scan; drain the rest so the
-	// component never blocks on a full stderr pipe.
-	_, _ = io.Copy(io.Discard, p.errOut)
 }
 
 // Bounds on the last steps of stopping a process, after its grace period:
