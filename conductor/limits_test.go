@@ -82,6 +82,92 @@ func TestOversize(t *testing.T) {
 	}
 }
 
+// TestOversizeBatch: a batch over the limit is answered as a batch would
+// be, with an error for each request in it wherever its id comes, and
+// nothing for its notifications; the conductor says what it dropped, and
+// the chain goes on.
+func TestOversizeBatch(t *testing.T) {
+	const limit = 4096
+	dir := t.TempDir()
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{
+		Proxies:         []Component{fake(t, dir, "p", "proxy")},
+		Agent:           fake(t, dir, "agent", "streamer"),
+		MaxMessageBytes: limit,
+		Logger:          log,
+	})
+	e.send(initLine)
+	e.recvMsg()
+
+	e.send(`[{"jsonrpc":"2.0","id":"a","method":"session/prompt","params":{"sessionId":"s","text":"` + strings.Repeat("a", 2*limit) + `"}},` +
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}},` +
+		`{"jsonrpc":"2.0","params":{"text":"` + strings.Repeat("b", 2*limit) + `"},"method":"session/prompt","id":7}]`)
+	// The batch's answer comes before that of the request sent after it,
+	// which goes through the chain.
+	e.send(`{"jsonrpc":"2.0","id":"after","method":"session/new","params":{}}`)
+	got := e.recv()
+	var ids []string
+	wire.EachElement([]byte(got), func(v []byte) {
+		m, err := wire.Parse(v)
+		if err != nil || errorCode(m.Error) != codeInvalidRequest || !strings.Contains(errorMessage(m.Error), "limit of 4096") {
+			t.Errorf("batch entry %s, want a refusal naming the limit", v)
+			return
+		}
+		ids = append(ids, string(m.ID))
+	})
+	if !wire.IsBatch([]byte(got)) || strings.Join(ids, " ") != `"a" 7` {
+		t.Fatalf("the oversize batch was answered %.300s; want a batch refusing \"a\" and 7", got)
+	}
+	if m := e.recvMsg(); string(m.ID) != `"after"` || m.Error != nil {
+		t.Errorf("after the oversize batch: %s", e.seen[len(e.seen)-1])
+	}
+	logs.wait(t, "dropped oversize batch")
+
+	// A batch of notifications only gets no answer.
+	e.send(`[{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s","pad":"` + strings.Repeat("c", 2*limit) + `"}}]`)
+	e.send(`{"jsonrpc":"2.0","id":"next","method":"session/new","params":{}}`)
+	if m := e.recvMsg(); string(m.ID) != `"next"` || m.Error != nil {
+		t.Errorf("after an oversize batch of notifications: %s", e.seen[len(e.seen)-1])
+	}
+}
+
+// TestOversizeBatchFromComponent: a component's batch over the limit
+// fails the calls its responses answered, and its requests are refused in
+// a batch back to it; the turn goes on.
+func TestOversizeBatchFromComponent(t *testing.T) {
+	const limit = 4096
+	comp, started := scriptedComponent(t, t.TempDir(), "agent")
+	ed := scriptedEditor(startChain(t, Config{Agent: comp, MaxMessageBytes: limit}))
+	ag := started()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	ed.recvMsg()
+
+	ed.send(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	prompt := ag.recvMsg()
+	ag.send(`[{"jsonrpc":"2.0","id":"q","method":"fs/read_text_file","params":{"sessionId":"s1","path":"/` + strings.Repeat("d", 2*limit) + `"}},` +
+		`{"jsonrpc":"2.0","result":{"stopReason":"end_turn","pad":"` + strings.Repeat("e", 2*limit) + `"},"id":` + string(prompt.ID) + `}]`)
+	ag.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"later"}}}}`)
+	// The prompt fails before the update sent after its dropped answer
+	// arrives.
+	if m := ed.recvMsg(); string(m.ID) != "5" || !strings.Contains(errorMessage(m.Error), "limit of 4096") {
+		t.Fatalf("the editor got %s, want its prompt failed", m.Bytes())
+	}
+	if m := ed.recvMsg(); m.Method != "session/update" {
+		t.Errorf("then %s, want the update", m.Bytes())
+	}
+	got := ag.recvLine()
+	var refused []string
+	wire.EachElement(got, func(v []byte) {
+		if m, err := wire.Parse(v); err == nil && errorCode(m.Error) == codeInvalidRequest {
+			refused = append(refused, string(m.ID))
+		}
+	})
+	if !wire.IsBatch(got) || strings.Join(refused, " ") != `"q"` {
+		t.Errorf("the agent got %s, want a batch refusing \"q\"", got)
+	}
+}
+
 // TestOversizeMembersLast: an over-long message is answered wherever its
 // id and method come in it, not only within its first bytes.
 func TestOversizeMembersLast(t *testing.T) {

@@ -332,6 +332,10 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 // answered with an error; a response fails the call that awaited it, so
 // nobody waits for an answer that was thrown away.
 func (c *chain) oversize(from *peer, big *wire.OversizeError) {
+	if big.IsBatch {
+		c.oversizeBatch(from, big)
+		return
+	}
 	id, method, isResponse := big.ID, big.Method, big.IsResponse
 	from.log.Warn("dropped oversize message", zap.Int("limit", big.Limit), zap.String("method", method),
 		zap.ByteString("id", id), zap.ByteString("head", clip(big.Head)))
@@ -339,15 +343,54 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	switch {
 	case id == nil:
 	case isResponse:
-		cl := from.complete(id)
-		if cl != nil && cl.to.trace != nil {
-			cl.traceReply(nil, e.Encode())
-		}
-		if cl != nil && cl.done() {
-			cl.answer(encodeError(cl.fromID, e))
-		}
+		failAnswered(from, id, e)
 	case method != "":
 		from.send(encodeError(id, e))
+	}
+}
+
+// oversizeBatch deals with a batch that was too long to keep, as oversize
+// does with each request and response in it: the requests are answered
+// together, in one batch, as JSON-RPC answers a batch.
+func (c *chain) oversizeBatch(from *peer, big *wire.OversizeError) {
+	var requests, responses int
+	for _, en := range big.Batch {
+		if en.IsResponse {
+			responses++
+		} else {
+			requests++
+		}
+	}
+	from.log.Warn("dropped oversize batch", zap.Int("limit", big.Limit), zap.Int("requests", requests),
+		zap.Int("responses", responses), zap.ByteString("head", clip(big.Head)))
+	e := wire.Errorf(codeInvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit)
+	refusal := e.Encode()
+	out := []byte{'['}
+	for _, en := range big.Batch {
+		if en.IsResponse {
+			failAnswered(from, en.ID, e)
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		m := wire.Message{ID: en.ID, Error: refusal}
+		out = m.Append(out)
+	}
+	if len(out) > 1 {
+		from.send(append(out, ']', '\n'))
+	}
+}
+
+// failAnswered fails, with e, the call that the response from peer under
+// id answered, which was dropped.
+func failAnswered(from *peer, id json.RawMessage, e *wire.Error) {
+	cl := from.complete(id)
+	if cl != nil && cl.to.trace != nil {
+		cl.traceReply(nil, e.Encode())
+	}
+	if cl != nil && cl.done() {
+		cl.answer(encodeError(cl.fromID, e))
 	}
 }
 

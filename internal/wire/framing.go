@@ -34,6 +34,20 @@ type OversizeError struct {
 	ID         json.RawMessage
 	Method     string
 	IsResponse bool
+	// IsBatch says the line was a JSON array: a batch, of which ID,
+	// Method and IsResponse say nothing. Batch then holds, in order, each
+	// of its entries that is a request or a response with a valid id, so
+	// that every request can still be answered and every call a dropped
+	// response answered failed.
+	IsBatch bool
+	Batch   []OversizeEntry
+}
+
+// An OversizeEntry is a request or a response in a batch too long to keep:
+// its id, and which of the two it is.
+type OversizeEntry struct {
+	ID         json.RawMessage
+	IsResponse bool
 }
 
 func (e *OversizeError) Error() string {
@@ -237,7 +251,11 @@ func (c *LineChannel) oversize(buf, frag []byte, err error) error {
 		return err
 	}
 	e := &OversizeError{Limit: c.limit - c.slack, Head: head}
-	e.ID, e.Method, e.IsResponse = scan.result()
+	if scan.batch {
+		e.IsBatch, e.Batch = true, scan.entries()
+	} else {
+		e.ID, e.Method, e.IsResponse = scan.result()
+	}
 	return e
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -125,6 +126,56 @@ func TestOversizeMembersAnywhere(t *testing.T) {
 	}
 }
 
+// TestOversizeBatch: of an over-long batch, the id of each request and
+// response in it is known, in order, wherever in the line it comes, so
+// that each can be answered; notifications and entries without a valid id
+// are not listed.
+func TestOversizeBatch(t *testing.T) {
+	pad := strings.Repeat("p", 200_000)
+	type entry struct {
+		id       string
+		response bool
+	}
+	tests := []struct {
+		line string
+		want []entry
+	}{
+		{`[{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"text":"` + pad + `"}},` +
+			`{"jsonrpc":"2.0","method":"session/cancel","params":{}},` +
+			` { "params":{"id":9,"t":"` + pad + `"} , "method" : "x" , "id" : "late\"" } ,` +
+			`42,"s",[{"id":3,"method":"nested"}],null,` +
+			`{"jsonrpc":"2.0","id":{"bad":1},"method":"x"},` +
+			`{"jsonrpc":"2.0","result":{"id":8,"pad":"` + pad + `"},"id":5},` +
+			`{"jsonrpc":"2.0","error":{"code":1,"message":"m"},"id":null},` +
+			`{"jsonrpc":"2.0","id":6,"m\u0065thod":"y"}]`,
+			[]entry{{"1", false}, {`"late\""`, false}, {"5", true}, {"null", true}, {"6", false}}},
+		{`[{"jsonrpc":"2.0","method":"session/update","params":{"t":"` + pad + `"}}]`, nil},
+		{` [` + strings.Repeat(`{"jsonrpc":"2.0","id":7,"method":"m"},`, 10_000) + `{"id":8,"method":"m"}]`,
+			append(slices.Repeat([]entry{{"7", false}}, 10_000), entry{"8", false})},
+	}
+	for _, tt := range tests {
+		for _, limit := range []int{1000, 2 * readBufferSize} {
+			ch := NewLineChannel(strings.NewReader(tt.line+"\nnext\n"), nopWriteCloser{io.Discard}, limit)
+			_, err := ch.Recv()
+			var oe *OversizeError
+			if !errors.As(err, &oe) {
+				t.Fatalf("%.60s: want OversizeError, got %v", tt.line, err)
+			}
+			var got []entry
+			for _, e := range oe.Batch {
+				got = append(got, entry{string(e.ID), e.IsResponse})
+			}
+			if !oe.IsBatch || oe.ID != nil || oe.Method != "" || !slices.Equal(got, tt.want) {
+				t.Errorf("%.60s (limit %d): batch %v, id %s, method %q, entries %.200v; want a batch of %.200v",
+					tt.line, limit, oe.IsBatch, oe.ID, oe.Method, got, tt.want)
+			}
+			if l, err := ch.Recv(); string(l) != "next" {
+				t.Fatalf("after: %q, %v", l, err)
+			}
+		}
+	}
+}
+
 // FuzzMemberScan holds the streaming scan of an over-long line to what
 // encoding/json reads from the same object, however the line is cut into
 // pieces.
@@ -135,6 +186,8 @@ func FuzzMemberScan(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":25 1,"method":"session/load"`), 14)
 	f.Add([]byte(`{"method":"m" ,"id":1}`), 5)
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"m\u0065thod":"a","\u0069d":"x\"y"}`), 20)
+	f.Add([]byte(` [{"id":1,"method":"a"}, {"method":"n"},3,[{"id":4,"method":"x"}], {"result":{"id":2},"id":"r"}]`), 30)
+	f.Add([]byte(`[{"error":{},"id":null,"method":1},{"id":{"a":1},"method":"b"}]`), 7)
 	f.Fuzz(func(t *testing.T, data []byte, cut int) {
 		var s memberScan
 		cut = min(max(cut, 0), len(data))
@@ -144,27 +197,67 @@ func FuzzMemberScan(f *testing.F) {
 		if id != nil && !bytes.Contains(data, id) {
 			t.Fatalf("id %q, which %q does not hold: an answer would go to an id never sent", id, data)
 		}
+		entries := s.entries()
+		for _, e := range entries {
+			if !bytes.Contains(data, e.ID) {
+				t.Fatalf("batch entry id %q, which %q does not hold", e.ID, data)
+			}
+		}
+		var batch []json.RawMessage
+		if json.Unmarshal(data, &batch) == nil && batch != nil {
+			// A batch: each object in it with a valid id that is a
+			// request or a response, as for one message.
+			var want []OversizeEntry
+			for _, raw := range batch {
+				var m map[string]json.RawMessage
+				if json.Unmarshal(raw, &m) != nil || m == nil {
+					continue
+				}
+				id, method, resp := expectMembers(m)
+				if id != nil && (method != "" || resp) {
+					want = append(want, OversizeEntry{ID: id, IsResponse: resp})
+				}
+			}
+			if !s.batch || len(entries) != len(want) {
+				t.Fatalf("batch %v, entries %v; want %v", s.batch, entries, want)
+			}
+			for i := range want {
+				if !bytes.Equal(entries[i].ID, want[i].ID) || entries[i].IsResponse != want[i].IsResponse {
+					t.Fatalf("entry %d: %s %v, want %s %v", i, entries[i].ID, entries[i].IsResponse, want[i].ID, want[i].IsResponse)
+				}
+			}
+			return
+		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(data, &m) != nil {
 			return // not an object: only no panic
 		}
-		wantID := m["id"]
-		if !validID(wantID) || len(wantID) > maxScanned {
-			wantID = nil
+		if s.batch || entries != nil {
+			t.Fatalf("an object taken for a batch: %v", entries)
 		}
+		wantID, wantMethod, wantResp := expectMembers(m)
 		if !bytes.Equal(id, wantID) {
 			t.Errorf("id %s, want %s", id, wantID)
 		}
-		var wantMethod string
-		if json.Unmarshal(m["method"], &wantMethod) != nil || len(m["method"]) > maxScanned {
-			wantMethod = ""
-		}
-		_, hasResult := m["result"]
-		_, hasError := m["error"]
-		if method != wantMethod || resp != ((hasResult || hasError) && wantMethod == "") {
-			t.Errorf("method %q, response %v; want %q, %v", method, resp, wantMethod, hasResult || hasError)
+		if method != wantMethod || resp != wantResp {
+			t.Errorf("method %q, response %v; want %q, %v", method, resp, wantMethod, wantResp)
 		}
 	})
+}
+
+// expectMembers is what the scan of an object should find, as
+// encoding/json reads the object m.
+func expectMembers(m map[string]json.RawMessage) (id json.RawMessage, method string, isResponse bool) {
+	id = m["id"]
+	if !validID(id) || len(id) > maxScanned {
+		id = nil
+	}
+	if json.Unmarshal(m["method"], &method) != nil || len(m["method"]) > maxScanned {
+		method = ""
+	}
+	_, hasResult := m["result"]
+	_, hasError := m["error"]
+	return id, method, (hasResult || hasError) && method == ""
 }
 
 func TestLineChannelSend(t *testing.T) {

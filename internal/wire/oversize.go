@@ -9,9 +9,12 @@ import (
 // to it in pieces, and whether it has a "result" or "error", keeping
 // nothing else: an over-long line is read past in fragments, and whoever
 // sent it must still be answered wherever in the line those members are.
-// It is lenient: on input that is not JSON it finds what it can.
+// Given an array, a batch, it finds the same of each object in it, and
+// keeps the ids of its requests and responses, for each of them to be
+// answered or failed. It is lenient: on input that is not JSON it finds
+// what it can.
 type memberScan struct {
-	depth       int // of nesting; the object's members are at 1
+	depth       int // of nesting; an object's members are at top()
 	inStr, esc  bool
 	state       scanState
 	key         []byte // of the member being read, raw, capped
@@ -19,8 +22,32 @@ type memberScan struct {
 	keep        bool   // whether val is being gathered
 	keepID      bool   // whether it is the id's, not the method's
 	gap         bool   // whitespace came after the start of val
-	id, method  []byte // raw, as found
+	id, method  []byte // raw, as found, of the object being read
 	hasResponse bool
+
+	started bool // something other than whitespace has come
+	batch   bool // the line is an array: its entries are the objects read
+	inObj   bool // the value whose members would be at top() is an object
+	// A batch's requests and responses, in order: their ids one after
+	// another in ids, each ending where its entry says.
+	ids   []byte
+	calls []scannedCall
+}
+
+// A scannedCall is one request or response of a batch, as the scan keeps
+// it.
+type scannedCall struct {
+	end        int // of its id in memberScan.ids
+	isResponse bool
+}
+
+// top is the depth of the members read: those of the line's object, or
+// of each object in the line's array.
+func (s *memberScan) top() int {
+	if s.batch {
+		return 2
+	}
+	return 1
 }
 
 type scanState uint8
@@ -69,26 +96,40 @@ func (s *memberScan) byte(c byte) {
 		// sender never wrote.
 		s.gap = s.keep && len(s.val) > 0
 		return
+	}
+	if !s.started {
+		s.started = true
+		if c == '[' {
+			s.batch, s.depth = true, 1
+			return
+		}
+	}
+	switch c {
 	case '"':
 		s.inStr = true
-		if s.depth == 1 && s.state == beforeKey {
+		if s.depth == s.top() && s.inObj && s.state == beforeKey {
 			s.state, s.key = inKey, s.key[:0]
 			return
 		}
 	case '{', '[':
 		s.depth++
-		if s.depth == 1 {
-			s.state = beforeKey
+		if s.depth == s.top() {
+			s.state, s.inObj = beforeKey, c == '{'
+			s.id, s.method, s.hasResponse = nil, nil, false
 			return
 		}
 	case '}', ']':
 		s.depth--
-		if s.depth == 0 {
+		if s.depth == s.top()-1 {
 			s.endValue()
+			if s.batch && s.inObj {
+				s.endEntry()
+			}
+			s.inObj = false
 			return
 		}
 	case ':':
-		if s.depth == 1 && s.state == afterKey {
+		if s.depth == s.top() && s.state == afterKey {
 			s.state = inValue
 			k := string(s.key)
 			if strings.IndexByte(k, '\\') >= 0 {
@@ -106,7 +147,7 @@ func (s *memberScan) byte(c byte) {
 			return
 		}
 	case ',':
-		if s.depth == 1 {
+		if s.depth == s.top() {
 			s.endValue()
 			s.state = beforeKey
 			return
@@ -141,8 +182,20 @@ func appendCapped(b []byte, c byte) []byte {
 	return append(b, c)
 }
 
-// result returns what the scan found: the id if it is a valid one, the
-// method if it is a string, and whether the message is a response.
+// endEntry records the batch entry just read if it is a request or a
+// response with a valid id: one that is owed an answer, or that answers.
+func (s *memberScan) endEntry() {
+	id, method, isResponse := s.result()
+	if id != nil && (method != "" || isResponse) {
+		s.ids = append(s.ids, id...)
+		s.calls = append(s.calls, scannedCall{end: len(s.ids), isResponse: isResponse})
+	}
+	s.id, s.method, s.hasResponse = nil, nil, false
+}
+
+// result returns what the scan found of the object last read: the id if
+// it is a valid one, the method if it is a string, and whether the message
+// is a response. Of a batch, see entries.
 func (s *memberScan) result() (id json.RawMessage, method string, isResponse bool) {
 	if Valid(s.id) && validID(s.id) {
 		id = s.id
@@ -151,4 +204,19 @@ func (s *memberScan) result() (id json.RawMessage, method string, isResponse boo
 		method, _ = Unquote(s.method)
 	}
 	return id, method, s.hasResponse && method == ""
+}
+
+// entries returns a batch's requests and responses, in order, their ids
+// slices of one array.
+func (s *memberScan) entries() []OversizeEntry {
+	if len(s.calls) == 0 {
+		return nil
+	}
+	out := make([]OversizeEntry, len(s.calls))
+	start := 0
+	for i, c := range s.calls {
+		out[i] = OversizeEntry{ID: s.ids[start:c.end:c.end], IsResponse: c.isResponse}
+		start = c.end
+	}
+	return out
 }
