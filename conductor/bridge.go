@@ -99,8 +99,15 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		ok = c.mcp.addBridged(p, conn.ServerID) // unless its last session just ended
 	}
 	if !ok {
-		c.log.Warn("refused a bridged MCP connection: its server is gone", zap.String("server", conn.Name), zap.String("transport", conn.Transport))
-		refuseBridged(conn, wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the proxy that served it was restarted or bypassed", conn.Name))
+		// Admitted just before its server ended, whose end revoked the
+		// token with the reason, under the routes' lock.
+		why, _ := errors.AsType[*wire.Error](conn.Revoked())
+		if why == nil {
+			why = wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available", conn.Name)
+		}
+		c.log.Warn("refused a bridged MCP connection: its server is gone", zap.String("server", conn.Name),
+			zap.String("transport", conn.Transport), zap.String("reason", why.Message))
+		refuseBridged(conn, why)
 		return
 	}
 	defer c.mcp.dropBridged(p)
@@ -233,8 +240,9 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 }
 
 // refuseBridged answers a bridged connection that will not be served:
-// to a server the chain no longer has, because the proxy that declared it
-// was restarted or bypassed, or one whose owner refused it. The client's
+// to a server the chain no longer has (its last session ended, or the
+// proxy that declared it was restarted or bypassed, after the client was
+// admitted), or one whose owner refused it. The client's
 // first request gets e, an MCP error, at once; then the connection ends.
 func refuseBridged(conn *mcpbridge.Conn, e *wire.Error) {
 	for {

@@ -160,10 +160,14 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		r.goLink(p, p.link.Load())
 	}
 	if r.bridge != nil {
+		accept := r.chain.serveBridged
+		if hook := r.cfg.bridgeAccept; hook != nil {
+			accept = func(ctx context.Context, c *mcpbridge.Conn) { hook(c); r.chain.serveBridged(ctx, c) }
+		}
 		r.wg.Go(func() {
 			// Serve ends when the bridge is closed, after every bridged
 			// connection's relay has returned.
-			if err := r.bridge.Serve(context.Background(), r.chain.serveBridged); err != nil && !errors.Is(err, mcpbridge.ErrClosed) {
+			if err := r.bridge.Serve(context.Background(), accept); err != nil && !errors.Is(err, mcpbridge.ErrClosed) {
 				r.log.Error("MCP bridge stopped", zap.Error(err))
 			}
 		})

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acp-conductor/acp-conductor/mcpbridge"
 	"github.com/acp-conductor/acp-conductor/trace"
 )
 
@@ -124,6 +125,9 @@ type Config struct {
 	// tests: it waits d, or until stop is closed, and reports whether the
 	// wait ran out.
 	restartWait func(d time.Duration, stop <-chan struct{}) bool
+	// bridgeAccept, if set, runs before each bridged MCP connection the
+	// bridge admits is served, for tests: it may hold one there.
+	bridgeAccept func(*mcpbridge.Conn)
 }
 
 // Defaults for the zero values of Config.

@@ -549,13 +549,14 @@ func fakeStdioMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 				}
 				in.Close()
 				report("shim-exit", []byte(fmt.Sprint(cmd.Wait())))
-				// A new connection to the server that went away: its
-				// first request is answered at once, and the shim ends.
+				// A new connection to the server that went away, with
+				// its declaration's token: refused, and the shim ends.
 				again := exec.Command(server.Command, server.Args...)
 				again.Env = cmd.Env
 				in2, _ := again.StdinPipe()
 				out2, _ := again.StdoutPipe()
-				again.Stderr = os.Stderr
+				var stderr bytes.Buffer
+				again.Stderr = &stderr
 				if err := again.Start(); err != nil {
 					report("reconnect", []byte(err.Error()))
 				} else {
@@ -577,7 +578,9 @@ func fakeStdioMCPAgent(send func(*wire.Message)) func(*wire.Message) {
 						again.Process.Kill()
 					}
 					in2.Close()
-					report("reconnect-exit", []byte(fmt.Sprint(again.Wait())))
+					exit := again.Wait()
+					report("reconnect-stderr", bytes.TrimSpace(stderr.Bytes()))
+					report("reconnect-exit", []byte(fmt.Sprint(exit)))
 				}
 				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"stopReason":"end_turn"}`)})
 				return

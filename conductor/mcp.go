@@ -88,8 +88,9 @@ type mcpRoutes struct {
 	// is to, for the end of the server's last session to end them.
 	bridged map[*peer]string
 	// revoke, set with the bridge, makes a server's bridged declarations
-	// stop working (mcpbridge.Bridge.Revoke).
-	revoke func(serverID string)
+	// stop working (mcpbridge.Bridge.Revoke); a client admitted just
+	// before is refused with why.
+	revoke func(serverID string, why error)
 	// agentSpelling is the spelling of server ids the agent has used: ""
 	// until it connects or calls, then "id" (mcp/connect {acpId}) or
 	// "serverId".
@@ -617,16 +618,21 @@ func (r *mcpRoutes) closeLocked(c *mcpConn) bool {
 	return true
 }
 
-// dropOwner forgets every server the component at owner declared and every
-// connection it opened, and returns the bridged ones. The process now at
-// owner (restarted) or none (bypassed) serves none of them; one that
-// declares a server again owns it anew.
-func (r *mcpRoutes) dropOwner(owner int) (bridged []*peer) {
+// dropOwner forgets every server the component at owner declared, revoking
+// its bridged declarations with why it is gone, and every connection it
+// opened, and returns the bridged ones. The process now at owner
+// (restarted) or none (bypassed) serves none of them; one that declares a
+// server again owns it anew, under a new token.
+func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.Error) (bridged []*peer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, s := range r.servers {
-		if s.owner == owner {
-			delete(r.servers, id)
+		if s.owner != owner {
+			continue
+		}
+		delete(r.servers, id)
+		if r.revoke != nil {
+			r.revoke(id, why(s, id)) // under r.mu, as in endLocked
 		}
 	}
 	for id, c := range r.shared {
@@ -953,15 +959,21 @@ func (c *chain) toAgent(method string) delivery {
 	return delivery{to: last, wrap: topo.role(last) == roleUpstream, method: method}
 }
 
-// ownerGone forgets the MCP connections opened by the proxy at pos, which
-// is being restarted or bypassed: the agent's messages on them are refused
-// as on any unknown connection, instead of reaching a process that never
-// opened them. It returns a function that ends the bridged ones, so that
-// their MCP clients see the server go away (the shim exits, the HTTP
-// session ends); call it once the calls pending on the old process have
-// been answered, so that those answers reach the clients first.
-func (c *chain) ownerGone(pos int) (end func()) {
-	bridged := c.mcp.dropOwner(pos)
+// ownerGone forgets the MCP servers declared and connections opened by the
+// proxy at pos, which is being restarted or bypassed (how says which): the
+// agent's messages on them are refused as on any unknown connection,
+// instead of reaching a process that never opened them, and the servers'
+// bridged declarations are revoked, as at the end of their last session.
+// It returns a function that ends the bridged connections, so that their
+// MCP clients see the server go away (the shim exits, the HTTP session
+// ends); call it once the calls pending on the old process have been
+// answered, so that those answers reach the clients first.
+func (c *chain) ownerGone(pos int, how string) (end func()) {
+	owner := c.peers[pos].name
+	bridged := c.mcp.dropOwner(pos, func(s mcpServer, id string) *wire.Error {
+		return wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: %s, the proxy that served it, was %s", s.name, owner, how).
+			WithData(map[string]json.RawMessage{"serverId": mustQuote(id)})
+	})
 	return func() {
 		for _, p := range bridged {
 			p.link.Load().out.close() // the writer drains it, then closes the connection
@@ -1223,7 +1235,7 @@ func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 		// (declare) before the bridge gives it a token, so the server is
 		// either pending, and not ended, or given a new token, never this
 		// one.
-		r.revoke(id)
+		r.revoke(id, why)
 	}
 	if op := r.opening[id]; op != nil {
 		// Its owner has yet to answer mcp/connect: the answer will find

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/mcpbridge"
 	"github.com/acp-conductor/acp-conductor/trace"
 )
 
@@ -461,6 +463,45 @@ func TestMCPSessionSetupFails(t *testing.T) {
 			if status, _ := httpMCP(url1, token1, http.MethodDelete, ""); status != http.StatusBadRequest {
 				t.Fatalf("after a failed load of its session, the first server's URL answered %d; want 400 (admitted)", status)
 			}
+		})
+	}
+}
+
+// TestMCPSessionEndsAsBridgedAdmitted: a bridged client is admitted (its
+// token still good) just before the last session that declared its server
+// ends, and reaches the relay just after: the test holds it between the
+// two. Its first request is answered with why the server is gone, the
+// session's end, and the shim exits.
+func TestMCPSessionEndsAsBridgedAdmitted(t *testing.T) {
+	for _, end := range []string{"session/close", "session/delete"} {
+		t.Run(end, func(t *testing.T) {
+			admitted, release := make(chan struct{}), make(chan struct{})
+			var held, released sync.Once
+			t.Cleanup(func() { released.Do(func() { close(release) }) })
+			ed, ag, declared := mcpChainWith(t, `{}`, Config{MCPBridge: BridgeStdio, bridgeAccept: func(*mcpbridge.Conn) {
+				held.Do(func() { close(admitted); <-release })
+			}})
+			c := &mcpUser{s: startShim(t, declared)}
+			c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+			select {
+			case <-admitted:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the shim was never admitted")
+			}
+
+			ed.send(`{"jsonrpc":"2.0","id":"end","method":"` + end + `","params":{"sessionId":"s1"}}`)
+			ag.reply(ag.recvMsg(), `{}`)
+			if m := ed.recvMsg(); string(m.ID) != `"end"` || m.Error != nil {
+				t.Fatalf("%s: the editor got %s", end, m.Bytes())
+			}
+			released.Do(func() { close(release) })
+
+			m := c.s.recvMsg()
+			if string(m.ID) != "0" || errorCode(m.Error) != codeMCPServerUnavailable ||
+				!strings.Contains(errorMessage(m.Error), end+` ended session "s1"`) {
+				t.Fatalf("the client admitted as %s ended got %s; want its request answered with an error saying so", end, m.Bytes())
+			}
+			shimEnded(t, c.s)
 		})
 	}
 }

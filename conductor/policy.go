@@ -47,7 +47,7 @@ func (r *runner) componentFailed(p *peer, cause error) {
 		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(err))
 	}
 	if p.comp.OnFailure == PolicyBypass && r.bypass(p) {
-		endMCP := r.chain.ownerGone(p.pos)
+		endMCP := r.chain.ownerGone(p.pos, "bypassed")
 		failCalls(p.fail(cause), report)
 		endMCP()
 		return
@@ -89,7 +89,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	}
 	first, most := r.cfg.restartBackoff()
 	delay := backoff(earlier, first, most)
-	endMCP := r.chain.ownerGone(p.pos)
+	endMCP := r.chain.ownerGone(p.pos, "restarted")
 	unanswered, orphaned := p.replace(next, replay)
 	failCalls(unanswered, report)
 	for _, cl := range orphaned {

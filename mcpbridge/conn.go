@@ -26,6 +26,8 @@ type Conn struct {
 	Transport string // TransportStdio or TransportHTTP
 
 	t         transport
+	decls     *registry    // that admitted it
+	decl      *declaration // whose token it presented
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -56,6 +58,10 @@ func (c *Conn) Send(msg []byte) error {
 	}
 	return c.t.send(msg)
 }
+
+// Revoked returns the reason given to Bridge.Revoke once the token c was
+// admitted with has been revoked, and nil until then.
+func (c *Conn) Revoked() error { return c.decls.revoked(c.decl) }
 
 // Close ends the connection. The agent's MCP client sees its server go away:
 // the shim exits, or the HTTP session ends, after whatever was sent before.

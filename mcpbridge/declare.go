@@ -98,13 +98,28 @@ func (b *Bridge) HTTP(serverID, name string) (HTTPServer, error) {
 // Revoke forgets serverID: from then on its token is refused, by the socket
 // and by HTTP (its route is unknown), including on later requests of HTTP
 // sessions already open.
-// Conns are not closed; that is the caller's to do.
-func (b *Bridge) Revoke(serverID string) { b.decls.revoke(serverID) }
+// Conns are not closed; that is the caller's to do. Those admitted with
+// the token report why from Revoked from then on (ErrRevoked if why is
+// nil): one admitted just before Revoke may reach Serve's accept just
+// after it, and its client is owed the reason.
+func (b *Bridge) Revoke(serverID string, why error) { b.decls.revoke(serverID, why) }
+
+// ErrRevoked is what Conn.Revoked reports for a token revoked with no
+// reason given.
+var ErrRevoked = errors.New("mcpbridge: server revoked")
 
 // A declaration is one registered server and its secret.
 type declaration struct {
 	serverID, name string
 	token          string // 64 hex digits
+	grant          *grant // shared by every declaration of this token
+}
+
+// A grant is one token's standing. Declaring a server again makes a new
+// declaration with the same token, and Conns admitted under the older one
+// must still learn of the revocation.
+type grant struct {
+	revoked error // set by revoke, under the registry's lock
 }
 
 // registry maps tokens to declarations. It is keyed by the SHA-256 of the
@@ -123,18 +138,24 @@ func (r *registry) declare(serverID, name string) *declaration {
 		r.byID = make(map[string]*declaration)
 		r.byDigest = make(map[[sha256.Size]byte]*declaration)
 	}
-	token := ""
+	var d *declaration
 	if old, ok := r.byID[serverID]; ok {
-		token = old.token
+		d = &declaration{serverID: serverID, name: name, token: old.token, grant: old.grant}
 	} else {
 		var secret [32]byte
 		rand.Read(secret[:]) // never fails
-		token = hex.EncodeToString(secret[:])
+		d = &declaration{serverID: serverID, name: name, token: hex.EncodeToString(secret[:]), grant: new(grant)}
 	}
-	d := &declaration{serverID: serverID, name: name, token: token}
 	r.byID[serverID] = d
-	r.byDigest[sha256.Sum256([]byte(token))] = d
+	r.byDigest[sha256.Sum256([]byte(d.token))] = d
 	return d
+}
+
+// revoked returns why d's token was revoked, or nil.
+func (r *registry) revoked(d *declaration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return d.grant.revoked
 }
 
 // lookup returns the declaration whose token is token.
@@ -157,11 +178,15 @@ func (r *registry) byServer(serverID string) (*declaration, bool) {
 	return d, ok
 }
 
-func (r *registry) revoke(serverID string) {
+func (r *registry) revoke(serverID string, why error) {
+	if why == nil {
+		why = ErrRevoked
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if d, ok := r.byID[serverID]; ok {
 		delete(r.byID, serverID)
 		delete(r.byDigest, sha256.Sum256([]byte(d.token)))
+		d.grant.revoked = why
 	}
 }

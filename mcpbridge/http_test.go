@@ -328,7 +328,7 @@ func TestHTTPRefused(t *testing.T) {
 		t.Errorf("the bridge's own Origin: %s", resp.Status)
 	}
 	next(t, conns)
-	b.Revoke("srv-1")
+	b.Revoke("srv-1", nil)
 	resp = c.post(acceptBoth, init)
 	readAll(t, resp)
 	if resp.StatusCode != http.StatusNotFound {

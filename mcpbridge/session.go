@@ -90,7 +90,7 @@ func newSession(t *httpTransport, id string, d *declaration) *session {
 		pending:  make(map[string]*stream),
 		idleFrom: time.Now(),
 	}
-	s.conn = &Conn{ServerID: d.serverID, Name: d.name, Transport: TransportHTTP, t: s}
+	s.conn = &Conn{ServerID: d.serverID, Name: d.name, Transport: TransportHTTP, decls: &t.b.decls, decl: d, t: s}
 	return s
 }
 

@@ -305,7 +305,7 @@ func TestShimRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), EnvToken) {
 		t.Errorf("missing token: %v", err)
 	}
-	b.Revoke("srv-1")
+	b.Revoke("srv-1", nil)
 	err = RunShim(t.Context(), strings.NewReader(""), io.Discard, e[EnvSocket], e[EnvToken])
 	if err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("revoked token: %v", err)
@@ -635,6 +635,43 @@ func TestRefusalsRateLimited(t *testing.T) {
 				t.Errorf("%d refusals logged in %d lines, want %d in fewer", total, lines, n)
 			}
 			cancel()
+		})
+	}
+}
+
+// TestRevokedConn: a Conn admitted before its token is revoked reports
+// the reason given to Revoke from then on, and nil before, on either
+// transport; declaring the server again in between keeps the token, and
+// so the Conn still learns of the revocation.
+func TestRevokedConn(t *testing.T) {
+	why := errors.New("its session ended")
+	for _, transport := range []string{TransportStdio, TransportHTTP} {
+		t.Run(transport, func(t *testing.T) {
+			var conn *Conn
+			var b *Bridge
+			if transport == TransportStdio {
+				accept, conns := parked()
+				b = startBridge(t, Options{}, accept)
+				startShim(t, t.Context(), b.Stdio("srv-1", "tools"))
+				conn = next(t, conns)
+			} else {
+				var conns chan *Conn
+				var c *httpClient
+				b, conns, c = httpBridge(t, Options{})
+				conn = initialize(t, c, conns)
+			}
+			if err := conn.Revoked(); err != nil {
+				t.Fatalf("before Revoke, Revoked() = %v", err)
+			}
+			b.Stdio("srv-1", "tools again")
+			b.Revoke("srv-1", why)
+			if err := conn.Revoked(); err != why {
+				t.Errorf("after Revoke, Revoked() = %v, want %v", err, why)
+			}
+			b.Revoke("srv-1", errors.New("a second reason")) // nothing left to revoke
+			if err := conn.Revoked(); err != why {
+				t.Errorf("after a second Revoke, Revoked() = %v, want %v", err, why)
+			}
 		})
 	}
 }

@@ -62,7 +62,8 @@ func (b *Bridge) admit(nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
-	c := &Conn{ServerID: d.serverID, Name: d.name, Transport: TransportStdio, t: &socketConn{nc: nc, ch: wire.NewLineChannel(nc, nc, b.maxBytes)}}
+	c := &Conn{ServerID: d.serverID, Name: d.name, Transport: TransportStdio, decls: &b.decls, decl: d,
+		t: &socketConn{nc: nc, ch: wire.NewLineChannel(nc, nc, b.maxBytes)}}
 	if b.adopt(nc, c) {
 		b.run(c)
 	}
