@@ -80,7 +80,11 @@
 // mcp/connect the conductor relays or sends for it: refused as an unknown
 // method (-32601), it binds per request, otherwise per connection. Where
 // caller and owner differ, the conductor translates (mcpxlate.go), playing
-// a legacy MCP client's initialize handshake for a stateless owner.
+// a legacy MCP client's initialize handshake for a stateless owner. The
+// client's own mcp/message goes to the first proxy, as its other messages
+// do, unless it is on a connection, a call to a declared server, or a
+// notification about a server the client itself declared, which goes back
+// to the caller the way the call came, so as not to fall behind its answer.
 //
 // A Thinkwell-dialect component declares its servers as
 // {"type":"http","url":"acp:<uuid>","headers":[]}; the conductor records

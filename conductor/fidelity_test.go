@@ -3,6 +3,7 @@ package conductor
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -82,6 +83,72 @@ func TestMCPMessagePassedOn(t *testing.T) {
 	p.reply(wrapped, `{"result":{"content":[]}}`)
 	if got := ag.recvLine(); string(got) != `{"jsonrpc":"2.0","id":"a1","result":{"result":{"content":[]}}}` {
 		t.Errorf("the agent got %s", got)
+	}
+}
+
+// TestMCPMessageFromEditor: the editor's mcp/message naming a server no
+// one in the chain declared goes to the first proxy, as the editor's other
+// messages do, request or notification, and unchanged: neither is taken
+// for a server's message back to the agent and sent past the proxies.
+func TestMCPMessageFromEditor(t *testing.T) {
+	ed, p, ag := proxyChain(t, `{"protocolVersion":1}`)
+	// toProxy returns what the proxy gets next, failing if the agent gets
+	// something first.
+	toProxy := func(what string) *wire.Message {
+		t.Helper()
+		select {
+		case l := <-p.lines:
+			return mustParse(t, l)
+		case l := <-ag.lines:
+			t.Fatalf("the agent got the editor's %s: %s", what, l)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the editor's %s reached no one", what)
+		}
+		return nil
+	}
+
+	const note = `{"jsonrpc":"2.0","method":"mcp/message","params":{"serverId":"elsewhere","requestId":"r1","method":"notifications/progress","params":{"progress":1}}}`
+	ed.send(note)
+	if m := toProxy("notification"); string(m.Raw) != note {
+		t.Fatalf("for the editor's notification, the proxy got %s", m.Raw)
+	}
+	const params = `{"serverId":"elsewhere","requestId":"r2","method":"tools/call","params":{"name":"x"}}`
+	ed.send(`{"jsonrpc":"2.0","id":"e1","method":"mcp/message","params":` + params + `}`)
+	m := toProxy("request")
+	if m.Method != "mcp/message" || !m.IsRequest() || string(m.Params) != params {
+		t.Fatalf("for the editor's request, the proxy got %s", m.Raw)
+	}
+	p.reply(m, `{"result":{"content":[]}}`)
+	if got := ed.recvLine(); string(got) != `{"jsonrpc":"2.0","id":"e1","result":{"result":{"content":[]}}}` {
+		t.Fatalf("the editor got %s", got)
+	}
+
+	// Progress on a call to a server the editor declared goes back as the
+	// call came, straight to the agent, ahead of the call's answer.
+	ed.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","serverId":"ed-1"}]}}`)
+	setup := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":"pn","method":"proxy/successor","params":{"method":"session/new","params":` + string(setup.Params) + `}}`)
+	ag.reply(ag.recvMsg(), `{"sessionId":"s1"}`)
+	p.reply(setup, string(p.recvMsg().Result))
+	ed.recvMsg()
+	ag.send(`{"jsonrpc":"2.0","id":"a1","method":"mcp/message","params":{"serverId":"ed-1","requestId":"r3","method":"tools/call","params":{}}}`)
+	probe := ed.recvMsg() // is the owner's binding per connection?
+	if probe.Method != methodMCPConnect {
+		t.Fatalf("the editor, the server's owner, got %s; want mcp/connect", probe.Bytes())
+	}
+	ed.send(`{"jsonrpc":"2.0","id":` + string(probe.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+	call := ed.recvMsg()
+	if call.Method != "mcp/message" {
+		t.Fatalf("the editor, the server's owner, got %s", call.Bytes())
+	}
+	progress := `{"jsonrpc":"2.0","method":"mcp/message","params":{"serverId":"ed-1","requestId":"r3","method":"notifications/progress","params":{"progress":1}}}`
+	ed.send(progress)
+	ed.reply(call, `{"result":{"content":[]}}`)
+	if got := ag.recvLine(); string(got) != progress {
+		t.Fatalf("the agent got %s, want the owner's progress first", got)
+	}
+	if m := ag.recvMsg(); string(m.ID) != `"a1"` || m.Error != nil {
+		t.Fatalf("the agent got %s, want its call answered", m.Bytes())
 	}
 }
 

@@ -737,6 +737,8 @@ func (c *chain) routeMCP(src int, enveloped bool, from *peer, m *wire.Message, m
 	case mcpFromServer:
 		c.mcpFromServer(from, m, params, b)
 		return true
+	case mcpFromClient:
+		return c.mcpFromClient(src, from, m, params, b)
 	}
 	return false
 }
@@ -938,6 +940,22 @@ func (c *chain) mcpFromServer(from *peer, m *wire.Message, params json.RawMessag
 	} else {
 		c.relayCall(to, &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, params)
 	}
+}
+
+// mcpFromClient relays the client's mcp/message notification naming a
+// server the client declared as that server's message back to its caller
+// (mcpFromServer), and reports whether it did: a notification about
+// anyone else's server goes by position, as the client's other messages.
+func (c *chain) mcpFromClient(src int, from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
+	var serverID string
+	if json.Unmarshal(wire.Member(params, "serverId"), &serverID) != nil {
+		return false
+	}
+	if srv, ok := c.mcp.server(serverID); !ok || srv.owner != src {
+		return false
+	}
+	c.mcpFromServer(from, m, params, b)
+	return true
 }
 
 // relayToOwner relays a request or notification from the agent side to the

@@ -290,3 +290,32 @@ func closeSessions(t *testing.T, ed, ag *scripted, sessions ...string) {
 		}
 	}
 }
+
+// TestMCPProgressToTranslatedCaller: the editor, owner of a server it
+// serves per request, reports progress on a call that the conductor made
+// for a connect-binding caller (a native agent, or a bridged client). The
+// editor's notification goes by the MCP tables, not by position: the
+// caller hears it as MCP's notification on its connection, before the
+// call's answer.
+func TestMCPProgressToTranslatedCaller(t *testing.T) {
+	for _, bridged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "native", true: "bridged"}[bridged], func(t *testing.T) {
+			ed, c := openMCP(t, bridged, "request")
+			c.send("5", "tools/call", `{"name":"slow","_meta":{"progressToken":"p1"}}`)
+			call := recvRequest(t, ed)
+			if _, method, _ := carried(t, call); method != "tools/call" {
+				t.Fatalf("the owner got %s, want the tools/call", call.Bytes())
+			}
+			ed.send(`{"jsonrpc":"2.0","method":"mcp/message","params":{"serverId":"srv-1","requestId":` + string(wire.Member(call.Params, "requestId")) +
+				`,"method":"notifications/progress","params":{"progressToken":"p1","progress":1}}}`)
+			id, method, params := c.recv(t)
+			if id != nil || method != "notifications/progress" || string(params) != `{"progressToken":"p1","progress":1}` {
+				t.Fatalf("the caller got %s %s %s, want the owner's progress", id, method, params)
+			}
+			ed.reply(call, `{"result":{"content":[]}}`)
+			if id, errObj, result := c.recvResult(t); string(id) != "5" || errObj != nil || string(result) != `{"content":[]}` {
+				t.Errorf("the call was answered %s %s %s", id, errObj, result)
+			}
+		})
+	}
+}

@@ -7,9 +7,10 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
-// TestRouteMCP is the MCP rule table: by side (the agent; a proxy's plain
-// request, a call passed on toward the client; anything else, where
-// servers' owners answer from), method and the key the params carry.
+// TestRouteMCP is the MCP rule table: by side (the agent; a proxy's or the
+// client's plain request, a call made or passed on toward a server; the
+// client's notification; anything else, where servers' owners answer
+// from), method and the key the params carry.
 func TestRouteMCP(t *testing.T) {
 	topo := topology{mode: AgentMode, proxies: 2} // the agent is at 3
 	const req, note, plain, wrapped = true, false, false, true
@@ -32,7 +33,14 @@ func TestRouteMCP(t *testing.T) {
 		{2, plain, req, "mcp/message", `{"connectionId":"c","method":"roots/list"}`, mcpOnConn},
 		{3, plain, req, "mcp/message", `{"serverId":"s","requestId":"r","method":"tools/call"}`, mcpToServer},
 		{3, plain, req, "mcp/message", `{"serverId":"s","connectionId":"c","method":"tools/call"}`, mcpOnConn},
-		{0, plain, note, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
+		// The client's messages go by position, to the first proxy, but
+		// where the tables routed what they answer or must re-address them.
+		{0, plain, note, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromClient},
+		{0, plain, req, "mcp/message", `{"serverId":"s","requestId":"r","method":"tools/call"}`, mcpToServer},
+		{0, plain, note, "mcp/message", `{"connectionId":"c","method":"notifications/progress"}`, mcpOnConn},
+		{0, plain, note, "mcp/disconnect", `{"connectionId":"c"}`, mcpOnConn},
+		{0, plain, note, "mcp/message", `{"method":"notifications/progress"}`, mcpOrdinary},
+		{0, plain, req, "mcp/connect", `{"serverId":"s"}`, mcpOrdinary},
 		{1, wrapped, note, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},
 		// An owner built on the TypeScript SDK notifies its predecessor.
 		{1, plain, note, "mcp/message", `{"serverId":"s","requestId":"r","method":"notifications/progress"}`, mcpFromServer},

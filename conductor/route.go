@@ -297,17 +297,19 @@ const (
 	mcpOrdinary   mcpRule = iota // not the MCP tables' business: route by position
 	mcpConnect                   // the agent opens a connection to a declared server
 	mcpOnConn                    // a message on a connection (connect binding), either way
-	mcpToServer                  // a message to a declared server (request binding): the agent's, or one a proxy passes on
+	mcpToServer                  // a message to a declared server (request binding): the agent's, or a call a proxy or the client makes or passes on
 	mcpFromServer                // a server's message back to the agent's request (request binding)
+	mcpFromClient                // the client's message: a server's back, as mcpFromServer, if it declared the server; else by position
 )
 
 // An mcpSide is where an mcp/* message comes from, as the rules see it.
 type mcpSide int
 
 const (
-	mcpServerSide mcpSide = iota // the client, or a proxy: where servers' owners answer from
+	mcpServerSide mcpSide = iota // a proxy's notification, or an envelope: where servers' owners answer from
 	mcpAgentSide                 // the agent, or in proxy mode the parent's successor side
-	mcpCaller                    // a proxy's plain request: a call it passes on toward the client
+	mcpCaller                    // a proxy's or the client's plain request: a call it makes or passes on toward a server
+	mcpClientSide                // the client's notification
 )
 
 // mcpRules is the table: by side, method and the key the params carry
@@ -316,7 +318,13 @@ const (
 // MessageMcpRequest and MessageMcpNotification); an owner built on the
 // TypeScript SDK sends its notifications to its predecessor, plain, so a
 // proxy's plain mcp/message is a server's unless it is a request, which
-// goes on to the server, never back to the agent.
+// goes on to the server, never back to the agent. The client's messages
+// go to the first proxy, as all its others do, but where the MCP tables
+// routed what they answer or must re-address them: on a connection (the
+// agent's connectionId may not be the owner's), a call to a declared
+// server, or a notification for a call to a server the client declared,
+// which reached it straight from the caller and whose answer goes straight
+// back: the notification must not fall behind the answer.
 var mcpRules = map[mcpKey]mcpRule{
 	{mcpAgentSide, methodMCPConnect, mcpKeyNone}:     mcpConnect,
 	{mcpAgentSide, methodMCPConnect, mcpKeyServer}:   mcpConnect,
@@ -330,6 +338,9 @@ var mcpRules = map[mcpKey]mcpRule{
 	{mcpAgentSide, methodMCPMessage, mcpKeyServer}:   mcpToServer,
 	{mcpCaller, methodMCPMessage, mcpKeyServer}:      mcpToServer,
 	{mcpServerSide, methodMCPMessage, mcpKeyServer}:  mcpFromServer,
+	{mcpClientSide, methodMCPMessage, mcpKeyConn}:    mcpOnConn,
+	{mcpClientSide, methodMCPDisconnect, mcpKeyConn}: mcpOnConn,
+	{mcpClientSide, methodMCPMessage, mcpKeyServer}:  mcpFromClient,
 }
 
 type mcpKey struct {
@@ -353,11 +364,14 @@ const (
 // acpId, serverId or (from a Thinkwell parent) url or acp_url.
 func (t topology) routeMCP(src int, enveloped, request bool, method string, params []byte) mcpRule {
 	k := mcpKey{side: mcpServerSide, method: method}
-	switch {
+	switch r := t.role(src); {
 	case src == t.last():
 		k.side = mcpAgentSide
-	case t.role(src) == roleProxy && !enveloped && request:
+	case enveloped || r != roleProxy && r != roleClient:
+	case request:
 		k.side = mcpCaller
+	case r == roleClient:
+		k.side = mcpClientSide
 	}
 	switch {
 	case connID(params) != nil:
