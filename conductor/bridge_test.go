@@ -34,7 +34,7 @@ func TestRewriteDeclarations(t *testing.T) {
 					if !sessionSetup(method) {
 						t.Fatalf("%s is not a session set-up method", method)
 					}
-					if _, found := routes.declare(2, method, json.RawMessage(params)); !found {
+					if _, found, _ := routes.declare(2, method, json.RawMessage(params)); !found {
 						t.Fatal("declare found no acp server")
 					}
 					if srv, ok := routes.server("srv-9"); !ok || srv.owner != 2 || srv.name != "tools" {

@@ -243,6 +243,8 @@ func (r *mcpRoutes) agentIsNative() bool {
 // acpDeclaration is the part of an McpServer entry the conductor reads.
 type acpDeclaration struct {
 	Type, Name, ID, ServerID, URL string
+
+	at int // its index in mcpServers
 }
 
 // declarationOf reads an McpServer entry as the agent and the SDKs read
@@ -271,8 +273,9 @@ func declarations(params json.RawMessage) (session json.RawMessage, ds []acpDecl
 	if json.Unmarshal(wire.Member(params, "mcpServers"), &servers) != nil {
 		return wire.Member(params, "sessionId"), nil
 	}
-	for _, raw := range servers {
+	for i, raw := range servers {
 		if d, ok := declarationOf(raw); ok {
+			d.at = i
 			ds = append(ds, d)
 		}
 	}
@@ -413,9 +416,17 @@ type setup struct {
 // declare records owner as the owner of every acp server declared in params
 // that has none yet, ties each to the session params name, or counts it
 // pending its answer's session, and returns what the answer is to
-// complete, and whether params declare any acp server.
-func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (rec setup, found bool) {
+// complete, and whether params declare any acp server. An acp entry
+// without an id is refused (-32602), and nothing recorded: the agent's
+// calls reach a server by its id, and the agent, or the bridge's shim,
+// would be given one that no call can reach.
+func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (rec setup, found bool, e *wire.Error) {
 	session, servers := declarations(params)
+	for _, d := range servers {
+		if id, _ := d.serverID(); id == "" && d.Type == "acp" {
+			return rec, false, wire.Errorf(codeInvalidParams, "%s: mcpServers[%d] (%q) is an acp MCP server without an id: its serverId (or id) must be a non-empty string, by which its calls are routed", method, d.at, d.Name)
+		}
+	}
 	rec.method = method
 	if setupNamesSession(method) {
 		rec.session = string(session)
@@ -444,7 +455,7 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (r
 		r.servers[id] = s
 		rec.ids = append(rec.ids, id)
 	}
-	return rec, found
+	return rec, found, nil
 }
 
 // setupAnswered completes what declare recorded of a set-up, given its
@@ -1007,31 +1018,35 @@ func (c *chain) toOwner(owner int, method string) delivery {
 
 // onSessionSetup records the acp MCP servers a session set-up request
 // declares on its way downstream (mcpRoutes.declare), and returns what its
-// answer is to complete (setupAnswered). On its way to the agent
-// each declaration is spelled as the agent reads it, or, for an agent that
-// cannot use them natively, rewritten for the bridge; on its way to a
-// parent whose dialect declares servers by URL, it is spelled so.
-func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (json.RawMessage, setup) {
+// answer is to complete (setupAnswered), or why the request is refused.
+// On its way to the agent each declaration is spelled as the agent reads
+// it, or, for an agent that cannot use them natively, rewritten for the
+// bridge; on its way to a parent whose dialect declares servers by URL, it
+// is spelled so.
+func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (json.RawMessage, setup, *wire.Error) {
 	if d.to <= src {
-		return params, setup{}
+		return params, setup{}, nil
 	}
-	rec, found := c.mcp.declare(src, d.method, params)
+	rec, found, e := c.mcp.declare(src, d.method, params)
+	if e != nil {
+		return nil, setup{}, e
+	}
 	if found && c.topo.Load().role(d.to) == roleUpstream && c.peers[0].getDialect().MCPByURL {
 		out, err := urlForm(params)
 		if err != nil {
 			c.log.Warn("could not turn acp declarations into acp: URL ones for the parent; passed on unchanged", zap.Error(err))
-			return params, rec
+			return params, rec, nil
 		}
-		return out, rec
+		return out, rec, nil
 	}
 	if !found || c.topo.Load().role(d.to) != roleAgent {
-		return params, rec
+		return params, rec, nil
 	}
 	if c.mcp.agentIsNative() || c.bridge != nil {
 		out, err := acpForm(params)
 		if err != nil {
 			c.log.Warn("could not turn acp: URL declarations into acp ones for the agent; passed on unchanged", zap.Error(err))
-			return params, rec
+			return params, rec, nil
 		}
 		params = out
 	}
@@ -1042,20 +1057,20 @@ func (c *chain) onSessionSetup(src int, d delivery, params json.RawMessage) (jso
 		out, err := respell(params, spelling)
 		if err != nil {
 			c.log.Warn("could not spell MCP server declarations for the agent; passed on unchanged", zap.Error(err))
-			return params, rec
+			return params, rec, nil
 		}
-		return out, rec
+		return out, rec, nil
 	}
 	if c.bridge == nil {
 		c.log.Warn("the agent does not support MCP-over-ACP and no bridge is configured; acp MCP servers passed on unchanged")
-		return params, rec
+		return params, rec, nil
 	}
 	rewritten, err := c.bridge.rewrite(params)
 	if err != nil {
 		c.log.Warn("could not rewrite MCP server declarations for the bridge", zap.Error(err))
-		return params, rec
+		return params, rec, nil
 	}
-	return rewritten, rec
+	return rewritten, rec, nil
 }
 
 // declarationSpellings says which members name an acp server for an agent,

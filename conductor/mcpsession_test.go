@@ -505,3 +505,36 @@ func TestMCPSessionEndsAsBridgedAdmitted(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPDeclarationWithoutID: an acp MCP server entry with an empty or no
+// id names no server anyone can reach: the agent's calls, and the
+// bridge's shim, find a server by its id. The session set-up that carries
+// one is refused with invalid params naming the entry, and goes no
+// further, whatever the agent; the schema requires the id, and an SDK
+// agent refuses a set-up whose entry lacks it the same way.
+func TestMCPDeclarationWithoutID(t *testing.T) {
+	for _, agent := range []struct{ name, caps string }{{"native", `{"acp":true}`}, {"bridged", `{}`}} {
+		for _, entry := range []string{`"id":""`, `"serverId":""`, `"id":"","serverId":""`, `"serverId":7`, `"x":1`} {
+			t.Run(agent.name+"/"+entry, func(t *testing.T) {
+				ed, ag, _ := mcpChain(t, agent.caps, BridgeStdio)
+				ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-2"},{"type":"acp","name":"nameless",` + entry + `}]}}`)
+				select {
+				case l := <-ed.lines:
+					m := mustParse(t, l)
+					if string(m.ID) != "3" || errorCode(m.Error) != codeInvalidParams || !strings.Contains(errorMessage(m.Error), `mcpServers[1] ("nameless")`) {
+						t.Fatalf("the editor got %s; want its session/new refused, naming the entry", l)
+					}
+				case l := <-ag.lines:
+					t.Fatalf("the agent got %s; want the session/new refused before it", l)
+				case <-time.After(20 * time.Second):
+					t.Fatal("the session/new was neither refused nor passed on")
+				}
+				// The chain goes on: the next set-up reaches the agent.
+				ed.send(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-2"}]}}`)
+				if m := ag.recvMsg(); m.Method != "session/new" || !strings.Contains(string(m.Params), `"tools"`) {
+					t.Fatalf("the agent got %s, want the next session/new", m.Bytes())
+				}
+			})
+		}
+	}
+}

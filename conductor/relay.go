@@ -118,7 +118,11 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	params := dc.raw
 	var declared setup // acp MCP servers whose set-up the answer completes
 	if dc.setup {
-		params, declared = c.onSessionSetup(dc.src, dc.d, params)
+		var e *wire.Error
+		if params, declared, e = c.onSessionSetup(dc.src, dc.d, params); e != nil {
+			c.answerError(from, m, e, b)
+			return
+		}
 	}
 	if m.IsNotification() {
 		c.relay(from, to, nil, dc.d, params)
