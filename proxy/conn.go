@@ -297,6 +297,9 @@ func (c *Conn) shutdown() {
 	}
 	c.cancel()
 	c.handlers.Wait() // handlers never fail; they answer instead
+	if c.mcp != nil {
+		c.mcp.stop()
+	}
 	c.out.close()
 }
 

@@ -97,8 +97,11 @@
 // session/load, session/resume and session/fork; a handler for one of those
 // sees the declarations already in r.Params), and serves the agent's
 // mcp/connect, mcp/message and mcp/disconnect for them, which the conductor
-// delivers as coming from the successor; a session's ids are forgotten once
-// the session is closed (session/close). Each connection runs the server's
+// delivers as coming from the successor. Once a session is closed
+// (session/close, session/delete), its ids are forgotten and the
+// connections to them end as if their client had disconnected, and so
+// does everything when the proxy's connection to its conductor closes.
+// Each connection runs the server's
 // Serve function with an [MCPConn], a pipe of whole MCP JSON-RPC messages, so
 // any MCP implementation can serve it; package
 // github.com/acp-conductor/acp-conductor/proxy/mcpsdk adapts the official Go

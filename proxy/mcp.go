@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/creachadair/jrpc2"
@@ -36,7 +38,8 @@ import (
 // notifications/initialized before tools/list); the server reads them from
 // its MCPConn at its own pace. mcp/connect for an id the proxy did not
 // declare, and the connections it opens, belong to someone before the proxy
-// and go on as any other message would.
+// and go on as any other message would, until they are disconnected or the
+// sessions that declared the server through the proxy have all closed.
 
 // MCP-over-ACP methods, and the requests that set up a session and so carry
 // mcpServers.
@@ -126,10 +129,24 @@ type mcpHost struct {
 	c       *Conn
 	servers []*MCPServer
 
+	// Each entry lasts until its session ends, if not until the client
+	// disconnects, or until the connection to the conductor closes: a
+	// client that opens sessions all day and never disconnects must not
+	// grow the proxy.
 	mu       sync.Mutex
-	declared map[string]declaration // by server id, until its session closes
-	conns    map[string]*MCPConn    // by connection id, until the client disconnects
-	upstream map[string]bool        // ids of connections opened with someone before the proxy
+	declared map[string]declaration      // by server id
+	conns    map[string]*MCPConn         // by connection id
+	theirs   map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
+	upstream map[string]upstreamConn     // connections opened with someone before the proxy, by id
+}
+
+// An upstreamConn is a connection the proxy saw opened with someone
+// before it, and what ties it to a session: the server, while a session
+// that declared it through the proxy is open, or else the session the
+// conductor's _meta named on mcp/connect, if any.
+type upstreamConn struct {
+	server  string // in theirs when opened, or ""
+	session string
 }
 
 // A declaration is one server declared in one session.
@@ -174,8 +191,19 @@ func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
 		servers:  servers,
 		declared: make(map[string]declaration),
 		conns:    make(map[string]*MCPConn),
-		upstream: make(map[string]bool),
+		theirs:   make(map[string][]*sessionRecord),
+		upstream: make(map[string]upstreamConn),
 	}
+}
+
+// stop forgets everything once the connection to the conductor is closed
+// and its handlers, the servers' included, have returned: nothing about
+// any of it can arrive any more.
+func (h *mcpHost) stop() {
+	h.mu.Lock()
+	h.declared, h.conns = map[string]declaration{}, map[string]*MCPConn{}
+	h.theirs, h.upstream = map[string][]*sessionRecord{}, map[string]upstreamConn{}
+	h.mu.Unlock()
 }
 
 // receive takes the messages that concern the proxy's MCP servers, and
@@ -217,6 +245,7 @@ func (h *mcpHost) setUp(fn Handler) Handler {
 		if r.Method == "session/load" || r.Method == "session/resume" {
 			rec.s.ID = req.SessionID // session/fork names the session it copies
 		}
+		theirs := h.noteTheirs(r.Params, rec)
 		ids, params, err := h.declare(r.Params, rec, h.c.getDialect())
 		if err != nil {
 			h.c.log.Warn("could not declare the proxy's MCP servers; the session goes on without them",
@@ -228,7 +257,7 @@ func (h *mcpHost) setUp(fn Handler) Handler {
 
 		result, err := fn(ctx, r)
 		if err != nil {
-			h.forget(ids) // no session, so nothing will connect
+			h.forget(ids, theirs, rec) // no session, so nothing will connect
 			return nil, err
 		}
 		var res struct {
@@ -291,11 +320,40 @@ func (h *mcpHost) declare(params json.RawMessage, rec *sessionRecord, d *wire.Di
 	return ids, params, nil
 }
 
+// noteTheirs records the acp servers that params declare before the proxy
+// adds its own as declared in rec's session, and returns their ids.
+func (h *mcpHost) noteTheirs(params json.RawMessage, rec *sessionRecord) []string {
+	var servers []json.RawMessage
+	if json.Unmarshal(wire.Member(params, "mcpServers"), &servers) != nil {
+		return nil
+	}
+	var ids []string
+	for _, raw := range servers {
+		var typ, url string
+		_ = json.Unmarshal(wire.Member(raw, "type"), &typ)
+		_ = json.Unmarshal(wire.Member(raw, "url"), &url)
+		switch {
+		case typ == "http" && strings.HasPrefix(url, "acp:"):
+			ids = append(ids, url)
+		case typ == "acp":
+			if id := firstNonEmpty(raw, "id", "serverId"); id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	h.mu.Lock()
+	for _, id := range ids {
+		h.theirs[id] = append(h.theirs[id], rec)
+	}
+	h.mu.Unlock()
+	return ids
+}
+
 // tearDown wraps the handler of a request that ends a session (nil:
-// forwarding) so that, once the agent has agreed, the session's
-// declarations are forgotten: no one connects to them any more, and kept,
-// they would grow with every session a client opens in the Conn's life.
-// Connections still open end as usual, with mcp/disconnect.
+// forwarding) so that, once the agent has agreed, what the proxy keeps for
+// the session is forgotten (closed): no one connects to its servers any
+// more, and kept, it would grow with every session a client opens in the
+// Conn's life.
 func (h *mcpHost) tearDown(fn Handler) Handler {
 	if fn == nil {
 		fn = forward
@@ -313,23 +371,64 @@ func (h *mcpHost) tearDown(fn Handler) Handler {
 	}
 }
 
-// closed forgets the declarations of the session with id session.
+// closed forgets what the proxy keeps for the session with id session:
+// the declarations of its servers, and the connections to them, which end
+// as if their client had disconnected (a server's Read returns io.EOF);
+// the servers declared before the proxy that no other open session
+// declared, and the connections the proxy saw opened to them or for the
+// session, whose messages are refused from then on as on any unknown
+// connection.
 func (h *mcpHost) closed(session string) {
+	var ended []*MCPConn
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for id, d := range h.declared {
 		if d.session.get().ID == session {
 			delete(h.declared, id)
 		}
 	}
+	for id, mc := range h.conns {
+		if mc.session.get().ID == session {
+			delete(h.conns, id)
+			ended = append(ended, mc)
+		}
+	}
+	gone := make(map[string]bool)
+	for id, recs := range h.theirs {
+		recs = slices.DeleteFunc(recs, func(r *sessionRecord) bool { return r.get().ID == session })
+		if len(recs) > 0 {
+			h.theirs[id] = recs
+			continue
+		}
+		delete(h.theirs, id)
+		gone[id] = true
+	}
+	for id, up := range h.upstream {
+		if gone[up.server] || up.server == "" && up.session == session {
+			delete(h.upstream, id)
+		}
+	}
+	h.mu.Unlock()
+	for _, mc := range ended {
+		mc.end(io.EOF)
+	}
 }
 
-func (h *mcpHost) forget(ids []string) {
+// forget withdraws what a failed set-up in rec's session declared: ids of
+// the proxy's servers, theirs of servers before it.
+func (h *mcpHost) forget(ids, theirs []string, rec *sessionRecord) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, id := range ids {
 		delete(h.declared, id)
 	}
-	h.mu.Unlock()
+	for _, id := range theirs {
+		recs := slices.DeleteFunc(h.theirs[id], func(r *sessionRecord) bool { return r == rec })
+		if len(recs) == 0 {
+			delete(h.theirs, id)
+		} else {
+			h.theirs[id] = recs
+		}
+	}
 }
 
 // connect opens a connection to one of the proxy's servers and starts
@@ -355,7 +454,7 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params json.RawMess
 	var proposed string
 	_ = json.Unmarshal(wire.Member(params, "connectionId"), &proposed)
 	h.mu.Lock()
-	if h.conns[proposed] != nil || h.upstream[proposed] {
+	if _, up := h.upstream[proposed]; up || h.conns[proposed] != nil {
 		proposed = "" // taken: the answer names another
 	}
 	mc := newMCPConn(h, d, proposed)
@@ -380,10 +479,17 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 		fn = forward
 	}
 	return func(ctx context.Context, r *Request) (json.RawMessage, error) {
+		server := connectTarget(r.Params)
+		var session string
+		_ = json.Unmarshal(wire.Member(wire.Member(r.Params, "_meta"), metaSessionID), &session)
 		result, err := fn(ctx, r)
 		if cid := connectionID(result); err == nil && cid != "" {
 			h.mu.Lock()
-			h.upstream[cid] = true
+			up := upstreamConn{session: session}
+			if len(h.theirs[server]) > 0 {
+				up.server = server
+			}
+			h.upstream[cid] = up
 			h.mu.Unlock()
 		}
 		return result, err
@@ -400,7 +506,8 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 	}
 	cid := connectionID(params)
 	h.mu.Lock()
-	mc, up := h.conns[cid], h.upstream[cid]
+	mc := h.conns[cid]
+	_, up := h.upstream[cid]
 	if method == methodMCPDisconnect {
 		delete(h.conns, cid)
 		delete(h.upstream, cid)
@@ -440,6 +547,17 @@ func connectTarget(params json.RawMessage) string {
 // connection_id.
 func connectionID(obj json.RawMessage) string {
 	return firstString(obj, "connectionId", "connection_id")
+}
+
+// firstNonEmpty returns the first of obj's members named that is a
+// string other than "".
+func firstNonEmpty(obj json.RawMessage, names ...string) string {
+	for _, name := range names {
+		if s := firstString(obj, name); s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // firstString returns the first of obj's members named that is a string.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -651,4 +652,125 @@ func testMCPThinkwellSpelling(t *testing.T) {
 	h.send(`{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"_mcp/message","params":{"connectionId":"up-1","method":"notifications/initialized"}}}`)
 	h.expect(`{"jsonrpc":"2.0","method":"_mcp/message","params":{"connectionId":"up-1","method":"notifications/initialized"}}`)
 	h.quiet()
+}
+
+// tables returns a proxy whose FromPredecessor answers _test/tables with
+// the sizes of its MCP tables, and a function that asks for them and
+// returns them, with the Conn that answered.
+func tablesProxy() (*proxy.Proxy, func(h *mcpHarness) (map[string]int, *proxy.Conn)) {
+	var conn *proxy.Conn
+	p := &proxy.Proxy{FromPredecessor: map[string]proxy.Handler{
+		"_test/tables": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+			conn = r.Conn()
+			return json.Marshal(proxy.MCPTableSizes(r.Conn()))
+		},
+	}}
+	return p, func(h *mcpHarness) (map[string]int, *proxy.Conn) {
+		h.t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"tables","method":"_test/tables"}`)
+		var resp struct{ Result map[string]int }
+		if line := h.recv(); json.Unmarshal([]byte(line), &resp) != nil || resp.Result == nil {
+			h.t.Fatalf("_test/tables: the proxy sent %s", line)
+		}
+		return resp.Result, conn
+	}
+}
+
+// idOf returns the id of a line the proxy sent.
+func idOf(t *testing.T, line string) string {
+	t.Helper()
+	var m struct{ ID json.RawMessage }
+	if json.Unmarshal([]byte(line), &m) != nil || m.ID == nil {
+		t.Fatalf("no id in %s", line)
+	}
+	return string(m.ID)
+}
+
+// openEverything sets up session sid, declaring a server of the editor's
+// (ed-<sid>) before the proxy's, and opens a connection to the proxy's
+// server, one through the proxy to the editor's, and one through the
+// proxy to a server it never saw declared, for which the conductor's
+// _meta names the session. It returns the proxy's served connection.
+func (h *mcpHarness) openEverything(sid string) served {
+	h.t.Helper()
+	h.send(`{"jsonrpc":"2.0","id":"n-` + sid + `","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-` + sid + `"}]}}`)
+	fwd := h.recv()
+	ours := uuid.FindString(fwd)
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(h.t, fwd) + `,"result":{"sessionId":"` + sid + `"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"n-` + sid + `","result":{"sessionId":"` + sid + `"}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":"c-` + sid + `","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"` + ours + `"}}}`)
+	if line := h.recv(); !strings.Contains(line, `"id":"c-`+sid+`","result":{"connectionId":`) {
+		h.t.Fatalf("connecting to the proxy's server: %s", line)
+	}
+	sv := h.conn()
+	for i, params := range []string{
+		`{"serverId":"ed-` + sid + `"}`,
+		`{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"` + sid + `"}}`,
+	} {
+		up := fmt.Sprintf("up%d-%s", i, sid)
+		h.send(`{"jsonrpc":"2.0","id":"` + up + `","method":"proxy/successor","params":{"method":"mcp/connect","params":` + params + `}}`)
+		fwd := h.recv()
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(h.t, fwd) + `,"result":{"connectionId":"` + up + `"}}`)
+		h.expect(`{"jsonrpc":"2.0","id":"` + up + `","result":{"connectionId":"` + up + `"}}`)
+	}
+	return sv
+}
+
+// The proxy keeps what a session's MCP traffic needs until the session
+// closes, not only until its client disconnects: over many sessions whose
+// clients never disconnect, its tables do not grow. Each closed session's
+// connections end, to the proxy's server (its Serve sees the connection's
+// context done) and through it (the agent's messages on them are refused
+// as unknown from then on); a session still open keeps its own.
+func TestMCPClosedSessionsLeaveNothing(t *testing.T) {
+	p, tables := tablesProxy()
+	h := serveMCP(t, p, "tools")
+	kept := h.openEverything("kept")
+	for i := range 20 {
+		sid := fmt.Sprintf("s%d", i)
+		sv := h.openEverything(sid)
+		h.send(`{"jsonrpc":"2.0","id":"x-` + sid + `","method":"session/close","params":{"sessionId":"` + sid + `"}}`)
+		fwd := h.recv()
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+		h.expect(`{"jsonrpc":"2.0","id":"x-` + sid + `","result":{}}`)
+		select {
+		case <-sv.ctx.Done():
+		case <-time.After(timeout):
+			t.Fatalf("session %s closed, its MCP connection is still served", sid)
+		}
+	}
+	got, _ := tables(h)
+	if want := map[string]int{"declared": 1, "conns": 1, "theirs": 1, "upstream": 2}; !maps.Equal(got, want) {
+		t.Errorf("after 20 sessions closed and one kept, the proxy's tables hold %v; want the kept session's, %v", got, want)
+	}
+	if kept.ctx.Err() != nil {
+		t.Error("the connection of the session still open ended")
+	}
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up0-s3","method":"ping"}}}`)
+	h.expectError(`"m"`, -32602)
+	h.send(`{"jsonrpc":"2.0","id":"m2","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up0-kept","method":"ping"}}}`)
+	if line := h.recv(); !strings.Contains(line, `"method":"mcp/message","params":{"connectionId":"up0-kept"`) {
+		t.Errorf("a message on the open session's upstream connection: the proxy sent %s; want it passed on", line)
+	}
+}
+
+// When the connection to the conductor closes, the proxy forgets every
+// session's MCP state, closed or not.
+func TestMCPConnectionEndLeavesNothing(t *testing.T) {
+	p, tables := tablesProxy()
+	h := serveMCP(t, p, "tools")
+	for i := range 3 {
+		h.openEverything(fmt.Sprintf("s%d", i))
+	}
+	_, conn := tables(h)
+	h.in.Close()
+	if err := h.wait(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	for name, n := range proxy.MCPTableSizes(conn) {
+		if n != 0 {
+			t.Errorf("after Serve returned, the proxy's %s table holds %d entries", name, n)
+		}
+	}
 }

@@ -94,8 +94,8 @@ func (c *MCPConn) Session() MCPSession { return c.session.get() }
 
 // Read returns the next message from the client: a request, a notification,
 // or the response to a request the server wrote. Once the client has
-// disconnected, or the proxy has stopped, Read returns the messages that
-// arrived before, then io.EOF. After Close it returns [ErrClosed]. If ctx is
+// disconnected, its session has closed, or the proxy has stopped, Read
+// returns the messages that arrived before, then io.EOF. After Close it returns [ErrClosed]. If ctx is
 // done first, Read returns ctx.Err().
 func (c *MCPConn) Read(ctx context.Context) (json.RawMessage, error) {
 	for {

@@ -1,0 +1,10 @@
+package proxy
+
+// MCPTableSizes returns the number of entries in each table c keeps for
+// its MCP servers, by name, for tests that check they do not grow.
+func MCPTableSizes(c *Conn) map[string]int {
+	h := c.mcp
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return map[string]int{"declared": len(h.declared), "conns": len(h.conns), "theirs": len(h.theirs), "upstream": len(h.upstream)}
+}
