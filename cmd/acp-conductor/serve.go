@@ -57,7 +57,10 @@ that vanished without DELETE is noticed. A WebSocket is pinged every
 how a client whose network vanished (no close, no reset) is noticed, rather
 than when TCP gives up a quarter of an hour later; and any connection whose
 sent data stays unacknowledged for twice the interval ends (Linux), which is
-how a Streamable HTTP client's lost network is. The chain is given as for
+how a Streamable HTTP client's lost network is. A TCP connection kept
+alive with no request in progress is closed after 2 minutes, or
+--idle-timeout if that is shorter; an open stream or a WebSocket is never
+cut by that. The chain is given as for
 "agent", or with --proxy as for "proxy": a chain of proxies that a parent
 conductor reaches as one of its own, by URL.
 
@@ -94,7 +97,7 @@ every connection's chain, each event marked with its "connection".`,
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (PEM)")
 	fs.BoolVar(&f.proxy, "proxy", false, "serve a proxy-mode chain, for a parent conductor that lists this URL among its proxies")
 	fs.StringSliceVar(&f.allowHosts, "allow-host", nil, "further host names accepted in Host and Origin (repeatable)")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", transport.DefaultIdleTimeout, "end a Streamable HTTP connection with no request and no open stream for this long")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", transport.DefaultIdleTimeout, "end a Streamable HTTP connection with no request and no open stream for this long; a TCP connection kept alive with no request is closed after this or 2m, whichever is shorter")
 	fs.DurationVar(&f.pingInterval, "ping-interval", transport.DefaultPingInterval, "ping a WebSocket client this often and end its connection when no pong comes within it; 0 turns pings off")
 	addChainFlags(cmd)
 	return cmd
@@ -210,6 +213,9 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 		Protocols:         new(http.Protocols),
+		// Between requests only: an SSE stream is a request in progress,
+		// and a WebSocket has left the server's hands.
+		IdleTimeout: min(keepAliveIdle, f.idleTimeout),
 	}
 	hs.Protocols.SetHTTP1(true)
 	hs.Protocols.SetHTTP2(true)
@@ -262,6 +268,14 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	log.Info("stopped")
 	return nil
 }
+
+// keepAliveIdle is how long serve keeps a TCP connection that has no
+// request in progress. The kernel's keep-alive notices a peer that is gone,
+// not one that holds an idle connection for ever. It is longer than the 90 s
+// Go's client, and browsers, keep an idle connection for, so that it is
+// usually the client that closes it: a POST sent on a connection the server
+// has just closed fails, and is not retried.
+const keepAliveIdle = 2 * time.Minute
 
 // pingField turns a --ping-interval into a PingInterval field of the
 // transport package, whose zero is the default and negative is none.

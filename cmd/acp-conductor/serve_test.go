@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -288,6 +290,90 @@ func TestServeH2C(t *testing.T) {
 	resp.Body.Close()
 	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || resp.Header.Get(transport.HeaderConnectionID) == "" {
 		t.Errorf("h2c initialize: %s %s, connection %q", resp.Proto, resp.Status, resp.Header.Get(transport.HeaderConnectionID))
+	}
+}
+
+// TestServeIdleKeepAlive: serve closes a TCP connection kept alive with no
+// request in progress once the idle timeout has passed (here --idle-timeout
+// 1s, shorter than the default 2m), over HTTP/1.1 and h2c; a Streamable
+// HTTP connection's SSE stream and a WebSocket, opened before and used
+// after, are not cut.
+func TestServeIdleKeepAlive(t *testing.T) {
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-k"}, "--idle-timeout", "1s", "--", shellQuote(demo)+" sample-agent")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	auth := http.Header{"Authorization": {"Bearer tok-k"}}
+	// Every POST on a TCP connection of its own: the idle ones are the
+	// test's.
+	oneShot := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	var conns []transport.Conn
+	for _, opts := range []struct {
+		url  string
+		opts transport.DialOptions
+	}{
+		{u, transport.DialOptions{Header: auth, HTTPClient: oneShot, StreamableHTTP: true}},
+		{"ws" + strings.TrimPrefix(u, "http"), transport.DialOptions{Header: auth}},
+	} {
+		c, err := transport.Dial(ctx, opts.url, opts.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Write(ctx, []byte(initialize)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(ctx); err != nil {
+			t.Fatalf("%s: initialize: %v\n%s", opts.url, err, log)
+		}
+		conns = append(conns, c)
+	}
+
+	for _, tc := range []struct {
+		name string
+		open func(net.Conn) error // sends something, and reads its answer, if any
+	}{
+		{"HTTP/1.1", func(c net.Conn) error {
+			fmt.Fprintf(c, "GET /elsewhere HTTP/1.1\r\nHost: %s\r\n\r\n", hostPort(u))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.Close {
+				return errors.New("the server closed the connection after its answer")
+			}
+			return err
+		}},
+		{"h2c", func(c net.Conn) error {
+			// The client preface and an empty SETTINGS frame; no stream.
+			_, err := io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+			return err
+		}},
+	} {
+		c, err := net.Dial("tcp", hostPort(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := tc.open(c); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		// Whatever the server still sends (h2's SETTINGS, GOAWAY), then
+		// its end of the connection.
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("%s: an idle connection still open 20s later, the idle timeout 1s: %v", tc.name, err)
+		}
+	}
+
+	for i, c := range conns {
+		if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)); err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if got, err := c.Read(ctx); err != nil || !strings.Contains(string(got), `"sessionId"`) {
+			t.Errorf("connection %d, open longer than the idle timeout: session/new answered %s, %v\n%s", i, got, err, log)
+		}
 	}
 }
 
