@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"go.uber.org/zap"
 )
 
 // DialOptions configure Dial.
@@ -31,6 +32,10 @@ type DialOptions struct {
 	// is noticed in seconds rather than when TCP gives up. Zero means
 	// DefaultPingInterval; negative turns the heartbeat off.
 	PingInterval time.Duration
+	// Logger hears, at debug level, of what a Streamable HTTP server sent
+	// that carries no message (an SSE event of another type than
+	// "message"). Nil discards.
+	Logger *zap.Logger
 
 	// Tests: the heartbeat's timeout (zero: the interval), a function
 	// called after each pong, and one after a late pong with no Read pending.

@@ -23,6 +23,7 @@ func FuzzReadStream(f *testing.F) {
 	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"sessionId\":\"s\"}}\n\n"))
 	f.Add([]byte(": keepalive\n\ndata: {\"a\":\ndata: 1}\r\n\r\nevent: x\nid: 3\n\n"))
 	f.Add([]byte("data:" + string(bytes.Repeat([]byte("x"), 300)) + "\n\n"))
+	f.Add([]byte("event: ping\ndata: {\"a\":1}\n\nevent:" + string(bytes.Repeat([]byte("y"), 300)) + "\ndata: 2\n\n"))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		c := newHTTPClient("http://127.0.0.1:1/acp", DialOptions{MaxMessageBytes: 256, HTTPClient: http.DefaultClient})
 		c.in = make(chan []byte, len(stream)+1) // never blocks
@@ -71,15 +72,16 @@ func FuzzPost(f *testing.F) {
 }
 
 // sseEvents parses an SSE stream as the WHATWG spec says a client must
-// (lines end in CR LF, LF or CR alone; a leading BOM is dropped; a "data"
-// field without a colon has an empty value; one space after the colon is
-// dropped), returning the data of each event dispatched, or nil where the
-// spec dispatches one with no data. An event not ended by a blank line is
-// never dispatched.
+// (lines end in CR LF, LF or CR alone; a leading BOM is dropped; a field
+// without a colon has an empty value; one space after the colon is
+// dropped), returning the data of each event dispatched as a "message"
+// event (the type of one whose "event" field is absent or empty), or nil
+// where the spec dispatches one with no data. An event not ended by a
+// blank line is never dispatched.
 func sseEvents(stream []byte) [][]byte {
 	stream = bytes.TrimPrefix(stream, []byte("\uFEFF"))
 	var events [][]byte
-	var data []byte
+	var data, typ []byte
 	dataSeen := false
 	for {
 		i := bytes.IndexAny(stream, "\r\n")
@@ -92,32 +94,37 @@ func sseEvents(stream []byte) [][]byte {
 		}
 		stream = stream[i+1:]
 		if len(line) == 0 {
-			if dataSeen {
+			if dataSeen && (len(typ) == 0 || string(typ) == "message") {
 				events = append(events, bytes.TrimSuffix(data, []byte("\n")))
 			}
-			data, dataSeen = nil, false
+			data, typ, dataSeen = nil, nil, false
 			continue
 		}
 		field, value, colon := bytes.Cut(line, []byte(":"))
 		if colon {
 			value = bytes.TrimPrefix(value, []byte(" "))
 		}
-		if len(field) == 0 || string(field) != "data" {
-			continue // a comment, or a field that carries no data
+		switch string(field) {
+		case "data":
+			data = append(append(data, value...), '\n')
+			dataSeen = true
+		case "event":
+			typ = append([]byte(nil), value...)
 		}
-		data = append(append(data, value...), '\n')
-		dataSeen = true
+		// Anything else is a comment, or a field that carries no data.
 	}
 }
 
 // FuzzSSE holds the client's SSE parser to the spec (sseEvents): each
-// event with data is delivered, in order, as its data on one line,
+// message event with data is delivered, in order, as its data on one line,
 // compacted where it is JSON, and nothing else is.
 func FuzzSSE(f *testing.F) {
 	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"))
 	f.Add([]byte(": keepalive\n\ndata: {\"a\":\ndata: 1}\r\n\r\nevent: x\nid: 3\n\ndata:x"))
 	f.Add([]byte("data: {\"a\":1}\r\rdata:{\"b\":2}\r\r"))
 	f.Add([]byte("\uFEFFdata: {\"a\":1}\n\ndata\ndata: [1]\n\n"))
+	f.Add([]byte("event: ping\ndata: {\"a\":1}\n\nevent:message\ndata: {\"b\":2}\n\nevent\rdata: [3]\r\r"))
+	f.Add([]byte("event: x\n\ndata: 1\nevent: message\nevent: Message\n\n"))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		c := newHTTPClient("http://127.0.0.1:1/acp", DialOptions{MaxMessageBytes: 1 << 20, HTTPClient: http.DefaultClient})
 		c.in = make(chan []byte, len(stream)+1) // never blocks

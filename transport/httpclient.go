@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -23,6 +25,7 @@ type httpClient struct {
 	hc    *http.Client
 	hdr   http.Header
 	limit int
+	log   *zap.Logger
 
 	ctx    context.Context // ends the streams
 	cancel context.CancelFunc
@@ -45,8 +48,12 @@ type httpClient struct {
 
 func newHTTPClient(u string, opts DialOptions) *httpClient {
 	ctx, cancel := context.WithCancel(context.Background())
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
 	return &httpClient{
-		url: u, hc: opts.HTTPClient, hdr: opts.Header, limit: opts.MaxMessageBytes,
+		url: u, hc: opts.HTTPClient, hdr: opts.Header, limit: opts.MaxMessageBytes, log: log,
 		ctx: ctx, cancel: cancel,
 		in:          make(chan []byte, 64),
 		failed:      make(chan struct{}),
@@ -295,12 +302,16 @@ func (c *httpClient) forgetSession(session string) {
 	c.mu.Unlock()
 }
 
-// readStream delivers each SSE event's data as a message.
+// readStream delivers the data of each SSE event of type "message" as a
+// message: as in MCP's Streamable HTTP, which ACP's follows, only those
+// carry JSON-RPC, and an event that names no type is one. Any other type
+// is the server's own business (a ping, an endpoint), and is skipped.
 func (c *httpClient) readStream(body io.Reader, session string) error {
 	lines := bufio.NewScanner(body)
 	lines.Buffer(make([]byte, 64<<10), c.limit+16)
 	lines.Split(sseLine)
 	var data []byte
+	var event []byte // the event's type, as its last "event" line gave it
 	for first := true; lines.Scan(); first = false {
 		line := lines.Bytes()
 		if first {
@@ -312,12 +323,18 @@ func (c *httpClient) readStream(body io.Reader, session string) error {
 		case len(line) == 0:
 			// The event's data is its data lines', each ended by a line
 			// feed but the last, as the spec joins them; blank, it
-			// carries no message.
+			// carries no message. Its type ends with it, dispatched or not.
+			typ := event
+			event = nil
 			if len(data) == 0 {
 				continue
 			}
 			msg := data[:len(data)-1]
 			data = nil
+			if len(typ) > 0 && string(typ) != "message" {
+				c.log.Debug("skipped an SSE event that is not a message", zap.ByteString("event", typ), zap.Int("bytes", len(msg)))
+				continue
+			}
 			if len(bytes.TrimSpace(msg)) == 0 {
 				continue
 			}
@@ -333,8 +350,10 @@ func (c *httpClient) readStream(body io.Reader, session string) error {
 			if len(data) > c.limit+1 {
 				return fmt.Errorf("message exceeds %d bytes", c.limit)
 			}
+		case bytes.HasPrefix(line, []byte("event:")), string(line) == "event":
+			event = append(event[:0], bytes.TrimPrefix(line[min(6, len(line)):], []byte(" "))...)
 		}
-		// Comments, event names and ids carry nothing ACP needs.
+		// Comments, ids and retry times carry nothing ACP needs.
 	}
 	if errors.Is(lines.Err(), bufio.ErrTooLong) {
 		return fmt.Errorf("message exceeds %d bytes", c.limit)
