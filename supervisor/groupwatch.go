@@ -18,16 +18,15 @@ import (
 // group dies with it, and what leaves the group is not followed. It builds
 // on Linux too, for its tests.
 type groupWatch struct {
-	r    *os.File // the read end, until the watchdog holds it
-	pipe *os.File // the write end, which only the conductor holds
-	pid  int      // the watchdog's, once launched and until reaped (see reap)
+	r    *os.File  // the read end, until the watchdog holds it
+	pipe *os.File  // the write end, which only the conductor holds
+	cmd  *exec.Cmd // the watchdog, once launched
 }
 
 // newGroupWatch prepares the watchdog of a new chain: its pipe, which
 // holds what Started and Ended say until the watchdog, launched once the
 // components are (Launch), reads it.
 func newGroupWatch() (*groupWatch, error) {
-	reap()
 	r, w, err := os.Pipe() // close-on-exec: no component inherits either end
 	if err != nil {
 		return nil, fmt.Errorf("chain watchdog: %w", err)
@@ -51,9 +50,8 @@ func (w *groupWatch) Launch(string) error {
 	if err := Start(cmd); err != nil {
 		return fmt.Errorf("chain watchdog: %w", err)
 	}
-	w.pid = cmd.Process.Pid
-	_ = unix.Setpriority(unix.PRIO_PROCESS, w.pid, 19)
-	_ = cmd.Process.Release() // reaped by PID: see reap
+	w.cmd = cmd
+	_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, 19)
 	return nil
 }
 
@@ -77,7 +75,7 @@ func (*groupWatch) Snapshot() {}
 // Close ends the chain, once every component has been reaped: it kills
 // the watchdog, which has nothing left to do (retire).
 func (w *groupWatch) Close() error {
-	retire(w.pid, w.pipe, w.r)
+	retire(w.cmd, w.pipe, w.r)
 	return nil
 }
 

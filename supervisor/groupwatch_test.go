@@ -102,19 +102,16 @@ func TestGroupWatch(t *testing.T) {
 		if err := w.Launch(""); err != nil {
 			t.Fatal(err)
 		}
-		watchdog := w.pid
+		watchdog := w.cmd.Process.Pid
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// Once the watchdog has ended, whatever it was going to kill has
-		// been killed. Close's reap may have reaped it already.
+		// Once the watchdog has been reaped, whatever it was going to kill
+		// has been killed.
 		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if got, err := syscall.Wait4(watchdog, nil, syscall.WNOHANG, nil); got == watchdog || err != nil {
-				break
-			}
+		for isOurs(watchdog) {
 			if time.Now().After(deadline) {
-				t.Fatal("the watchdog still runs after Close")
+				t.Fatal("the watchdog is not reaped 30s after Close")
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -84,7 +84,7 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 			// Its command line, once its exec is through.
 			var cmdline []byte
 			for deadline := time.Now().Add(20 * time.Second); len(cmdline) == 0 && time.Now().Before(deadline); runtime.Gosched() {
-				cmdline, _ = os.ReadFile("/proc/" + strconv.Itoa(w.pid) + "/cmdline")
+				cmdline, _ = os.ReadFile("/proc/" + strconv.Itoa(w.cmd.Process.Pid) + "/cmdline")
 			}
 			if got := strings.Contains(string(cmdline), "-c\x00"); got != (tc.shell == "/bin/sh") {
 				t.Errorf("watchdog's command line %q: run by a shell %v, want %v", cmdline, got, tc.shell == "/bin/sh")
@@ -96,9 +96,8 @@ func TestWatchdogOutlivesConductor(t *testing.T) {
 					t.Errorf("%v: %v, want killed", c.Args, err)
 				}
 			}
-			var ws syscall.WaitStatus
-			if _, err := syscall.Wait4(w.pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
-				t.Errorf("watchdog: %v, status %v, want exit 0", err, ws)
+			if err := Wait(w.cmd); err != nil {
+				t.Errorf("watchdog: %v, want exit 0", err)
 			}
 			if err := spared(ended); err != nil {
 				t.Errorf("the group said to have ended: %v", err)

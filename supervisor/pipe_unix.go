@@ -4,9 +4,8 @@ package supervisor
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
-	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,43 +35,20 @@ func tell(pipe *os.File, op byte, n uint64) {
 	})
 }
 
-// killed holds the watchdogs killed and not yet reaped.
-var killed struct {
-	sync.Mutex
-	pids []int
-}
-
 // retire ends a chain's watchdog once the conductor has stopped the chain
-// itself: it kills the watchdog pid, if launched (not 0), before closing
+// itself: it kills the watchdog, if launched (cmd not nil), before closing
 // pipe, whose end would set it killing, and closes r, the read end, if the
 // watchdog never took it. It does not wait for the watchdog to end: at its
-// priority, on a busy machine, that can take a while. It is reaped by the
-// next New or Close, or by init once the conductor has exited.
-func retire(pid int, pipe, r *os.File) {
-	if pid != 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL) // its PID is ours until reaped
-		killed.Lock()
-		killed.pids = append(killed.pids, pid)
-		killed.Unlock()
+// priority, on a busy machine, that can take a while. A goroutine reaps it
+// once it has, so that a conductor that outlives its chains (serve) keeps
+// no zombie of each.
+func retire(cmd *exec.Cmd, pipe, r *os.File) {
+	if cmd != nil {
+		_ = cmd.Process.Kill() // not yet reaped: its PID is still its own
+		go func() { _ = Wait(cmd) }()
 	}
 	pipe.Close()
 	if r != nil {
 		r.Close()
 	}
-	reap()
-}
-
-// reap reaps the watchdogs that have ended since they were killed.
-func reap() {
-	killed.Lock()
-	defer killed.Unlock()
-	left := killed.pids[:0]
-	for _, pid := range killed.pids {
-		if got, err := syscall.Wait4(pid, nil, syscall.WNOHANG, nil); got == 0 && err == nil {
-			left = append(left, pid) // not yet ended
-		} else {
-			forget(pid)
-		}
-	}
-	killed.pids = left
 }

@@ -18,10 +18,10 @@ import (
 // A Watch is the conductor's end of a chain's watchdog.
 type Watch struct {
 	id    string
-	since uint64   // when this process started (startTicks), for the sweep
-	r     *os.File // the read end, until the watchdog holds it
-	pipe  *os.File // the write end, which only the conductor holds
-	pid   int      // the watchdog's, once launched and until reaped (see reap)
+	since uint64    // when this process started (startTicks), for the sweep
+	r     *os.File  // the read end, until the watchdog holds it
+	pipe  *os.File  // the write end, which only the conductor holds
+	cmd   *exec.Cmd // the watchdog, once launched
 
 	starts atomic.Uint64 // components started, for their markers (Env)
 
@@ -34,7 +34,6 @@ type Watch struct {
 // environment (Env), and its pipe, which holds what Started and Ended say
 // until the watchdog, launched once the components are (Launch), reads it.
 func New() (*Watch, error) {
-	reap()
 	r, w, err := os.Pipe() // close-on-exec: no component inherits either end
 	if err != nil {
 		return nil, fmt.Errorf("chain watchdog: %w", err)
@@ -80,9 +79,8 @@ func (w *Watch) Launch(exe string) error {
 	// SCHED_IDLE would keep it off the components' way a little more, but
 	// on a busy machine it could take seconds to be scheduled to do its
 	// work, which matters once the conductor is gone.
-	w.pid = cmd.Process.Pid
-	lowerPriority(w.pid)
-	_ = cmd.Process.Release() // reaped by PID: see reap
+	w.cmd = cmd
+	lowerPriority(cmd.Process.Pid)
 	return nil
 }
 
@@ -219,6 +217,6 @@ func (w *Watch) Close() error {
 	killAll("/proc", w.kin)
 	w.kin = nil
 	w.mu.Unlock()
-	retire(w.pid, w.pipe, w.r)
+	retire(w.cmd, w.pipe, w.r)
 	return nil
 }
