@@ -32,6 +32,9 @@ func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
 	sink := zapcore.Lock(os.Stderr)
 	closeSink := func() {}
 	if l.File != "" {
+		if err := notStdout(l.File); err != nil {
+			return nil, nil, fmt.Errorf("logging: %w; leave the file empty to log to stderr", err)
+		}
 		// Opened directly rather than through zap.Open, which would take the
 		// names "stdout" and "stderr" as the streams rather than as files.
 		f, err := os.OpenFile(l.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -46,4 +49,25 @@ func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
 		log = log.Named(name)
 	}
 	return log, func() { log.Sync(); closeSink() }, nil
+}
+
+// notStdout refuses a path that names the file this process's standard
+// output is, however it is spelled (a link to /dev/stdout, /proc/PID/fd/1,
+// the file the editor redirected it to): what is written there mixes with
+// the protocol. config refuses the usual spellings before this runs, but
+// only this process's stdout tells what the others name. Both being
+// /dev/null harms nothing.
+func notStdout(path string) error {
+	out, err := os.Stdout.Stat()
+	if err != nil {
+		return nil // no stdout to harm
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !os.SameFile(fi, out) {
+		return nil
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(out, null) {
+		return nil
+	}
+	return fmt.Errorf("%q is standard output, which carries the protocol", path)
 }

@@ -109,6 +109,9 @@ func startTrace(t config.Trace, name string, log *zap.Logger) (*trace.Recorder, 
 	opts := trace.Options{Detail: trace.Detail(t.Detail), Logger: log}
 	var file *os.File
 	if t.File != "" {
+		if err := notStdout(t.File); err != nil {
+			return nil, nil, fmt.Errorf("trace: %w", err)
+		}
 		var err error
 		if file, err = os.OpenFile(t.File, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
 			return nil, nil, fmt.Errorf("trace: %w", err)
