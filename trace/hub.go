@@ -2,6 +2,7 @@ package trace
 
 import (
 	"sync"
+	"unsafe"
 )
 
 // DefaultHistoryBytes bounds what a Hub keeps for viewers that connect
@@ -11,22 +12,45 @@ const DefaultHistoryBytes = 64 << 20
 // A Hub keeps the events of a running trace and streams new ones to live
 // viewers. A viewer that cannot keep up is disconnected rather than ever
 // holding up the recorder; it can load the page again.
+//
+// The history is bounded by the memory it holds, not by the events'
+// bytes: a small event's copy is rounded up to the allocator's size class,
+// and takes a slot of 24 bytes, so that a history of tiny events counted
+// by their bytes alone held several times its bound. The slots come in
+// blocks, so that few are held empty, and none after a large event has
+// taken the place of many small ones.
 type Hub struct {
-	mu       sync.Mutex
-	history  [][]byte // encoded events, oldest first, without newlines
-	first    int      // the sequence number of history[0]
-	size     int      // bytes in history
+	mu sync.Mutex
+	// blocks holds the encoded events kept, without newlines: the oldest
+	// at blocks[0][head], n of them in order.
+	blocks   [][][]byte
+	head, n  int
+	first    int // the sequence number of the oldest
+	size     int // the memory the history holds: each event's (held), and every slot and block
 	maxBytes int
 	subs     map[*subscriber]struct{}
 	closed   bool
 }
+
+// slot is what holding one slice costs, in a block or in the list of
+// blocks; a block holds blockSlots.
+const (
+	slot       = int(unsafe.Sizeof([]byte(nil)))
+	blockSlots = 256
+)
+
+// held is the memory the copy of an event holds: its cap, the size class
+// the allocator rounded it up to, but 16 bytes at least, what the smallest
+// allocations take under the race detector (without it they share blocks
+// of 16 bytes, which one of them kept holds).
+func held(line []byte) int { return max(cap(line), 16) }
 
 type subscriber struct {
 	ch chan []byte // closed when the hub drops the subscriber
 }
 
 // NewHub returns a hub keeping up to maxBytes of history (0 means
-// DefaultHistoryBytes).
+// DefaultHistoryBytes), counted as the memory it holds.
 func NewHub(maxBytes int) *Hub {
 	if maxBytes <= 0 {
 		maxBytes = DefaultHistoryBytes
@@ -42,13 +66,17 @@ func (h *Hub) publish(line []byte) {
 	if h.closed {
 		return
 	}
-	h.history = append(h.history, line)
-	h.size += len(line)
-	for h.size > h.maxBytes && len(h.history) > 1 {
-		h.size -= len(h.history[0])
-		h.history[0] = nil
-		h.history = h.history[1:]
-		h.first++
+	at := h.head + h.n
+	if at/blockSlots == len(h.blocks) {
+		old := cap(h.blocks)
+		h.blocks = append(h.blocks, make([][]byte, blockSlots))
+		h.size += blockSlots*slot + (cap(h.blocks)-old)*slot
+	}
+	h.blocks[at/blockSlots][at%blockSlots] = line
+	h.n++
+	h.size += held(line)
+	for h.size > h.maxBytes && h.n > 1 {
+		h.drop()
 	}
 	for s := range h.subs {
 		select {
@@ -60,12 +88,41 @@ func (h *Hub) publish(line []byte) {
 	}
 }
 
+// drop forgets the oldest event, and its block once that is empty.
+func (h *Hub) drop() {
+	h.size -= held(h.blocks[0][h.head])
+	h.blocks[0][h.head] = nil
+	h.head++
+	h.n--
+	h.first++
+	if h.head == blockSlots {
+		// Moved down rather than resliced, so that the list's array
+		// holds no forgotten block, and its cap says what it costs.
+		last := len(h.blocks) - 1
+		copy(h.blocks, h.blocks[1:])
+		h.blocks[last] = nil
+		h.blocks = h.blocks[:last]
+		h.head = 0
+		h.size -= blockSlots * slot
+	}
+}
+
+// event returns the i-th event of the history, the oldest 0.
+func (h *Hub) event(i int) []byte {
+	at := h.head + i
+	return h.blocks[at/blockSlots][at%blockSlots]
+}
+
 // Snapshot returns the events kept so far and the sequence number that
 // follows them, for Subscribe.
 func (h *Hub) Snapshot() (events [][]byte, next int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([][]byte(nil), h.history...), h.first + len(h.history)
+	events = make([][]byte, h.n)
+	for i := range events {
+		events[i] = h.event(i)
+	}
+	return events, h.first + h.n
 }
 
 // Subscribe returns a channel of the events from sequence number from on
@@ -75,11 +132,11 @@ func (h *Hub) Snapshot() (events [][]byte, next int) {
 func (h *Hub) Subscribe(from, buffer int) (<-chan []byte, int, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	from = min(max(from, h.first), h.first+len(h.history))
-	backlog := h.history[min(from-h.first, len(h.history)):]
-	s := &subscriber{ch: make(chan []byte, buffer+len(backlog))}
-	for _, line := range backlog {
-		s.ch <- line
+	from = min(max(from, h.first), h.first+h.n)
+	backlog := h.n - (from - h.first)
+	s := &subscriber{ch: make(chan []byte, buffer+backlog)}
+	for i := from - h.first; i < h.n; i++ {
+		s.ch <- h.event(i)
 	}
 	if h.closed {
 		close(s.ch)
