@@ -317,18 +317,21 @@ func TestRestartBackoffFlow(t *testing.T) {
 
 // TestRestartBackoffShutdown ends the chain while a crashed proxy waits out
 // a back-off of an hour: the prompt queued for it is answered at once with
-// an error naming it, and Run returns within the shutdown deadline with
-// every process gone.
+// an error naming it, and Run returns on the shutdown's own schedule
+// (checkShutdown), which the back-off does not stretch, with every process
+// gone.
 func TestRestartBackoffShutdown(t *testing.T) {
 	marker := fmt.Sprintf("ACP_TEST_BACKOFF=%d", rand.Int64())
 	dir := t.TempDir()
 	crasher := restartedCrasher(t, dir, marker)
 	const grace = time.Second
+	core, logs := observer.New(zap.DebugLevel)
 	e := startChain(t, Config{
 		Proxies:        []Component{fake(t, dir, "first", "proxy", marker), crasher},
 		Agent:          fake(t, dir, "agent", "streamer", marker),
 		RestartBackoff: time.Hour,
 		GracePeriod:    grace,
+		Logger:         zap.New(core),
 	})
 	initAndCrash(t, e)
 	e.send(promptLine(2, false))
@@ -348,10 +351,14 @@ func TestRestartBackoffShutdown(t *testing.T) {
 	if err := e.close(); err != nil {
 		t.Errorf("Run = %v", err)
 	}
-	if took, bound := time.Since(start), grace+time.Second+slack; took > bound {
-		t.Errorf("Run took %v after stdin closed, more than %v", took, bound)
-	}
-	if left := markedProcesses(t, marker); len(left) > 0 {
-		t.Errorf("processes left when Run returned: %v", left)
+	// The components left exit at the end of their input: they are reaped
+	// before Run returns. On a loaded machine they may take longer than
+	// the grace period, and be signalled; a kill then lands a moment later.
+	if sigs := checkShutdown(t, logs, start, time.Now(), grace); len(sigs) == 0 {
+		if left := markedProcesses(t, marker); len(left) > 0 {
+			t.Errorf("processes left when Run returned: %v", left)
+		}
+	} else if left := goneSoon(t, marker); len(left) > 0 {
+		t.Errorf("signalled %v, and processes left %v after Run returned: %v", sigs, lateness, left)
 	}
 }

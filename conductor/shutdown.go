@@ -210,12 +210,21 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
 	var sent []signalled
 	escalate := func(sig string, send func(*process), bound time.Duration) {
 		var left []*process
+		var names []string
 		for _, p := range r.comps {
 			if proc := p.proc(); !proc.hasExited() {
-				send(proc)
 				left = append(left, proc)
+				names = append(names, p.name)
 				sent = append(sent, signalled{component: p.name, signal: sig})
 			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		// Logged as it happens, before the outcome: when each signal went.
+		r.log.Debug("signalling the components still running", zap.String("signal", sig), zap.Strings("components", names))
+		for _, proc := range left {
+			send(proc)
 		}
 		wait := time.NewTimer(bound)
 		defer wait.Stop()
