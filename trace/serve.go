@@ -38,6 +38,12 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// idleTimeout closes a connection kept alive with no request in progress,
+// which a browser tab left open would otherwise hold for ever; it is longer
+// than the 90 s browsers and Go's client keep an idle connection, so that
+// they usually close first. A variable, for tests.
+var idleTimeout = 2 * time.Minute
+
 // A Server serves the live viewer of one Hub over HTTP on loopback, under
 // a path that holds a random token: other users of the machine can reach
 // the port but not the traffic.
@@ -70,7 +76,9 @@ func Serve(addr string, hub *Hub, title string, log *zap.Logger) (*Server, error
 	s.srv = &http.Server{
 		Handler:           s.handler(title),
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          zap.NewStdLog(log),
+		// Between requests only: a live stream is a request in progress.
+		IdleTimeout: idleTimeout,
+		ErrorLog:    zap.NewStdLog(log),
 	}
 	go func() { // owned: Close waits for done
 		defer close(s.done)

@@ -3,8 +3,11 @@ package trace
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +118,55 @@ func TestServeStreams(t *testing.T) {
 			t.Errorf("event %d has id %s, want %s", i, id, want)
 		}
 	}
+}
+
+// TestServeIdleKeepAlive: a connection kept alive with no request in
+// progress is closed once the idle timeout has passed, while a live stream
+// opened before it goes on delivering events.
+func TestServeIdleKeepAlive(t *testing.T) {
+	defer func(d time.Duration) { idleTimeout = d }(idleTimeout)
+	idleTimeout = 500 * time.Millisecond
+	srv, rec := startServer(t)
+
+	resp, err := http.Get(srv.URL() + "events?from=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+
+	u, _ := url.Parse(srv.URL())
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", u.Path, u.Host)
+	page, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, page.Body)
+	page.Body.Close()
+	if page.Close {
+		t.Fatal("the server closed the connection with its answer, not for being idle")
+	}
+	// Nothing more comes; then the server's end of the connection.
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("a connection idle for 20 s, the idle timeout %v, is still open: %v", idleTimeout, err)
+	}
+
+	rec.Send("client", "agent", json.RawMessage("1"), "initialize", json.RawMessage(`{}`), false)
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		if strings.HasPrefix(lines.Text(), "data: ") {
+			if !strings.Contains(lines.Text(), `"initialize"`) {
+				t.Fatalf("the stream delivered %s", lines.Text())
+			}
+			return
+		}
+	}
+	t.Fatalf("the live stream, open longer than the idle timeout, ended: %v", lines.Err())
 }
 
 // waitHub waits until hub holds n events, as a subscriber sees them.
