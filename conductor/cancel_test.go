@@ -95,3 +95,45 @@ func checkCancels(t *testing.T, path string, proxy bool) {
 		t.Errorf("%s: cancels for %v, want %v\n%s", filepath.Base(path), cancels, want, data)
 	}
 }
+
+// TestCancelSpelledOtherwise: a cancel whose requestId is the request's id
+// spelled otherwise (1.0 for 1, "\u0070" for "p") names the same request,
+// as the TypeScript SDK reads it, and the agent hears of the cancel under
+// the id it saw.
+func TestCancelSpelledOtherwise(t *testing.T) {
+	for _, n := range []int{0, 1} {
+		t.Run(fmt.Sprintf("%d proxies", n), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := Config{Agent: fake(t, dir, "agent", "canceller")}
+			for i := range n {
+				cfg.Proxies = append(cfg.Proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy"))
+			}
+			e := startChain(t, cfg)
+			e.send(initLine)
+			e.recvMsg()
+			for _, tt := range []struct{ id, cancel string }{
+				{`7`, `7.0`},
+				{`8`, `8e0`},
+				{`9`, `0.9E+1`},
+				{`-0`, `0`},
+				{`"p-1"`, `"\u0070-1"`},
+				{`"\u00e9"`, `"é"`},
+			} {
+				e.send(`{"jsonrpc":"2.0","id":` + tt.id + `,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+				if ask := e.recvMsg(); ask.Method != "session/request_permission" {
+					t.Fatalf("want permission request, got %s", e.seen[len(e.seen)-1])
+				}
+				if c := e.recvMsg(); c.Method != wire.MethodCancelRequest {
+					t.Fatalf("want the agent's cancel of it, got %s", e.seen[len(e.seen)-1])
+				}
+				e.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + tt.cancel + `}}`)
+				// The canceller answers its prompt only when it hears of the cancel.
+				resp := e.recvMsg()
+				if string(resp.ID) != tt.id || !strings.Contains(string(resp.Error), "-32800") {
+					t.Fatalf("prompt %s cancelled as %s: answer %s", tt.id, tt.cancel, e.seen[len(e.seen)-1])
+				}
+			}
+			e.close()
+		})
+	}
+}

@@ -1,6 +1,10 @@
 package conductor
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
 
 // A callList holds the requests one peer has in flight, oldest first,
 // linked through the calls themselves (call.prev, call.next). A request
@@ -47,10 +51,18 @@ func (l *callList) remove(c *call) bool {
 
 // find returns the newest request made under id, or nil. A client that
 // reuses an id while the first request is open gets the later one, as a
-// cancel for it would mean.
+// cancel for it would mean. An id spelled otherwise is the same id (1.0 or
+// 1e0 for 1, "\u0061" for "a"), as the TypeScript SDK reads a cancel; that
+// is rare, and looked for only when no request has the very bytes, which
+// also keeps apart ids a double cannot tell apart.
 func (l *callList) find(id []byte) *call {
 	for c := l.tail; c != nil; c = c.prev {
 		if bytes.Equal(c.fromID, id) {
+			return c
+		}
+	}
+	for c := l.tail; c != nil; c = c.prev {
+		if wire.SameID(c.fromID, id) {
 			return c
 		}
 	}

@@ -50,3 +50,33 @@ func TestInflightReusedID(t *testing.T) {
 		t.Errorf("%d requests in flight, want 0", n)
 	}
 }
+
+// TestInflightSpelledOtherwise: a cancel finds the request whose id is the
+// same value spelled otherwise, and the very bytes before that: 2^53+1 and
+// 2^53, one double, are two requests.
+func TestInflightSpelledOtherwise(t *testing.T) {
+	p := newPeer("client", 0, nil, zap.NewNop())
+	ids := []string{`7`, `"a"`, `9007199254740993`, `9007199254740992`}
+	calls := map[string]*call{}
+	for _, id := range ids {
+		calls[id] = &call{from: p, fromID: json.RawMessage(id)}
+		if e := p.track(calls[id]); e != nil {
+			t.Fatal(e)
+		}
+	}
+	for _, tt := range []struct{ cancel, want string }{
+		{`7`, `7`},
+		{`7.0`, `7`},
+		{`0.7e1`, `7`},
+		{`"\u0061"`, `"a"`},
+		{`9007199254740993`, `9007199254740993`},
+		{`9007199254740992`, `9007199254740992`},
+		{`8`, ``},
+		{`"7"`, ``},
+		{`"A"`, ``},
+	} {
+		if got := p.inFlight([]byte(tt.cancel)); got != calls[tt.want] {
+			t.Errorf("cancel for %s finds %v, want the request %s", tt.cancel, got, tt.want)
+		}
+	}
+}

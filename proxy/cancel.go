@@ -33,6 +33,9 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 	}
 	c.mu.Lock()
 	s := c.served[string(p.RequestID)]
+	if s == nil {
+		s = c.servedAs(p.RequestID)
+	}
 	c.mu.Unlock()
 	switch {
 	case s == nil:
@@ -41,6 +44,19 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 	default:
 		c.cancelRequest(wire.IntID(s.relayedAs), params)
 	}
+}
+
+// servedAs returns the request served under id spelled otherwise (1.0 or
+// 1e0 for 1, "\u0061" for "a"), which is the same id, as the TypeScript
+// SDK reads a cancel; or nil. It is looked for only when no request has
+// the very bytes. c.mu is held.
+func (c *Conn) servedAs(id json.RawMessage) *served {
+	for k, s := range c.served {
+		if wire.SameID(json.RawMessage(k), id) {
+			return s
+		}
+	}
+	return nil
 }
 
 // A cancelRequested is the cause of a handler's context cancelled by the

@@ -79,14 +79,15 @@
 // exchange $/cancel_request about the ids on theirs, always plain, as the
 // ACP schema says: a proxy/successor request is cancelled by its own id,
 // and cancellation is never carried to another hop in an envelope (a
-// wrapped one is still accepted). Cancelling a request a handler is serving
-// cancels the handler's context, and a Forward or Call made under it passes
-// the cancel on and still returns the answer, which is the caller's (a
-// cancelled prompt ends with stopReason "cancelled", not an error);
-// cancelling a request the proxy relayed cancels, in turn, the request it
-// relayed it as, and the answer still comes back. A call whose context ends
-// for any other reason is cancelled the same way but abandoned: it returns
-// the context's error.
+// wrapped one is still accepted). A cancel names the request whose id is
+// the same JSON value, however spelled (1.0 for 1). Cancelling a request a
+// handler is serving cancels the handler's context, and a Forward or Call
+// made under it passes the cancel on and still returns the answer, which
+// is the caller's (a cancelled prompt ends with stopReason "cancelled", not
+// an error); cancelling a request the proxy relayed cancels, in turn, the
+// request it relayed it as, and the answer still comes back. A call whose
+// context ends for any other reason is cancelled the same way but
+// abandoned: it returns the context's error.
 //
 // # MCP over ACP
 //

@@ -149,6 +149,31 @@ func testCancelRequest(t *testing.T) {
 	c.quiet()
 }
 
+// A cancel whose requestId is the request's id spelled otherwise (7.0 for
+// 7, "\u0068" for "h") names the same request, as the TypeScript SDK reads
+// it: relayed or handled, the request is cancelled in turn.
+func TestCancelSpelledOtherwise(t *testing.T) { synctest.Test(t, testCancelSpelledOtherwise) }
+
+func testCancelSpelledOtherwise(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{"session/load": forwardHandler},
+	})
+
+	c.send(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7.0}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":7,"result":{"stopReason":"cancelled"}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":"h1","method":"session/load","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"\u0068\u0031"}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"h1","result":{}}`)
+}
+
 // A cancel passed on keeps everything it carried but the id: _meta (W3C
 // trace context, which the meta-propagation RFD reserves there) and
 // members the proxy does not know, for a relayed request and for one a

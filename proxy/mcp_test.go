@@ -343,6 +343,9 @@ func TestMCPCancel(t *testing.T) {
 	for name, cancel := range map[string]string{
 		"acp": `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"m"}}`,
 		"mcp": `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{%s,"method":"notifications/cancelled","params":{"requestId":"m","reason":"user"}}}}`,
+		// The id spelled otherwise is the same id.
+		"acp spelled": `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"\u006d"}}`,
+		"mcp spelled": `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{%s,"method":"notifications/cancelled","params":{"requestId":"\u006d","reason":"user"}}}}`,
 	} {
 		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testMCPCancel(t, cancel) }) })
 	}
@@ -365,14 +368,21 @@ func testMCPCancel(t *testing.T, cancel string) {
 // The server cancels a request of its own: the client hears MCP's cancel
 // naming the request by the mcp/message id it went out under, which is all
 // it knows it by, and its late answer is dropped. A cancel for a request
-// not awaiting the client goes nowhere.
+// not awaiting the client goes nowhere. The request's id may be spelled
+// otherwise in the cancel.
 func TestMCPServerCancels(t *testing.T) {
+	for _, cancelID := range []string{`"q"`, `"\u0071"`} {
+		t.Run(cancelID, func(t *testing.T) { testMCPServerCancels(t, cancelID) })
+	}
+}
+
+func testMCPServerCancels(t *testing.T, cancelID string) {
 	h := serveMCP(t, &proxy.Proxy{}, "tools")
 	sv, conn := h.connectS1()
 	sv.write(t, `{"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{}}`)
 	h.expect(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"elicitation/create","params":{}}}}`)
 	sv.write(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"elsewhere"}}`)
-	sv.write(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"q","reason":"timeout"}}`)
+	sv.write(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+cancelID+`,"reason":"timeout"}}`)
 	h.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"notifications/cancelled","params":{"requestId":2,"reason":"timeout"}}}}`)
 	h.send(`{"jsonrpc":"2.0","id":2,"result":{"late":true}}`)
 	// The server reads next what the client sends next, not the answer.

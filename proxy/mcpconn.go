@@ -394,10 +394,16 @@ func (c *MCPConn) envelope(method string, params json.RawMessage) json.RawMessag
 }
 
 // idGiven returns the id given to the request known elsewhere as id, in a
-// map of such ids by the ids given, or 0 (no id given is 0).
+// map of such ids by the ids given, or 0 (no id given is 0). The id may be
+// spelled otherwise (1.0 for 1): the very bytes are looked for first.
 func idGiven(m map[int64]json.RawMessage, id json.RawMessage) int64 {
 	for n, known := range m {
 		if bytes.Equal(known, id) {
+			return n
+		}
+	}
+	for n, known := range m {
+		if wire.SameID(known, id) {
 			return n
 		}
 	}

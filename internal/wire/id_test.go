@@ -1,0 +1,120 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// sameIDRef is SameID as encoding/json has it: the same bytes, or two ids
+// that decode to the same string or float64. An id comes without the space
+// around it, and anything encoding/json cannot read as one value is only
+// ever its own bytes.
+func sameIDRef(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	if bytes.Equal(a, b) {
+		return true
+	}
+	va, oka := idValue(a)
+	vb, okb := idValue(b)
+	return oka && okb && va == vb
+}
+
+func idValue(v []byte) (any, bool) {
+	if isSpace(v[0]) || isSpace(v[len(v)-1]) {
+		return nil, false
+	}
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return nil, false
+	}
+	switch x.(type) {
+	case string, float64:
+		return x, true
+	}
+	return nil, false
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// TestSameID: an id is the same however it is spelled, as JSON.parse (and
+// encoding/json) reads it; a number is never a string.
+func TestSameID(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{`1`, `1`, true},
+		{`1`, `1.0`, true},
+		{`1`, `1e0`, true},
+		{`1`, `1E+0`, true},
+		{`1`, `10e-1`, true},
+		{`1`, `0.1e1`, true},
+		{`100`, `1e2`, true},
+		{`1.5`, `15e-1`, true},
+		{`-7`, `-7.000`, true},
+		{`0`, `-0`, true}, // one double, as JSON.parse and a Map take it
+		{`0`, `1e-400`, true},
+		{`9007199254740993`, `9007199254740992`, true}, // one double
+		{`1`, `2`, false},
+		{`1`, `-1`, false},
+		{`1`, `"1"`, false},
+		{`1`, `01`, false}, // not JSON
+		{`1`, `0x1p0`, false},
+		{`1`, `1 `, false},
+		{`1e400`, `1e400`, true},
+		{`1e400`, `10e399`, false}, // no double: only its own bytes
+		{`1e400`, `1e401`, false},
+		{`"a"`, `"a"`, true},
+		{`"a"`, `"\u0061"`, true},
+		{`"p-1"`, `"\u0070\u002D1"`, true},
+		{`"a/b"`, `"a\/b"`, true},
+		{`"é"`, `"\u00e9"`, true},
+		{`"😀"`, `"\ud83d\ude00"`, true},
+		{`"\ud800"`, `"\ufffd"`, true}, // encoding/json reads a lone surrogate as U+FFFD
+		{`"a"`, `"A"`, false},
+		{`"a"`, `"\u0041"`, false},
+		{`"a"`, `"a `, false},
+		{`"a\"b"`, `"a"b"`, false},
+		{`"1"`, `1`, false},
+		{`null`, `null`, true},
+		{`null`, `"null"`, false},
+		{`true`, `true`, true},
+		{`[1]`, `[1.0]`, false}, // no id
+		{`{}`, `{ }`, false},
+		{``, ``, false},
+		{`1`, ``, false},
+	} {
+		if got := SameID(json.RawMessage(tt.a), json.RawMessage(tt.b)); got != tt.want {
+			t.Errorf("SameID(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+		if got := SameID(json.RawMessage(tt.b), json.RawMessage(tt.a)); got != tt.want {
+			t.Errorf("SameID(%s, %s) = %v, want %v", tt.b, tt.a, got, tt.want)
+		}
+		if ref := sameIDRef([]byte(tt.a), []byte(tt.b)); ref != tt.want {
+			t.Errorf("encoding/json has %s and %s the same: %v, the table %v", tt.a, tt.b, ref, tt.want)
+		}
+	}
+}
+
+// FuzzSameID holds SameID to encoding/json, both ways round.
+func FuzzSameID(f *testing.F) {
+	for _, p := range [][2]string{
+		{`1`, `1.0`}, {`1`, `1e0`}, {`-0`, `0`}, {`1e400`, `1e400`}, {`1e400`, `2e400`},
+		{`"a"`, `"\u0061"`}, {`"\ud800"`, `"\udc00"`}, {`"\xff"`, `"\ufffd"`}, {`"a`, `"a"`},
+		{`1`, `"1"`}, {`null`, `null`}, {`0x10`, `16`}, {` 1`, `1`},
+	} {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		got := SameID(a, b)
+		if want := sameIDRef(a, b); got != want {
+			t.Fatalf("SameID(%s, %s) = %v, encoding/json reads %v", a, b, got, want)
+		}
+		if back := SameID(b, a); back != got {
+			t.Fatalf("SameID(%s, %s) = %v, but %v the other way round", a, b, got, back)
+		}
+	})
+}
