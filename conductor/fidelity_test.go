@@ -1,9 +1,16 @@
 package conductor
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -18,6 +25,58 @@ func TestResponseWithNullError(t *testing.T) {
 	ed.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":"hello"},"error":null}`)
 	if got := ag.recvLine(); string(got) != `{"jsonrpc":"2.0","id":"r1","result":{"content":"hello"}}` {
 		t.Errorf("the agent got %s, want the editor's result", got)
+	}
+}
+
+// TestResponseWithResultAndError: a response with both a result and an
+// error, which JSON-RPC 2.0 forbids, reaches the asker as the error alone,
+// whichever member comes first and whoever sent it; the first from each
+// peer is logged as a warning, the rest only at debug level.
+func TestResponseWithResultAndError(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	comp, started := scriptedComponent(t, t.TempDir(), "agent")
+	ed := scriptedEditor(startChain(t, Config{Agent: comp,
+		Logger: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}))
+	ag := started()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	ed.recvMsg()
+
+	for i, tt := range []struct {
+		fromEditor bool
+		answer     string // the members after the id
+		want       string // what the asker gets after its id
+	}{
+		{false, `"result":{"stopReason":"end_turn"},"error":{"code":-32603,"message":"boom","data":[1]}`, `"error":{"code":-32603,"message":"boom","data":[1]}`},
+		{false, `"error":{"code":-32000,"message":"no"},"result":null`, `"error":{"code":-32000,"message":"no"}`},
+		{true, `"result":{"content":"x"},"error":{"code":-32002,"message":"gone"}`, `"error":{"code":-32002,"message":"gone"}`},
+		{true, `"result":{"content":"y"},"error":null`, `"result":{"content":"y"}`}, // the result: no diagnostic
+	} {
+		asker, answerer := ed, ag
+		req := `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
+		if tt.fromEditor {
+			asker, answerer = ag, ed
+			req = `{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`
+		}
+		asker.send(fmt.Sprintf(req, 10+i))
+		m := answerer.recvMsg()
+		answerer.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + tt.answer + `}`)
+		if got, want := string(asker.recvLine()), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, 10+i, tt.want); got != want {
+			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
+		}
+	}
+	// Each line was logged before it went on.
+	warned := map[string]int{}
+	for _, e := range logs.FilterMessage(logBothAnswers).All() {
+		if e.Level == zap.WarnLevel {
+			warned[e.ContextMap()["peer"].(string)]++
+		}
+	}
+	if want := map[string]int{clientName: 1, "agent": 1}; !maps.Equal(warned, want) {
+		t.Errorf("warnings %q by peer: %v, want %v", logBothAnswers, warned, want)
+	}
+	if n := logs.FilterMessage(logBothAnswers).Len(); n != 3 {
+		t.Errorf("%d responses with both members logged, want 3", n)
 	}
 }
 

@@ -53,6 +53,9 @@ type peer struct {
 	// successor: it took its own as a proxy, so a refusal of it that
 	// follows is its successor's, passed back (see retryInitialize).
 	passedInit atomic.Bool
+	// saidBoth is set once the peer has sent a response with both a
+	// result and an error, which is logged the first time only.
+	saidBoth atomic.Bool
 }
 
 // bridgeEnds are the two peers a bridged MCP connection joins: the agent

@@ -286,6 +286,9 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 
 // relayAnswer returns a peer's response to whoever asked, under their id.
 func (c *chain) relayAnswer(from *peer, m *wire.Message) {
+	if m.Error != nil && m.Result != nil {
+		bothAnswers(from, m)
+	}
 	cl := from.complete(m.ID)
 	if cl == nil {
 		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
@@ -308,6 +311,26 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 	}
 	line := encodeResponseTo(cl.fromID, m)
 	cl.answer(line.segments()...)
+}
+
+// logBothAnswers is the diagnostic, logged once per peer, for a response
+// that carries both a result and an error.
+const logBothAnswers = "response with both result and error, which JSON-RPC 2.0 forbids: relayed as the error, its result dropped"
+
+// bothAnswers makes m, a response with both a result and an error, the
+// error alone, and says so the first time from sends one. The error is
+// the answer wherever it is read (the conductor's own hooks, the trace,
+// the caller), so that no reader takes the request as done: the
+// TypeScript SDK fails such a response with an error too (-32600, the
+// response as its data), and other readers may take either member. A
+// result beside "error":null is the result (see wire.Parse).
+func bothAnswers(from *peer, m *wire.Message) {
+	if !from.saidBoth.Swap(true) {
+		from.log.Warn(logBothAnswers, zap.ByteString("id", m.ID), zap.ByteString("result", clip(m.Result)))
+	} else {
+		from.log.Debug(logBothAnswers, zap.ByteString("id", m.ID))
+	}
+	m.Result = nil
 }
 
 // answerError answers a request the conductor will not relay with its own
