@@ -244,11 +244,20 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 // proxy that declared it was restarted or bypassed, after the client was
 // admitted), or one whose owner refused it. The client's
 // first request gets e, an MCP error, at once; then the connection ends.
+// A batch too long to keep that holds requests is answered as the chain
+// answers one (chain.oversizeBatch): each request in it gets e, together
+// in a batch.
 func refuseBridged(conn *mcpbridge.Conn, e *wire.Error) {
 	for {
 		line, err := conn.Recv()
 		if big, ok := errors.AsType[*wire.OversizeError](err); ok {
-			if big.ID != nil && !big.IsResponse {
+			switch {
+			case big.IsBatch:
+				if out := refuseBatch(big.Batch, e); out != nil {
+					conn.Send(out)
+					return
+				}
+			case big.ID != nil && !big.IsResponse:
 				conn.Send(encodeError(big.ID, e))
 				return
 			}

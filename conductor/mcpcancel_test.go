@@ -211,6 +211,54 @@ func TestMCPBridgedRefused(t *testing.T) {
 	}
 }
 
+// TestMCPBridgedRefusedOversize: a bridged client whose connection the
+// owner refused, and whose first message is too long to keep, is answered
+// at once, as the chain answers one: each request of an over-long batch
+// gets the refusal, together in a batch; a batch with no request gets
+// nothing, and the request after it the refusal.
+func TestMCPBridgedRefusedOversize(t *testing.T) {
+	const limit = 4096
+	pad := strings.Repeat("x", 2*limit)
+	for _, tt := range []struct {
+		name, first string
+		batch       bool
+		ids         string // refused, in order
+	}{
+		{"batch", `[{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"pad":"` + pad + `"}},` +
+			`{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","params":{},"method":"tools/list","id":7}]`, true, `"a" 7`},
+		{"notifications", `[{"jsonrpc":"2.0","method":"notifications/initialized","params":{"pad":"` + pad + `"}}]`, false, `"after"`},
+		{"request", `{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"pad":"` + pad + `"}}`, false, `"a"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ed, _, declared := mcpChainWith(t, `{}`, Config{MCPBridge: BridgeStdio, MaxMessageBytes: limit})
+			s := startShim(t, declared)
+			// The request after is answered only if the first message was
+			// not: the connection ends at the first answer.
+			s.send(tt.first + "\n" + `{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+			connect := ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32603,"message":"no sessions here yet"}}`)
+			got := s.recvLine()
+			var ids []string
+			refused := func(v []byte) {
+				m, err := wire.Parse(v)
+				if err != nil || !strings.Contains(errorMessage(m.Error), `refused the connection to MCP server "tools"`) {
+					t.Errorf("the client got %s, want the refusal", v)
+					return
+				}
+				ids = append(ids, string(m.ID))
+			}
+			if wire.IsBatch(got) {
+				wire.EachElement(got, refused)
+			} else {
+				refused(got)
+			}
+			if wire.IsBatch(got) != tt.batch || strings.Join(ids, " ") != tt.ids {
+				t.Errorf("the client got %.300s; want %s refused (in a batch: %v)", got, tt.ids, tt.batch)
+			}
+		})
+	}
+}
+
 // TestMCPClientGone: the agent's MCP client ends its connection, with a
 // call in flight at an owner that binds per request: a bridged client goes
 // away, a native agent sends mcp/disconnect. With no connection of its own

@@ -391,11 +391,23 @@ func (c *chain) oversizeBatch(from *peer, big *wire.OversizeError) {
 	from.log.Warn("dropped oversize batch", zap.Int("limit", big.Limit), zap.Int("requests", requests),
 		zap.Int("responses", responses), zap.ByteString("head", clip(big.Head)))
 	e := wire.Errorf(codeInvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit)
-	refusal := e.Encode()
-	out := []byte{'['}
 	for _, en := range big.Batch {
 		if en.IsResponse {
 			failAnswered(from, en.ID, e)
+		}
+	}
+	if out := refuseBatch(big.Batch, e); out != nil {
+		from.send(append(out, '\n'))
+	}
+}
+
+// refuseBatch returns the batch that answers each request of a batch too
+// long to keep with e, or nil when it held no request.
+func refuseBatch(entries []wire.OversizeEntry, e *wire.Error) []byte {
+	refusal := e.Encode()
+	out := []byte{'['}
+	for _, en := range entries {
+		if en.IsResponse {
 			continue
 		}
 		if len(out) > 1 {
@@ -404,9 +416,10 @@ func (c *chain) oversizeBatch(from *peer, big *wire.OversizeError) {
 		m := wire.Message{ID: en.ID, Error: refusal}
 		out = m.Append(out)
 	}
-	if len(out) > 1 {
-		from.send(append(out, ']', '\n'))
+	if len(out) == 1 {
+		return nil
 	}
+	return append(out, ']')
 }
 
 // failAnswered fails, with e, the call that the response from peer under
