@@ -10,7 +10,7 @@
   const lifelines = $("lifelines"), status = $("status"), sessionSel = $("session"), methodIn = $("method");
   const connSel = $("connection");
 
-  const events = [];       // every event, in order
+  const events = [];       // every event, in order, as entry makes it
   const lanes = [];        // component names, in the order they are drawn
   const laneOf = new Map();
   const sessions = new Set(), methods = new Set(), connections = new Set();
@@ -28,26 +28,82 @@
   }
   let lanesChanged = true;
 
+  // A trace holds whatever agents, proxies and editors sent, and may have
+  // been edited by hand: any member of an event may be missing or of any
+  // type. json writes a value as JSON.stringify does (indented by step
+  // spaces a level, or compact), but without recursion: the relay passes
+  // on values nested up to 10,000 deep, and JSON.stringify overflows the
+  // stack at a few thousand. Indentation stops growing past 32 levels.
+  function json(v, step) {
+    const out = [], stack = [];
+    const nl = (depth) => (step ? "\n" + " ".repeat(Math.min(depth, 32) * step) : "");
+    const open = (v, depth) => {
+      if (v === null || typeof v !== "object") {
+        out.push(JSON.stringify(v) ?? "null");
+        return;
+      }
+      const array = Array.isArray(v), keys = array ? null : Object.keys(v);
+      const n = array ? v.length : keys.length;
+      if (n === 0) { out.push(array ? "[]" : "{}"); return; }
+      out.push(array ? "[" : "{");
+      stack.push({ v, keys, n, i: 0, depth });
+    };
+    open(v, 0);
+    while (stack.length) {
+      const f = stack[stack.length - 1];
+      if (f.i === f.n) {
+        stack.pop();
+        out.push(nl(f.depth) + (f.keys ? "}" : "]"));
+        continue;
+      }
+      out.push((f.i > 0 ? "," : "") + nl(f.depth + 1));
+      const k = f.keys ? f.keys[f.i] : f.i;
+      f.i++;
+      if (f.keys) out.push(JSON.stringify(k) + (step ? ": " : ":"));
+      open(f.v[k], f.depth + 1);
+    }
+    return out.join("");
+  }
+
+  // text is a member as the page shows it: a string as it is, nothing as
+  // "", anything else as its JSON (String() would throw on an object whose
+  // toString is no function).
+  const text = (v) => (typeof v === "string" ? v : v === undefined || v === null ? "" : json(v, 0));
+  const KINDS = new Set(["request", "response", "notification"]);
+
+  // entry is what the viewer keeps of an event: its members as text, the
+  // kind it draws it as, and the event itself, for the detail.
+  function entry(ev) {
+    return {
+      ev, type: text(ev.type), kind: KINDS.has(ev.type) ? ev.type : "other",
+      from: text(ev.from) || "?", to: text(ev.to) || "?", method: text(ev.method),
+      protocol: text(ev.protocol), session: text(ev.session), connection: text(ev.connection),
+      id: ev.id === undefined || ev.id === null ? "" : json(ev.id, 0),
+      ts: typeof ev.ts === "number" ? ev.ts.toFixed(3) + "s" : "",
+      isError: ev.type === "response" && !!ev.is_error,
+    };
+  }
+
   // add takes one event into the model and reports whether it is shown.
   function add(ev) {
     if (!ev || typeof ev !== "object") return false;
-    const i = events.length;
-    events.push(ev);
-    lane(String(ev.from)); lane(String(ev.to));
-    if (ev.connection) addConnection(String(ev.connection));
-    if (ev.session && !sessions.has(ev.session)) {
-      sessions.add(ev.session);
+    const i = events.length, e = entry(ev);
+    events.push(e);
+    lane(e.from); lane(e.to);
+    if (e.connection) addConnection(e.connection);
+    if (e.session && !sessions.has(e.session)) {
+      sessions.add(e.session);
       const o = document.createElement("option");
-      o.value = o.textContent = ev.session;
+      o.value = o.textContent = e.session;
       sessionSel.appendChild(o);
     }
-    if (ev.method && !methods.has(ev.method)) {
-      methods.add(ev.method);
+    if (e.method && !methods.has(e.method)) {
+      methods.add(e.method);
       const o = document.createElement("option");
-      o.value = ev.method;
+      o.value = e.method;
       $("methods").appendChild(o);
     }
-    if (matches(ev)) { shown.push(i); return true; }
+    if (matches(e)) { shown.push(i); return true; }
     return false;
   }
 
@@ -62,10 +118,10 @@
     $("connection-filter").hidden = false;
   }
 
-  function matches(ev) {
-    if (filter.connection && ev.connection !== filter.connection) return false;
-    if (filter.session && ev.session !== filter.session) return false;
-    if (filter.method && !String(ev.method || "").includes(filter.method)) return false;
+  function matches(e) {
+    if (filter.connection && e.connection !== filter.connection) return false;
+    if (filter.session && e.session !== filter.session) return false;
+    if (filter.method && !e.method.includes(filter.method)) return false;
     return true;
   }
 
@@ -117,17 +173,16 @@
   }
 
   function row(r, i) {
-    const ev = events[i];
-    const from = laneOf.get(String(ev.from)), to = laneOf.get(String(ev.to));
+    const e = events[i];
+    const from = laneOf.get(e.from), to = laneOf.get(e.to);
     const d = document.createElement("div");
-    const isError = ev.type === "response" && ev.is_error;
-    d.className = "arrow " + ev.type + (isError ? " error" : "") + (ev.protocol === "mcp" ? " mcp" : "") +
+    d.className = "arrow " + e.kind + (e.isError ? " error" : "") + (e.protocol === "mcp" ? " mcp" : "") +
       (from === to ? " self" : "") + (i === selected ? " selected" : "");
     d.style.top = (r * ROW) + "px";
     d.dataset.index = i;
     const ts = document.createElement("span");
     ts.className = "ts";
-    ts.textContent = typeof ev.ts === "number" ? ev.ts.toFixed(3) + "s" : "";
+    ts.textContent = e.ts;
     d.appendChild(ts);
     const a = x(from), b = from === to ? x(from) + 40 : x(to);
     const left = Math.min(a, b), width = Math.abs(b - a);
@@ -145,24 +200,24 @@
     label.className = "label";
     label.style.left = (left + 4) + "px";
     label.style.width = Math.max(width - 8, LANE) + "px";
-    let text = ev.method || "";
-    if (ev.protocol === "mcp") text = "mcp " + text;
-    if (ev.id !== undefined && ev.id !== null) text += "  #" + JSON.stringify(ev.id);
-    if (ev.type === "response") text = (isError ? "✗ " : "✓ ") + text;
-    label.textContent = text;
+    let t = e.method;
+    if (e.protocol === "mcp") t = "mcp " + t;
+    if (e.id) t += "  #" + e.id;
+    if (e.kind === "response") t = (e.isError ? "✗ " : "✓ ") + t;
+    label.textContent = t;
     d.appendChild(label);
-    d.title = ev.type + " " + ev.from + " → " + ev.to;
+    d.title = e.type + " " + e.from + " → " + e.to;
     return d;
   }
 
   function select(i) {
     selected = i;
-    const ev = events[i];
+    const e = events[i];
     const panel = $("detail");
-    if (!ev) { panel.hidden = true; writeHash(); render(); return; }
+    if (!e) { panel.hidden = true; writeHash(); render(); return; }
     panel.hidden = false;
-    $("detail-title").textContent = ev.type + ": " + (ev.method || "") + " (" + ev.from + " → " + ev.to + ")";
-    $("detail-body").textContent = JSON.stringify(ev, null, 2);
+    $("detail-title").textContent = e.type + ": " + e.method + " (" + e.from + " → " + e.to + ")";
+    $("detail-body").textContent = json(e.ev, 2);
     writeHash();
     render();
   }
