@@ -3,6 +3,7 @@ package conductor
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,32 @@ func TestResponseWithResultAndError(t *testing.T) {
 	}
 	if n := logs.FilterMessage(logBothAnswers).Len(); n != 3 {
 		t.Errorf("%d responses with both members logged, want 3", n)
+	}
+}
+
+// TestResponseIDSpelledOtherwise: a peer that re-encodes the conductor's
+// integer ids (5.0, 5e0) is answered as the TypeScript SDK answers it, by
+// the number JSON.parse reads; a fraction answers nothing.
+func TestResponseIDSpelledOtherwise(t *testing.T) {
+	ed, ag := agentChain(t)
+	for i, spell := range []string{"%d.0", "%de0", "%d0e-1"} {
+		ed.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`, 20+i))
+		m := ag.recvMsg()
+		n, err := strconv.Atoi(string(m.ID))
+		if err != nil {
+			t.Fatalf("the conductor's id %s", m.ID)
+		}
+		ag.send(`{"jsonrpc":"2.0","id":` + fmt.Sprintf(spell, n) + `,"result":{"stopReason":"end_turn"}}`)
+		if got, want := string(ed.recvLine()), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"stopReason":"end_turn"}}`, 20+i); got != want {
+			t.Errorf("answered as %s, the editor got\n%s\nwant\n%s", fmt.Sprintf(spell, n), got, want)
+		}
+	}
+	ed.send(`{"jsonrpc":"2.0","id":30,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+	m := ag.recvMsg()
+	ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `.5,"result":{"stopReason":"end_turn"}}`)
+	ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"stopReason":"cancelled"}}`)
+	if got, want := string(ed.recvLine()), `{"jsonrpc":"2.0","id":30,"result":{"stopReason":"cancelled"}}`; got != want {
+		t.Errorf("the editor got %s, want %s: a fraction is no id of the conductor's", got, want)
 	}
 }
 

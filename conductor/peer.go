@@ -328,11 +328,15 @@ func (p *peer) inFlight(id []byte) *call {
 	return p.inflight.find(id)
 }
 
-// complete removes and returns the call answered by a response carrying id.
+// complete removes and returns the call answered by a response carrying id,
+// spelled as strconv writes it or otherwise (wire.IntOf).
 func (p *peer) complete(id json.RawMessage) *call {
 	n, err := strconv.ParseInt(string(id), 10, 64)
 	if err != nil {
-		return nil // the conductor only sends integer ids
+		var ok bool
+		if n, ok = wire.IntOf(id); !ok {
+			return nil // the conductor only sends integer ids
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -257,6 +257,10 @@ func (c *Conn) answer(h *holder, id, result json.RawMessage, err error) {
 func (c *Conn) complete(m *wire.Message) {
 	var cl *call
 	n, ours := ownID(m.ID)
+	if !ours { // spelled otherwise (5.0 for 5), as JSON.parse reads it
+		n, ours = wire.IntOf(m.ID)
+		ours = ours && n > 0
+	}
 	c.mu.Lock()
 	if ours {
 		cl = c.calls[n]

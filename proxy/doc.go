@@ -80,9 +80,10 @@
 // ACP schema says: a proxy/successor request is cancelled by its own id,
 // and cancellation is never carried to another hop in an envelope (a
 // wrapped one is still accepted). A cancel names the request whose id is
-// the same JSON value, however spelled (1.0 for 1). Cancelling a request a
-// handler is serving cancels the handler's context, and a Forward or Call
-// made under it passes the cancel on and still returns the answer, which
+// the same JSON value, however spelled (1.0 for 1), and so does a
+// response's id. Cancelling a request a handler is serving cancels the
+// handler's context, and a Forward or Call made under it passes the cancel
+// on and still returns the answer, which
 // is the caller's (a cancelled prompt ends with stopReason "cancelled", not
 // an error); cancelling a request the proxy relayed cancels, in turn, the
 // request it relayed it as, and the answer still comes back. A call whose

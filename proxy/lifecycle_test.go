@@ -174,6 +174,32 @@ func testCancelSpelledOtherwise(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":"h1","result":{}}`)
 }
 
+// A response whose id is the proxy's, spelled otherwise (2.0, 3e0), is
+// the answer to that request, as JSON.parse reads it; a fraction answers
+// none, and the request is still answered by the id as the proxy gave it.
+func TestResponseIDSpelledOtherwise(t *testing.T) { synctest.Test(t, testResponseIDSpelledOtherwise) }
+
+func testResponseIDSpelledOtherwise(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{"session/load": forwardHandler},
+	})
+	c.send(`{"jsonrpc":"2.0","id":"p1","method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","id":1.0,"result":{"stopReason":"end_turn"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"p1","result":{"stopReason":"end_turn"}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":"h1","method":"session/load","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","id":0.2e1,"result":{"loaded":true}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"h1","result":{"loaded":true}}`)
+
+	c.send(`{"jsonrpc":"2.0","id":"p2","method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","id":3.5,"result":{"stopReason":"end_turn"}}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"p2","result":{"stopReason":"cancelled"}}`)
+}
+
 // A cancel passed on keeps everything it carried but the id: _meta (W3C
 // trace context, which the meta-propagation RFD reserves there) and
 // members the proxy does not know, for a relayed request and for one a

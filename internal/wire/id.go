@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
 )
 
@@ -48,4 +49,23 @@ func isString(v []byte) bool { return v[0] == '"' && checkString(v, 0) == len(v)
 // more (0x1p3, 1_0, Inf) than JSON spells.
 func isNumber(v []byte) bool {
 	return (v[0] == '-' || '0' <= v[0] && v[0] <= '9') && checkNumber(v, 0) == len(v)
+}
+
+// IntOf returns the integer a numeric id is when it is not spelled as
+// strconv writes it (5.0, 5e0 and 0.5e1 for 5), as a JSON parser reads it:
+// the TypeScript SDK finds the request a response answers by the number
+// JSON.parse made of its id, so a peer that re-encodes numbers is still
+// answered. It reports false for anything else, and from 2^53 on, where a
+// double no longer holds every integer and two spellings of different ids
+// could read alike. Callers try the plain spelling first; this is their
+// slow path.
+func IntOf(id json.RawMessage) (int64, bool) {
+	if len(id) == 0 || !isNumber(id) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(id), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"testing"
 )
 
@@ -115,6 +116,68 @@ func FuzzSameID(f *testing.F) {
 		}
 		if back := SameID(b, a); back != got {
 			t.Fatalf("SameID(%s, %s) = %v, but %v the other way round", a, b, got, back)
+		}
+	})
+}
+
+// intOfRef is IntOf as encoding/json has it: a value it reads as a float64
+// that is a whole number smaller than 2^53 in size.
+func intOfRef(id []byte) (int64, bool) {
+	if len(id) == 0 {
+		return 0, false
+	}
+	v, ok := idValue(id)
+	f, isNum := v.(float64)
+	if !ok || !isNum || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// TestIntOf: a numeric id is the integer JSON.parse makes of it, however
+// spelled; a string or a fraction is none.
+func TestIntOf(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		n  int64
+		ok bool
+	}{
+		{`5`, 5, true},
+		{`5.0`, 5, true},
+		{`5e0`, 5, true},
+		{`0.5e1`, 5, true},
+		{`50E-1`, 5, true},
+		{`-3.00`, -3, true},
+		{`-0`, 0, true},
+		{`9007199254740991`, 1<<53 - 1, true},
+		{`9007199254740991.0`, 1<<53 - 1, true},
+		{`9007199254740992`, 0, false}, // from 2^53 on, not every integer is a double
+		{`9007199254740993`, 0, false}, // read as 2^53
+		{`5.5`, 0, false},
+		{`1e400`, 0, false},
+		{`"5"`, 0, false},
+		{`null`, 0, false},
+		{`5 `, 0, false},
+		{`+5`, 0, false},
+		{`05`, 0, false},
+		{``, 0, false},
+	} {
+		n, ok := IntOf(json.RawMessage(tc.id))
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("IntOf(%s) = %d, %v; want %d, %v", tc.id, n, ok, tc.n, tc.ok)
+		}
+	}
+}
+
+// FuzzIntOf holds IntOf to encoding/json.
+func FuzzIntOf(f *testing.F) {
+	for _, s := range []string{`5`, `5.0`, `5e0`, `-0.0`, `1e400`, `"5"`, `9007199254740993`, `0x5`, `5_0`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, id []byte) {
+		n, ok := IntOf(id)
+		if wn, wok := intOfRef(id); n != wn || ok != wok {
+			t.Fatalf("IntOf(%s) = %d, %v; encoding/json reads %d, %v", id, n, ok, wn, wok)
 		}
 	})
 }
