@@ -151,3 +151,20 @@ func TestAdoptedAsPID1(t *testing.T) {
 		t.Errorf("as a subreaper, adoptedKin = %v, want [43 44 50 51 52]", got)
 	}
 }
+
+// TestReusedPID: Wait forgets a child just after reaping it, and a child
+// started in between may have been given the same PID: that one is still
+// ours, not a process to adopt and reap, until it is forgotten in turn.
+func TestReusedPID(t *testing.T) {
+	const pid = 1 << 22 // above any PID the kernel gives: no real child of ours
+	record(pid)         // the first child, reaped by Wait,
+	record(pid)         // and a new one given its PID before Wait forgot it
+	forget(pid)
+	if !isOurs(pid) {
+		t.Fatal("a child started under a reaped child's PID is no longer ours once the first is forgotten")
+	}
+	forget(pid)
+	if isOurs(pid) {
+		t.Fatal("a PID still ours after each child under it was forgotten")
+	}
+}

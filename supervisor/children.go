@@ -15,8 +15,11 @@ var ours struct {
 	// a child that exists but is not yet recorded for one of ours.
 	starting sync.RWMutex
 
-	mu   sync.Mutex
-	pids map[int]bool
+	mu sync.Mutex
+	// pids counts, by PID, the children started and not yet forgotten:
+	// Wait forgets a child just after it is reaped, and by then a child
+	// started since may have been given the same PID.
+	pids map[int]int
 }
 
 // Start starts cmd and records its process as one of this process's own
@@ -37,9 +40,9 @@ func record(pid int) {
 	ours.mu.Lock()
 	defer ours.mu.Unlock()
 	if ours.pids == nil {
-		ours.pids = make(map[int]bool)
+		ours.pids = make(map[int]int)
 	}
-	ours.pids[pid] = true
+	ours.pids[pid]++
 }
 
 // Wait waits for cmd, started by Start, to exit.
@@ -52,7 +55,9 @@ func Wait(cmd *exec.Cmd) error {
 // forget records that the child pid, started by Start, has been reaped.
 func forget(pid int) {
 	ours.mu.Lock()
-	delete(ours.pids, pid)
+	if ours.pids[pid]--; ours.pids[pid] <= 0 {
+		delete(ours.pids, pid)
+	}
 	ours.mu.Unlock()
 }
 
@@ -61,5 +66,5 @@ func forget(pid int) {
 func isOurs(pid int) bool {
 	ours.mu.Lock()
 	defer ours.mu.Unlock()
-	return ours.pids[pid]
+	return ours.pids[pid] > 0
 }
