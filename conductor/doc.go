@@ -85,6 +85,9 @@
 // do, unless it is on a connection, a call to a declared server, or a
 // notification about a server the client itself declared, which goes back
 // to the caller the way the call came, so as not to fall behind its answer.
+// A caller may be a proxy or the client too: the conductor remembers which
+// position made each request-binding call in flight (mcpcalls.go), and an
+// owner's notification about it goes back there, not to the agent.
 //
 // A Thinkwell-dialect component declares its servers as
 // {"type":"http","url":"acp:<uuid>","headers":[]}; the conductor records

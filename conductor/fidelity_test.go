@@ -271,17 +271,37 @@ func TestMCPMessageFromProxyLeavesAgentSpelling(t *testing.T) {
 // with agentInit.
 func proxyChain(t *testing.T, agentInit string) (ed, p, ag *scripted) {
 	t.Helper()
+	ed, ps, ag := proxiesChain(t, 1, agentInit)
+	return ed, ps[0], ag
+}
+
+// proxiesChain is proxyChain with n scripted proxies, in chain order.
+func proxiesChain(t *testing.T, n int, agentInit string) (ed *scripted, ps []*scripted, ag *scripted) {
+	t.Helper()
 	dir := t.TempDir()
-	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	var comps []Component
+	var started []func() *scripted
+	for i := range n {
+		comp, proxyStarted := scriptedComponent(t, dir, fmt.Sprintf("proxy%d", i+1))
+		comps, started = append(comps, comp), append(started, proxyStarted)
+	}
 	agent, agentStarted := scriptedComponent(t, dir, "agent")
-	ed = scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent}))
-	p, ag = proxyStarted(), agentStarted()
+	ed = scriptedEditor(startChain(t, Config{Proxies: comps, Agent: agent}))
+	for _, s := range started {
+		ps = append(ps, s())
+	}
+	ag = agentStarted()
 	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	init := p.recvMsg()
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	inits := make([]*wire.Message, n)
+	for i, p := range ps {
+		inits[i] = p.recvMsg()
+		p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	}
 	ag.reply(ag.recvMsg(), agentInit)
-	p.recvMsg()
-	p.reply(init, `{"protocolVersion":1}`)
+	for i := n - 1; i >= 0; i-- {
+		ps[i].recvMsg()
+		ps[i].reply(inits[i], `{"protocolVersion":1}`)
+	}
 	ed.recvMsg()
-	return ed, p, ag
+	return ed, ps, ag
 }

@@ -83,7 +83,11 @@ type mcpRoutes struct {
 	// For connect-binding callers of request-binding owners: the requests
 	// the conductor sent for them, by serverId and requestId (raw JSON).
 	requests map[[2]string]statelessCall
-	lastID   int64
+	// calls holds the request-binding calls relayed and not yet answered,
+	// for the asked peer's notifications about each to reach the peer
+	// that made it (mcpFromServer).
+	calls  map[callRef]mcpCall
+	lastID int64
 	// bridged holds the bridged clients' connections, by the server each
 	// is to, for the end of the server's last session to end them.
 	bridged map[*peer]string
@@ -185,7 +189,7 @@ func newMCPRoutes() *mcpRoutes {
 	return &mcpRoutes{
 		servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{},
 		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string]*opening{},
-		requests: map[[2]string]statelessCall{}, bridged: map[*peer]string{},
+		requests: map[[2]string]statelessCall{}, bridged: map[*peer]string{}, calls: map[callRef]mcpCall{},
 	}
 }
 
@@ -649,7 +653,9 @@ func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.
 	for id, c := range r.shared {
 		if c.owner == owner {
 			delete(r.shared, id)
+			continue
 		}
+		c.active = slices.DeleteFunc(c.active, func(a activeRequest) bool { return a.caller == owner })
 	}
 	for k, sc := range r.requests {
 		if sc.conn.owner == owner {
@@ -657,6 +663,9 @@ func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.
 		}
 	}
 	delete(r.bindings, owner) // a new process may bind otherwise
+	// The new process, or none, made no call and was asked none: what it
+	// sends about a call is not about these.
+	r.forgetCallsLocked(func(ref callRef, c mcpCall) bool { return ref.asked == owner || c.caller == owner })
 	for k, c := range r.owned {
 		if k.owner != owner {
 			continue
@@ -744,7 +753,7 @@ func (c *chain) routeMCP(src int, enveloped bool, from *peer, m *wire.Message, m
 		c.mcpOnConn(src, from, m, method, params, b)
 		return true
 	case mcpToServer:
-		return c.mcpToServer(src == topo.last(), from, m, params, b)
+		return c.mcpToServer(src, from, m, params, b)
 	case mcpFromServer:
 		c.mcpFromServer(from, m, params, b)
 		return true
@@ -901,12 +910,12 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 	}
 }
 
-// mcpToServer relays the agent's request-binding mcp/message (fromAgent),
-// or one a proxy passes on toward the client, to the server's owner: as it
-// is to an owner that binds per request, translated onto a connection to
-// one that binds per connection. Until the owner's binding is known, the
-// first message asks with mcp/connect.
-func (c *chain) mcpToServer(fromAgent bool, from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
+// mcpToServer relays a request-binding mcp/message from src (the agent,
+// or a proxy or the client that makes or passes on a call) to the server's
+// owner: as it is to an owner that binds per request, translated onto a
+// connection to one that binds per connection. Until the owner's binding is
+// known, the first message asks with mcp/connect.
+func (c *chain) mcpToServer(src int, from *peer, m *wire.Message, params json.RawMessage, b *batch) bool {
 	var serverID string
 	if json.Unmarshal(wire.Member(params, "serverId"), &serverID) != nil {
 		return false
@@ -915,12 +924,12 @@ func (c *chain) mcpToServer(fromAgent bool, from *peer, m *wire.Message, params 
 	if !ok {
 		return false // not declared in this chain: ordinary routing
 	}
-	if fromAgent {
+	if src == c.topo.Load().last() {
 		c.mcp.agentSpoke("serverId") // a proxy's spelling says nothing of the agent's
 	}
 	params = c.mcp.withSession(params, serverID)
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
-		c.relayToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
+		c.callOwner(src, srv.owner, from, m, params, b)
 		return true
 	}
 	c.viaConnection(srv, serverID, func(conn *mcpConn, e *wire.Error) {
@@ -928,29 +937,48 @@ func (c *chain) mcpToServer(fromAgent bool, from *peer, m *wire.Message, params 
 		case e != nil:
 			c.answerError(from, m, e, b)
 		case conn == nil: // the owner binds per request
-			c.relayToOwner(srv.owner, from, m, methodMCPMessage, params, b, nil)
+			c.callOwner(src, srv.owner, from, m, params, b)
 		default:
-			c.toConnectOwner(conn, from, m, params, b)
+			c.toConnectOwner(src, conn, from, m, params, b)
 		}
 	})
 	return true
 }
 
+// callOwner relays a request-binding mcp/message from src to the owner,
+// which binds per request; a call is recorded (noteCall) until its answer,
+// for the owner's notifications about it to find src.
+func (c *chain) callOwner(src, owner int, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
+	if m.IsNotification() {
+		c.relayToOwner(owner, from, m, methodMCPMessage, params, b, nil)
+		return
+	}
+	d := c.toOwner(owner, methodMCPMessage)
+	to := c.peers[d.to]
+	cl := &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}
+	cl.onResponse = c.mcp.noteCall(src, to.pos, params, cl, nil)
+	c.relayCall(to, cl, d, params)
+}
+
 // mcpFromServer relays a request-binding owner's mcp/message (progress,
-// subscription events) to the caller whose request it names: the agent, or
-// a connect-binding caller the conductor translates for.
+// subscription events) to the caller whose request it names: a
+// connect-binding caller the conductor translates for; for a notification,
+// whoever made the call it names, if the conductor relayed that call to
+// from (noteCall); else the agent.
 func (c *chain) mcpFromServer(from *peer, m *wire.Message, params json.RawMessage, b *batch) {
 	if conn := c.mcp.statelessRequest(wire.Member(params, "serverId"), wire.Member(params, "requestId")); conn != nil {
 		c.toConnectCaller(conn, from, m, params, b)
 		return
 	}
 	d := c.toAgent(methodMCPMessage)
-	to := c.peers[d.to]
 	if m.IsNotification() {
-		c.relay(from, to, nil, d, params)
-	} else {
-		c.relayCall(to, &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, params)
+		if caller, ok := c.mcp.callerOf(from.pos, params); ok {
+			d = c.topo.Load().toCaller(caller, methodMCPMessage)
+		}
+		c.relay(from, c.peers[d.to], nil, d, params)
+		return
 	}
+	c.relayCall(c.peers[d.to], &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, params)
 }
 
 // mcpFromClient relays the client's mcp/message notification naming a
@@ -984,8 +1012,7 @@ func (c *chain) relayToOwner(pos int, from *peer, m *wire.Message, method string
 // toAgent says how a message from an owner reaches the agent side.
 func (c *chain) toAgent(method string) delivery {
 	topo := c.topo.Load()
-	last := topo.last()
-	return delivery{to: last, wrap: topo.role(last) == roleUpstream, method: method}
+	return topo.toCaller(topo.last(), method)
 }
 
 // ownerGone forgets the MCP servers declared and connections opened by the
@@ -1263,6 +1290,7 @@ func (r *mcpRoutes) sessionEnded(method, session string) (e endedServers) {
 // end, for why.
 func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 	delete(r.servers, id)
+	r.forgetCallsLocked(func(_ callRef, c mcpCall) bool { return c.serverID == id })
 	if r.revoke != nil {
 		// Under r.mu: a set-up that declares the server anew records it
 		// (declare) before the bridge gives it a token, so the server is

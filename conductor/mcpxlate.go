@@ -56,6 +56,7 @@ const codeMCPBackendFailed = -33002
 // activeRequest is a request-binding request in flight on a connection the
 // conductor opened to a connect-binding owner.
 type activeRequest struct {
+	caller    int             // the position it came from
 	requestID json.RawMessage // the caller's, raw JSON
 	progress  string          // its params._meta.progressToken, raw JSON, if any
 	call      *call           // as relayed to the owner, to answer if it never will
@@ -307,9 +308,9 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 	c.relayCall(c.peers[srv.owner], cl, d, params)
 }
 
-// toConnectOwner sends a request-binding caller's mcp/message on the
-// shared connection to a connect-binding owner.
-func (c *chain) toConnectOwner(conn *mcpConn, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
+// toConnectOwner sends the mcp/message of a request-binding caller at src
+// on the shared connection to a connect-binding owner.
+func (c *chain) toConnectOwner(src int, conn *mcpConn, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
 	method, inner, err := wire.Unwrap(params)
 	if err != nil {
 		c.answerError(from, m, wire.Errorf(codeInvalidParams, "mcp/message without a method"), b)
@@ -329,7 +330,7 @@ func (c *chain) toConnectOwner(conn *mcpConn, from *peer, m *wire.Message, param
 		asOutcome(resp)
 		return false
 	}
-	req := activeRequest{requestID: append(json.RawMessage(nil), wire.Member(params, "requestId")...), progress: progressToken(inner), call: cl}
+	req := activeRequest{caller: src, requestID: append(json.RawMessage(nil), wire.Member(params, "requestId")...), progress: progressToken(inner), call: cl}
 	c.mcp.mu.Lock()
 	conn.active = append(conn.active, req)
 	c.mcp.mu.Unlock()
@@ -355,10 +356,11 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 		token = string(wire.Member(inner, "progressToken"))
 	}
 	var reqID json.RawMessage
+	var caller int
 	c.mcp.mu.Lock()
 	for _, a := range conn.active {
 		if token != "" && a.progress == token || len(conn.active) == 1 {
-			reqID = a.requestID
+			reqID, caller = a.requestID, a.caller
 		}
 	}
 	c.mcp.mu.Unlock()
@@ -366,7 +368,7 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 		from.log.Debug("dropped an MCP notification no request in flight is waiting for", zap.String("method", method))
 		return
 	}
-	d := c.toAgent(methodMCPMessage)
+	d := c.topo.Load().toCaller(caller, methodMCPMessage)
 	c.relay(from, c.peers[d.to], nil, d, requestEnvelope(mustQuote(conn.serverID), reqID, method, inner, nil))
 }
 

@@ -63,6 +63,32 @@ func TestRouteMCP(t *testing.T) {
 	}
 }
 
+// TestToCaller: a server's message about a call goes to the position that
+// made it, dressed as the call's answer comes back there.
+func TestToCaller(t *testing.T) {
+	agent := topology{mode: AgentMode, proxies: 2}
+	nested := topology{mode: ProxyMode, proxies: 2}
+	for _, c := range []struct {
+		topo   topology
+		caller int
+		want   delivery
+	}{
+		{agent, 3, delivery{to: 3, method: methodMCPMessage}},
+		{agent, 2, delivery{to: 2, method: methodMCPMessage}},
+		{agent, 1, delivery{to: 1, method: methodMCPMessage}},
+		{agent, 0, delivery{to: 0, method: methodMCPMessage}},
+		// In proxy mode the parent's successor side takes envelopes; the
+		// parent's own calls come plain, and go back plain.
+		{nested, 3, delivery{to: 3, wrap: true, method: methodMCPMessage}},
+		{nested, 1, delivery{to: 1, method: methodMCPMessage}},
+		{nested, 0, delivery{to: 0, method: methodMCPMessage}},
+	} {
+		if got := c.topo.toCaller(c.caller, methodMCPMessage); got != c.want {
+			t.Errorf("%v: to caller %d: %+v, want %+v", c.topo.mode, c.caller, got, c.want)
+		}
+	}
+}
+
 // TestRespell is the spelling × agent table: serverId always, the RFD's id
 // for an agent that used it or has not been heard from; name, _meta,
 // unknown members and other entries kept.

@@ -137,6 +137,10 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 		cl.onResponse = func(resp *wire.Message) bool { c.setupAnswered(declared, resp); return false }
 	case sessionEnds(dc.d.method) && dc.d.to > dc.src:
 		cl.onResponse = c.onSessionEnd(dc.d.method, params)
+	case dc.act == actMCP && dc.d.method == methodMCPMessage:
+		// A call the MCP tables do not route, passed on by position: the
+		// peer asked may report on it all the same.
+		cl.onResponse = c.mcp.noteCall(dc.src, to.pos, params, cl, nil)
 	}
 	if dc.initialize {
 		cl.params = params

@@ -298,7 +298,7 @@ const (
 	mcpConnect                   // the agent opens a connection to a declared server
 	mcpOnConn                    // a message on a connection (connect binding), either way
 	mcpToServer                  // a message to a declared server (request binding): the agent's, or a call a proxy or the client makes or passes on
-	mcpFromServer                // a server's message back to the agent's request (request binding)
+	mcpFromServer                // a server's message back to a request (request binding): to its caller (toCaller), else the agent
 	mcpFromClient                // the client's message: a server's back, as mcpFromServer, if it declared the server; else by position
 )
 
@@ -341,6 +341,18 @@ var mcpRules = map[mcpKey]mcpRule{
 	{mcpClientSide, methodMCPMessage, mcpKeyConn}:    mcpOnConn,
 	{mcpClientSide, methodMCPDisconnect, mcpKeyConn}: mcpOnConn,
 	{mcpClientSide, methodMCPMessage, mcpKeyServer}:  mcpFromClient,
+}
+
+// toCaller says how a server's message about a call reaches the position
+// that made it (mcpFromServer): the agent side as the owner's messages
+// reach it; a proxy or the client plain, as the call's answer does, since
+// the calls the conductor routes by their ids or passes on by position
+// went from a proxy to its predecessor's side, or from the client.
+func (t topology) toCaller(caller int, method string) delivery {
+	if last := t.last(); caller == last {
+		return delivery{to: last, wrap: t.role(last) == roleUpstream, method: method}
+	}
+	return delivery{to: caller, method: method}
 }
 
 type mcpKey struct {

@@ -49,6 +49,44 @@ func TestMCPRequestBinding(t *testing.T) {
 	}
 }
 
+// TestMCPProxyCaller: an SDK-built proxy (mcp_proxy.mjs with
+// MCP_IT_PROXY_CALL=1) is an MCP caller too. Before it passes the prompt
+// on, its McpOverAcpCaller calls the servers declared to it: the editor's
+// McpOverAcpProvider, and an earlier SDK proxy's. Each call must come back
+// to the proxy with the owner's answer, greeting the proxy, and with the
+// progress notification the owner sent for it, which must reach the
+// proxy, not the agent past it; the agent's own calls go on as in
+// TestMCPRequestBinding.
+func TestMCPProxyCaller(t *testing.T) {
+	requireConductor(t)
+	tsProxy := func(name string) string { return shellJoin(nodeBin, filepath.Join(peersDir, "mcp_proxy.mjs"), name) }
+	tsCaller := func(name string) string { return "MCP_IT_PROXY_CALL=1 " + tsProxy(name) }
+	for _, c := range []struct {
+		name    string
+		proxies []string
+		caller  string
+		called  []string // the servers' owners the proxy calls, in declaration order
+		owners  []string // the agent's
+	}{
+		{"sdk proxy", []string{tsCaller("ts1")}, "ts1", []string{"editor"}, []string{"editor", "ts1"}},
+		{"sdk proxy between passthroughs", []string{goProxyCmd("go1"), tsCaller("ts2"), pyProxyCmd("py3")}, "ts2", []string{"editor"}, []string{"editor", "ts2"}},
+		{"sdk proxy after another", []string{tsProxy("ts1"), tsCaller("ts2")}, "ts2", []string{"editor", "ts1"}, []string{"editor", "ts1", "ts2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			argv := agentModeArgs(append(c.proxies, shellJoin(nodeBin, filepath.Join(peersDir, "mcp_agent.mjs")))...)
+			s := runMCPEditor(t, ctx, true, argv)
+			report, ok := s.ProxyReports[c.caller]
+			if !ok {
+				t.Fatalf("no report from %s; the proxies reported %v", c.caller, s.ProxyReports)
+			}
+			checkCallReport(t, c.caller, c.caller, s.SessionID, report, c.called)
+			checkMCPCalls(t, s, c.owners, 2) // the proxy's call and the agent's
+		})
+	}
+}
+
 // TestMCPThinkwellDialect runs an MCP server of a Thinkwell-dialect proxy
 // (twproxy: declared {"type":"http","url":"acp:<uuid>"}, served over
 // _mcp/*, as @thinkwell/conductor's and as sacp's proxies read it) in a
@@ -157,21 +195,10 @@ type mcpSummary struct {
 	SessionID string `json:"sessionId"`
 	Stop      string `json:"stopReason"`
 	Error     json.RawMessage
-	Report    []struct {
-		Declaration map[string]any
-		Outcome     struct {
-			Result *struct {
-				Content []struct{ Text string }
-			}
-			Error json.RawMessage
-		}
-		Error    json.RawMessage
-		Progress []struct {
-			Method string
-			Params map[string]any
-		}
-	}
-	Seen []struct {
+	Report    []mcpCallReport
+	// ProxyReports are the calling proxies' reports, by name.
+	ProxyReports map[string][]mcpCallReport
+	Seen         []struct {
 		ServerID string `json:"serverId"`
 		Method   string
 		Meta     map[string]any
@@ -180,6 +207,53 @@ type mcpSummary struct {
 	Cancelled     []string
 	ConnectProbes int
 	Exit          struct{ Code *int }
+}
+
+// An mcpCallReport is what a caller (mcp_agent.mjs, or a calling
+// mcp_proxy.mjs) made of its call to one server.
+type mcpCallReport struct {
+	Declaration map[string]any
+	Outcome     struct {
+		Result *struct {
+			Content []struct{ Text string }
+		}
+		Error json.RawMessage
+	}
+	Error    json.RawMessage
+	Progress []struct {
+		Method string
+		Params map[string]any
+	}
+}
+
+// checkCallReport checks that who, an MCP client named client, called
+// greet on the servers of owners, in order, and each answered as the
+// owner, greeting the client, in session, with its progress notification
+// on the way.
+func checkCallReport(t *testing.T, who, client, session string, report []mcpCallReport, owners []string) {
+	t.Helper()
+	if len(report) != len(owners) {
+		t.Fatalf("%s called %d servers, want %d (%v)", who, len(report), len(owners), owners)
+	}
+	for i, owner := range owners {
+		r := report[i]
+		if r.Error != nil || r.Outcome.Result == nil || len(r.Outcome.Result.Content) != 1 {
+			t.Errorf("%s, calling %s: no result: outer error %s, outcome error %s", who, owner, r.Error, r.Outcome.Error)
+			continue
+		}
+		var got map[string]any
+		json.Unmarshal([]byte(r.Outcome.Result.Content[0].Text), &got)
+		want := map[string]any{"owner": owner, "greeting": "hello " + client, "session": session, "client": client}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s, calling %s: %s = %v, want %v (result %s)", who, owner, k, got[k], v, r.Outcome.Result.Content[0].Text)
+			}
+		}
+		token := "p-" + owner + "-tools"
+		if len(r.Progress) != 1 || r.Progress[0].Method != "notifications/progress" || r.Progress[0].Params["progressToken"] != token {
+			t.Errorf("%s, calling %s: progress %+v, want one notifications/progress for %s", who, owner, r.Progress, token)
+		}
+	}
 }
 
 // runMCPEditor runs mcp_editor.mjs (offering its server when provide is
@@ -230,37 +304,28 @@ func runMCPEditorArgs(t *testing.T, ctx context.Context, args []string) *mcpSumm
 
 // checkMCPReport checks that the agent called greet on the servers of
 // owners, in order, and each answered as the owner, in the session, with
-// its progress notification on the way.
+// its progress notification on the way; and that the editor's provider
+// saw the agent's call and no other.
 func checkMCPReport(t *testing.T, s *mcpSummary, owners []string) {
+	t.Helper()
+	checkMCPCalls(t, s, owners, 1)
+}
+
+// checkMCPCalls is checkMCPReport where the editor's provider saw
+// editorCalls calls, each a tools/call naming the session.
+func checkMCPCalls(t *testing.T, s *mcpSummary, owners []string, editorCalls int) {
 	t.Helper()
 	if s.Error != nil || s.Stop != "end_turn" {
 		t.Fatalf("the prompt failed: %s (stop reason %q)", s.Error, s.Stop)
 	}
-	if len(s.Report) != len(owners) {
-		t.Fatalf("the agent called %d servers, want %d (%v)", len(s.Report), len(owners), owners)
-	}
-	for i, owner := range owners {
-		r := s.Report[i]
-		if r.Error != nil || r.Outcome.Result == nil || len(r.Outcome.Result.Content) != 1 {
-			t.Errorf("%s: no result: outer error %s, outcome error %s", owner, r.Error, r.Outcome.Error)
-			continue
-		}
-		var got map[string]any
-		json.Unmarshal([]byte(r.Outcome.Result.Content[0].Text), &got)
-		want := map[string]any{"owner": owner, "greeting": "hello ts-agent", "session": s.SessionID, "client": "ts-agent"}
-		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("%s: %s = %v, want %v (result %s)", owner, k, got[k], v, r.Outcome.Result.Content[0].Text)
-			}
-		}
-		token := "p-" + owner + "-tools"
-		if len(r.Progress) != 1 || r.Progress[0].Method != "notifications/progress" || r.Progress[0].Params["progressToken"] != token {
-			t.Errorf("%s: progress %+v, want one notifications/progress for %s", owner, r.Progress, token)
-		}
-	}
+	checkCallReport(t, "the agent", "ts-agent", s.SessionID, s.Report, owners)
 	if owners[0] == "editor" {
-		if len(s.Seen) != 1 || s.Seen[0].Method != "tools/call" || s.Seen[0].Meta["acp-conductor/sessionId"] != s.SessionID {
-			t.Errorf("the editor's provider saw %+v, want one tools/call naming session %s", s.Seen, s.SessionID)
+		ok := len(s.Seen) == editorCalls
+		for _, seen := range s.Seen {
+			ok = ok && seen.Method == "tools/call" && seen.Meta["acp-conductor/sessionId"] == s.SessionID
+		}
+		if !ok {
+			t.Errorf("the editor's provider saw %+v, want %d tools/call naming session %s", s.Seen, editorCalls, s.SessionID)
 		}
 	}
 	// The conductor learns each owner's binding from one refused

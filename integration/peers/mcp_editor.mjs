@@ -11,7 +11,7 @@
 // by default "use the tools") and prints, as its last stdout line, a JSON
 // summary: the initialize result, the session id, the agent's "mcp-report"
 // (see mcp_agent.mjs) or, from other agents, the texts of its message
-// chunks, the MCP
+// chunks, the "proxy-report"s of calling proxies (see mcp_proxy.mjs), the MCP
 // requests the provider saw, the mcp/connect requests it refused, anything
 // unexpected, and the command's exit
 // status after its stdin closed.
@@ -38,6 +38,7 @@ const seen = []; // MCP requests that reached the provider: {serverId, method, m
 const unexpected = [];
 let probes = 0; // mcp/connect requests refused
 let report = null;
+const proxyReports = {}; // by proxy name
 const texts = [];
 let reported;
 const reportArrived = new Promise((resolve) => (reported = resolve));
@@ -49,6 +50,13 @@ const app = acp
   })
   .onNotification(acp.methods.client.session.update, ({ params }) => {
     const text = params.update?.content?.text ?? "";
+    const proxy = /^proxy-report (\S+) /.exec(text);
+    if (proxy) {
+      // A calling proxy's (mcp_proxy.mjs): not the agent's, which the
+      // prompt still waits for.
+      proxyReports[proxy[1]] = JSON.parse(text.slice(proxy[0].length));
+      return;
+    }
     if (text.startsWith("mcp-report ")) report = JSON.parse(text.slice("mcp-report ".length));
     else texts.push(text);
     reported();
@@ -110,6 +118,7 @@ try {
   summary.error = { code: err.code, message: err.message, data: err.data };
 }
 summary.report = report;
+summary.proxyReports = proxyReports;
 summary.texts = texts;
 summary.cancelled = cancelled;
 summary.seen = seen;

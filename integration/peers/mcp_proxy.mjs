@@ -8,6 +8,15 @@
 // mcp/message requests the conductor delivers to it (inside proxy/successor,
 // as coming from its successor) and passes everything else through.
 //
+// With MCP_IT_PROXY_CALL=1 it is a caller too, with the SDK's
+// McpOverAcpCaller (client name NAME): before it passes a session/prompt
+// on, it calls greet {name: NAME} on every acp server declared to it in
+// that session (by the editor and the proxies before it), with a progress
+// token, and reports to its predecessor, as one agent_message_chunk whose
+// text is "proxy-report NAME " + JSON: per server, its declaration, the
+// outcome, the progress notifications that reached the call, or the outer
+// error.
+//
 // A request from the successor is cancelled either way a conductor may
 // send it: a plain $/cancel_request naming the proxy/successor request (the
 // SDK's schema, and what acp-conductor sends; the SDK aborts the handler's
@@ -35,8 +44,40 @@ const raw = (params) => params; // custom methods need a params parser
 const toSuccessor = (client, method, params, signal) =>
   client.request(SUCCESSOR, { method, params }, signal ? { cancellationSignal: signal } : undefined);
 
+// The caller's side (MCP_IT_PROXY_CALL=1).
+const caller = new acp.McpOverAcpCaller({ clientInfo: { name, version: "1.0.0" } });
+const declaredBefore = new Map(); // sessionId -> the acp servers declared before this proxy
+const callServers = async (client, sessionId) => {
+  const report = [];
+  for (const decl of declaredBefore.get(sessionId) ?? []) {
+    const entry = { declaration: decl, progress: [] };
+    try {
+      entry.outcome = await caller.request(
+        client,
+        decl.serverId,
+        "tools/call",
+        { name: "greet", arguments: { name }, _meta: { progressToken: `p-${decl.name}` } },
+        { onNotification: (n) => entry.progress.push(n) },
+      );
+    } catch (err) {
+      entry.error = { code: err.code, message: err.message, data: err.data };
+    }
+    report.push(entry);
+  }
+  await client.notify(acp.methods.client.session.update, {
+    sessionId,
+    update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: `proxy-report ${name} ${JSON.stringify(report)}` } },
+  });
+};
+const calling = process.env.MCP_IT_PROXY_CALL === "1";
 const app = acp
   .agent({ name })
+  // First in the chain: the SDK offers a notification to each handler in
+  // turn, a step later each time, while an answer settles its call at
+  // once, and a call's progress comes just before its answer.
+  .onNotification("mcp/message", raw, (cx) =>
+    calling ? caller.handleNotification(cx) : cx.client.notify(SUCCESSOR, { method: "mcp/message", params: cx.params }),
+  )
   .onRequest("proxy/initialize", raw, async ({ params, client }) => {
     registration ??= provider.registerServer(client, {
       name: `${name}-tools`,
@@ -44,9 +85,14 @@ const app = acp
     });
     return toSuccessor(client, "initialize", params);
   })
-  .onRequest(acp.methods.agent.session.new, ({ params, client }) =>
-    toSuccessor(client, "session/new", { ...params, mcpServers: [...(params.mcpServers ?? []), registration.declaration] }),
-  )
+  .onRequest(acp.methods.agent.session.new, async ({ params, client }) => {
+    const result = await toSuccessor(client, "session/new", {
+      ...params,
+      mcpServers: [...(params.mcpServers ?? []), registration.declaration],
+    });
+    declaredBefore.set(result.sessionId, (params.mcpServers ?? []).filter(acp.isMcpServerAcp));
+    return result;
+  })
   // From the successor, through the conductor: MCP for our server, or a
   // request for the predecessor.
   .onRequest(SUCCESSOR, raw, async ({ params, client, signal, requestId }) => {
@@ -83,6 +129,13 @@ const app = acp
     if (method === "$/cancel_request") return;
     return client.notify(SUCCESSOR, { method, params });
   });
+
+if (calling) {
+  app.onRequest(acp.methods.agent.session.prompt, async ({ params, client, signal }) => {
+    await callServers(client, params.sessionId);
+    return toSuccessor(client, "session/prompt", params, signal);
+  });
+}
 
 const connection = app.connect(acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
 // No process.exit on stdin's end: the SDK runs handlers concurrently, so a
