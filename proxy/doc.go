@@ -102,7 +102,9 @@
 // delivers as coming from the successor. Once a session is closed
 // (session/close, session/delete), its ids are forgotten and the
 // connections to them end as if their client had disconnected, and so
-// does everything when the proxy's connection to its conductor closes.
+// does everything when the proxy's connection to its conductor closes. A
+// late mcp/disconnect for a connection that has ended so, or one sent
+// again, succeeds.
 // Each connection runs the server's
 // Serve function with an [MCPConn], a pipe of whole MCP JSON-RPC messages, so
 // any MCP implementation can serve it; package

@@ -138,6 +138,50 @@ type mcpHost struct {
 	conns    map[string]*MCPConn         // by connection id
 	theirs   map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
 	upstream map[string]upstreamConn     // connections opened with someone before the proxy, by id
+	ended    endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
+}
+
+// maxEnded bounds how many ended connections the proxy remembers: a
+// client that never disconnects must not grow the proxy, and one that
+// disconnects after maxEnded more have ended is told the connection is
+// unknown, as of one never opened.
+const maxEnded = 1024
+
+// endedConns remembers the ids of the last connections the proxy ended
+// (disconnected, or its session closed) or forgot (an upstream one whose
+// sessions closed), oldest first out once it holds limit of them, and
+// whether each was upstream. The RFD's mcp/disconnect "signals that the
+// connection is closing": one for a connection that has closed already
+// asks for nothing left to do, and an agent's MCP client may well send it
+// after the session's close has ended the connection.
+type endedConns struct {
+	limit    int
+	upstream map[string]bool // by connection id
+	order    []string        // a ring of the ids, the oldest at next once full
+	next     int
+}
+
+// add remembers id, ended or forgotten, as upstream says.
+func (e *endedConns) add(id string, upstream bool) {
+	if e.upstream == nil {
+		e.upstream = make(map[string]bool)
+	}
+	if _, known := e.upstream[id]; !known {
+		if len(e.order) < e.limit {
+			e.order = append(e.order, id)
+		} else {
+			delete(e.upstream, e.order[e.next])
+			e.order[e.next] = id
+			e.next = (e.next + 1) % e.limit
+		}
+	}
+	e.upstream[id] = upstream
+}
+
+// lookup reports whether id is remembered, and whether it was upstream.
+func (e *endedConns) lookup(id string) (upstream, ok bool) {
+	upstream, ok = e.upstream[id]
+	return upstream, ok
 }
 
 // An upstreamConn is a connection the proxy saw opened with someone
@@ -193,6 +237,7 @@ func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
 		conns:    make(map[string]*MCPConn),
 		theirs:   make(map[string][]*sessionRecord),
 		upstream: make(map[string]upstreamConn),
+		ended:    endedConns{limit: maxEnded},
 	}
 }
 
@@ -203,6 +248,7 @@ func (h *mcpHost) stop() {
 	h.mu.Lock()
 	h.declared, h.conns = map[string]declaration{}, map[string]*MCPConn{}
 	h.theirs, h.upstream = map[string][]*sessionRecord{}, map[string]upstreamConn{}
+	h.ended = endedConns{limit: maxEnded}
 	h.mu.Unlock()
 }
 
@@ -377,7 +423,7 @@ func (h *mcpHost) tearDown(fn Handler) Handler {
 // the servers declared before the proxy that no other open session
 // declared, and the connections the proxy saw opened to them or for the
 // session, whose messages are refused from then on as on any unknown
-// connection.
+// connection, but for a late mcp/disconnect (onConn).
 func (h *mcpHost) closed(session string) {
 	var ended []*MCPConn
 	h.mu.Lock()
@@ -389,6 +435,7 @@ func (h *mcpHost) closed(session string) {
 	for id, mc := range h.conns {
 		if mc.session.get().ID == session {
 			delete(h.conns, id)
+			h.ended.add(id, false)
 			ended = append(ended, mc)
 		}
 	}
@@ -405,6 +452,7 @@ func (h *mcpHost) closed(session string) {
 	for id, up := range h.upstream {
 		if gone[up.server] || up.server == "" && up.session == session {
 			delete(h.upstream, id)
+			h.ended.add(id, true)
 		}
 	}
 	h.mu.Unlock()
@@ -498,7 +546,13 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 
 // onConn delivers an mcp/message or mcp/disconnect to the connection it
 // names. A connection that is not the proxy's, but that it saw opened, is
-// left to ordinary handling; one it never heard of is refused.
+// left to ordinary handling; one it never heard of is refused. A
+// disconnect is idempotent: for a connection the proxy ended already
+// (disconnected, or its session closed) it succeeds; for an upstream one
+// it forgot, it goes on to the owner, whose connection it is. Only a
+// connection the proxy has no trace of, never opened or long gone
+// (maxEnded), is refused: the caller has the wrong id, or the wrong
+// proxy.
 func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessage) bool {
 	raw := wire.Member(params, "connectionId")
 	if raw == nil {
@@ -508,9 +562,18 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 	h.mu.Lock()
 	mc := h.conns[cid]
 	_, up := h.upstream[cid]
+	var endedUp, ended bool
 	if method == methodMCPDisconnect {
-		delete(h.conns, cid)
-		delete(h.upstream, cid)
+		switch {
+		case mc != nil:
+			delete(h.conns, cid)
+			h.ended.add(cid, false)
+		case up:
+			delete(h.upstream, cid)
+			h.ended.add(cid, true)
+		default:
+			endedUp, ended = h.ended.lookup(cid)
+		}
 	}
 	h.mu.Unlock()
 	switch {
@@ -521,8 +584,12 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 		if id != nil {
 			h.c.answer(nil, id, json.RawMessage(`{}`), nil)
 		}
-	case up:
+	case up || endedUp:
 		return false
+	case ended:
+		if id != nil {
+			h.c.answer(nil, id, json.RawMessage(`{}`), nil)
+		}
 	case id != nil:
 		if raw == nil {
 			raw = json.RawMessage("null")

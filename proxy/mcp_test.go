@@ -784,3 +784,55 @@ func TestMCPConnectionEndLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// mcp/disconnect is idempotent. The agent's MCP client may disconnect
+// after the session's close has ended its connection, or disconnect twice:
+// for a connection the proxy ended itself it succeeds, request or
+// notification (the RFD's disconnect signals that the connection is
+// closing, which it has); for an upstream connection the proxy forgot at
+// the close, it goes on to the connection's owner, which answers. A
+// message on an ended connection is still refused, and so is a disconnect
+// naming a connection the proxy never saw: the caller has the wrong id.
+func TestMCPDisconnectEnded(t *testing.T) { synctest.Test(t, testMCPDisconnectEnded) }
+
+func testMCPDisconnectEnded(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	disconnect := func(id, conn string) {
+		h.t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"` + conn + `"}}}`)
+	}
+
+	sv := h.openEverything("s1")
+	h.send(`{"jsonrpc":"2.0","id":"x","method":"session/close","params":{"sessionId":"s1"}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"x","result":{}}`)
+	<-sv.ctx.Done()
+
+	disconnect("d1", sv.conn.ID())
+	h.expect(`{"jsonrpc":"2.0","id":"d1","result":{}}`)
+	disconnect("d2", sv.conn.ID())
+	h.expect(`{"jsonrpc":"2.0","id":"d2","result":{}}`)
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"` + sv.conn.ID() + `"}}}`)
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"` + sv.conn.ID() + `","method":"ping"}}}`)
+	h.expectError(`"m"`, -32602)
+
+	disconnect("d3", "up0-s1")
+	fwd = h.recv()
+	if want := `"method":"mcp/disconnect","params":{"connectionId":"up0-s1"}}`; !strings.HasSuffix(fwd, want) {
+		t.Fatalf("a disconnect of the closed session's upstream connection: the proxy sent %s; want it passed on", fwd)
+	}
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d3","result":{}}`)
+
+	live := h.openEverything("s2")
+	disconnect("d4", live.conn.ID())
+	h.expect(`{"jsonrpc":"2.0","id":"d4","result":{}}`)
+	<-live.ctx.Done()
+	disconnect("d5", live.conn.ID())
+	h.expect(`{"jsonrpc":"2.0","id":"d5","result":{}}`)
+
+	disconnect("d6", "never-opened")
+	h.expect(`{"jsonrpc":"2.0","id":"d6","error":{"code":-32602,"message":"mcp/disconnect: unknown MCP connection","data":{"connectionId":"never-opened"}}}`)
+	h.quiet()
+}
