@@ -78,18 +78,6 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		r.chain.peers = append(r.chain.peers, pr)
 		log.Debug("started component", zap.String("component", c.Name), zap.Int("pid", p.pid))
 	}
-	// The watchdog starts after the components, not to delay theirs; what
-	// it must know of them waits in its pipe. Should the conductor die
-	// before it runs, the components still die of their parent-death
-	// signal (on Linux).
-	if r.watch != nil {
-		if err := r.watch.Launch(cfg.Supervisor); err != nil {
-			for _, p := range r.comps {
-				p.proc().kill()
-			}
-			return refuse(ctx, cfg, in, out, err, "")
-		}
-	}
 	if cfg.Mode == ProxyMode {
 		r.chain.peers = append(r.chain.peers, client) // the parent is also our successor
 	} else {
@@ -106,6 +94,23 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	}
 	for _, p := range r.chain.peers {
 		p.trace = cfg.Trace
+	}
+	// The watchdog starts after the components, not to delay theirs, and
+	// from a goroutine of its own, so that the client's initialize need
+	// not wait for it either: its start returns only once the shell has
+	// been executed, and with the components starting on every core that
+	// took up to 9 ms now and then (make bench: startup). What it must
+	// know of the components waits in its pipe. Should the conductor die
+	// before it runs, the components still die of their parent-death
+	// signal (on Linux); should it fail to start, the chain stops and the
+	// client is told why.
+	if r.watch != nil {
+		r.wg.Go(func() {
+			if err := r.watch.Launch(cfg.Supervisor); err != nil {
+				r.log.Error("stopping: the chain's watchdog did not start", zap.Error(err))
+				r.beginStop(nil, err)
+			}
+		})
 	}
 	return r.run(ctx, client, in)
 }

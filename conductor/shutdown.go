@@ -130,14 +130,17 @@ func (r *runner) drain(stop context.Context, client *peer, deadline time.Time) i
 // refusal is the answer to a request the client makes while the chain
 // stops: the failure that stopped it, if one did.
 func (r *runner) refusal() *wire.Error {
-	if failed, cause := r.cause(); failed != nil {
+	failed, cause := r.cause()
+	if failed != nil {
 		return goneError(failed, cause)
 	}
-	r.mu.Lock()
-	told := r.told
-	r.mu.Unlock()
-	if told != nil {
-		return wire.Errorf(codeInternalError, "%v: %v", errStopped, told)
+	if cause == nil {
+		r.mu.Lock()
+		cause = r.told
+		r.mu.Unlock()
+	}
+	if cause != nil {
+		return wire.Errorf(codeInternalError, "%v: %v", errStopped, cause)
 	}
 	return wire.Errorf(codeInternalError, "%v", errStopped)
 }
@@ -145,8 +148,11 @@ func (r *runner) refusal() *wire.Error {
 // stopError is the answer to requests cut off by the shutdown: the failure
 // that caused it, if there was one, so the editor hears the real cause.
 func (r *runner) stopError(p *peer) *wire.Error {
-	if failed, cause := r.cause(); failed != nil {
+	switch failed, cause := r.cause(); {
+	case failed != nil:
 		return goneError(failed, cause)
+	case cause != nil: // the chain's own, such as its watchdog's
+		return wire.Errorf(codeInternalError, "%v: %v", errStopped, cause)
 	}
 	return goneError(p, errStopped)
 }

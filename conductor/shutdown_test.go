@@ -313,6 +313,33 @@ func TestFailureBeforeFirstRequest(t *testing.T) {
 	}
 }
 
+// TestWatchdogFails: a chain whose watchdog cannot be started (here, its
+// binary is not there) stops, since nothing would outlive a killed
+// conductor's components otherwise: the editor's requests are refused
+// naming the watchdog, Run returns that error, and the agent, started
+// before it, is gone.
+func TestWatchdogFails(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_WATCHDOG=%d", rand.Int64())
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{
+		Agent:       fake(t, t.TempDir(), "agent", "streamer", marker),
+		GracePeriod: 10 * time.Second,
+		Logger:      log,
+		Supervisor:  filepath.Join(t.TempDir(), "no-such-binary"),
+	})
+	logs.wait(t, "the chain's watchdog did not start")
+	e.send(initLine)
+	if m := e.recvMsg(); m.Error == nil || !strings.Contains(string(m.Error), "chain watchdog") {
+		t.Errorf("initialize answered %s %s, want a refusal naming the chain's watchdog", m.Result, m.Error)
+	}
+	if err, _ := e.stopped(); err == nil || !strings.Contains(err.Error(), "chain watchdog") {
+		t.Errorf("Run = %v, want the watchdog's failure", err)
+	}
+	if left := goneSoon(t, marker); len(left) > 0 {
+		t.Errorf("processes left %v after Run returned: %v", lateness, left)
+	}
+}
+
 // supervised returns this test binary, to run as the chain's watchdog as
 // acp-conductor runs one for every chain.
 func supervised(t *testing.T) string {
