@@ -16,14 +16,7 @@ import (
 func TestCancelRequest(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
 		t.Run(fmt.Sprintf("%d proxies", n), func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := Config{Agent: fake(t, dir, "agent", "canceller")}
-			for i := range n {
-				cfg.Proxies = append(cfg.Proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy"))
-			}
-			e := startChain(t, cfg)
-			e.send(initLine)
-			e.recvMsg()
+			e, dir := cancellerChain(t, n)
 			e.send(`{"jsonrpc":"2.0","id":"p-1","method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
 			ask := e.recvMsg()
 			if ask.Method != "session/request_permission" {
@@ -103,14 +96,7 @@ func checkCancels(t *testing.T, path string, proxy bool) {
 func TestCancelSpelledOtherwise(t *testing.T) {
 	for _, n := range []int{0, 1} {
 		t.Run(fmt.Sprintf("%d proxies", n), func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := Config{Agent: fake(t, dir, "agent", "canceller")}
-			for i := range n {
-				cfg.Proxies = append(cfg.Proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy"))
-			}
-			e := startChain(t, cfg)
-			e.send(initLine)
-			e.recvMsg()
+			e, _ := cancellerChain(t, n)
 			for _, tt := range []struct{ id, cancel string }{
 				{`7`, `7.0`},
 				{`8`, `8e0`},
@@ -136,4 +122,20 @@ func TestCancelSpelledOtherwise(t *testing.T) {
 			e.close()
 		})
 	}
+}
+
+// cancellerChain starts an initialized chain of n fake proxies before the
+// fake agent that answers a cancelled request with -32800, and returns the
+// directory where each writes its transcript (NAME.txt).
+func cancellerChain(t *testing.T, n int) (*editor, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := Config{Agent: fake(t, dir, "agent", "canceller")}
+	for i := range n {
+		cfg.Proxies = append(cfg.Proxies, fake(t, dir, fmt.Sprintf("p%d", i), "proxy"))
+	}
+	e := startChain(t, cfg)
+	e.send(initLine)
+	e.recvMsg()
+	return e, dir
 }
