@@ -30,18 +30,9 @@ func TestServeHeartbeat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// The client's own pings are off: this is about what serve notices.
-	c, err := transport.Dial(ctx, "ws://"+relay.Addr()+"/acp", transport.DialOptions{
-		Header: http.Header{"Authorization": {"Bearer tok-123"}}, PingInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialInitialized(ctx, t, "ws://"+relay.Addr()+"/acp", transport.DialOptions{
+		Header: http.Header{"Authorization": {"Bearer tok-123"}}, PingInterval: -1}, log)
 	defer c.Close()
-	if err := c.Write(ctx, []byte(initialize)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Read(ctx); err != nil {
-		t.Fatalf("initialize: %v\n%s", err, log)
-	}
 	chain := func() []int {
 		var pids []int
 		for _, pid := range markedPIDs(marker) {

@@ -25,16 +25,7 @@ func TestServeReapsWatchdog(t *testing.T) {
 	u, cmd, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-z"}, "--", shellQuote(demo)+" sample-agent")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := transport.Dial(ctx, "ws"+strings.TrimPrefix(u, "http"), transport.DialOptions{Header: http.Header{"Authorization": {"Bearer tok-z"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Write(ctx, []byte(initialize)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Read(ctx); err != nil {
-		t.Fatalf("initialize: %v\n%s", err, log)
-	}
+	c := dialInitialized(ctx, t, "ws"+strings.TrimPrefix(u, "http"), transport.DialOptions{Header: http.Header{"Authorization": {"Bearer tok-z"}}}, log)
 	if n := len(children(cmd.Process.Pid)); n < 2 {
 		t.Fatalf("serve has %d children, not the agent and the watchdog\n%s", n, log)
 	}

@@ -314,17 +314,8 @@ func TestServeIdleKeepAlive(t *testing.T) {
 		{u, transport.DialOptions{Header: auth, HTTPClient: oneShot, StreamableHTTP: true}},
 		{"ws" + strings.TrimPrefix(u, "http"), transport.DialOptions{Header: auth}},
 	} {
-		c, err := transport.Dial(ctx, opts.url, opts.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := dialInitialized(ctx, t, opts.url, opts.opts, log)
 		defer c.Close()
-		if err := c.Write(ctx, []byte(initialize)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Read(ctx); err != nil {
-			t.Fatalf("%s: initialize: %v\n%s", opts.url, err, log)
-		}
 		conns = append(conns, c)
 	}
 
@@ -534,4 +525,23 @@ func TestServeWarnsUnknownEnv(t *testing.T) {
 	if !strings.Contains(log.String(), `ignored an unknown setting in the environment	{"variable": "ACP_CONDUCTOR_SHUTDOWN_GARCE"}`) {
 		t.Errorf("serve's log does not name the unknown variable:\n%s", log)
 	}
+}
+
+// dialInitialized connects to url and has the chain there answer the
+// editor's initialize; log, serve's, is shown should it not.
+func dialInitialized(ctx context.Context, t *testing.T, url string, opts transport.DialOptions, log fmt.Stringer) transport.Conn {
+	t.Helper()
+	c, err := transport.Dial(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, []byte(initialize)); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx); err != nil {
+		c.Close()
+		t.Fatalf("%s: initialize: %v\n%s", url, err, log)
+	}
+	return c
 }

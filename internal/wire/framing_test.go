@@ -109,21 +109,29 @@ func TestOversizeMembersAnywhere(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, limit := range []int{1000, 2 * readBufferSize} {
-			ch := NewLineChannel(strings.NewReader(tt.line+"\nnext\n"), nopWriteCloser{io.Discard}, limit)
-			_, err := ch.Recv()
-			var oe *OversizeError
-			if !errors.As(err, &oe) {
-				t.Fatalf("%.60s: want OversizeError, got %v", tt.line, err)
-			}
+			oe := readOversize(t, tt.line, limit)
 			if string(oe.ID) != tt.id || oe.Method != tt.method || oe.IsResponse != tt.response {
 				t.Errorf("%.60s (limit %d): id %s, method %q, response %v; want %s, %q, %v",
 					tt.line, limit, oe.ID, oe.Method, oe.IsResponse, tt.id, tt.method, tt.response)
 			}
-			if l, err := ch.Recv(); string(l) != "next" {
-				t.Fatalf("after: %q, %v", l, err)
-			}
 		}
 	}
+}
+
+// readOversize reads line, over limit, and the line after it, and returns
+// the error that told of the first: the reading goes on with the next.
+func readOversize(t *testing.T, line string, limit int) *OversizeError {
+	t.Helper()
+	ch := NewLineChannel(strings.NewReader(line+"\nnext\n"), nopWriteCloser{io.Discard}, limit)
+	_, err := ch.Recv()
+	var oe *OversizeError
+	if !errors.As(err, &oe) {
+		t.Fatalf("%.60s: want OversizeError, got %v", line, err)
+	}
+	if l, err := ch.Recv(); string(l) != "next" {
+		t.Fatalf("after: %q, %v", l, err)
+	}
+	return oe
 }
 
 // TestOversizeBatch: of an over-long batch, the id of each request and
@@ -155,12 +163,7 @@ func TestOversizeBatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, limit := range []int{1000, 2 * readBufferSize} {
-			ch := NewLineChannel(strings.NewReader(tt.line+"\nnext\n"), nopWriteCloser{io.Discard}, limit)
-			_, err := ch.Recv()
-			var oe *OversizeError
-			if !errors.As(err, &oe) {
-				t.Fatalf("%.60s: want OversizeError, got %v", tt.line, err)
-			}
+			oe := readOversize(t, tt.line, limit)
 			var got []entry
 			for _, e := range oe.Batch {
 				got = append(got, entry{string(e.ID), e.IsResponse})
@@ -168,9 +171,6 @@ func TestOversizeBatch(t *testing.T) {
 			if !oe.IsBatch || oe.ID != nil || oe.Method != "" || !slices.Equal(got, tt.want) {
 				t.Errorf("%.60s (limit %d): batch %v, id %s, method %q, entries %.200v; want a batch of %.200v",
 					tt.line, limit, oe.IsBatch, oe.ID, oe.Method, got, tt.want)
-			}
-			if l, err := ch.Recv(); string(l) != "next" {
-				t.Fatalf("after: %q, %v", l, err)
 			}
 		}
 	}
