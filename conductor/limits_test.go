@@ -220,3 +220,85 @@ func TestLimitCountsWhatTheSenderWrote(t *testing.T) {
 		t.Errorf("a request of exactly the limit, in CR LF, through a proxy: %.300s", e.seen[len(e.seen)-1])
 	}
 }
+
+// TestOversizeAnswerRunsHook: an owner's answer too long to keep fails
+// the call as any failure does, hooks included: the mcp/connect the
+// conductor sent to learn the owner's binding is settled, so the agent's
+// call that waited for it is answered, not left waiting for ever; and a
+// request-binding call whose answer was dropped is forgotten, so that a
+// later call under the same serverId and requestId, from someone else,
+// gets the owner's progress on it.
+func TestOversizeAnswerRunsHook(t *testing.T) {
+	const limit = 4096
+	pad := strings.Repeat("x", 2*limit)
+	dir := t.TempDir()
+	pc, pStarted := scriptedComponent(t, dir, "proxy1")
+	ac, aStarted := scriptedComponent(t, dir, "agent")
+	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{pc}, Agent: ac, MaxMessageBytes: limit}))
+	p, ag := pStarted(), aStarted()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	pinit := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
+	p.recvMsg()
+	p.reply(pinit, `{"protocolVersion":1}`)
+	ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	setup := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":"n1","method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","serverId":"p-1"}]}}}`)
+	ag.reply(ag.recvMsg(), `{"sessionId":"s1"}`)
+	p.reply(setup, string(p.recvMsg().Result))
+	if m := ed.recvMsg(); string(m.ID) != `"n"` || m.Error != nil {
+		t.Fatalf("session/new: the editor got %s", m.Bytes())
+	}
+
+	// The agent's first call makes the conductor ask the owner how it
+	// binds; the owner's answer is too long.
+	ag.send(`{"jsonrpc":"2.0","id":"a1","method":"mcp/message","params":{"serverId":"p-1","requestId":1,"method":"tools/list"}}`)
+	probe := p.recvMsg()
+	if method, _ := carriedMethod(t, probe); method != methodMCPConnect {
+		t.Fatalf("the owner got %s; want mcp/connect", probe.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":` + string(probe.ID) + `,"result":{"connectionId":"c","pad":"` + pad + `"}}`)
+	if m := ag.recvMsg(); string(m.ID) != `"a1"` || m.Error == nil {
+		t.Fatalf("the agent got %s; want its call failed", m.Bytes())
+	}
+
+	// The next call learns the binding: per request.
+	ag.send(`{"jsonrpc":"2.0","id":"a2","method":"mcp/message","params":{"serverId":"p-1","requestId":2,"method":"tools/list"}}`)
+	call := ownerCalled(t, p)
+	p.reply(call, `{"result":{"tools":[]}}`)
+	if m := ag.recvMsg(); string(m.ID) != `"a2"` || m.Error != nil {
+		t.Fatalf("the agent got %s; want its call answered", m.Bytes())
+	}
+
+	// The editor calls requestId 7; its answer is too long.
+	ed.send(`{"jsonrpc":"2.0","id":"e1","method":"mcp/message","params":{"serverId":"p-1","requestId":7,"method":"tools/call","params":{"name":"x"}}}`)
+	call = p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":` + string(call.ID) + `,"result":{"pad":"` + pad + `"}}`)
+	if m := ed.recvMsg(); string(m.ID) != `"e1"` || m.Error == nil {
+		t.Fatalf("the editor got %s; want its call failed", m.Bytes())
+	}
+	// The agent calls requestId 7 in turn; the owner's progress on it is
+	// the agent's, not the editor's.
+	ag.send(`{"jsonrpc":"2.0","id":"a3","method":"mcp/message","params":{"serverId":"p-1","requestId":7,"method":"tools/call","params":{"name":"x"}}}`)
+	call = p.recvMsg()
+	progress := `{"serverId":"p-1","requestId":7,"method":"notifications/progress","params":{"progressToken":"t","progress":1}}`
+	notifyFrom(p, false, progress)
+	p.reply(call, `{"result":{"content":[]}}`)
+	if m := ag.recvMsg(); m.Method != methodMCPMessage || string(m.Params) != progress {
+		t.Fatalf("the agent got %s; want the owner's progress on its call", m.Bytes())
+	}
+	if m := ag.recvMsg(); string(m.ID) != `"a3"` {
+		t.Fatalf("the agent got %s; want its call answered", m.Bytes())
+	}
+	ed.send(`{"jsonrpc":"2.0","id":"last","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	m := p.recvMsg()
+	if m.Method != "session/new" {
+		t.Fatalf("the proxy got %s; want the editor's session/new", m.Bytes())
+	}
+	p.reply(m, `{"sessionId":"s2"}`)
+	if m := ed.recvMsg(); string(m.ID) != `"last"` {
+		t.Fatalf("the editor got %s; want its session/new answered, and nothing before", m.Bytes())
+	}
+}

@@ -427,14 +427,12 @@ func refuseBatch(entries []wire.OversizeEntry, e *wire.Error) []byte {
 }
 
 // failAnswered fails, with e, the call that the response from peer under
-// id answered, which was dropped.
+// id answered, which was dropped: as failCalls does, its hook sees the
+// failure first, so that what the conductor keeps for the call (an
+// mcp/connect's waiters, a call in mcpcalls.go's table) is settled.
 func failAnswered(from *peer, id json.RawMessage, e *wire.Error) {
-	cl := from.complete(id)
-	if cl != nil && cl.to.trace != nil {
-		cl.traceReply(nil, e.Encode())
-	}
-	if cl != nil && cl.done() {
-		cl.answer(encodeError(cl.fromID, e))
+	if cl := from.complete(id); cl != nil {
+		failCalls([]*call{cl}, e)
 	}
 }
 
