@@ -393,7 +393,7 @@ func (c *chain) oversizeBatch(from *peer, big *wire.OversizeError) {
 		}
 	}
 	from.log.Warn("dropped oversize batch", zap.Int("limit", big.Limit), zap.Int("requests", requests),
-		zap.Int("responses", responses), zap.ByteString("head", clip(big.Head)))
+		zap.Int("responses", responses), zap.Int("unanswered", big.BatchUnkept), zap.ByteString("head", clip(big.Head)))
 	e := wire.Errorf(codeInvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit)
 	for _, en := range big.Batch {
 		if en.IsResponse {

@@ -41,6 +41,11 @@ type OversizeError struct {
 	// response answered failed.
 	IsBatch bool
 	Batch   []OversizeEntry
+	// BatchUnkept counts the requests and responses of the batch past
+	// the first so many (some 65,000, or 1 MiB of their ids), which are
+	// not in Batch: an over-long line may go on without end, and what is
+	// kept of it must not.
+	BatchUnkept int
 }
 
 // An OversizeEntry is a request or a response in a batch too long to keep:
@@ -252,7 +257,7 @@ func (c *LineChannel) oversize(buf, frag []byte, err error) error {
 	}
 	e := &OversizeError{Limit: c.limit - c.slack, Head: head}
 	if scan.batch {
-		e.IsBatch, e.Batch = true, scan.entries()
+		e.IsBatch, e.Batch, e.BatchUnkept = true, scan.entries(), scan.unkept
 	} else {
 		e.ID, e.Method, e.IsResponse = scan.result()
 	}

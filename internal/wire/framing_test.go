@@ -372,3 +372,34 @@ func TestLongLinesInTurn(t *testing.T) {
 		t.Fatalf("after the last line: %v, want EOF", err)
 	}
 }
+
+// TestOversizeBatchBounded: what is kept of an over-long batch is bounded
+// however long it goes on, and what is not kept is counted.
+func TestOversizeBatchBounded(t *testing.T) {
+	const n = maxBatchEntries + 1000
+	entry := `{"jsonrpc":"2.0","id":12345,"method":"m"},`
+	line := "[" + strings.Repeat(entry, n) + `{"id":1,"method":"m"}]`
+	ch := NewLineChannel(strings.NewReader(line+"\nnext\n"), nopWriteCloser{io.Discard}, 1000)
+	_, err := ch.Recv()
+	var oe *OversizeError
+	if !errors.As(err, &oe) || !oe.IsBatch {
+		t.Fatalf("want an OversizeError of a batch, got %v", err)
+	}
+	if len(oe.Batch) != maxBatchEntries || oe.BatchUnkept != n+1-maxBatchEntries {
+		t.Errorf("%d entries kept, %d not; want %d kept and %d not", len(oe.Batch), oe.BatchUnkept, maxBatchEntries, n+1-maxBatchEntries)
+	}
+	if l, err := ch.Recv(); string(l) != "next" {
+		t.Fatalf("after: %q, %v", l, err)
+	}
+
+	// Long ids fill the bound on their bytes first.
+	long := `"` + strings.Repeat("i", maxScanned-2) + `"`
+	var s memberScan
+	s.feed([]byte("["))
+	for range 2 * maxBatchIDBytes / maxScanned {
+		s.feed([]byte(`{"id":` + long + `,"method":"m"},`))
+	}
+	if len(s.ids) > maxBatchIDBytes || s.unkept == 0 {
+		t.Errorf("%d bytes of ids kept, %d entries not; want at most %d bytes", len(s.ids), s.unkept, maxBatchIDBytes)
+	}
+}

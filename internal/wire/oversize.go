@@ -29,10 +29,21 @@ type memberScan struct {
 	batch   bool // the line is an array: its entries are the objects read
 	inObj   bool // the value whose members would be at top() is an object
 	// A batch's requests and responses, in order: their ids one after
-	// another in ids, each ending where its entry says.
-	ids   []byte
-	calls []scannedCall
+	// another in ids, each ending where its entry says. Bounded
+	// (maxBatchEntries, maxBatchIDBytes): the line has no end the scan
+	// can count on; unkept counts those past the bounds.
+	ids    []byte
+	calls  []scannedCall
+	unkept int
 }
+
+// Bounds on what the scan keeps of an over-long batch, which may go on
+// for as long as its sender writes: however long it is, what is kept of
+// it, and the batch of refusals that answers it, stay a few MiB.
+const (
+	maxBatchEntries = 1 << 16
+	maxBatchIDBytes = 1 << 20
+)
 
 // A scannedCall is one request or response of a batch, as the scan keeps
 // it.
@@ -187,6 +198,11 @@ func appendCapped(b []byte, c byte) []byte {
 func (s *memberScan) endEntry() {
 	id, method, isResponse := s.result()
 	if id != nil && (method != "" || isResponse) {
+		if len(s.calls) == maxBatchEntries || len(s.ids)+len(id) > maxBatchIDBytes {
+			s.unkept++
+			s.id, s.method, s.hasResponse = nil, nil, false
+			return
+		}
 		s.ids = append(s.ids, id...)
 		s.calls = append(s.calls, scannedCall{end: len(s.ids), isResponse: isResponse})
 	}
