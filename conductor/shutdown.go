@@ -104,15 +104,16 @@ func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 
 // drain stops the client's new requests and waits until those in flight
 // are answered, the deadline passes, or stop is done, and returns how many
-// are left. If the chain failed before the client asked anything, the
-// client's first request is waited for too, and answered with the failure,
-// so that an editor shows why the agent is gone.
+// are left. If the chain failed (a component, or its watchdog) before the
+// client asked anything, the client's first request is waited for too, and
+// answered with the failure, so that an editor shows why the agent is gone.
 func (r *runner) drain(stop context.Context, client *peer, deadline time.Time) int {
 	ctx, cancel := context.WithDeadline(stop, deadline)
 	defer cancel()
 	idle := client.stopTaking(r.refusal())
 	r.log.Debug("draining: the client's new requests are refused", zap.Int("inFlight", client.inFlightCount()))
-	if failed, _ := r.cause(); failed != nil {
+	if _, cause := r.cause(); cause != nil {
+		r.log.Debug("draining: the chain failed; the client's next request is awaited, to be told why")
 		select {
 		case <-client.asked:
 		case <-client.link.Load().readDone: // its input ended

@@ -327,7 +327,9 @@ func TestWatchdogFails(t *testing.T) {
 		Logger:      log,
 		Supervisor:  filepath.Join(t.TempDir(), "no-such-binary"),
 	})
-	logs.wait(t, "the chain's watchdog did not start")
+	// The chain stops at once, before the editor has asked anything, and
+	// waits for the editor's first request, to answer it with why.
+	logs.wait(t, "the client's next request is awaited, to be told why")
 	e.send(initLine)
 	if m := e.recvMsg(); m.Error == nil || !strings.Contains(string(m.Error), "chain watchdog") {
 		t.Errorf("initialize answered %s %s, want a refusal naming the chain's watchdog", m.Result, m.Error)
