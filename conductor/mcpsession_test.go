@@ -159,14 +159,13 @@ func TestMCPSessionEndsBridgedStdio(t *testing.T) {
 
 	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
 	m := ag.recvMsg()
-	var servers []json.RawMessage
-	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
-	if len(servers) != 1 || envOf(servers[0], "ACP_CONDUCTOR_MCP_TOKEN") == envOf(declared, "ACP_CONDUCTOR_MCP_TOKEN") {
-		t.Fatalf("declared anew, the server was given to the agent as %s; want a new token", wire.Member(m.Params, "mcpServers"))
+	anew := oneServer(t, m)
+	if envOf(anew, "ACP_CONDUCTOR_MCP_TOKEN") == envOf(declared, "ACP_CONDUCTOR_MCP_TOKEN") {
+		t.Fatalf("declared anew, the server was given to the agent as %s; want a new token", anew)
 	}
 	ag.reply(m, `{"sessionId":"s2"}`)
 	ed.recvMsg()
-	c2 := &mcpUser{s: startShim(t, servers[0])}
+	c2 := &mcpUser{s: startShim(t, anew)}
 	c2.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
 	connect := ed.recvMsg()
 	if got := string(wire.Member(wire.Member(connect.Params, "_meta"), metaSessionID)); connect.Method != methodMCPConnect || got != `"s2"` {
@@ -217,11 +216,7 @@ func TestMCPSessionEndsWhileDeclaredAnew(t *testing.T) {
 	ed, ag, _ := mcpChain(t, `{}`, BridgeStdio)
 	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
 	setup := ag.recvMsg()
-	var servers []json.RawMessage
-	json.Unmarshal(wire.Member(setup.Params, "mcpServers"), &servers)
-	if len(servers) != 1 {
-		t.Fatalf("the agent was declared %s", wire.Member(setup.Params, "mcpServers"))
-	}
+	declared := oneServer(t, setup)
 	ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
 	ag.reply(ag.recvMsg(), `{}`)
 	if m := ed.recvMsg(); string(m.ID) != `"close"` || m.Error != nil {
@@ -230,7 +225,7 @@ func TestMCPSessionEndsWhileDeclaredAnew(t *testing.T) {
 	ag.reply(setup, `{"sessionId":"s2"}`)
 	ed.recvMsg()
 
-	c := &mcpUser{s: startShim(t, servers[0])}
+	c := &mcpUser{s: startShim(t, declared)}
 	c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
 	connect := ed.recvMsg()
 	if got := string(wire.Member(wire.Member(connect.Params, "_meta"), metaSessionID)); connect.Method != methodMCPConnect || got != `"s2"` {
@@ -269,12 +264,7 @@ func TestMCPSessionEndsBridgedHTTP(t *testing.T) {
 
 	ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
 	m := ag.recvMsg()
-	var servers []json.RawMessage
-	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
-	if len(servers) != 1 {
-		t.Fatalf("declared anew, the server was given to the agent as %s", wire.Member(m.Params, "mcpServers"))
-	}
-	url2, token2 := httpDeclaration(t, servers[0])
+	url2, token2 := httpDeclaration(t, oneServer(t, m))
 	if token2 == token {
 		t.Errorf("declared anew, the server kept the revoked token")
 	}
@@ -437,12 +427,7 @@ func TestMCPSessionSetupFails(t *testing.T) {
 			url1, token1 := httpDeclaration(t, first)
 			ed.send(`{"jsonrpc":"2.0","id":3,` + tc.setup + `,"mcpServers":[{"type":"acp","name":"more","id":"srv-2"}]}}`)
 			m := ag.recvMsg()
-			var servers []json.RawMessage
-			json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
-			if len(servers) != 1 {
-				t.Fatalf("the agent was declared %s", wire.Member(m.Params, "mcpServers"))
-			}
-			url, token := httpDeclaration(t, servers[0])
+			url, token := httpDeclaration(t, oneServer(t, m))
 			if status, _ := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusBadRequest {
 				t.Fatalf("before the answer, the declaration's URL answered %d; want 400 (admitted)", status)
 			}

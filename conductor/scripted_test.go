@@ -218,14 +218,10 @@ func mcpChainWith(t *testing.T, mcpCapabilities string, cfg Config) (ed, ag *scr
 	ed.recvMsg()
 	ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
 	m := ag.recvMsg()
-	var servers []json.RawMessage
-	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
-	if len(servers) != 1 {
-		t.Fatalf("the agent was declared %s", wire.Member(m.Params, "mcpServers"))
-	}
+	declared = oneServer(t, m)
 	ag.reply(m, `{"sessionId":"s1"}`)
 	ed.recvMsg()
-	return ed, ag, servers[0]
+	return ed, ag, declared
 }
 
 // agentChain starts editor, conductor and a scripted agent, and has the
@@ -239,4 +235,16 @@ func agentChain(t *testing.T) (ed, ag *scripted) {
 	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
 	ed.recvMsg()
 	return ed, ag
+}
+
+// oneServer returns the one MCP server the session set-up m declares to
+// the agent, failing the test if it declares any other number.
+func oneServer(t *testing.T, m *wire.Message) json.RawMessage {
+	t.Helper()
+	var servers []json.RawMessage
+	json.Unmarshal(wire.Member(m.Params, "mcpServers"), &servers)
+	if len(servers) != 1 {
+		t.Fatalf("the agent was declared %s, want one server", wire.Member(m.Params, "mcpServers"))
+	}
+	return servers[0]
 }
