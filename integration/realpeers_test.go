@@ -3,6 +3,8 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -46,7 +48,7 @@ func TestAcpxClient(t *testing.T) {
 
 func acpxClient(t *testing.T, agent string) {
 	ctx := testContext(t, 90*time.Second)
-	dir, home := t.TempDir(), t.TempDir()
+	dir, home := t.TempDir(), acpxHome(t)
 	marker := markerChecked(t)
 	const text = "please ask permission for acpx"
 	cmd := exec.CommandContext(ctx, npmBin("acpx"), "--format", "json", "--approve-all", "--cwd", dir,
@@ -63,6 +65,18 @@ func acpxClient(t *testing.T, agent string) {
 	if seen.agent != "acpx-agent" || !slices.Equal(seen.texts, want) || seen.stop != "end_turn" {
 		t.Errorf("acpx saw agent %q, updates %q, stop reason %q; want acpx-agent, %q, end_turn\n%s", seen.agent, seen.texts, seen.stop, want, out)
 	}
+}
+
+// acpxHome returns a fresh HOME for acpx, and removes when the test ends
+// the directory for its queue's sockets that acpx makes outside it, at a
+// fixed place named by a hash of HOME (/tmp/acpx-<sha256(HOME)[:10]>), so
+// that runs do not leave one behind each.
+func acpxHome(t *testing.T) string {
+	home := t.TempDir()
+	sum := sha256.Sum256([]byte(home))
+	sockets := filepath.Join("/tmp", "acpx-"+hex.EncodeToString(sum[:])[:10])
+	t.Cleanup(func() { os.RemoveAll(sockets) })
+	return home
 }
 
 // acpxSaw is what acpx printed with --format json: the messages of the
@@ -119,7 +133,7 @@ func readAcpx(t *testing.T, out []byte) acpxSaw {
 func TestAcpxSessions(t *testing.T) {
 	requireConductor(t)
 	ctx := testContext(t, 90*time.Second)
-	dir, home := t.TempDir(), t.TempDir()
+	dir, home := t.TempDir(), acpxHome(t)
 	marker := markerChecked(t)
 	agent := shellJoin(conductor, "agent", goProxyCmd("go1"), agentCmd("acpx-agent"))
 	acpx := func(ctx context.Context, args ...string) *exec.Cmd {
