@@ -43,13 +43,13 @@ filters and the selected message are kept in the URL's fragment
 
 The page is one file with everything inside it: it loads nothing from the
 network and can be attached to a bug report. Without -o it is written next
-to FILE, with the extension .html.`,
+to FILE, with the extension .html. Where it went is said on stderr.`,
 		Example: `  acp-conductor agent --trace /tmp/chain.jsons "my-proxy" "my-agent --acp"
   acp-conductor trace view /tmp/chain.jsons            # writes /tmp/chain.html
   acp-conductor trace view /tmp/chain.jsons -o - > page.html`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return traceView(args[0], out, title, cmd.OutOrStdout())
+			return traceView(args[0], out, title, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", `write the page here ("-": standard output); default: FILE with the extension .html`)
@@ -57,7 +57,11 @@ to FILE, with the extension .html.`,
 	return cmd
 }
 
-func traceView(in, out, title string, stdout io.Writer) error {
+// traceView renders the trace in the file in as a page written to out, or
+// to stdout if out is "-". A page written to a file is named on stderr,
+// by its absolute path, since the user has to open it and may not have
+// chosen its name.
+func traceView(in, out, title string, stdout, stderr io.Writer) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return fmt.Errorf("trace view: %w", err)
@@ -87,7 +91,15 @@ func traceView(in, out, title string, stdout io.Writer) error {
 		w.Close()
 		return fmt.Errorf("trace view: %w", err)
 	}
-	return w.Close()
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("trace view: %w", err)
+	}
+	noun := "events"
+	if len(events) == 1 {
+		noun = "event"
+	}
+	fmt.Fprintf(stderr, "wrote %s (%d %s): open it in a browser\n", abs(out), len(events), noun)
+	return nil
 }
 
 func abs(p string) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -137,5 +138,34 @@ func checkDrawn(t *testing.T, what, dom string, lanes, events int) {
 	}
 	if !strings.Contains(dom, fmt.Sprintf(`data-total="%d"`, events)) {
 		t.Errorf("%s: the status does not count %d events", what, events)
+	}
+}
+
+// TestTraceView: trace view says on stderr where it wrote the page, which
+// is there, and says nothing when the page goes to stdout.
+func TestTraceView(t *testing.T) {
+	file := writeFile(t, "chain.jsons",
+		`{"type":"request","ts":0.01,"protocol":"acp","from":"client","to":"agent","id":1,"method":"initialize","bytes":2}`+"\n"+
+			`{"type":"response","ts":0.02,"protocol":"acp","from":"agent","to":"client","id":1,"method":"initialize","is_error":false,"bytes":2}`+"\n")
+	dir := filepath.Dir(file)
+	for _, tc := range []struct {
+		args []string
+		page string
+	}{
+		{nil, filepath.Join(dir, "chain.html")},
+		{[]string{"-o", filepath.Join(dir, "other.html")}, filepath.Join(dir, "other.html")},
+	} {
+		r := acp(t, "", nil, append([]string{"trace", "view", file}, tc.args...)...)
+		want := "wrote " + tc.page + " (2 events): open it in a browser\n"
+		if r.code != 0 || r.stdout != "" || r.stderr != want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 0, stderr %q", tc.args, r.code, r.stdout, r.stderr, want)
+		}
+		if page, err := os.ReadFile(tc.page); err != nil || !strings.Contains(string(page), `"method":"initialize"`) {
+			t.Errorf("%q: the page %s: %v", tc.args, tc.page, err)
+		}
+	}
+	r := acp(t, "", nil, "trace", "view", file, "-o", "-")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "<!DOCTYPE html>") || r.stderr != "" {
+		t.Errorf("-o -: exit %d, stdout %.40q..., stderr %q; want the page on stdout alone", r.code, r.stdout, r.stderr)
 	}
 }
