@@ -100,7 +100,33 @@ only the protocol; logs go to stderr or to --log-file.
 		newRemoteConnectCmd(),
 		newTraceCmd(),
 	)
+	// cobra would add its help and completion commands as the root runs;
+	// added now, they get examples like every other command.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Example = `  acp-conductor help agent
+  acp-conductor help trace view`
+		case "completion":
+			c.Example = `  # Complete commands and flags in this bash session:
+  source <(acp-conductor completion bash)`
+			for _, sh := range c.Commands() {
+				sh.Example = completionExamples[sh.Name()]
+			}
+		}
+	}
 	return root
+}
+
+// completionExamples load each shell's completions for the session, as the
+// completion commands' help says.
+var completionExamples = map[string]string{
+	"bash":       "  source <(acp-conductor completion bash)",
+	"zsh":        "  source <(acp-conductor completion zsh)",
+	"fish":       "  acp-conductor completion fish | source",
+	"powershell": "  acp-conductor completion powershell | Out-String | Invoke-Expression",
 }
 
 // environmentHelp lists every environment variable a user may set, made

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/acp-conductor/acp-conductor/config"
 )
 
@@ -118,6 +120,32 @@ func TestHelp(t *testing.T) {
 	if r := acp(t, "", nil, "--help"); strings.Contains(r.stdout, "component-supervisor") {
 		t.Errorf("top-level help lists the hidden supervisor command:\n%s", r.stdout)
 	}
+}
+
+// TestExamples walks the command tree as a user finds it, cobra's help and
+// completion commands included and hidden commands not, and checks that
+// each command's --help shows examples.
+func TestExamples(t *testing.T) {
+	root := newRootCmd()
+	root.SetArgs([]string{"--help"})
+	root.SetOut(io.Discard)
+	if err := root.Execute(); err != nil { // for whatever cobra adds as it runs
+		t.Fatal(err)
+	}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden {
+			return
+		}
+		args := append(strings.Fields(c.CommandPath())[1:], "--help")
+		if r := acp(t, "", nil, args...); r.code != 0 || !strings.Contains(r.stdout, "\nExamples:\n") {
+			t.Errorf("%q: exit %d, no examples:\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 func TestValidate(t *testing.T) {

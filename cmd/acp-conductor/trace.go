@@ -23,6 +23,15 @@ conductor to FILE, one JSON event per line, in the event shape of the Rust
 conductor's .jsons traces. "acp-conductor trace view" turns such a file into
 a sequence diagram you open in a browser; --trace-serve shows the same
 diagram live while the chain runs.`,
+		Example: `  # Record a chain's messages, then draw them:
+  acp-conductor agent --trace /tmp/chain.jsons --config chain.yaml
+  acp-conductor trace view /tmp/chain.jsons            # writes /tmp/chain.html
+
+  # Keep only what can go into a public bug report:
+  acp-conductor agent --trace /tmp/chain.jsons --trace-detail metadata --config chain.yaml
+
+  # Watch the chain live instead (the viewer's URL is logged at start-up):
+  acp-conductor agent --trace-serve 127.0.0.1:0 --config chain.yaml`,
 	}
 	cmd.AddCommand(newTraceViewCmd())
 	return cmd
