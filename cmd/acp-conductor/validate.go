@@ -26,8 +26,10 @@ setting is an error. A relative cwd is a warning: it depends on where the
 editor starts the conductor. Prints a one-line summary and exits 0 if the
 file is good, and exits 1 otherwise.
 
-A chain file looks like this; only the agent's command is required, and in
-proxy mode there is no agent:
+Every key a chain file may hold is below; only the agent's command (or url)
+is required, and in proxy mode there is no agent. The values shown are the
+defaults, except for the chain's name and components. README.md's "Chain
+file reference" and "Remote chains" say more.
 
   name: my-chain              # shown in logs
   proxies:                    # nearest the editor first; may be empty
@@ -37,6 +39,11 @@ proxy mode there is no agent:
       env: {API_KEY: abc}     # added to the conductor's environment
       cwd: /some/dir          # default: the conductor's directory
       on_failure: restart     # fail (the default), restart or bypass
+    - name: devbox            # a remote component, connected to, not run:
+      url: wss://devbox.example.com/acp     # no command, args, env or cwd
+      headers:                # each ${VAR} is taken from the environment
+        Authorization: "Bearer ${DEVBOX_TOKEN}"
+      ping_interval: 30s      # no pong within this fails it; 0s: no pings
   agent:
     name: my-agent
     command: npx
@@ -47,10 +54,21 @@ proxy mode there is no agent:
     file: ""                  # empty means stderr
   shutdown_grace: 2s          # a duration: 500ms, 2s, 1m
   max_message_bytes: 67108864 # at least 1024
-  restart_limit: 3            # restarts of a proxy within restart_window, then fail
+  init_timeout: 60s           # the chain must answer initialize by then
+  restart_limit: 3            # restarts within restart_window, then it fails
   restart_window: 1m
   restart_backoff: 100ms      # the wait before a restart, doubled for each
-  restart_backoff_max: 5s     # earlier one within restart_window, up to this`,
+  restart_backoff_max: 5s     # earlier one within restart_window, up to this
+  mcp_bridge: auto            # auto, stdio or http: how an agent that cannot
+                              # call MCP servers over ACP reaches them
+  mcp_http_idle_timeout: 30m  # a bridged MCP HTTP session with no request
+                              # for this long ends; 0s: never
+  trace:
+    file: ""                  # a trace of every message; empty: none
+    detail: full              # full, or metadata: without params, results and
+                              # error data, safe to share
+    serve: ""                 # a loopback address, 127.0.0.1:0, for a live
+                              # viewer; empty: none`,
 		Example: `  acp-conductor validate --config chain.yaml
   acp-conductor validate chain.yaml
   acp-conductor validate --mode proxy --config inner.yaml
