@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 // newLogger returns a logger as l describes, writing to stderr or appending
@@ -20,6 +21,13 @@ func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	if l.File == "" && os.Getenv(supervisor.ComponentEnv) != "" {
+		// A component of another conductor (it sets the marker), which
+		// logs each line of our stderr in one of its own, with the time:
+		// one time is enough. The level stays, as the outer one logs every
+		// such line at info.
+		enc.TimeKey = zapcore.OmitKey
+	}
 	var encoder zapcore.Encoder
 	switch l.Format {
 	case "json":

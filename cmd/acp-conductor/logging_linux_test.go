@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/supervisor"
 )
 
 // TestLogFileIsStdout: a log or trace file that is the conductor's own
@@ -88,5 +90,48 @@ func TestLogFileIsStdout(t *testing.T) {
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		t.Errorf("logs and stdout both /dev/null: %v\n%s", err, &stderr)
+	}
+}
+
+// timestamp matches the time a log line of the conductor starts with.
+var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d`)
+
+// TestNestedLog: a conductor run as a proxy of another logs to its stderr
+// without a time, which the outer one, logging each of those lines in one
+// of its own, gives it: each line has one. Its level stays.
+func TestNestedLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	samples := shellQuote(demo)
+	inner := shellQuote(binary) + " proxy " + shellQuote(samples+" sample-proxy")
+	cmd := exec.CommandContext(ctx, binary, "agent", inner, samples+" sample-agent")
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader(initialize + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, &stderr)
+	}
+	var nested int
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if at := timestamp.FindAllStringIndex(line, -1); len(at) != 1 || at[0][0] != 0 {
+			t.Errorf("%d times in a log line, want one, first: %q", len(at), line)
+		}
+		if strings.Contains(line, `"stream": "stderr"`) && strings.Contains(line, "\tINFO\tINFO\tstarting\t") {
+			nested++
+		}
+	}
+	if nested != 1 {
+		t.Errorf("%d lines of the inner conductor starting, want 1:\n%s", nested, &stderr)
+	}
+
+	// A log file is read by no conductor: its lines keep their time.
+	file := filepath.Join(t.TempDir(), "acp.log")
+	env := []string{supervisor.ComponentEnv + "=1.1"}
+	if r := acp(t, "", env, "proxy", "--log-file", file); r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if data, err := os.ReadFile(file); err != nil || !timestamp.Match(data) {
+		t.Errorf("log file %q (%v), want times", data, err)
 	}
 }
