@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/acp-conductor/acp-conductor/supervisor"
 	"github.com/acp-conductor/acp-conductor/trace"
 )
 
@@ -340,6 +342,93 @@ func TestWatchdogFails(t *testing.T) {
 	if left := goneSoon(t, marker); len(left) > 0 {
 		t.Errorf("processes left %v after Run returned: %v", lateness, left)
 	}
+}
+
+// TestWatchdogReaped: once Run has returned, the chain's watchdog, killed
+// at the chain's end, is gone from the process table, neither running nor
+// left a zombie, so that nothing of the chain outlives Run.
+func TestWatchdogReaped(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_REAPED=%d", rand.Int64())
+	e := startChain(t, Config{
+		Agent:       fake(t, t.TempDir(), "agent", "agent", marker),
+		GracePeriod: 10 * time.Second,
+		Supervisor:  supervised(t),
+	})
+	e.send(initLine)
+	if m := e.recvMsg(); m.Error != nil {
+		t.Fatalf("initialize answered %s", m.Error)
+	}
+	pid, start := watchdogOf(t, marker)
+	if err, _ := e.stopped(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && startTime(stat) == start { // not its PID reused
+		t.Errorf("the watchdog, %d, is still in the process table after Run returned: %s", pid, bytes.TrimSpace(stat))
+	}
+}
+
+// watchdogOf returns the PID and start time of the watchdog of the chain
+// whose components carry marker: the child of this process whose last
+// argument is the chain's ID, as its components' environment gives it.
+// The watchdog starts beside the chain's first messages: it is waited for.
+func watchdogOf(t *testing.T, marker string) (pid int, start uint64) {
+	t.Helper()
+	comps := markedProcesses(t, marker)
+	if len(comps) == 0 {
+		t.Fatalf("no process carries %s", marker)
+	}
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", comps[0]))
+	var chain string
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(supervisor.MarkerEnv+"=")); ok {
+			chain = string(v[bytes.LastIndexByte(v, ',')+1:])
+		}
+	}
+	if chain == "" {
+		t.Fatalf("component %d carries no %s", comps[0], supervisor.MarkerEnv)
+	}
+	self := strconv.Itoa(os.Getpid())
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, d := range procDirs() {
+			stat, _ := os.ReadFile(filepath.Join(d, "stat"))
+			args, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+			if f := statFields(stat); len(f) > 19 && f[1] == self &&
+				bytes.Contains(args, []byte(supervisor.Command)) && bytes.HasSuffix(args, []byte("\x00"+chain+"\x00")) {
+				pid, _ = strconv.Atoi(filepath.Base(d))
+				return pid, startTime(stat)
+			}
+		}
+	}
+	t.Fatalf("no watchdog of chain %s runs", chain)
+	return 0, 0
+}
+
+// procDirs returns the directories of the processes under /proc.
+func procDirs() []string {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	return dirs
+}
+
+// statFields returns the fields of stat, a /proc/PID/stat, after the
+// command name, which may hold anything: state, ppid, ... (starttime is the
+// 20th); nil if stat has none.
+func statFields(stat []byte) []string {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[i+1:]))
+}
+
+// startTime returns the start time that stat, a /proc/PID/stat, gives,
+// which tells a process from a later one under the same PID.
+func startTime(stat []byte) uint64 {
+	f := statFields(stat)
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
 }
 
 // supervised returns this test binary, to run as the chain's watchdog as

@@ -21,8 +21,8 @@
 // conductor kills what is left with the marker itself, and what it found
 // under the components by their parent links as it began to stop them
 // (Watch.Snapshot: a process that left both the session and the
-// environment, which the marker cannot find), and then the watchdog
-// (Watch.Close). What a component orphans is reparented to the conductor
+// environment, which the marker cannot find), and then the watchdog,
+// which it reaps before Close returns (Watch.Close). What a component orphans is reparented to the conductor
 // binary, which adopts it (Adopt: PR_SET_CHILD_SUBREAPER), reaps it when it
 // exits and kills it, with what it started, as it ends, or, serving chains
 // one after another, whenever none runs (KillAdopted); so the binary

@@ -73,7 +73,8 @@ func (w *groupWatch) Ended(pgid int) { tell(w.pipe, '-', uint64(pgid)) }
 func (*groupWatch) Snapshot() {}
 
 // Close ends the chain, once every component has been reaped: it kills
-// the watchdog, which has nothing left to do (retire).
+// the watchdog, which has nothing left to do, and returns once it has
+// been reaped (retire).
 func (w *groupWatch) Close() error {
 	retire(w.cmd, w.pipe, w.r)
 	return nil

@@ -37,18 +37,22 @@ func tell(pipe *os.File, op byte, n uint64) {
 
 // retire ends a chain's watchdog once the conductor has stopped the chain
 // itself: it kills the watchdog, if launched (cmd not nil), before closing
-// pipe, whose end would set it killing, and closes r, the read end, if the
-// watchdog never took it. It does not wait for the watchdog to end: at its
-// priority, on a busy machine, that can take a while. A goroutine reaps it
-// once it has, so that a conductor that outlives its chains (serve) keeps
-// no zombie of each.
+// pipe, whose end would set it killing, closes r, the read end, if the
+// watchdog never took it, and reaps the watchdog, so that no process of
+// the chain, nor a zombie of one, outlives the conductor's Run (serve
+// outlives its chains). At nice 19 on a busy machine the killed watchdog
+// may take a few milliseconds to be scheduled and die; that wait is not
+// bounded, as the conductor's reap of its killed components is not: a
+// SIGKILL cannot be ignored.
 func retire(cmd *exec.Cmd, pipe, r *os.File) {
 	if cmd != nil {
 		_ = cmd.Process.Kill() // not yet reaped: its PID is still its own
-		go func() { _ = Wait(cmd) }()
 	}
 	pipe.Close()
 	if r != nil {
 		r.Close()
+	}
+	if cmd != nil {
+		_ = Wait(cmd)
 	}
 }

@@ -210,7 +210,8 @@ func (w *Watch) send(op byte, n uint64) { tell(w.pipe, op, n) }
 // Close ends the chain, once every component has been reaped: it kills
 // every process left that carries the chain's marker (what a component
 // left in a session of its own) or that Snapshot found, then the
-// watchdog, which has nothing left to do (retire).
+// watchdog, which has nothing left to do, and returns once the watchdog
+// has been reaped (retire).
 func (w *Watch) Close() error {
 	sweep(w.id, chainEnd{since: w.since})
 	w.mu.Lock()
