@@ -163,6 +163,67 @@ func TestAgentRefusesInitialize(t *testing.T) {
 	}
 }
 
+// TestRestartedProxyRefusesInitialize: a proxy that passed its initialize
+// on and then crashed is restarted as a program that knows only the Rust
+// SDK's _proxy/initialize. Its refusal of proxy/initialize is its own, not
+// a successor's passed back, as its first process's was: it is asked again
+// in the next dialect, and the editor's initialize succeeds.
+func TestRestartedProxyRefusesInitialize(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "p")
+	proxy.OnFailure = PolicyRestart
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond}))
+	p, ag := proxyStarted(), agentStarted()
+
+	// The first process takes proxy/initialize, passes initialize on, and
+	// crashes before its successor answers.
+	ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	if m := p.recvMsg(); m.Method != "proxy/initialize" {
+		t.Fatalf("the proxy was sent %s first", m.Method)
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	if m := ag.recvMsg(); m.Method != "initialize" {
+		t.Fatalf("the agent was sent %s", m.Method)
+	}
+	p.w.Close()
+	if m := ed.recvMsg(); string(m.ID) != "1" || m.Error == nil {
+		t.Fatalf("the editor's first initialize: %s %s, want the proxy's failure", m.Result, m.Error)
+	}
+
+	// The second process refuses proxy/initialize, the replayed one and
+	// the editor's next, and takes _proxy/initialize.
+	p = proxyStarted()
+	refuse := func(m *wire.Message) {
+		p.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"no such method"}}`)
+	}
+	if m := p.recvMsg(); m.Method != "proxy/initialize" {
+		t.Fatalf("the restarted proxy was sent %s first, want the replayed proxy/initialize", m.Method)
+	} else {
+		refuse(m)
+	}
+	ed.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}`)
+	m := p.recvMsg()
+	if m.Method != "proxy/initialize" {
+		t.Fatalf("the restarted proxy was sent %s, want proxy/initialize", m.Method)
+	}
+	refuse(m)
+	select {
+	case l := <-ed.lines:
+		t.Fatalf("the editor got %s: the restarted proxy's refusal was taken for its successor's", l)
+	case l := <-p.lines:
+		if m, _ = wire.Parse(l); m == nil || m.Method != "_proxy/initialize" {
+			t.Fatalf("after refusing proxy/initialize the restarted proxy was sent %s, want _proxy/initialize", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the editor's second initialize was never answered, nor the proxy asked again")
+	}
+	p.reply(m, `{"protocolVersion":1}`)
+	if m := ed.recvMsg(); string(m.ID) != "2" || m.Error != nil {
+		t.Fatalf("the editor's second initialize: %s %s, want the restarted proxy's result", m.Result, m.Error)
+	}
+}
+
 // TestIDs checks that each hop has its own ids and that the editor's ids come
 // back exactly, 1 and "1" being different requests.
 func TestIDs(t *testing.T) {

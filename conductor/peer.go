@@ -49,9 +49,10 @@ type peer struct {
 	initParams    json.RawMessage // the proxy/initialize params it was sent
 	successorInit json.RawMessage // what its successor answered its initialize
 	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
-	// passedInit is set once a proxy has passed an initialize on to its
-	// successor: it took its own as a proxy, so a refusal of it that
-	// follows is its successor's, passed back (see retryInitialize).
+	// passedInit is set once a proxy's process has passed an initialize
+	// on to its successor: it took its own as a proxy, so a refusal of it
+	// that follows is its successor's, passed back (see retryInitialize).
+	// A restart clears it (replace).
 	passedInit atomic.Bool
 	// saidBoth is set once the peer has sent a response with both a
 	// result and an error, which is logged the first time only.
@@ -178,6 +179,9 @@ func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
 	}
 	p.gone = nil
 	p.reinit.Store(p.successorInit != nil)
+	// The new process may be another program: until it passes an
+	// initialize on, a refusal of one is its own.
+	p.passedInit.Store(false)
 	p.link.Store(l)
 	return unanswered, orphaned
 }
