@@ -18,14 +18,33 @@ import (
 
 // TestResponseWithNullError: an answer written with "error": null beside
 // its result, as some encoders write responses, reaches the asker as its
-// result, not as {"error":null}.
+// result alone, not as {"error":null} nor with the member, which the
+// TypeScript SDK refuses (-32600): wherever the member comes, however its
+// name is spelled, and for a result large enough to go out from the line
+// it came in. The result goes on byte for byte, _meta and members no schema
+// has included, under the asker's id as it asked.
 func TestResponseWithNullError(t *testing.T) {
 	ed, ag := agentChain(t)
-	ag.send(`{"jsonrpc":"2.0","id":"r1","method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`)
-	req := ed.recvMsg()
-	ed.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":"hello"},"error":null}`)
-	if got := ag.recvLine(); string(got) != `{"jsonrpc":"2.0","id":"r1","result":{"content":"hello"}}` {
-		t.Errorf("the agent got %s, want the editor's result", got)
+	large := `{"content":"` + strings.Repeat("x", largeValue) + `"}`
+	for i, tt := range []struct {
+		name    string
+		members string // the answer's members after its id: result with its error
+		result  string // the result it carries
+	}{
+		{"after", `"result":%s,"error":null`, `{"content":"hello","_meta":{"k":[1,{"v":null}]},"x-unknown":true}`},
+		{"before", `"error":null,"result":%s`, `{"content":"a"}`},
+		{"spaced", `"result" : %s , "error" : null `, `{"content":"b"}`},
+		{"escaped name", `"result":%s,"err\u006fr":null`, `{"content":"c"}`},
+		{"null result", `"result":%s,"error":null`, `null`},
+		{"large result", `"result":%s,"error":null`, large},
+	} {
+		id := fmt.Sprintf(`"r-%d"`, i)
+		ag.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`)
+		req := ed.recvMsg()
+		ed.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,` + fmt.Sprintf(tt.members, tt.result) + `}`)
+		if got, want := string(ag.recvLine()), `{"jsonrpc":"2.0","id":`+id+`,"result":`+tt.result+`}`; got != want {
+			t.Errorf("%s: the agent got\n%.200s\nwant\n%.200s", tt.name, got, want)
+		}
 	}
 }
 

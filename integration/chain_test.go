@@ -2,6 +2,9 @@ package integration
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,6 +44,48 @@ func TestChain(t *testing.T) {
 			withMarker(t, &cfg)
 			argv := agentModeArgs(append(c.proxies(), agentCmd("agent"))...)
 			s := runClient(t, ctx, cfg, argv)
+			checkConversation(t, s, cfg)
+			if s.exitCode() != 0 {
+				t.Errorf("conductor exit after stdin closed: %s", s.exitString())
+			}
+		})
+	}
+}
+
+// TestNullErrorAnswers runs the SDK client and the SDK agent each writing
+// every result it answers with beside "error": null, which the SDK refuses
+// to read (-32600: a response must have exactly one of result and error).
+// Straight from one to the other the conversation fails at initialize;
+// through the conductor, with 0 and 1 proxies, it runs whole: each answer
+// reaches the other side without the member.
+func TestNullErrorAnswers(t *testing.T) {
+	requireConductor(t)
+	agentArgs := []string{nodeBin, filepath.Join(peersDir, "agent.mjs"), "--name", "agent", "--null-error"}
+	t.Run("direct", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t, 60*time.Second)
+		cfg := conversationConfig(t, "null-error")
+		cfg.NullError = true
+		withMarker(t, &cfg)
+		s := startClient(t, ctx, cfg, agentArgs).wait(t)
+		if !slices.ContainsFunc(s.Failures, func(f string) bool { return strings.Contains(f, "Invalid request") }) {
+			t.Errorf("straight to the agent, the client failed with %q, want the SDK's Invalid request (-32600) for initialize's answer", s.Failures)
+		}
+	})
+	for _, c := range []struct {
+		name    string
+		proxies []string
+	}{
+		{"0 proxies", nil},
+		{"1 go proxy", []string{goProxyCmd("go1")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			cfg := conversationConfig(t, "null-error")
+			cfg.NullError = true
+			withMarker(t, &cfg)
+			s := runClient(t, ctx, cfg, agentModeArgs(append(c.proxies, shellJoin(agentArgs...))...))
 			checkConversation(t, s, cfg)
 			if s.exitCode() != 0 {
 				t.Errorf("conductor exit after stdin closed: %s", s.exitString())

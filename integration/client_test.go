@@ -37,6 +37,7 @@ type clientConfig struct {
 	Transport           string            `json:"transport,omitempty"`
 	Headers             map[string]string `json:"headers,omitempty"`
 	CancelRequestPrompt string            `json:"cancelRequestPrompt,omitempty"`
+	NullError           bool              `json:"nullError,omitempty"`
 
 	expectResults []string // what checkConversation expects of the file reads
 	env           []string // added to the client's own environment

@@ -20,6 +20,9 @@
 //   --grandchild   spawn a long-lived `sleep` child at start, so that tests can
 //                  see whether the conductor's cleanup reaches grandchildren.
 //   --ignore-eof   do not exit when stdin closes (the conductor must signal us).
+//   --null-error   write every result it answers with beside "error": null,
+//                  as some JSON-RPC encoders do, and as the SDK itself refuses
+//                  to read (-32600): a relay must drop the member.
 //   --name NAME    name reported in initialize's agentInfo.
 //   --listen HOST:PORT  serve remote editors instead of stdio, with the SDK's
 //                  experimental/server and its Node adapter (Streamable HTTP
@@ -236,7 +239,8 @@ async function listen(addr) {
 }
 
 function serveStdio() {
-  const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
+  let stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
+  if (flag("--null-error")) stream = withNullError(stream);
   const connection = app.connect(stream);
   connection.closed.then(() => {
     if (flag("--ignore-eof")) {
@@ -246,4 +250,17 @@ function serveStdio() {
     }
     process.exit(0);
   });
+}
+
+// withNullError returns stream with "error": null added to each response
+// with a result written to it (see --null-error).
+function withNullError(stream) {
+  const add = new TransformStream({
+    transform(msg, controller) {
+      const answer = msg && typeof msg === "object" && !("method" in msg) && Object.hasOwn(msg, "result");
+      controller.enqueue(answer ? { ...msg, error: null } : msg);
+    },
+  });
+  add.readable.pipeTo(stream.writable).catch((err) => log("writer closed:", err?.message ?? err));
+  return { readable: stream.readable, writable: add.writable };
 }

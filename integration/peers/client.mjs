@@ -39,6 +39,9 @@
 //   transport       with url: "ws" (experimental/ws-client, the default) or
 //                   "http" (experimental/http-client, Streamable HTTP)
 //   headers         with url: sent with every request (Authorization)
+//   nullError       write every result the client answers with beside
+//                   "error": null, as some JSON-RPC encoders do (and as the
+//                   SDK itself refuses to read: -32600)
 //   timeoutMs       overall deadline (default 60000)
 //   exitTimeoutMs   how long to wait for the command to exit after its stdin
 //                   is closed (default 20000)
@@ -213,7 +216,8 @@ const inTap = new TransformStream({
 const outTap = new TransformStream({
   transform(msg, controller) {
     tapOutgoing(msg);
-    controller.enqueue(msg);
+    const answer = msg && typeof msg === "object" && !("method" in msg) && Object.hasOwn(msg, "result");
+    controller.enqueue(config.nullError && answer ? { ...msg, error: null } : msg);
   },
 });
 // Aborting the pipe aborts the transport, which for a remote one means
