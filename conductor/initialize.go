@@ -82,3 +82,40 @@ func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Messa
 	c.relayCall(to, retry, d, params)
 	return true
 }
+
+// resendInitialize sends cl, an initialize request that was pending on a
+// proxy that failed and was bypassed, on to where route now sends it, as
+// a new call whose answer its caller gets; report is how cl's own hop
+// ended, for the trace.
+func (c *chain) resendInitialize(cl *call, report *wire.Error) {
+	if cl.to.trace != nil {
+		cl.traceReply(nil, report.Encode())
+	}
+	if !cl.done() {
+		return // its caller's process was restarted since
+	}
+	dc := c.topo.Load().resend(cl.from.pos, c)
+	if dc.act == actRefuse {
+		cl.answer(encodeError(cl.fromID, dc.err))
+		return
+	}
+	to := c.peers[dc.d.to]
+	cl.from.log.Info("sending initialize on past a bypassed proxy", zap.String("to", to.name))
+	next := &call{from: cl.from, fromID: cl.fromID, method: dc.d.method, batch: cl.batch, params: cl.params, dialect: dc.proxyInit}
+	next.onResponse = c.onInitialize(to, dc.d, next)
+	params := cl.params
+	if dc.rememberInit {
+		to.rememberInit(params)
+	}
+	if dc.initTimer {
+		c.startInitTimer() // the successor gets its own time to answer
+	}
+	if dc.proxyInit != nil {
+		var err error
+		if params, err = dc.proxyInit.InitializeParams(params); err != nil {
+			cl.answer(encodeError(cl.fromID, wire.Errorf(codeInvalidParams, "%s: %v", dc.d.method, err)))
+			return
+		}
+	}
+	c.relayCall(to, next, dc.d, params)
+}

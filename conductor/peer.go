@@ -49,6 +49,13 @@ type peer struct {
 	initParams    json.RawMessage // the proxy/initialize params it was sent
 	successorInit json.RawMessage // what its successor answered its initialize
 	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
+	// replaying is a restarted proxy's replayed initialize while it is
+	// unanswered, and replayWaiters the initialize requests its old
+	// process left unanswered, which get its answer (see runner.settle).
+	// They are pending on p as its calls are: fail and replace return
+	// them. Both under mu.
+	replaying     *call
+	replayWaiters []*call
 	// passedInit is set once a proxy's process has passed an initialize
 	// on to its successor: it took its own as a proxy, so a refusal of it
 	// that follows is its successor's, passed back (see retryInitialize).
@@ -164,11 +171,7 @@ func (p *peer) proc() *process { return p.link.Load().proc }
 func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	unanswered = make([]*call, 0, len(p.calls))
-	for _, c := range p.calls {
-		unanswered = append(unanswered, c)
-	}
-	clear(p.calls)
+	unanswered = p.takeCalls()
 	for c := p.inflight.head; c != nil; c = p.inflight.head {
 		p.inflight.remove(c)
 		orphaned = append(orphaned, c)
@@ -177,6 +180,7 @@ func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
 	if replay != nil {
 		p.calls[replay.id] = replay
 	}
+	p.replaying = replay
 	p.gone = nil
 	p.reinit.Store(p.successorInit != nil)
 	// The new process may be another program: until it passes an
@@ -184,6 +188,44 @@ func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
 	p.passedInit.Store(false)
 	p.link.Store(l)
 	return unanswered, orphaned
+}
+
+// takeCalls empties p's calls, and the waiters of its replay, and returns
+// them. p.mu is held.
+func (p *peer) takeCalls() []*call {
+	calls := make([]*call, 0, len(p.calls)+len(p.replayWaiters))
+	for _, c := range p.calls {
+		calls = append(calls, c)
+	}
+	clear(p.calls)
+	calls = append(calls, p.replayWaiters...)
+	p.replaying, p.replayWaiters = nil, nil
+	return calls
+}
+
+// waitForReplay has calls wait for the answer to replay, and reports false
+// if replay is no longer awaited: answered or failed already.
+func (p *peer) waitForReplay(replay *call, calls []*call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replaying != replay {
+		return false
+	}
+	p.replayWaiters = append(p.replayWaiters, calls...)
+	return true
+}
+
+// replayAnswered takes the calls that wait for replay's answer, which has
+// come: none if p failed again since, which took them with its calls.
+func (p *peer) replayAnswered(replay *call) []*call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replaying != replay {
+		return nil
+	}
+	waiters := p.replayWaiters
+	p.replaying, p.replayWaiters = nil, nil
+	return waiters
 }
 
 func (p *peer) recordedInit() json.RawMessage {
@@ -356,12 +398,7 @@ func (p *peer) fail(cause error) []*call {
 	if p.gone == nil {
 		p.gone = cause
 	}
-	calls := make([]*call, 0, len(p.calls))
-	for _, c := range p.calls {
-		calls = append(calls, c)
-	}
-	clear(p.calls)
-	return calls
+	return p.takeCalls()
 }
 
 // getDialect returns the dialect p speaks: wire.RFD until it shows another.

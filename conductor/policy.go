@@ -34,35 +34,83 @@ func (r *runner) linkEnded(p *peer, l *link) {
 
 // componentFailed applies p's failure policy: everything pending on it is
 // answered at once, then it is restarted, bypassed, or the chain stops.
+// An initialize pending on a proxy restarted or bypassed is the exception
+// (see settle).
 func (r *runner) componentFailed(p *peer, cause error) {
 	exit := p.proc().describeExit()
 	r.log.Error("component failed", zap.String("component", p.name), zap.Error(cause),
 		zap.String("status", exit.Status), zap.Strings("stderr", exit.Stderr))
 	report := goneError(p, cause)
-	if p.comp.OnFailure == PolicyRestart {
+	switch p.comp.OnFailure {
+	case PolicyRestart:
 		err := r.restart(p, report)
 		if err == nil {
 			return
 		}
 		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(err))
-	}
-	if p.comp.OnFailure == PolicyBypass && r.bypass(p) {
-		endMCP := r.chain.ownerGone(p.pos, "bypassed")
-		failCalls(p.fail(cause), report)
-		endMCP()
-		return
+	case PolicyBypass:
+		if r.bypass(p) {
+			endMCP := r.chain.ownerGone(p.pos, "bypassed")
+			r.settle(p, p.fail(cause), report, afterFailure{bypassed: true})
+			endMCP()
+			return
+		}
 	}
 	// The failure is recorded before anyone hears of it, so that a client
 	// that hangs up on the error cannot make this a clean end.
 	r.beginStop(p, cause)
-	failCalls(p.fail(cause), report)
+	r.settle(p, p.fail(cause), report, afterFailure{})
+}
+
+// afterFailure is what p's failure policy made of a failed component.
+type afterFailure struct {
+	replay   *call // restarted: its replayed initialization (nil if it had none)
+	bypassed bool
+}
+
+// settle answers the calls pending on p, a component that failed, once its
+// policy has run (how): with report, as they may have been half done. It
+// is the one place that decides what becomes of an initialize among them,
+// which the conductor may send again whatever p did with it: restarted,
+// its caller gets the answer to the replayed initialization (see
+// replayInit); bypassed, it goes on to p's successor, as route says now;
+// otherwise it fails too.
+func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFailure) {
+	inits := calls[:0:0]
+	rest := calls[:0]
+	for _, cl := range calls {
+		if cl.from != nil && wire.IsInitialize(cl.method) {
+			inits = append(inits, cl)
+		} else {
+			rest = append(rest, cl)
+		}
+	}
+	failCalls(rest, report)
+	if len(inits) == 0 {
+		return
+	}
+	switch {
+	case how.replay != nil:
+		if p.waitForReplay(how.replay, inits) {
+			return
+		}
+		// The replay is settled already, as the chain stops: they fail
+		// with the rest.
+	case how.bypassed:
+		for _, cl := range inits {
+			r.chain.resendInitialize(cl, report)
+		}
+		return
+	}
+	failCalls(inits, report)
 }
 
 // restart replaces a failed proxy's process and replays its initialization:
 // proxy/initialize with the params it first got goes first on the new link,
 // and when the proxy forwards initialize, the conductor answers as its
 // successor did the first time. Those pending on the old process are
-// answered with report.
+// answered with report, but for an initialize, which gets the replay's
+// answer (see settle).
 //
 // The new process starts after a back-off (see backoff), but its link is
 // installed at once, with the old process still behind it: requests that
@@ -91,7 +139,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	delay := backoff(earlier, first, most)
 	endMCP := r.chain.ownerGone(p.pos, "restarted")
 	unanswered, orphaned := p.replace(next, replay)
-	failCalls(unanswered, report)
+	r.settle(p, unanswered, report, afterFailure{replay: replay})
 	for _, cl := range orphaned {
 		// Nobody waits for it now: its peer may stop working on it.
 		r.chain.relay(nil, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
@@ -122,7 +170,8 @@ func (r *runner) replayInit(p *peer, l *link) (*call, <-chan struct{}, error) {
 	}
 	answered := make(chan struct{})
 	var once sync.Once
-	replay := &call{to: p, id: p.nextID.Add(1), method: d.method, onResponse: func(resp *wire.Message) bool {
+	replay := &call{to: p, id: p.nextID.Add(1), method: d.method}
+	replay.onResponse = func(resp *wire.Message) bool {
 		once.Do(func() { close(answered) })
 		select {
 		case <-r.stopping: // failed by the shutdown, not by the proxy
@@ -131,8 +180,13 @@ func (r *runner) replayInit(p *peer, l *link) (*call, <-chan struct{}, error) {
 				r.log.Error("restarted component failed to initialize", zap.String("component", p.name), zap.ByteString("error", resp.Error))
 			}
 		}
+		// The initialize requests the old process left unanswered wait for
+		// this answer, as if the old process had given it.
+		for _, cl := range p.replayAnswered(replay) {
+			answerWith(cl, resp)
+		}
 		return true
-	}}
+	}
 	if r.chain.trace != nil {
 		r.chain.traceSend(nil, p, wire.IntID(replay.id), d.method, params)
 	}

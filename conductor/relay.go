@@ -452,6 +452,23 @@ func failCalls(calls []*call, e *wire.Error) {
 	}
 }
 
+// answerWith answers cl with resp, an answer given to another call in its
+// stead (see runner.settle), as relayAnswer answers it with its own.
+func answerWith(cl *call, resp *wire.Message) {
+	if cl.to.trace != nil {
+		cl.traceReply(resp.Result, resp.Error)
+	}
+	if !cl.done() {
+		return // its caller's process was restarted since
+	}
+	m := new(wire.Message(*resp)) // its hook may change it, and others get it too
+	if cl.onResponse != nil && cl.onResponse(m) {
+		return
+	}
+	line := encodeResponseTo(cl.fromID, m)
+	cl.answer(line.segments()...)
+}
+
 // abandon answers cl with the conductor's own error e, for a request whose
 // answer is no longer awaited from the peer asked: if that answer comes
 // after all, relayAnswer drops it, as cl is done.

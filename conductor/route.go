@@ -282,6 +282,24 @@ func (t *topology) route(in inbound, dl dialects) decision {
 	return dc
 }
 
+// resend decides how an initialize request from src goes on again when
+// the proxy it was pending on has failed and been bypassed: as route would
+// send it now, toward the agent, to the bypassed proxy's successor. A
+// proxy's initialize came in a successor envelope, the client's plain.
+func (t *topology) resend(src int, dl dialects) decision {
+	d, err := t.hop(src, t.role(src) == roleProxy, wire.MethodInitialize)
+	if err != nil {
+		return decision{act: actRefuse, src: src, err: err}
+	}
+	dc := decision{act: actRelay, src: src, initialize: true, rememberInit: t.role(d.to) == roleProxy, initTimer: src == 0}
+	if d.method == wire.MethodProxyInitialize {
+		dc.proxyInit = dl.dialectAt(d.to)
+		d.method = dc.proxyInit.Initialize
+	}
+	dc.d = d
+	return dc
+}
+
 // MCP-over-ACP rules. The MCP tables (mcp.go) decide where an mcp/*
 // message goes by the ids it carries, not by position; route only names
 // which rule applies, from where the message comes and what it names.
