@@ -130,3 +130,28 @@ func TestInitializeOutlivesProxyMidway(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeRestartLimit has a proxy die at every start once it has
+// read its proxy/initialize: the editor's initialize waits through each
+// restart, and when the restart limit is spent it fails with an error that
+// names the proxy, its exit status, and why it was not restarted again.
+func TestInitializeRestartLimit(t *testing.T) {
+	dir := t.TempDir()
+	crasher := Component{Name: "crasher", Command: "sh", Args: []string{"-c", "read -r line; echo boom >&2; exit 7"}, OnFailure: PolicyRestart}
+	e := startChain(t, Config{
+		Proxies:        []Component{crasher},
+		Agent:          fake(t, dir, "agent", "streamer"),
+		RestartLimit:   2,
+		RestartBackoff: time.Millisecond,
+	})
+	e.send(initLine)
+	m := e.recvMsg()
+	for _, want := range []string{`crasher`, `exit status 7`, `not restarted: restarted 2 times within`} {
+		if string(m.ID) != "0" || !strings.Contains(string(m.Error), want) {
+			t.Errorf("initialize answered %s, want an error saying %q", e.seen[len(e.seen)-1], want)
+		}
+	}
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), "crasher") {
+		t.Errorf("Run = %v, want the chain to fail naming crasher", err)
+	}
+}

@@ -41,13 +41,14 @@ func (r *runner) componentFailed(p *peer, cause error) {
 	r.log.Error("component failed", zap.String("component", p.name), zap.Error(cause),
 		zap.String("status", exit.Status), zap.Strings("stderr", exit.Stderr))
 	report := goneError(p, cause)
+	var why error // why the policy did not keep the chain going
 	switch p.comp.OnFailure {
 	case PolicyRestart:
-		err := r.restart(p, report)
-		if err == nil {
+		if why = r.restart(p, report); why == nil {
 			return
 		}
-		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(err))
+		r.log.Error("not restarting", zap.String("component", p.name), zap.Error(why))
+		why = fmt.Errorf("not restarted: %w", why)
 	case PolicyBypass:
 		if r.bypass(p) {
 			endMCP := r.chain.ownerGone(p.pos, "bypassed")
@@ -55,17 +56,19 @@ func (r *runner) componentFailed(p *peer, cause error) {
 			endMCP()
 			return
 		}
+		why = fmt.Errorf("not bypassed: %w", errStopped)
 	}
 	// The failure is recorded before anyone hears of it, so that a client
 	// that hangs up on the error cannot make this a clean end.
 	r.beginStop(p, cause)
-	r.settle(p, p.fail(cause), report, afterFailure{})
+	r.settle(p, p.fail(cause), report, afterFailure{why: why})
 }
 
 // afterFailure is what p's failure policy made of a failed component.
 type afterFailure struct {
 	replay   *call // restarted: its replayed initialization (nil if it had none)
 	bypassed bool
+	why      error // neither: why the policy, if any, did not apply
 }
 
 // settle answers the calls pending on p, a component that failed, once its
@@ -74,7 +77,7 @@ type afterFailure struct {
 // which the conductor may send again whatever p did with it: restarted,
 // its caller gets the answer to the replayed initialization (see
 // replayInit); bypassed, it goes on to p's successor, as route says now;
-// otherwise it fails too.
+// otherwise it fails too, with why the policy did not save it.
 func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFailure) {
 	inits := calls[:0:0]
 	rest := calls[:0]
@@ -101,6 +104,10 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 			r.chain.resendInitialize(cl, report)
 		}
 		return
+	case how.why != nil:
+		e := *report
+		e.Message += "; " + how.why.Error()
+		report = &e
 	}
 	failCalls(inits, report)
 }
