@@ -44,7 +44,7 @@ type Conn struct {
 	mu     sync.Mutex
 	calls  map[int64]*call    // requests sent, by the proxy's own id, until answered
 	served map[string]*served // requests received, by id, until answered
-	err    error              // set once reading has stopped
+	err    error              // set once reading has stopped: a *cutOff
 }
 
 // A call is a request the proxy sent and is waiting to see answered.
@@ -165,7 +165,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	}
 	switch {
 	case m == nil:
-		return nil, ErrClosed
+		return nil, c.closed()
 	case m.Error != nil:
 		return nil, decodeError(m.Error)
 	default:
@@ -284,12 +284,13 @@ func (c *Conn) complete(m *wire.Message) {
 	}
 }
 
-// shutdown ends the connection once reading has stopped: no answer can
-// arrive any more. It fails every waiting call, cancels and waits for every
-// handler, and lets the writer finish.
-func (c *Conn) shutdown() {
+// shutdown ends the connection once reading has stopped, for why (nil at
+// the end of the input): no answer can arrive any more. It fails every
+// waiting call, cancels and waits for every handler, and lets the writer
+// finish.
+func (c *Conn) shutdown(why error) {
 	c.mu.Lock()
-	c.err = ErrClosed
+	c.err = &cutOff{proxy: c.p.name(), why: why}
 	calls := c.calls
 	c.calls = nil
 	c.mu.Unlock()
@@ -315,6 +316,13 @@ func (c *Conn) register(n int64, cl *call) error {
 	}
 	c.calls[n] = cl
 	return nil
+}
+
+// closed returns the error of a call cut off by shutdown.
+func (c *Conn) closed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // forget withdraws a call, reporting false if its answer came first.

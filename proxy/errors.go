@@ -13,8 +13,28 @@ import (
 )
 
 // ErrClosed is returned by calls that were, or would be, cut off by the end
-// of the connection to the conductor.
+// of the connection to the conductor. A [Conn.Call] or [Request.Forward]
+// returns an error that is ErrClosed to errors.Is and says why, naming the
+// proxy ([Proxy.Name]): a handler that returns it tells the caller so.
 var ErrClosed = errors.New("proxy: connection closed")
+
+// A cutOff is the error of a call whose answer can no longer come: the
+// proxy has stopped reading from its conductor. It is ErrClosed to
+// errors.Is, and says why, naming the proxy, for whoever the proxy answers
+// with it (under a conductor, the editor).
+type cutOff struct {
+	proxy string
+	why   error // what stopped the reading; nil for the end of the input
+}
+
+func (e *cutOff) Error() string {
+	if e.why == nil {
+		return fmt.Sprintf("proxy %s: its input ended before the answer came", e.proxy)
+	}
+	return fmt.Sprintf("proxy %s: it stopped reading (%v) before the answer came", e.proxy, e.why)
+}
+
+func (e *cutOff) Unwrap() error { return ErrClosed }
 
 // An Error is a JSON-RPC error object. [Conn.Call] and [Request.Forward]
 // return one when the peer answers with an error, and a handler that returns

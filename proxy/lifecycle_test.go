@@ -16,12 +16,14 @@ import (
 )
 
 // At the end of its input the proxy fails the calls that can no longer be
-// answered, waits for its handlers, sends what they answered, closes its
-// output and returns nil, leaving no goroutine behind.
+// answered, with ErrClosed that says so, naming the proxy, waits for its
+// handlers, sends what they answered, closes its output and returns nil,
+// leaving no goroutine behind.
 func TestShutdownAtEOF(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	callErr := make(chan error, 1)
 	c := serve(t, &proxy.Proxy{
+		Name: "tester",
 		FromPredecessor: map[string]proxy.Handler{
 			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
 				_, err := r.Forward(ctx)
@@ -39,7 +41,7 @@ func TestShutdownAtEOF(t *testing.T) {
 	if err := <-callErr; !errors.Is(err, proxy.ErrClosed) {
 		t.Errorf("pending call: got %v, want ErrClosed", err)
 	}
-	c.expectError("1", -32603)
+	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"proxy tester: its input ended before the answer came"}}`)
 	if line, ok := <-c.lines; ok {
 		t.Errorf("proxy sent %s after its answer; want its output closed", line)
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -15,6 +18,10 @@ import (
 // value forwards everything. A Proxy is not modified by Serve and may serve
 // any number of connections, concurrently.
 type Proxy struct {
+	// Name names the proxy in the errors it answers with, such as that for
+	// a request its input ended under. Empty means the program's name.
+	Name string
+
 	// FromPredecessor maps methods to the handlers for requests and
 	// notifications arriving from the predecessor (the client side).
 	// The handler for "initialize", if any, handles proxy/initialize: its
@@ -41,6 +48,14 @@ type Proxy struct {
 	// is declared in every session the client sets up, and served for every
 	// connection the agent opens to it. See [MCPServer].
 	MCPServers []*MCPServer
+}
+
+// name returns the name the proxy goes by.
+func (p *Proxy) name() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")
 }
 
 func (p *Proxy) handler(from Side, method string) Handler {
@@ -79,7 +94,7 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 	g.Go(func() error {
 		defer close(stopped)
 		err := c.read(gctx, ch)
-		c.shutdown()
+		c.shutdown(err)
 		return err
 	})
 	g.Go(func() error {

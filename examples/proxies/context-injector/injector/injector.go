@@ -73,6 +73,7 @@ func New(names []string, maxBytes int64, logger *log.Logger) *Injector {
 // requests that set up a session and one for prompts.
 func (in *Injector) Proxy() *proxy.Proxy {
 	return &proxy.Proxy{
+		Name: "context-injector", // also when a program of another name serves it, as the demo does
 		FromPredecessor: map[string]proxy.Handler{
 			"session/new":    in.setUp,
 			"session/load":   in.setUp,
