@@ -133,7 +133,7 @@ type runner struct {
 	stopped bool       // the components are being stopped
 	failure error      // the first component failure
 	failed  *peer      // the component that failed, if one did
-	told    error      // why Run's context ended, if that stopped the chain
+	told    error      // why the chain stops when no component failed: a signal, the client's input ending
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins
@@ -147,6 +147,7 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		close(cl.readDone)
 		// The client closed its input: it can answer nothing more.
 		failCalls(client.fail(errClientGone), wire.Errorf(codeInternalError, "%s: %v", client.name, errClientGone))
+		r.tell(errInputEnded)
 		r.beginStop(nil, nil)
 	})
 	r.wg.Go(func() {
@@ -182,9 +183,7 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		case <-ctx.Done():
 			r.log.Info("stopping", zap.Error(context.Cause(ctx)))
 			if cause := context.Cause(ctx); cause != context.Canceled {
-				r.mu.Lock()
-				r.told = cause // a signal, say: the client hears it
-				r.mu.Unlock()
+				r.tell(cause) // a signal, say: the client hears it
 			}
 			r.beginStop(nil, nil)
 		case <-r.stopping:
@@ -197,6 +196,9 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 }
 
 var errClientGone = errors.New("closed its input")
+
+// errInputEnded is why the chain stops when the client closes its input.
+var errInputEnded = errors.New("the input from the client ended")
 
 // goLink starts the goroutines that serve one link of a component.
 func (r *runner) goLink(p *peer, l *link) {

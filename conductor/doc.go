@@ -133,5 +133,8 @@
 // component gets a grace period, then SIGTERM and SIGKILL go to its process
 // group so no grandchild survives. Requests that can no longer be answered
 // get a JSON-RPC error naming the component, with its exit status and the
-// last lines of its stderr.
+// last lines of its stderr; those of the client still unanswered when the
+// drain is over get, before any input closes, the conductor's own error,
+// which says why it stops and which component each waited on, rather than
+// the error a proxy whose input closed would answer with.
 package conductor

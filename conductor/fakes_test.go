@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
 // The test binary doubles as the chain's components: TestMain runs one of
@@ -96,6 +97,18 @@ func runFake(role string) {
 		}
 		if err := Run(context.Background(), Config{Mode: ProxyMode, Proxies: proxies}, Stdin(), Stdout()); err != nil {
 			fmt.Fprintln(os.Stderr, "inner conductor:", err)
+			os.Exit(1)
+		}
+		return
+	case "libproxy":
+		// A proxy built on the proxy library, as the example proxies are:
+		// a handler forwards each prompt, as context-injector's does, and
+		// the rest passes through. Its transcript is not recorded.
+		p := &proxy.Proxy{FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) { return r.Forward(ctx) },
+		}}
+		if err := p.Serve(context.Background(), proxy.Stdin(), proxy.Stdout()); err != nil {
+			fmt.Fprintln(os.Stderr, "libproxy:", err)
 			os.Exit(1)
 		}
 		return

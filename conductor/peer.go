@@ -367,6 +367,17 @@ func (p *peer) inFlightCount() int {
 	return p.inflight.n
 }
 
+// inFlightCalls returns the requests p has in flight, oldest first.
+func (p *peer) inFlightCalls() []*call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	calls := make([]*call, 0, p.inflight.n)
+	for c := p.inflight.head; c != nil; c = c.next {
+		calls = append(calls, c)
+	}
+	return calls
+}
+
 // inFlight returns the call p made under id, if it is still open.
 func (p *peer) inFlight(id []byte) *call {
 	p.mu.Lock()

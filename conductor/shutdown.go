@@ -29,6 +29,16 @@ func (r *runner) beginStop(failed *peer, cause error) {
 	r.stopOnce.Do(func() { close(r.stopping) })
 }
 
+// tell records why the chain stops, when no component failed it; the
+// first reason stands.
+func (r *runner) tell(why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.told == nil {
+		r.told = why
+	}
+}
+
 // cause returns the failure that stopped the chain, if one did.
 func (r *runner) cause() (*peer, error) {
 	r.mu.Lock()
@@ -49,6 +59,7 @@ func (r *runner) isStopped() bool {
 //
 //  1. the client may start no more requests, and those in flight are
 //     answered as they finish, with whatever the chain sends before them;
+//     those left at the deadline, or at Abort, with the conductor's error;
 //  2. input is closed along the chain, and the components exit;
 //
 // then every process group still alive gets SIGTERM, and SIGKILL a moment
@@ -73,6 +84,9 @@ func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 	var out outcome
 	out.unanswered = r.drain(aborted, client, start.Add(grace))
 	out.aborted = aborted.Err() != nil
+	if out.unanswered > 0 {
+		r.abandonAll(client)
+	}
 	out.signalled = r.stopAll(aborted, start.Add(grace))
 	if r.bridge != nil {
 		r.bridge.Close()
@@ -128,26 +142,33 @@ func (r *runner) drain(stop context.Context, client *peer, deadline time.Time) i
 	}
 }
 
+// abandonAll answers the client's requests still in flight once the drain
+// is over, with the conductor's own error, before any component's input
+// closes: a proxy whose input ends answers what it passed on with an error
+// of its own, which knows less. An answer that comes later is dropped.
+func (r *runner) abandonAll(client *peer) {
+	for _, cl := range client.inFlightCalls() {
+		failCalls([]*call{cl}, r.stopError(cl.to))
+	}
+}
+
 // refusal is the answer to a request the client makes while the chain
 // stops: the failure that stopped it, if one did.
 func (r *runner) refusal() *wire.Error {
-	failed, cause := r.cause()
-	if failed != nil {
+	switch failed, cause := r.cause(); {
+	case failed != nil:
 		return goneError(failed, cause)
-	}
-	if cause == nil {
-		r.mu.Lock()
-		cause = r.told
-		r.mu.Unlock()
-	}
-	if cause != nil {
+	case cause != nil: // the chain's own, such as its watchdog's
 		return wire.Errorf(codeInternalError, "%v: %v", errStopped, cause)
 	}
-	return wire.Errorf(codeInternalError, "%v", errStopped)
+	return wire.Errorf(codeInternalError, "%s", r.stopReason())
 }
 
-// stopError is the answer to requests cut off by the shutdown: the failure
-// that caused it, if there was one, so the editor hears the real cause.
+// stopError is the answer to requests pending on p cut off by the
+// shutdown: the failure that caused it, if there was one, so the editor
+// hears the real cause; else why the conductor stops, and p, the one
+// component the conductor knows the request waited on (a proxy may have
+// passed it on), with how p is doing.
 func (r *runner) stopError(p *peer) *wire.Error {
 	switch failed, cause := r.cause(); {
 	case failed != nil:
@@ -155,7 +176,22 @@ func (r *runner) stopError(p *peer) *wire.Error {
 	case cause != nil: // the chain's own, such as its watchdog's
 		return wire.Errorf(codeInternalError, "%v: %v", errStopped, cause)
 	}
-	return goneError(p, errStopped)
+	e := wire.Errorf(codeInternalError, "%s; the request was waiting on %s", r.stopReason(), p.name)
+	if proc := p.proc(); proc != nil {
+		e = e.WithData(proc.describeExit())
+	}
+	return e
+}
+
+// stopReason says, when no failure stops the chain, that the conductor is
+// shutting down, and what told it to, if it knows.
+func (r *runner) stopReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.told != nil {
+		return fmt.Sprintf("%v: %v", errStopped, r.told)
+	}
+	return errStopped.Error()
 }
 
 // minEOF is how long components get to exit after their input closes when

@@ -3,6 +3,7 @@ package conductor
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -266,6 +267,77 @@ func TestAbortSkipsDrain(t *testing.T) {
 		t.Errorf("Run = %v after %v", err, took)
 	}
 	logs.wait(t, "1 request(s) from the client were still unanswered when it was told to stop at once")
+}
+
+// TestShutdownAnswersPending stops a chain while the agent holds a prompt
+// for good, through no proxy, a fake proxy and one built on the proxy
+// library, whose handler forwards the prompt (as context-injector's does)
+// and, once its input ends, answers it with an error of its own. However
+// the chain stops (the editor's input ending, or a signal and a second
+// one), the editor hears from the conductor that it is shutting down and
+// why, naming the one component it knows the prompt waited on, the first,
+// and none of the proxy's error.
+func TestShutdownAnswersPending(t *testing.T) {
+	for _, front := range []string{"", "proxy", "libproxy"} {
+		for _, stop := range []string{"input ends", "second signal"} {
+			t.Run(fmt.Sprintf("%s/%s", cmp.Or(front, "no proxy"), stop), func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				hold := filepath.Join(dir, "hold") // never released
+				if err := syscall.Mkfifo(hold, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				var proxies []Component
+				first := "agent"
+				if front != "" {
+					proxies, first = []Component{fake(t, dir, front, front)}, front
+				}
+				abort := make(chan struct{})
+				ctx, signal := context.WithCancelCause(context.Background())
+				defer signal(nil)
+				log, logs := watchLogs(t)
+				cfg := Config{
+					Proxies:     proxies,
+					Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_HOLD_PROMPT="+hold, "ACP_TEST_ANNOUNCE=1"),
+					GracePeriod: time.Second,
+					Logger:      log,
+				}
+				if stop == "second signal" {
+					cfg.GracePeriod, cfg.Abort = time.Minute, abort
+				}
+				e := startChainCtx(t, ctx, cfg)
+				e.send(initLine)
+				e.recvMsg()
+				e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+				e.recvMsg()
+				e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+				logs.wait(t, "fake: received session/prompt")
+				why := "the input from the client ended"
+				if stop == "second signal" {
+					why = "received SIGINT"
+					signal(errors.New(why))
+					logs.wait(t, "draining")
+					close(abort)
+				} else {
+					e.in.Close()
+				}
+				m := e.recvMsg()
+				var got struct {
+					Code    int
+					Message string
+					Data    struct{ Component, ExitStatus string }
+				}
+				json.Unmarshal(m.Error, &got)
+				want := "the conductor is shutting down: " + why + "; the request was waiting on " + first
+				if string(m.ID) != "2" || got.Code != int(codeInternalError) || got.Message != want || got.Data.Component != first || got.Data.ExitStatus == "" {
+					t.Errorf("prompt answered %s %s, want -32603 %q with %s's exit status", m.ID, m.Error, want, first)
+				}
+				if err, _ := e.stopped(); err != nil {
+					t.Errorf("Run = %v", err)
+				}
+			})
+		}
+	}
 }
 
 // TestFailureBeforeFirstRequest has the agent die before the editor sends

@@ -117,7 +117,7 @@ func TestRestartBackoffShutdown(t *testing.T) {
 	p.stdin.Close()
 	start := time.Now()
 	m := p.recv(t, ctx)
-	if string(m.ID) != "1" || m.Error == nil || !strings.Contains(string(m.Error), "crashloop: the conductor is shutting down") {
+	if string(m.ID) != "1" || m.Error == nil || !strings.Contains(string(m.Error), "the conductor is shutting down: the input from the client ended; the request was waiting on crashloop") {
 		t.Errorf("initialize answered %s, want an error naming crashloop", m.raw)
 	}
 	if err := p.cmd.Wait(); err != nil {
