@@ -184,6 +184,19 @@ func (w *logWatch) add(e zapcore.Entry) error {
 	return nil
 }
 
+// logged returns the messages logged so far that contain s.
+func (w *logWatch) logged(s string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var found []string
+	for _, m := range w.seen {
+		if strings.Contains(m, s) {
+			found = append(found, m)
+		}
+	}
+	return found
+}
+
 // wait returns once a message containing s has been logged, failing the
 // test after a generous bound rather than hanging.
 func (w *logWatch) wait(t *testing.T, s string) {

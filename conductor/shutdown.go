@@ -87,7 +87,7 @@ func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 	if out.unanswered > 0 {
 		r.abandonAll(client)
 	}
-	out.signalled = r.stopAll(aborted, start.Add(grace))
+	out.signalled, out.cutShort = r.stopAll(aborted, start.Add(grace))
 	if r.bridge != nil {
 		r.bridge.Close()
 	}
@@ -198,7 +198,8 @@ func (r *runner) stopReason() string {
 // draining took the whole grace period.
 const minEOF = 100 * time.Millisecond
 
-// stopAll stops every component and returns what had to be signalled.
+// stopAll stops every component and returns what had to be signalled, and
+// whether that was because stop was done before the deadline.
 // Input is closed along the chain, nearest the client first, each once its
 // predecessor has closed its output (what a proxy forwards on its way out
 // still reaches its successor), or all at once when the deadline passes.
@@ -206,7 +207,7 @@ const minEOF = 100 * time.Millisecond
 // groups, all at once, and SIGKILL after termBound. It returns when every
 // component has been reaped and its output read to the end, or after
 // bounds that nothing can stretch.
-func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
+func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signalled, cutShort bool) {
 	r.mu.Lock()
 	r.stopped = true // no restart from here on
 	r.mu.Unlock()
@@ -250,7 +251,7 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
 		}
 	}
 
-	var sent []signalled
+	cutShort = stop.Err() != nil
 	escalate := func(sig string, send func(*process), bound time.Duration) {
 		var left []*process
 		var names []string
@@ -289,7 +290,7 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) []signalled {
 	for _, p := range r.comps {
 		p.link.Load().endOutputs(outputs)
 	}
-	return sent
+	return sent, cutShort
 }
 
 // A signalled component is one that did not exit in time by itself.
@@ -300,6 +301,7 @@ type outcome struct {
 	unanswered  int
 	aborted     bool // told to stop at once before the drain was over
 	signalled   []signalled
+	cutShort    bool // told to stop at once before the components' time was up
 	clientStuck bool
 	took        time.Duration
 }
@@ -320,6 +322,8 @@ func (o outcome) log(log *zap.Logger, grace time.Duration) {
 	}
 	for _, s := range o.signalled {
 		switch {
+		case s.signal == "SIGTERM" && !killed[s.component] && o.cutShort:
+			problems = append(problems, fmt.Sprintf("%s was still running when the conductor was told to stop at once, and was stopped with SIGTERM", s.component))
 		case s.signal == "SIGTERM" && !killed[s.component]:
 			problems = append(problems, fmt.Sprintf("%s did not exit within the %v grace period and was stopped with SIGTERM", s.component, grace))
 		case s.signal == "SIGKILL":

@@ -276,7 +276,8 @@ func TestAbortSkipsDrain(t *testing.T) {
 // the chain stops (the editor's input ending, or a signal and a second
 // one), the editor hears from the conductor that it is shutting down and
 // why, naming the one component it knows the prompt waited on, the first,
-// and none of the proxy's error.
+// and none of the proxy's error. After a second signal the outcome says
+// the grace period was cut short, not that it was spent.
 func TestShutdownAnswersPending(t *testing.T) {
 	for _, front := range []string{"", "proxy", "libproxy"} {
 		for _, stop := range []string{"input ends", "second signal"} {
@@ -335,8 +336,57 @@ func TestShutdownAnswersPending(t *testing.T) {
 				if err, _ := e.stopped(); err != nil {
 					t.Errorf("Run = %v", err)
 				}
+				outcome := logs.logged("stopped: ")
+				if len(outcome) != 1 {
+					t.Fatalf("outcome %q, want one", outcome)
+				}
+				if stop == "second signal" {
+					if strings.Contains(outcome[0], "grace period") || !strings.Contains(outcome[0], "agent was still running when the conductor was told to stop at once, and was stopped with SIGTERM") {
+						t.Errorf("outcome %q, want the agent stopped with SIGTERM when told to stop at once", outcome[0])
+					}
+				}
 			})
 		}
+	}
+}
+
+// TestSecondSignalOutcome stops a chain whose components ignore the end of
+// their input, with nothing in flight, and then aborts (a second signal):
+// the outcome says that each component was stopped with SIGTERM because
+// the conductor was told to stop at once, not that the grace period, a
+// minute, ran out.
+func TestSecondSignalOutcome(t *testing.T) {
+	dir := t.TempDir()
+	abort := make(chan struct{})
+	ctx, signal := context.WithCancelCause(context.Background())
+	defer signal(nil)
+	log, logs := watchLogs(t)
+	e := startChainCtx(t, ctx, Config{
+		Proxies:     []Component{fake(t, dir, "p", "proxy", "ACP_TEST_IGNORE_EOF=1")},
+		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_IGNORE_EOF=1"),
+		GracePeriod: time.Minute,
+		Abort:       abort,
+		Logger:      log,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	signal(errors.New("received SIGINT"))
+	logs.wait(t, "draining")
+	close(abort)
+	if err, took := e.stopped(); err != nil || took > 10*time.Second {
+		t.Errorf("Run = %v after %v", err, took)
+	}
+	outcome := logs.logged("stopped: ")
+	if len(outcome) != 1 {
+		t.Fatalf("outcome %q, want one", outcome)
+	}
+	for _, name := range []string{"p", "agent"} {
+		if want := name + " was still running when the conductor was told to stop at once, and was stopped with SIGTERM"; !strings.Contains(outcome[0], want) {
+			t.Errorf("outcome %q, want %q", outcome[0], want)
+		}
+	}
+	if strings.Contains(outcome[0], "grace period") {
+		t.Errorf("outcome %q speaks of the grace period, which was cut short", outcome[0])
 	}
 }
 
