@@ -211,7 +211,7 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 	if err != nil {
 		p.log.Warn("dropped MCP input that is not one JSON-RPC message", zap.Error(err), zap.ByteString("line", clip(line)))
 		if !errors.Is(err, wire.ErrNotJSON) {
-			p.send(encodeError(nil, wire.Errorf(codeInvalidRequest, "%v", err)))
+			p.send(encodeError(wire.ParseErrorID(err), wire.Errorf(codeInvalidRequest, "%v", err)))
 		}
 		return
 	}

@@ -211,6 +211,27 @@ func TestMCPBridgedRefused(t *testing.T) {
 	}
 }
 
+// TestMCPBridgedBadInput: a bridged MCP client's line that is no JSON-RPC
+// 2.0 message is refused under the id of the request it would be, when
+// that can be read, and under null when it cannot.
+func TestMCPBridgedBadInput(t *testing.T) {
+	ed, _, declared := mcpChain(t, `{}`, BridgeStdio)
+	s := startShim(t, declared)
+	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}}`)
+	connect := ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"result":{"connectionId":"c1"}}`)
+	ed.recvMsg() // the client's initialize, on the connection
+	for _, tc := range []struct{ in, want string }{
+		{`{"id":5,"method":"tools/list"}`, `{"jsonrpc":"2.0","id":5,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}}`},
+		{`{"id":6,"result":{}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}}`},
+	} {
+		s.send(tc.in)
+		if got := string(s.recvLine()); got != tc.want {
+			t.Errorf("%s: got\n%s\nwant\n%s", tc.in, got, tc.want)
+		}
+	}
+}
+
 // TestMCPBridgedRefusedOversize: a bridged client whose connection the
 // owner refused, and whose first message is too long to keep, is answered
 // at once, as the chain answers one: each request of an over-long batch
