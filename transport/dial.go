@@ -3,10 +3,14 @@ package transport
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -79,9 +83,88 @@ func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
 		return newHTTPClient(u.String(), opts), nil
 	}
 	if refused {
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			return nil, refusal(u, resp, opts.Header)
+		}
 		return nil, fmt.Errorf("%s: %s", display(u), resp.Status)
 	}
 	return nil, fmt.Errorf("%s: %w", display(u), err)
+}
+
+// A RefusedError is a server's refusal of a connection for its credentials
+// (401) or its rights (403), which its user can mend, unlike most failures
+// to connect: its message says so plainly, and never holds the token.
+type RefusedError struct {
+	URL    string // as display shows it: no password, query or fragment
+	Status string // "401 Unauthorized"
+	Code   int
+	// Token reports whether the request carried an Authorization header.
+	Token bool
+	// Reason is what a 403's body says, on one line, shortened, without
+	// the request's header values: the causes of a 403 vary (serve's is a
+	// Host or Origin it does not serve), a 401's do not.
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	status := e.Status
+	if e.Reason != "" {
+		status += ": " + e.Reason
+	}
+	switch {
+	case e.Code == http.StatusUnauthorized && e.Token:
+		return fmt.Sprintf("%s: the server refused the token (%s)", e.URL, status)
+	case e.Code == http.StatusUnauthorized:
+		return fmt.Sprintf("%s: the server wants a token (%s)", e.URL, status)
+	case e.Token:
+		return fmt.Sprintf("%s: the server refused the token or the request (%s)", e.URL, status)
+	}
+	return fmt.Sprintf("%s: the server refused the request (%s)", e.URL, status)
+}
+
+// refusal describes resp, a 401 or 403 answer to a request with the
+// headers hdr.
+func refusal(u *url.URL, resp *http.Response, hdr http.Header) *RefusedError {
+	e := &RefusedError{URL: display(u), Status: resp.Status, Code: resp.StatusCode, Token: hdr.Get("Authorization") != ""}
+	if resp.StatusCode == http.StatusForbidden && resp.Body != nil {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		line, _, _ := strings.Cut(string(b), "\n")
+		e.Reason = shorten(redactHeaders(line, hdr), 80)
+	}
+	return e
+}
+
+// redactHeaders removes from s every word of a header value long enough to
+// be a credential, lest a server that echoes what it refused have it shown.
+func redactHeaders(s string, hdr http.Header) string {
+	for _, vs := range hdr {
+		for _, v := range vs {
+			for _, w := range strings.Fields(v) {
+				if len(w) >= 8 {
+					s = strings.ReplaceAll(s, w, "[redacted]")
+				}
+			}
+		}
+	}
+	return s
+}
+
+// shorten returns s printable and trimmed, cut on a character boundary
+// past max bytes and marked there.
+func shorten(s string, max int) string {
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, "")))
+	if len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max] + "..."
 }
 
 // display is u for messages: no password, query or fragment, which may hold

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -205,7 +206,12 @@ func (c *httpClient) initialize(ctx context.Context, m *wire.Message) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		c.fail(statusError("initialize", resp))
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			u, _ := url.Parse(c.url) // it is a URL's String
+			c.fail(fmt.Errorf("initialize: %w", refusal(u, resp, c.hdr)))
+		} else {
+			c.fail(statusError("initialize", resp))
+		}
 		return c.err
 	}
 	id := resp.Header.Get(HeaderConnectionID)

@@ -323,6 +323,45 @@ func TestGuard(t *testing.T) {
 	}
 }
 
+// TestDialRefused: a server's refusal of the credentials is a
+// RefusedError, over a WebSocket and at a Streamable HTTP initialize alike,
+// that says plainly what was refused and whether a token was sent, and
+// never holds a header's value, even where the server echoes it.
+func TestDialRefused(t *testing.T) {
+	_, u := newTestServer(t, &Guard{Token: "s3cret-token", Loopback: true})
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "forbidden: "+strings.TrimSpace(r.Header.Get("Authorization")+" \x1b[31mhas no access\nsecond line"), http.StatusForbidden)
+	}))
+	defer echo.Close()
+	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+	ws := "ws" + strings.TrimPrefix(u, "http")
+	for _, tc := range []struct {
+		name, url string
+		opts      DialOptions
+		want      string
+	}{
+		{"ws, no token", ws, DialOptions{}, ws + ": the server wants a token (401 Unauthorized)"},
+		{"ws, wrong token", ws, DialOptions{Header: bearer("wrong-token")}, ws + ": the server refused the token (401 Unauthorized)"},
+		{"http, no token", u, DialOptions{StreamableHTTP: true}, "initialize: " + u + ": the server wants a token (401 Unauthorized)"},
+		{"http, wrong token", u, DialOptions{StreamableHTTP: true, Header: bearer("wrong-token")}, "initialize: " + u + ": the server refused the token (401 Unauthorized)"},
+		{"ws, 403 echoing the token", "ws" + strings.TrimPrefix(echo.URL, "http"), DialOptions{Header: bearer("wrong-token")},
+			"ws" + strings.TrimPrefix(echo.URL, "http") + ": the server refused the token or the request (403 Forbidden: forbidden: Bearer [redacted] [31mhas no access)"},
+		{"http, 403 without a token", echo.URL, DialOptions{StreamableHTTP: true}, "initialize: " + echo.URL + ": the server refused the request (403 Forbidden: forbidden: [31mhas no access)"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := Dial(ctx, tc.url, tc.opts)
+		if err == nil { // Streamable HTTP: refused at initialize
+			err = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+			c.Close()
+		}
+		cancel()
+		refused, ok := errors.AsType[*RefusedError](err)
+		if !ok || err.Error() != tc.want || refused.Token != (tc.opts.Header != nil) {
+			t.Errorf("%s: %v (%T)\nwant %s", tc.name, err, err, tc.want)
+		}
+	}
+}
+
 // TestMaxConnections: a connection beyond the bound is refused with 503,
 // over either profile, and a slot frees when a connection ends.
 func TestMaxConnections(t *testing.T) {

@@ -109,6 +109,9 @@ func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duratio
 	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval, HTTPClient: client, MaxMessageBytes: maxBytes})
 	cancel()
 	if err != nil {
+		if refused, ok := refusedError(err); ok {
+			return refused
+		}
 		return fmt.Errorf("connecting to %w", err) // the error starts with the URL
 	}
 	defer c.Close()
@@ -152,6 +155,9 @@ func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duratio
 		if errors.Is(err, io.EOF) {
 			return nil // the conductor is done with the component
 		}
+		if refused, ok := refusedError(err); ok { // over Streamable HTTP, at initialize
+			return refused
+		}
 		return fmt.Errorf("connection to %s lost: %w", redact(url), err)
 	case err := <-lost:
 		if errors.Is(err, io.EOF) {
@@ -161,6 +167,22 @@ func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duratio
 	case <-ctx.Done():
 		return nil
 	}
+}
+
+// refusedError reports a server's refusal of the credentials in err, the
+// line of stderr that the editor is shown (the conductor's error for the
+// component carries it): plainly, with where the token is set, and whether
+// it was. The token itself is never in it.
+func refusedError(err error) (error, bool) {
+	r, ok := errors.AsType[*transport.RefusedError](err)
+	if !ok {
+		return nil, false
+	}
+	hint := "set " + config.EnvRemoteToken + " or the component's headers"
+	if !r.Token {
+		hint = "no token was set: " + hint
+	}
+	return fmt.Errorf("connecting to %w; %s", r, hint), true
 }
 
 func trimEOL(b []byte) []byte {

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -94,6 +96,56 @@ func TestRemoteConnectMessageLimit(t *testing.T) {
 		got, code := strings.TrimSpace(line) == big, cmd.ProcessState.ExitCode()
 		if got != tc.ok || (!tc.ok && (code != 1 || !strings.Contains(stderr.String(), url))) {
 			t.Errorf("%q: got the message %v, exit %d, stderr %q; want the message %v", tc.flags, got, code, stderr.String(), tc.ok)
+		}
+	}
+}
+
+// TestRemoteRefused: when serve refuses the credentials, the editor's
+// error, which carries the last line of remote-connect's stderr, says so
+// plainly, says where the token is set and whether it was, and holds no
+// token; over both profiles, for a token from the environment and for a
+// chain file's headers.
+func TestRemoteRefused(t *testing.T) {
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=right-token-123"}, "--", shellQuote(demo)+" sample-agent")
+	const (
+		wrong  = "the server refused the token (401 Unauthorized); set ACP_CONDUCTOR_REMOTE_TOKEN or the component's headers"
+		none   = "the server wants a token (401 Unauthorized); no token was set: set ACP_CONDUCTOR_REMOTE_TOKEN or the component's headers"
+		origin = "the server refused the token or the request (403 Forbidden: forbidden Origin); set ACP_CONDUCTOR_REMOTE_TOKEN or the component's headers"
+	)
+	for _, scheme := range []string{"ws", "http"} {
+		url := scheme + strings.TrimPrefix(u, "http")
+		chain := func(headers string) string {
+			return writeFile(t, "chain.yaml", "agent:\n  url: "+url+"\n  headers: "+headers+"\n")
+		}
+		for _, tc := range []struct {
+			name string
+			env  []string
+			args []string
+			want string
+		}{
+			{"wrong token", []string{"ACP_CONDUCTOR_REMOTE_TOKEN=wrong-token-456"}, []string{url}, wrong},
+			{"no token", nil, []string{url}, none},
+			{"blank token", []string{"ACP_CONDUCTOR_REMOTE_TOKEN= "}, []string{url}, none},
+			{"wrong header", nil, []string{"--config", chain(`{Authorization: "Bearer wrong-token-456"}`)}, wrong},
+			{"forbidden origin", nil, []string{"--config", chain(`{Authorization: "Bearer right-token-123", Origin: "https://elsewhere.example"}`)}, origin},
+		} {
+			t.Run(scheme+" "+tc.name, func(t *testing.T) {
+				r := acp(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`+"\n",
+					tc.env, append([]string{"agent"}, tc.args...)...)
+				var resp struct {
+					Error struct{ Message string }
+				}
+				json.Unmarshal([]byte(r.stdout), &resp)
+				want := fmt.Sprintf(`component %q ended unexpectedly (exit status 1): acp-conductor: connecting to %s: %s`, url, url, tc.want)
+				if resp.Error.Message != want || r.code != 1 {
+					t.Errorf("exit %d, message\n%s\nwant exit 1, message\n%s\nstdout: %s\nstderr:\n%s\nserve:\n%s", r.code, resp.Error.Message, want, r.stdout, r.stderr, log)
+				}
+				for _, tok := range []string{"wrong-token-456", "right-token-123"} {
+					if strings.Contains(r.stdout+r.stderr, tok) {
+						t.Errorf("a token is shown:\nstdout: %s\nstderr:\n%s", r.stdout, r.stderr)
+					}
+				}
+			})
 		}
 	}
 }
