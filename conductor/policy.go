@@ -29,7 +29,7 @@ func (r *runner) linkEnded(p *peer, l *link) {
 	// Its output is closed; give its exit status and the rest of its stderr
 	// a moment to arrive, so that the report carries them.
 	l.proc.awaitReport()
-	r.componentFailed(p, fmt.Errorf("component %q ended unexpectedly (%s)", p.name, l.proc.describeExit().Status))
+	r.componentFailed(p, endedError(p.name, l.proc.describeExit()))
 }
 
 // componentFailed applies p's failure policy: everything pending on it is
@@ -301,7 +301,7 @@ func (r *runner) awaitReplay(p *peer, l *link, answered <-chan struct{}) {
 	case <-r.stopping:
 	case <-t.C:
 		if p.link.Load() == l {
-			r.componentFailed(p, fmt.Errorf("component %q did not answer the replayed initialize within %v", p.name, timeout))
+			r.componentFailed(p, named(p.name, fmt.Errorf("component %q did not answer the replayed initialize within %v", p.name, timeout)))
 		}
 	}
 }

@@ -404,7 +404,8 @@ func componentName(c Component) string {
 }
 
 func startError(c Component, err error) error {
-	return fmt.Errorf("component %q: start %s: %w", componentName(c), c.Command, err)
+	name := componentName(c)
+	return named(name, fmt.Errorf("component %q: start %s: %w", name, c.Command, err))
 }
 
 // stripTerminal removes what is meant for a terminal from a line of a

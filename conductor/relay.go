@@ -501,8 +501,13 @@ func encodeError(id json.RawMessage, e *wire.Error) []byte {
 	return append(wire.ErrorResponse(id, e).Append(nil), '\n')
 }
 
+// goneError is the answer to requests that p can no longer answer, for
+// cause: a message that names p, once, and data that says how it ended.
 func goneError(p *peer, cause error) *wire.Error {
 	e := wire.Errorf(codeInternalError, "%s: %v", p.name, cause)
+	if n, ok := errors.AsType[*namedError](cause); ok && n.name == p.name {
+		e = wire.Errorf(codeInternalError, "%v", cause)
+	}
 	if proc := p.proc(); proc != nil {
 		e = e.WithData(proc.describeExit())
 	}
@@ -544,7 +549,7 @@ func (c *chain) startInitTimer() {
 	c.initTimer = time.AfterFunc(c.initTimeout, func() {
 		for pos := len(c.peers) - 1; pos > 0; pos-- {
 			if p := c.peers[pos]; p.proc() != nil && p.pendingInitialize() {
-				c.failed(p, fmt.Errorf("component %q did not answer initialize within %v", p.name, c.initTimeout))
+				c.failed(p, named(p.name, fmt.Errorf("component %q did not answer initialize within %v", p.name, c.initTimeout)))
 				return
 			}
 		}

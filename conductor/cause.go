@@ -1,0 +1,109 @@
+package conductor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A namedError is a failure whose message names its component already, so
+// that goneError, which names the component it reports, does not name it
+// twice.
+type namedError struct {
+	name string
+	err  error
+}
+
+func (e *namedError) Error() string { return e.err.Error() }
+func (e *namedError) Unwrap() error { return e.err }
+
+// named marks err, whose message names the component name.
+func named(name string, err error) error { return &namedError{name: name, err: err} }
+
+// endedError is the failure of a component whose output ended while it was
+// still wanted. Editors show an error's message, not its data, so the
+// message carries, besides the exit status, the line of the component's
+// stderr that most likely says why it ended.
+func endedError(name string, exit exitError) error {
+	msg := fmt.Sprintf("component %q ended unexpectedly (%s)", name, exit.Status)
+	if why := stderrCause(exit.Stderr); why != "" {
+		msg += ": " + why
+	}
+	return named(name, errors.New(msg))
+}
+
+// maxCause bounds the stderr line an error's message carries.
+const maxCause = 200
+
+// stderrCause picks, from the last lines of a component's stderr, the one
+// that most likely says why it ended: a Go panic's first line; otherwise
+// the last line that is not blank nor part of a stack trace (indented, as
+// Node's, Python's, Java's and Go's frames are) nor a runtime's trailer
+// after one; otherwise the last line that is not blank. It returns it on
+// one line, without control characters, cut to maxCause bytes.
+func stderrCause(lines []string) string {
+	pick := ""
+	if i := goroutineHeader(lines); i >= 0 {
+		for _, l := range lines[:i] {
+			if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+				pick = l
+				break
+			}
+		}
+	}
+	for i := len(lines) - 1; i >= 0 && pick == ""; i-- {
+		if l := lines[i]; strings.TrimSpace(l) != "" && !traceLine(l) {
+			pick = l
+		}
+	}
+	for i := len(lines) - 1; i >= 0 && pick == ""; i-- {
+		pick = strings.TrimSpace(lines[i])
+	}
+	return oneLine(pick, maxCause)
+}
+
+// goroutineHeader returns the index of the first "goroutine N [...]:" of a
+// Go stack trace in lines, or -1.
+func goroutineHeader(lines []string) int {
+	for i, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "goroutine "); ok && strings.HasSuffix(l, "]:") &&
+			rest != "" && rest[0] >= '0' && rest[0] <= '9' {
+			return i
+		}
+	}
+	return -1
+}
+
+// traceLine reports whether l is a stack frame or what a runtime prints
+// after a trace rather than a cause.
+func traceLine(l string) bool {
+	return l[0] == ' ' || l[0] == '\t' ||
+		strings.HasPrefix(l, "Node.js v") ||
+		strings.HasPrefix(l, "note: run with `RUST_BACKTRACE=")
+}
+
+// oneLine returns s trimmed, without control or bidirectional formatting
+// characters (a tab becomes a space) or invalid UTF-8, and no longer than
+// max bytes, cut on a character boundary and marked by "...".
+func oneLine(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r), r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+	s = strings.TrimSpace(s)
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.TrimSpace(s[:cut]) + "..."
+}

@@ -1,0 +1,93 @@
+package conductor
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// TestFailureMessage: the editor's error for a component that ended names
+// it once and says, after its exit status, the stderr line that most
+// likely gives the cause, since editors show the message and not the data;
+// the data still has every line.
+func TestFailureMessage(t *testing.T) {
+	long := strings.Repeat("é", 150) // 300 bytes
+	tests := []struct {
+		name, script, want string
+		initTimeout        time.Duration
+	}{
+		{"last line", `echo starting >&2; echo boom >&2; echo >&2; exit 2`,
+			`component "sh" ended unexpectedly (exit status 2): boom`, 0},
+		{"no stderr", `exit 3`,
+			`component "sh" ended unexpectedly (exit status 3)`, 0},
+		{"node trace", `printf 'file.js:1\nthrow e\n^\n\nError: 401 Unauthorized\n    at f (file.js:1:7)\n    at g (file.js:2:1)\n\nNode.js v22.3.0\n' >&2; exit 1`,
+			`component "sh" ended unexpectedly (exit status 1): Error: 401 Unauthorized`, 0},
+		{"terminal escapes", `printf '\033[31merror:\033[0m\tconnection refused\r\n' >&2; exit 1`,
+			`component "sh" ended unexpectedly (exit status 1): error: connection refused`, 0},
+		{"long line", `echo ` + long + ` >&2; exit 1`,
+			`component "sh" ended unexpectedly (exit status 1): ` + strings.Repeat("é", 98) + `...`, 0},
+		{"init timeout", `echo waiting >&2; exec sleep 30`,
+			`component "sh" did not answer initialize within 200ms`, 200 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startChain(t, Config{Agent: Component{Command: "sh", Args: []string{"-c", tt.script}}, InitTimeout: tt.initTimeout, GracePeriod: 100 * time.Millisecond})
+			e.send(initLine)
+			m := e.recvMsg()
+			var got wire.Error
+			if err := json.Unmarshal(m.Error, &got); err != nil {
+				t.Fatalf("initialize answered %s %s, want an error", m.Result, m.Error)
+			}
+			if got.Message != tt.want {
+				t.Errorf("message %q\nwant    %q", got.Message, tt.want)
+			}
+			var data exitError
+			if err := json.Unmarshal(got.Data, &data); err != nil || data.Component != "sh" || data.Status == "" ||
+				(tt.name == "last line" && strings.Join(data.Stderr, "|") != "starting|boom|") {
+				t.Errorf("data %s, want the component, its status and stderr", got.Data)
+			}
+		})
+	}
+}
+
+func TestStderrCause(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"none", nil, ""},
+		{"blank", []string{"", "  "}, ""},
+		{"last", []string{"listening", "boom", "", " "}, "boom"},
+		{"go panic", []string{"panic: boom", "", "goroutine 1 [running]:", "main.main()", "\t/src/main.go:5 +0x18", "exit status 2"}, "panic: boom"},
+		{"go fatal error", []string{"fatal error: all goroutines are asleep - deadlock!", "", "goroutine 1 [chan receive]:", "main.main()", "\t/src/main.go:4 +0x1d"}, "fatal error: all goroutines are asleep - deadlock!"},
+		{"goroutine header without panic", []string{"goroutine 1 [running]:", "main.main()", "\t/src/main.go:5 +0x18"}, "main.main()"},
+		{"python", []string{"Traceback (most recent call last):", `  File "a.py", line 1, in <module>`, "    raise ValueError('boom')", "ValueError: boom"}, "ValueError: boom"},
+		{"java", []string{`Exception in thread "main" java.lang.IllegalStateException: boom`, "\tat Main.main(Main.java:3)"}, `Exception in thread "main" java.lang.IllegalStateException: boom`},
+		{"rust", []string{"thread 'main' panicked at src/main.rs:2:5:", "boom", "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace"}, "boom"},
+		{"only frames", []string{"    at a (x.js:1:1)", "    at b (x.js:2:1)"}, "at b (x.js:2:1)"},
+		{"control characters", []string{"a\x00b\x1b[0m\tc\u202ed\x7f\u0085e"}, "ab[0m cde"},
+		{"invalid UTF-8", []string{"bad \xff\xfe byte"}, "bad  byte"},
+	}
+	for _, tt := range tests {
+		if got := stderrCause(tt.lines); got != tt.want {
+			t.Errorf("%s: stderrCause = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestOneLineBound: a long line is cut to the bound on a character
+// boundary, and marked.
+func TestOneLineBound(t *testing.T) {
+	for _, s := range []string{strings.Repeat("x", 500), strings.Repeat("é", 500), "x" + strings.Repeat("😀", 100), strings.Repeat("y", maxCause)} {
+		got := oneLine(s, maxCause)
+		if len(got) > maxCause || !utf8.ValidString(got) || !strings.HasPrefix(s, strings.TrimSuffix(got, "...")) ||
+			(len(s) > maxCause) != strings.HasSuffix(got, "...") || len(got) < maxCause-len("...")-utf8.UTFMax {
+			t.Errorf("oneLine(%.20q... %d bytes) = %q (%d bytes)", s, len(s), got, len(got))
+		}
+	}
+}
