@@ -315,23 +315,51 @@ func TestComponentFailure(t *testing.T) {
 
 // TestBadInput checks that garbage from the editor is answered and garbage
 // from a component is dropped, and that the chain keeps working after both.
+// What would be a request is answered under its id, as it came, when that
+// can be read (JSON-RPC 2.0 answers null only when it cannot); a malformed
+// response never is, lest the answer pass for one to the editor's own
+// request.
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	e := startChain(t, Config{
 		Proxies: []Component{fake(t, dir, "noisy", "proxy", "ACP_TEST_STRAY=1")},
 		Agent:   fake(t, dir, "agent", "streamer"),
 	})
-	for _, tc := range []struct{ in, code string }{
-		{`this is not json`, `-32700`},
-		{`{"jsonrpc":"2.0","id":3}`, `-32600`},
-		{`[1,2`, `-32700`},
-		{`"just a string"`, `-32600`},
+	for _, tc := range []struct{ in, id, code string }{
+		{`this is not json`, `null`, `-32700`},
+		{`{"jsonrpc":"2.0","id":3}`, `null`, `-32600`},
+		{`[1,2`, `null`, `-32700`},
+		{`"just a string"`, `null`, `-32600`},
+		// What would be a request: its id, as it came.
+		{`{"id":5,"method":"x"}`, `5`, `-32600`},
+		{`{"jsonrpc":"1.0","id":"a","method":"session/new","params":{}}`, `"a"`, `-32600`},
+		{`{"jsonrpc":"2.0","id":7,"method":3}`, `7`, `-32600`},
+		{`{"jsonrpc":"2.0","method":"","id":8}`, `8`, `-32600`},
+		{`{"id":5.0,"method":"x"}`, `5.0`, `-32600`},
+		{`{"id":"\u0061","method":"x"}`, `"\u0061"`, `-32600`},
+		{`{"id":1,"method":"x","id":-2e3}`, `-2e3`, `-32600`},
+		{`{"id":null,"method":"x"}`, `null`, `-32600`},
+		// An id that cannot be read, or no request.
+		{`{"jsonrpc":"2.0","id":{"n":5},"method":"x"}`, `null`, `-32600`},
+		{`{"jsonrpc":"2.0","id":true,"method":"x"}`, `null`, `-32600`},
+		{`{"method":"session/cancel"}`, `null`, `-32600`},
+		{`{"id":5,"method":"x"`, `null`, `-32700`},
+		{`{"id":5,"method":"x"} 1`, `null`, `-32700`},
+		// A malformed response.
+		{`{"id":5,"result":{}}`, `null`, `-32600`},
+		{`{"jsonrpc":"2.0","id":5,"method":"x","result":{}}`, `null`, `-32600`},
 	} {
 		e.send(tc.in)
 		m := e.recvMsg()
-		if string(m.ID) != "null" || !strings.Contains(string(m.Error), `"code":`+tc.code) {
-			t.Errorf("%s: got id %s error %s, want id null code %s", tc.in, m.ID, m.Error, tc.code)
+		if string(m.ID) != tc.id || !strings.Contains(string(m.Error), `"code":`+tc.code) {
+			t.Errorf("%s: got id %s error %s, want id %s code %s", tc.in, m.ID, m.Error, tc.id, tc.code)
 		}
+	}
+	// In a batch, each entry is answered alike.
+	e.send(`[{"id":6,"method":"x"},{"id":9,"result":{}}]`)
+	if got, want := e.recv(), `[{"jsonrpc":"2.0","id":6,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}},`+
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}}]`; got != want {
+		t.Errorf("batch: got\n%s\nwant\n%s", got, want)
 	}
 	e.send(`{"jsonrpc":"2.0","id":9,"method":"proxy/successor","params":{"method":"x"}}`)
 	if m := e.recvMsg(); !strings.Contains(string(m.Error), `"code":-32601`) {

@@ -348,7 +348,8 @@ func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch
 }
 
 // badInput deals with a line that is not a JSON-RPC message. The client is
-// told, as JSON-RPC requires; a component's stray output is logged and
+// told, as JSON-RPC requires, under the id of what would be a request if
+// it can be read (else null); a component's stray output is logged and
 // dropped, so one print statement cannot break the chain.
 func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) {
 	if pos != 0 {
@@ -356,7 +357,7 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 		return
 	}
 	from.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
-	answer(from, b, encodeError(nil, wire.ParseError(err)))
+	answer(from, b, encodeError(wire.ParseErrorID(err), wire.ParseError(err)))
 }
 
 // oversize deals with a message that was too long to keep. A request is

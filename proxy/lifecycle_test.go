@@ -259,16 +259,27 @@ func TestCallContextDone(t *testing.T) {
 	}
 }
 
-// Input that is not JSON-RPC is refused as JSON-RPC asks, and the proxy
-// carries on.
+// Input that is not JSON-RPC is refused as JSON-RPC asks, under the id of
+// what would be a request if it can be read, and the proxy carries on.
 func TestMalformedInput(t *testing.T) { synctest.Test(t, testMalformedInput) }
 
 func testMalformedInput(t *testing.T) {
 	c := serve(t, &proxy.Proxy{})
-	c.send(`not json`)
-	c.expectError("null", -32700)
-	c.send(`{"jsonrpc":"2.0","id":1}`)
-	c.expectError("null", -32600)
+	for _, tc := range []struct {
+		in, id string
+		code   int
+	}{
+		{`not json`, "null", -32700},
+		{`{"jsonrpc":"2.0","id":1}`, "null", -32600},
+		{`{"id":5,"method":"session/new","params":{}}`, "5", -32600},
+		{`{"jsonrpc":"2.0","id":"s","method":7}`, `"s"`, -32600},
+		{`{"jsonrpc":"2.0","id":[5],"method":"x"}`, "null", -32600},
+		{`{"id":5,"result":{}}`, "null", -32600}, // a response's id is the proxy's own
+		{`{"id":5,"method":"x"`, "null", -32700},
+	} {
+		c.send(tc.in)
+		c.expectError(tc.id, tc.code)
+	}
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"params":{}}}`)
 	c.expectError("2", -32602)
 	c.send(`{"jsonrpc":"2.0","id":99,"result":{}}`) // answers nothing: dropped

@@ -30,7 +30,8 @@ func (c *Conn) read(ctx context.Context, ch *wire.LineChannel) error {
 		}
 		if err := wire.ParseInto(&m, line); err != nil {
 			c.log.Warn("rejected input", "error", err)
-			c.send(wire.ErrorResponse(nil, wire.ParseError(err)))
+			// Under the id of what would be a request, if it can be read.
+			c.send(wire.ErrorResponse(wire.ParseErrorID(err), wire.ParseError(err)))
 			continue
 		}
 		c.dispatch(&m)

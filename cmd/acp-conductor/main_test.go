@@ -246,6 +246,20 @@ func TestChainErrors(t *testing.T) {
 	}
 }
 
+// TestInvalidRequestAnswered: the editor hears of a line that is no
+// JSON-RPC 2.0 message under the id of the request it would be, when that
+// can be read, so that a caller waiting on that id is answered; and under
+// null when it cannot.
+func TestInvalidRequestAnswered(t *testing.T) {
+	in := `{"id":5,"method":"initialize","params":{}}` + "\n" + `{"id":6,"method":"x"` + "\n"
+	r := acp(t, in, nil, "agent", shellQuote(demo)+" sample-agent")
+	want := `{"jsonrpc":"2.0","id":5,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}}` + "\n" +
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"not valid JSON"}}` + "\n"
+	if r.stdout != want || r.code != 0 {
+		t.Errorf("exit %d, stdout\n%s\nwant exit 0, stdout\n%s\nstderr:\n%s", r.code, r.stdout, want, r.stderr)
+	}
+}
+
 // TestAgentServes runs a real chain of the demo's samples and checks that
 // stdout carries only protocol messages while debug logs go to stderr.
 func TestAgentServes(t *testing.T) {

@@ -45,7 +45,8 @@ func (m *Message) IsNotification() bool { return m.Method != "" && m.ID == nil }
 func (m *Message) IsResponse() bool { return m.Method == "" }
 
 // Errors returned by Parse. ErrNotJSON maps to JSON-RPC -32700 and
-// ErrNotJSONRPC to -32600.
+// ErrNotJSONRPC to -32600; an object that is no message comes as an
+// *InvalidError, which wraps ErrNotJSONRPC and may say the id to answer.
 var (
 	ErrNotJSON    = errors.New("not valid JSON")
 	ErrNotJSONRPC = errors.New("not a JSON-RPC 2.0 message")
@@ -159,30 +160,60 @@ func ParseInto(m *Message, data []byte) error {
 	if !onlySpace(data, i) {
 		return ErrNotJSON
 	}
-	if said&badMethod != 0 {
-		return fmt.Errorf("%w: method is not a string", ErrNotJSONRPC)
-	}
 	if said&(hasResult|hasError) == hasResult|hasError && string(m.Error) == "null" {
 		// A result with "error": null, as some encoders write a
 		// response: the result is the answer.
 		m.Error, said = nil, said&^hasError|odd
 	}
 	method, answer := said&hasMethod != 0, said&(hasResult|hasError) != 0
+	var why string
 	switch {
+	case said&badMethod != 0:
+		why = "method is not a string"
 	case said&goodVersion == 0:
-		return fmt.Errorf(`%w: "jsonrpc" must be "2.0"`, ErrNotJSONRPC)
+		why = `"jsonrpc" must be "2.0"`
 	case method && answer:
-		return fmt.Errorf("%w: both method and result/error", ErrNotJSONRPC)
+		why = "both method and result/error"
 	case method && m.Method == "":
-		return fmt.Errorf("%w: empty method", ErrNotJSONRPC)
+		why = "empty method"
 	case !method && !answer:
-		return fmt.Errorf("%w: no method, result or error", ErrNotJSONRPC)
+		why = "no method, result or error"
 	case !method && m.ID == nil:
-		return fmt.Errorf("%w: response without id", ErrNotJSONRPC)
+		why = "response without id"
 	case m.ID != nil && !validID(m.ID):
-		return fmt.Errorf("%w: id must be a string, number or null", ErrNotJSONRPC)
+		why = "id must be a string, number or null"
+	default:
+		m.plain = said&odd == 0
+		return nil
 	}
-	m.plain = said&odd == 0
+	e := &InvalidError{Reason: why}
+	if method && !answer && m.ID != nil && validID(m.ID) {
+		e.ID = m.ID // what would be a request: its answer can name it
+	}
+	return e
+}
+
+// An InvalidError is JSON that Parse refused as no JSON-RPC 2.0 message;
+// it wraps ErrNotJSONRPC.
+type InvalidError struct {
+	Reason string
+	// ID is the id of what would be a request (a method, no result or
+	// error) as it came, if it is one JSON-RPC allows: JSON-RPC 2.0
+	// answers an invalid request with null only when its id cannot be
+	// read. It is nil otherwise, for a malformed response too, whose id
+	// is the caller's own and must not look answered.
+	ID json.RawMessage
+}
+
+func (e *InvalidError) Error() string { return ErrNotJSONRPC.Error() + ": " + e.Reason }
+func (e *InvalidError) Unwrap() error { return ErrNotJSONRPC }
+
+// ParseErrorID returns the id to answer a line Parse refused with err:
+// that of what would be a request (see InvalidError), or nil for null.
+func ParseErrorID(err error) json.RawMessage {
+	if e, ok := errors.AsType[*InvalidError](err); ok {
+		return e.ID
+	}
 	return nil
 }
 

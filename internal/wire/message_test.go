@@ -53,6 +53,44 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseErrorID: a line Parse refuses is answered under the id of what
+// would be a request, as it came, when the id can be read; under null when
+// it cannot, when the line is not JSON, and for what would be a response,
+// whose id is its receiver's own.
+func TestParseErrorID(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"id":5,"method":"x"}`, `5`},
+		{`{"jsonrpc":"1.0","method":"x","id":"a"}`, `"a"`},
+		{`{"jsonrpc":"2.0","id":5,"method":3}`, `5`},
+		{`{"jsonrpc":"2.0","id":5,"method":""}`, `5`},
+		{`{"id":5.0,"method":"x","params":{}}`, `5.0`},
+		{`{"id":"\u0061","method":"x"}`, `"\u0061"`},
+		{`{"id":1,"method":"x","id":2}`, `2`},
+		{`{"i\u0064":7,"method":"x"}`, `7`},
+		{`{"id":null,"method":"x"}`, `null`},
+		{`{"id":true,"method":"x"}`, ``},
+		{`{"id":[5],"method":"x"}`, ``},
+		{`{"method":"x"}`, ``},
+		{`{"jsonrpc":"2.0","id":5}`, ``},
+		{`{"id":5,"result":1}`, ``},
+		{`{"id":5,"error":{"code":1,"message":"m"}}`, ``},
+		{`{"jsonrpc":"2.0","id":5,"method":"x","result":1}`, ``},
+		{`{"id":5,"method":"x"`, ``},
+		{`{"id":5,"method":"x"}}`, ``},
+		{`[{"id":5,"method":"x"}]`, ``},
+		{`5`, ``},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.in))
+		if err == nil {
+			t.Fatalf("Parse(%s) accepted it", tt.in)
+		}
+		if got := ParseErrorID(err); string(got) != tt.want {
+			t.Errorf("ParseErrorID(Parse(%s)) = %s, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestParsePlain(t *testing.T) {
 	tests := []struct {
 		in   string
