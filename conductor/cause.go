@@ -43,25 +43,27 @@ const maxCause = 200
 // Node's, Python's, Java's and Go's frames are) nor a runtime's trailer
 // after one; otherwise the last line that is not blank. It returns it on
 // one line, without control characters, cut to maxCause bytes.
+// A line is blank if nothing is left of it on one line: a line of NULs or
+// escape codes says no more than an empty one.
 func stderrCause(lines []string) string {
-	pick := ""
 	if i := goroutineHeader(lines); i >= 0 {
 		for _, l := range lines[:i] {
 			if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
-				pick = l
-				break
+				return oneLine(l, maxCause)
 			}
 		}
 	}
-	for i := len(lines) - 1; i >= 0 && pick == ""; i-- {
-		if l := lines[i]; strings.TrimSpace(l) != "" && !traceLine(l) {
-			pick = l
+	for i := len(lines) - 1; i >= 0; i-- {
+		if c := oneLine(lines[i], maxCause); c != "" && !traceLine(lines[i]) {
+			return c
 		}
 	}
-	for i := len(lines) - 1; i >= 0 && pick == ""; i-- {
-		pick = strings.TrimSpace(lines[i])
+	for i := len(lines) - 1; i >= 0; i-- {
+		if c := oneLine(lines[i], maxCause); c != "" {
+			return c
+		}
 	}
-	return oneLine(pick, maxCause)
+	return ""
 }
 
 // goroutineHeader returns the index of the first "goroutine N [...]:" of a

@@ -91,3 +91,29 @@ func TestOneLineBound(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStderrCause: whatever a component writes to its stderr, the cause an
+// error's message carries is one line of valid UTF-8, with no control or
+// bidirectional formatting character, no longer than maxCause bytes, and
+// empty only when nothing is left of any line on one line.
+func FuzzStderrCause(f *testing.F) {
+	f.Add("boom")
+	f.Add("panic: x\n\ngoroutine 1 [running]:\nmain.main()\n\t/x.go:1")
+	f.Add("Error: 401\n    at f (a.js:1:1)\n\nNode.js v22")
+	f.Add("\x1b[31merror:\x1b[0m\tno\r")
+	f.Add(strings.Repeat("é", 150) + "\xff\u202e")
+	f.Fuzz(func(t *testing.T, stderr string) {
+		lines := strings.Split(stderr, "\n")
+		got := stderrCause(lines)
+		if !utf8.ValidString(got) || len(got) > maxCause || strings.ContainsAny(got, "\n\r\t\x00\x1b\u202e") {
+			t.Fatalf("stderrCause(%q) = %q", lines, got)
+		}
+		blank := true
+		for _, l := range lines {
+			blank = blank && oneLine(l, maxCause) == ""
+		}
+		if got == "" && !blank {
+			t.Fatalf("stderrCause(%q) is empty", lines)
+		}
+	})
+}
