@@ -159,6 +159,8 @@ func FuzzParse(f *testing.F) {
 		`{"jso\u006erpc":"2\u002e0","m\u0065thod":"m"}`,
 		`{"method":"m"}`, `{"jsonrpc":"1.0","method":"m"}`,
 		`{}`, `[]`, `null`, `{"a":}`,
+		`{"id":5,"method":"x"}`, `{"jsonrpc":"1.0","id":"a","method":"m","params":{}}`,
+		`{"id":5,"method":"x","id":6}`, `{"i\u0064":5,"method":1}`, `{"id":{},"method":"x"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -169,6 +171,18 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			if refErr == nil && jsonRPC(ref) {
 				t.Fatalf("Parse refused what encoding/json reads as JSON-RPC 2.0: %v", err)
+			}
+			// An id to answer an invalid request under is the request's:
+			// a usable id, as encoding/json reads it, in an object with a
+			// method and neither result nor error.
+			if id := ParseErrorID(err); id != nil {
+				_, hasResult := ref["result"]
+				_, hasError := ref["error"]
+				_, hasMethod := ref["method"]
+				if refErr != nil || !validID(id) || ref["id"] == nil || !bytes.Equal(compact(t, id), compact(t, ref["id"])) ||
+					!hasMethod || hasResult || hasError {
+					t.Fatalf("ParseErrorID(%v) = %s for %s", err, id, data)
+				}
 			}
 			return
 		}
