@@ -13,9 +13,11 @@
 //
 // The conductor is invisible in a trace: a proxy's proxy/successor envelope
 // is recorded as the message it carries, from that proxy to its successor,
-// and mcp/message as the MCP message it carries (protocol "mcp"). Each
-// request is recorded under the id its receiver saw, and its response under
-// the same id, so that from, to and id pair them.
+// and mcp/message as the MCP message it carries (protocol "mcp"), its
+// answer as the MCP response (which the request binding's answer holds as
+// {result} or {error}). Each request is recorded under the id its receiver
+// saw, and its response under the same id, so that from, to and id pair
+// them.
 //
 // View renders a trace as one self-contained HTML page; Serve serves the
 // same page live, over loopback only, behind a random path token.

@@ -305,6 +305,10 @@ type pendingKey struct {
 
 type pending struct {
 	method, session, protocol string
+	// carrier says that the request was an mcp/message of the request
+	// binding ({serverId, requestId}), whose answer is an ACP result that
+	// holds the MCP response's outcome, {result} or {error}.
+	carrier bool
 }
 
 func (w *writer) write(rec *record) {
@@ -312,7 +316,7 @@ func (w *writer) write(rec *record) {
 	switch rec.kind {
 	case kindRequest, kindNotification:
 		e.Type = TypeNotification
-		body := rec.body
+		body, carrier := rec.body, false
 		if rec.kind == kindRequest {
 			e.Type, e.ID = TypeRequest, rec.id
 		}
@@ -322,6 +326,7 @@ func (w *writer) write(rec *record) {
 			e.Protocol = ProtocolMCP
 			e.Method = stringMember(body, "method")
 			e.Session = stringMember(body, "sessionId")
+			carrier = member(body, "requestId") != nil
 			body = member(body, "params")
 		} else if rec.mcp {
 			e.Protocol = ProtocolMCP
@@ -331,19 +336,22 @@ func (w *writer) write(rec *record) {
 		}
 		e.Params, e.Bytes = w.keep(body, false)
 		if rec.kind == kindRequest {
-			w.pending.add(pendingKey{rec.conn, rec.to, string(rec.id)}, pending{e.Method, e.Session, e.Protocol})
+			w.pending.add(pendingKey{rec.conn, rec.to, string(rec.id)}, pending{e.Method, e.Session, e.Protocol, carrier})
 		}
 	case kindResponse:
-		isError := rec.method == "error"
+		isError, body := rec.method == "error", rec.body
 		e.Type, e.ID, e.IsError, e.Method = TypeResponse, rec.id, &isError, ""
 		k := pendingKey{rec.conn, rec.from, string(rec.id)}
 		if p, ok := w.pending.take(k); ok {
 			e.Method, e.Session, e.Protocol = p.method, p.session, p.protocol
+			if p.carrier && !isError {
+				isError, body = outcome(body)
+			}
 		}
-		if s := stringMember(rec.body, "sessionId"); s != "" && !isError {
+		if s := stringMember(body, "sessionId"); s != "" && !isError {
 			e.Session = s // session/new's answer names the session it made
 		}
-		e.Payload, e.Bytes = w.keep(rec.body, isError)
+		e.Payload, e.Bytes = w.keep(body, isError)
 	}
 	line, err := e.appendTo(w.buf[:0])
 	if err != nil {
@@ -358,6 +366,19 @@ func (w *writer) write(rec *record) {
 	if w.live != nil {
 		w.live.publish(line[:len(line)-1])
 	}
+}
+
+// outcome returns the MCP response a request binding's answer holds: its
+// error, which an error beside a result is, as JSON-RPC's readers take it;
+// else its result. An answer that holds neither is returned as it is.
+func outcome(answer json.RawMessage) (isError bool, body json.RawMessage) {
+	if e := member(answer, "error"); e != nil && string(e) != "null" {
+		return true, e
+	}
+	if r := member(answer, "result"); r != nil {
+		return false, r
+	}
+	return false, answer
 }
 
 // keep returns what the trace keeps of a body at the writer's detail, and

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -151,6 +152,79 @@ func TestRecorderMCPMessageSpellings(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// recordLines records with Options{Detail: detail} what rec does, and
+// returns the trace's lines, times set to 0.
+func recordLines(t *testing.T, detail Detail, rec func(*Recorder)) []string {
+	t.Helper()
+	var out bytes.Buffer
+	r := NewRecorder(&out, Options{Detail: detail})
+	rec(r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for i, l := range lines {
+		var e Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		e.TS = 0
+		b, _ := e.appendTo(nil)
+		lines[i] = strings.TrimSuffix(string(b), "\n")
+	}
+	return lines
+}
+
+// TestRecorderRequestBinding: the request binding (mcp/message {serverId,
+// requestId}, the TypeScript SDK's) answers an MCP request with an ACP
+// result that holds the MCP response, {result} or {error}. The trace
+// records that response as it records the request the mcp/message
+// carries: an MCP error is an error, which at metadata detail keeps its
+// code; a result is the payload. The connect binding's result is the MCP
+// result itself, whatever members it has.
+func TestRecorderRequestBinding(t *testing.T) {
+	const req = `{"serverId":"ed-1","requestId":%d,"method":"tools/call","params":{"name":"x"}}`
+	for _, tc := range []struct {
+		name    string
+		request string // the mcp/message's params
+		answer  string // the ACP result it got
+		full    string // the response's is_error and payload at each detail
+		meta    string
+	}{
+		{"error", fmt.Sprintf(req, 1), `{"error":{"code":-32800,"message":"cancelled","data":"secret"}}`,
+			`"is_error":true,"payload":{"code":-32800,"message":"cancelled","data":"secret"},"bytes":53`,
+			`"is_error":true,"payload":{"code":-32800},"bytes":53`},
+		{"result", fmt.Sprintf(req, 2), `{"result":{"content":[]}}`,
+			`"is_error":false,"payload":{"content":[]},"bytes":14`,
+			`"is_error":false,"payload":null,"bytes":14`},
+		{"error beside a result", fmt.Sprintf(req, 3), `{"result":{},"error":{"code":-32602,"message":"no tool x"}}`,
+			`"is_error":true,"payload":{"code":-32602,"message":"no tool x"},"bytes":37`,
+			`"is_error":true,"payload":{"code":-32602},"bytes":37`},
+		{"result beside a null error", fmt.Sprintf(req, 4), `{"result":{},"error":null}`,
+			`"is_error":false,"payload":{},"bytes":2`,
+			`"is_error":false,"payload":null,"bytes":2`},
+		{"neither", fmt.Sprintf(req, 5), `{}`,
+			`"is_error":false,"payload":{},"bytes":2`,
+			`"is_error":false,"payload":null,"bytes":2`},
+		{"connect binding", `{"connectionId":"c","method":"tools/call","params":{"name":"x"}}`, `{"error":{"code":1}}`,
+			`"is_error":false,"payload":{"error":{"code":1}},"bytes":20`,
+			`"is_error":false,"payload":null,"bytes":20`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for detail, want := range map[Detail]string{Full: tc.full, Metadata: tc.meta} {
+				lines := recordLines(t, detail, func(r *Recorder) {
+					r.Send("mcp:ed", "client", json.RawMessage("9"), "mcp/message", json.RawMessage(tc.request), true)
+					r.Reply("client", "mcp:ed", json.RawMessage("9"), json.RawMessage(tc.answer), false)
+				})
+				want = `{"type":"response","ts":0,"protocol":"mcp","from":"client","to":"mcp:ed","id":9,"method":"tools/call",` + want + `}`
+				if len(lines) != 2 || lines[1] != want {
+					t.Errorf("%s: got\n%s\nwant the response\n%s", detail, strings.Join(lines, "\n"), want)
+				}
+			}
+		})
 	}
 }
 

@@ -245,3 +245,25 @@ func TestViewTitleWithSlots(t *testing.T) {
 		t.Errorf("the page with that title:\n%.2000s", page.String())
 	}
 }
+
+// TestViewRequestBindingError renders a recorded MCP call whose owner binds
+// per request and answered with an MCP error: the viewer draws the answer
+// as an error, as it draws an ACP one.
+func TestViewRequestBindingError(t *testing.T) {
+	var out bytes.Buffer
+	r := NewRecorder(&out, Options{})
+	r.Send("mcp:ed", "client", json.RawMessage("5"), "mcp/message", json.RawMessage(`{"serverId":"ed-1","requestId":5,"method":"tools/call","params":{"name":"wait"}}`), true)
+	r.Reply("client", "mcp:ed", json.RawMessage("5"), json.RawMessage(`{"error":{"code":-32800,"message":"cancelled"}}`), false)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	events, err := ReadEvents(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom := render(t, events, "", 600)
+	arrows := arrowRe.FindAllString(dom, -1)
+	if len(arrows) != 2 || !strings.Contains(arrows[1], "response error mcp") || !strings.Contains(dom, "✗ mcp tools/call") {
+		t.Errorf("the answer is drawn as %q, labels %q; want an MCP error", arrows, parseDOM(t, dom).labels)
+	}
+}
