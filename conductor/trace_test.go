@@ -466,3 +466,68 @@ func TestTraceBridgedConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceBridgedRequestBinding traces a bridged client's calls to a
+// server whose owner binds per request (the TypeScript SDK's provider),
+// which answers an MCP call with an ACP result that holds the MCP
+// response. An MCP error is an error in the trace, whose code a metadata
+// trace keeps; the client's notifications/cancelled, which reaches the
+// owner as $/cancel_request, is recorded as the client's.
+func TestTraceBridgedRequestBinding(t *testing.T) {
+	for _, detail := range trace.Details {
+		t.Run(string(detail), func(t *testing.T) {
+			var out bytes.Buffer
+			rec := trace.NewRecorder(&out, trace.Options{Detail: detail})
+			ed, _, declared := mcpChainWith(t, `{}`, Config{MCPBridge: BridgeStdio, Trace: rec})
+			c := &mcpUser{s: startShim(t, declared)}
+			c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+			connect := ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+			ed.reply(ed.recvMsg(), `{"result":{"capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+			c.recvResult(t)
+
+			c.send("7", "tools/call", `{"name":"nope"}`)
+			ed.reply(ed.recvMsg(), `{"error":{"code":-32602,"message":"no tool nope"}}`)
+			if _, errObj, _ := c.recvResult(t); errObj == nil {
+				t.Fatal("the client's call to no tool succeeded")
+			}
+			c.send("8", "tools/call", `{"name":"wait"}`)
+			wait := ed.recvMsg()
+			c.send("", "notifications/cancelled", `{"requestId":8,"reason":"user"}`)
+			if m := ed.recvMsg(); m.Method != wire.MethodCancelRequest {
+				t.Fatalf("the owner got %s, want the cancel", m.Bytes())
+			}
+			ed.reply(wait, `{"error":{"code":-32800,"message":"cancelled"}}`)
+			c.recvResult(t)
+			if err := rec.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			var got []string
+			for _, ev := range readTrace(t, out.String()) {
+				if ev.From != "mcp:tools" && ev.To != "mcp:tools" || ev.Method != "tools/call" && ev.Type != trace.TypeNotification {
+					continue
+				}
+				s := fmt.Sprintf("%s %s %s -> %s %s %s", ev.Type, ev.Protocol, ev.From, ev.To, ev.ID, ev.Method)
+				if ev.IsError != nil {
+					s += fmt.Sprintf(" is_error=%v %s", *ev.IsError, ev.Payload)
+				}
+				got = append(got, s)
+			}
+			answers := map[trace.Detail][2]string{
+				trace.Full:     {`{"code":-32602,"message":"no tool nope"}`, `{"code":-32800,"message":"cancelled"}`},
+				trace.Metadata: {`{"code":-32602}`, `{"code":-32800}`},
+			}[detail]
+			want := []string{
+				"request mcp mcp:tools -> client 3 tools/call",
+				"response mcp client -> mcp:tools 3 tools/call is_error=true " + answers[0],
+				"request mcp mcp:tools -> client 4 tools/call",
+				"notification mcp mcp:tools -> client  notifications/cancelled",
+				"response mcp client -> mcp:tools 4 tools/call is_error=true " + answers[1],
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("the bridged client's calls are traced as\n%s\nwant\n%s\n\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), &out)
+			}
+		})
+	}
+}

@@ -334,6 +334,13 @@ func (w *writer) write(rec *record) {
 		if e.Session == "" {
 			e.Session = stringMember(body, "sessionId")
 		}
+		if rec.mcp && rec.kind == kindNotification && rec.method == wire.MethodCancelRequest {
+			// A bridged client's notifications/cancelled, which reaches an
+			// owner that binds per request as the cancel of the
+			// mcp/message that carries the request: recorded as what the
+			// client sent, naming the request as the trace does.
+			e.Method = mcpCancelled
+		}
 		e.Params, e.Bytes = w.keep(body, false)
 		if rec.kind == kindRequest {
 			w.pending.add(pendingKey{rec.conn, rec.to, string(rec.id)}, pending{e.Method, e.Session, e.Protocol, carrier})
@@ -367,6 +374,9 @@ func (w *writer) write(rec *record) {
 		w.live.publish(line[:len(line)-1])
 	}
 }
+
+// mcpCancelled is MCP's notification that cancels a request.
+const mcpCancelled = "notifications/cancelled"
 
 // outcome returns the MCP response a request binding's answer holds: its
 // error, which an error beside a result is, as JSON-RPC's readers take it;

@@ -228,6 +228,25 @@ func TestRecorderRequestBinding(t *testing.T) {
 	}
 }
 
+// TestRecorderBridgedCancel: a bridged MCP client's notifications/cancelled
+// reaches an owner that binds per request as $/cancel_request for the
+// mcp/message that carries the request; the trace records what the client
+// sent, naming the request by the id the trace gives it. Anyone else's
+// $/cancel_request is ACP's.
+func TestRecorderBridgedCancel(t *testing.T) {
+	lines := recordLines(t, Full, func(r *Recorder) {
+		r.Send("mcp:ed", "client", nil, "$/cancel_request", json.RawMessage(`{"requestId":5,"reason":"user"}`), true)
+		r.Send("agent", "client", nil, "$/cancel_request", json.RawMessage(`{"requestId":6}`), false)
+	})
+	want := []string{
+		`{"type":"notification","ts":0,"protocol":"mcp","from":"mcp:ed","to":"client","method":"notifications/cancelled","params":{"requestId":5,"reason":"user"},"bytes":31}`,
+		`{"type":"notification","ts":0,"protocol":"acp","from":"agent","to":"client","method":"$/cancel_request","params":{"requestId":6},"bytes":15}`,
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestRecorderConnections: chains sharing one trace through ForConnection
 // use the same names and ids; each event carries its connection, and each
 // response pairs with its own connection's request.
