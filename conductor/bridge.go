@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -57,8 +58,16 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp bridge: %w", err)
 	}
+	// A declaration carries its server's token, which the agent is to
+	// present and nobody else to see: the trace, which records the
+	// declaration on its way to the agent, writes it redacted.
 	stdio := func(id, name string) (json.RawMessage, error) {
 		s := t.Stdio(id, name)
+		for _, v := range s.Env {
+			if v.Name == mcpbridge.EnvToken {
+				cfg.Trace.Redact(v.Value)
+			}
+		}
 		if routes.agentV2() {
 			s.Type = "stdio"
 		}
@@ -78,6 +87,11 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 		}
 		if err != nil {
 			return nil, err
+		}
+		for _, h := range s.Headers {
+			if token, ok := strings.CutPrefix(h.Value, "Bearer "); ok && h.Name == "Authorization" {
+				cfg.Trace.Redact(token)
+			}
 		}
 		return json.Marshal(s)
 	}}

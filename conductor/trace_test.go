@@ -467,6 +467,50 @@ func TestTraceBridgedConnections(t *testing.T) {
 	}
 }
 
+// TestTraceRedactsBridgeTokens: the declaration of a bridged MCP server
+// carries the token its client is to present (in a stdio server's env, an
+// HTTP server's Authorization header). The agent gets it; the trace, at
+// either detail, in its file and its live stream, holds it nowhere, and
+// shows the declaration with the token redacted.
+func TestTraceRedactsBridgeTokens(t *testing.T) {
+	for _, tc := range []struct {
+		mode BridgeMode
+		caps string
+	}{{BridgeStdio, `{}`}, {BridgeHTTP, `{"http":true}`}} {
+		for _, detail := range trace.Details {
+			t.Run(string(tc.mode)+"/"+string(detail), func(t *testing.T) {
+				var out bytes.Buffer
+				hub := trace.NewHub(0)
+				rec := trace.NewRecorder(&out, trace.Options{Detail: detail, Live: hub})
+				_, _, declared := mcpChainWith(t, tc.caps, Config{MCPBridge: tc.mode, Trace: rec})
+				var d struct {
+					Env, Headers []struct{ Name, Value string }
+				}
+				json.Unmarshal(declared, &d)
+				token := ""
+				for _, v := range append(d.Env, d.Headers...) {
+					if v.Name == "ACP_CONDUCTOR_MCP_TOKEN" || v.Name == "Authorization" {
+						token = strings.TrimPrefix(v.Value, "Bearer ")
+					}
+				}
+				if len(token) < 32 {
+					t.Fatalf("the agent was declared %s, without its token", declared)
+				}
+				if err := rec.Close(); err != nil {
+					t.Fatal(err)
+				}
+				live, _ := hub.Snapshot()
+				if strings.Contains(out.String(), token) || strings.Contains(string(bytes.Join(live, nil)), token) {
+					t.Errorf("the trace holds the token the agent was declared:\n%s", &out)
+				}
+				if detail == trace.Full && !strings.Contains(out.String(), `[redacted]"`) {
+					t.Errorf("the trace does not show the declaration redacted:\n%s", &out)
+				}
+			})
+		}
+	}
+}
+
 // TestTraceBridgedRequestBinding traces a bridged client's calls to a
 // server whose owner binds per request (the TypeScript SDK's provider),
 // which answers an MCP call with an ACP result that holds the MCP

@@ -9,7 +9,8 @@
 // is logged. The writer turns each message into an Event in the event
 // shape of the Rust conductor's .jsons traces, so that either project's
 // viewer reads the other's files, and writes it to a file and to a Hub
-// that streams it to live viewers.
+// that streams it to live viewers. Secrets it is told of (Redact) are
+// written as [redacted], whatever message holds them.
 //
 // The conductor is invisible in a trace: a proxy's proxy/successor envelope
 // is recorded as the message it carries, from that proxy to its successor,

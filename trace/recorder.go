@@ -64,6 +64,11 @@ type sink struct {
 	warned  atomic.Bool
 	log     *zap.Logger
 
+	// The secrets Redact was told, until the writer takes them.
+	secretMu   sync.Mutex
+	newSecrets []string
+	hasSecrets atomic.Bool
+
 	mu     sync.RWMutex // held for reading by senders, for writing by Close
 	closed bool
 	wait   time.Duration // Close's bound
@@ -232,6 +237,7 @@ func (r *Recorder) run(w *writer) {
 		if !ok {
 			break
 		}
+		r.takeSecrets(w)
 		w.write(&rec)
 		gather.Reset(batchDelay)
 		select {
@@ -242,6 +248,7 @@ func (r *Recorder) run(w *writer) {
 		gather.Stop()
 		for n := len(r.queue); n > 0; n-- {
 			rec := <-r.queue
+			r.takeSecrets(w)
 			w.write(&rec)
 		}
 		w.flush()
@@ -260,6 +267,7 @@ type writer struct {
 	live    *Hub
 	buf     []byte       // the line being written
 	pending pendingTable // requests awaiting their response
+	secrets secretSet    // what is written as redacted
 	err     error
 }
 
@@ -398,7 +406,7 @@ func (w *writer) keep(body json.RawMessage, isError bool) (json.RawMessage, int)
 		body = null
 	}
 	if w.detail == Full {
-		return body, len(body)
+		return w.secrets.redact(body), len(body)
 	}
 	if isError {
 		// Only a number: a code of another type may say anything.

@@ -1,0 +1,68 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestRedact: a secret Redact was told is written as [redacted] wherever
+// it stands as a word in a string of what is recorded (a declaration's
+// env value, a bearer header, a message that quotes it after a JSON
+// escape), in the file and the live stream, and the rest of the message
+// is unchanged. A word that only holds the secret is not it, and a number
+// is never touched.
+func TestRedact(t *testing.T) {
+	const tok = "0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct{ in, want string }{
+		{`{"env":[{"name":"T","value":"` + tok + `"}]}`, `{"env":[{"name":"T","value":"[redacted]"}]}`},
+		{`{"headers":[{"name":"Authorization","value":"Bearer ` + tok + `"}]}`, `{"headers":[{"name":"Authorization","value":"Bearer [redacted]"}]}`},
+		{`{"text":"{\"value\":\"` + tok + `\"}\n` + tok + `.\u003c` + tok + `"}`, `{"text":"{\"value\":\"[redacted]\"}\n[redacted].\u003c[redacted]"}`},
+		{`{"a":"x` + tok + `","b":"` + tok + `-1"}`, `{"a":"x` + tok + `","b":"` + tok + `-1"}`},
+		{`{"n":1234567890123456}`, `{"n":1234567890123456}`},
+	} {
+		hub := NewHub(0)
+		var out bytes.Buffer
+		r := NewRecorder(&out, Options{Live: hub})
+		r.Redact(tok)
+		r.Redact("1234567890123456")
+		r.Send("client", "agent", json.RawMessage("1"), "session/new", json.RawMessage(tc.in), false)
+		r.Reply("agent", "client", json.RawMessage("1"), json.RawMessage(tc.in), true)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		live, _ := hub.Snapshot()
+		for i, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var e Event
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			got := string(e.Params) + string(e.Payload)
+			if got != tc.want || e.Bytes != len(tc.in) {
+				t.Errorf("%s recorded as %s (%d bytes), want %s (%d)", tc.in, got, e.Bytes, tc.want, len(tc.in))
+			}
+			if string(live[i])+"\n" != line+"\n" {
+				t.Errorf("the live viewer got %s, the file %s", live[i], line)
+			}
+		}
+	}
+}
+
+// TestRedactOnlyWords: Redact refuses what it could not find.
+func TestRedactOnlyWords(t *testing.T) {
+	r := NewRecorder(nil, Options{})
+	defer r.Close()
+	for _, s := range []string{"short", "0123456789abcdef 0123456789abcdef", "0123456789abcdef.0123"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Redact(%q) took it", s)
+				}
+			}()
+			r.Redact(s)
+		}()
+	}
+	var nilRec *Recorder
+	nilRec.Redact("no trace, nothing to do")
+}
