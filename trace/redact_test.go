@@ -66,3 +66,28 @@ func TestRedactOnlyWords(t *testing.T) {
 	var nilRec *Recorder
 	nilRec.Redact("no trace, nothing to do")
 }
+
+// FuzzRedact: what redact leaves of JSON is JSON (it looks in strings
+// only, and steps over their escapes), and JSON that holds no secret is
+// left as it was.
+func FuzzRedact(f *testing.F) {
+	const tok = "0123456789abcdef0123456789abcdef"
+	for _, s := range []string{`"` + tok + `"`, `{"a":"\"` + tok + `\\"}`, `["\u0041` + tok + `", 1234567890123456]`, `"\\` + tok + `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) {
+			return
+		}
+		var s secretSet
+		s.add(tok)
+		s.add("1234567890123456")
+		out := s.redact([]byte(in))
+		if !json.Valid(out) {
+			t.Fatalf("%s redacted to %s, not JSON", in, out)
+		}
+		if !strings.Contains(in, tok) && !strings.Contains(in, "1234567890123456") && string(out) != in {
+			t.Fatalf("%s, which holds no secret, redacted to %s", in, out)
+		}
+	})
+}
