@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -24,8 +25,9 @@ type Message struct {
 	// Raw is the whole message as it was parsed.
 	Raw json.RawMessage
 
-	plain bool     // see Plain
-	env   envelope // see Unwrap
+	plain    bool     // see Plain
+	badError bool     // see MalformedError
+	env      envelope // see Unwrap
 }
 
 // Plain reports whether Raw means to any reader exactly what m's fields
@@ -34,6 +36,13 @@ type Message struct {
 // two "method" members, or does not decode an escaped name, could otherwise
 // see a different message from Parse's.)
 func (m *Message) Plain() bool { return m.plain }
+
+// MalformedError reports whether m is a response whose error is not the
+// object JSON-RPC 2.0 requires, with an integer "code" and a string
+// "message": "error": null with no result beside it, say, which readers
+// such as the TypeScript SDK refuse as no response at all. Parse notes it
+// as it checks the error, so that asking costs nothing.
+func (m *Message) MalformedError() bool { return m.badError }
 
 // IsRequest reports whether m is a request: a method and an id.
 func (m *Message) IsRequest() bool { return m.Method != "" && m.ID != nil }
@@ -80,7 +89,7 @@ func ParseInto(m *Message, data []byte) error {
 	// they are seen, and what was found in them.
 	const (
 		hasVersion, hasID, hasMethod, hasParams, hasResult, hasError = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5
-		goodVersion, badMethod, odd                                  = 1 << 6, 1 << 7, 1 << 8
+		goodVersion, badMethod, odd, goodError                       = 1 << 6, 1 << 7, 1 << 8, 1 << 9
 	)
 	var said uint16
 	// The one pass that validates data and finds its members: see scan.go.
@@ -108,10 +117,15 @@ func ParseInto(m *Message, data []byte) error {
 			return ErrNotJSON
 		}
 		valStart, valEnd := skipSpace(data, i+1), 0
-		if valStart < len(data) && data[valStart] == '{' && string(data[k:keyEnd]) == `"params"` &&
-			(said&hasMethod == 0 || IsSuccessor(m.Method)) {
+		errorObject := false // the value of an "error" so spelled is an error object
+		switch {
+		case valStart >= len(data) || data[valStart] != '{':
+			valEnd = checkValue(data, valStart, 1)
+		case string(data[k:keyEnd]) == `"params"` && (said&hasMethod == 0 || IsSuccessor(m.Method)):
 			valEnd = checkParams(data, valStart, &m.env)
-		} else {
+		case string(data[k:keyEnd]) == `"error"`:
+			valEnd, errorObject = checkError(data, valStart)
+		default:
 			valEnd = checkValue(data, valStart, 1)
 		}
 		if valEnd < 0 {
@@ -143,7 +157,11 @@ func ParseInto(m *Message, data []byte) error {
 		case `"result"`:
 			bit, m.Result = hasResult, val
 		case `"error"`:
-			bit, m.Error = hasError, val
+			bit, m.Error, said = hasError, val, said&^goodError
+			// An escaped name was checked as any value: read it again.
+			if errorObject || decoded && isErrorObject(val) {
+				said |= goodError
+			}
 		default:
 			// None of the names above is escaped; an escaped name may
 			// decode to one.
@@ -184,6 +202,7 @@ func ParseInto(m *Message, data []byte) error {
 		why = "id must be a string, number or null"
 	default:
 		m.plain = said&odd == 0
+		m.badError = said&(hasError|goodError) == hasError
 		return nil
 	}
 	e := &InvalidError{Reason: why}
@@ -215,6 +234,61 @@ func ParseErrorID(err error) json.RawMessage {
 		return e.ID
 	}
 	return nil
+}
+
+// checkError checks the object at i, a response's error, as checkValue
+// would, and reports whether it is an error object JSON-RPC 2.0 allows: its
+// code an integer and its message a string, the last of each counting,
+// names read with their escapes decoded, as JSON.parse reads them.
+func checkError(d []byte, i int) (int, bool) {
+	var code, msg bool
+	i, more := firstMember(d, i)
+	for more {
+		k := i
+		var keyEnd, valStart, valEnd int
+		// The error object is at depth 2, inside the message's.
+		if keyEnd, valStart, valEnd, i, more = checkMember(d, i, 2); i < 0 {
+			return -1, false
+		}
+		errorMember(d[k:keyEnd], d[valStart:valEnd], &code, &msg)
+	}
+	return i, code && msg
+}
+
+// isErrorObject is checkError's verdict on val, a valid JSON value.
+func isErrorObject(val []byte) bool {
+	var code, msg bool
+	ok := EachField(val, func(key, v []byte) { errorMember(key, v, &code, &msg) })
+	return ok && code && msg
+}
+
+// errorMember notes in code and msg whether the member key: val of an
+// error object is an integer code or a string message.
+func errorMember(key, val []byte, code, msg *bool) {
+	if bytes.IndexByte(key, '\\') >= 0 {
+		key = decodedKey(key)
+	}
+	switch string(key) {
+	case `"code"`:
+		*code = isInteger(val)
+	case `"message"`:
+		*msg = val[0] == '"'
+	}
+}
+
+// isInteger reports whether val, a valid JSON value, is a number whose
+// value is an integer as a float64 reads it (JavaScript's Number.isInteger):
+// -32601, and also 1.0 or 1e3; not 1.5, nor what overflows to infinity.
+func isInteger(val []byte) bool {
+	if c := val[0]; c != '-' && (c < '0' || c > '9') {
+		return false
+	}
+	// The common case: digits alone, too few to overflow.
+	if len(val) < 300 && bytes.IndexAny(val, ".eE") < 0 {
+		return true
+	}
+	f, err := strconv.ParseFloat(string(val), 64)
+	return err == nil && f == math.Trunc(f)
 }
 
 // decodedKey returns an escaped member name, a raw JSON string, with its

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
+	"strconv"
 	"testing"
 )
 
@@ -139,6 +141,57 @@ func TestUnwrapAndWrap(t *testing.T) {
 	}
 }
 
+// TestParseMalformedError: a response's error is malformed unless it is
+// an object with an integer code and a string message, as JSON-RPC 2.0
+// requires and the TypeScript SDK checks (Number.isInteger, typeof
+// "string"), its names read as JSON.parse reads them.
+func TestParseMalformedError(t *testing.T) {
+	for _, tt := range []struct {
+		in        string
+		malformed bool
+	}{
+		{`{"jsonrpc":"2.0","id":3,"result":{"a":1}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"result":{},"error":null}`, false}, // the result
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"no"}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"error":{"message":"no","data":{"code":"x"},"code":7}}`, false},
+		{` {"jsonrpc":"2.0","id":3,"error" : { "code" : 0 , "message" : "" } } `, false},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1.0,"message":"no"}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":-3e4,"message":"no"}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"error":{"c\u006fde":1,"m\u0065ssage":"no"}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"err\u006fr":{"code":1,"message":"no"}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":"1","message":"no"},"error":{"code":1,"message":"no"}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"no","code":2}}`, false},
+		{`{"jsonrpc":"2.0","id":3,"error":null}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":"boom"}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":-32603}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":[{"code":1,"message":"no"}]}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"message":"no"}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":"-32603","message":"no"}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1.5,"message":"no"}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1e-1,"message":"no"}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1e400,"message":"no"}}`, true}, // Infinity
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":null,"message":"no"}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":null}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":{"text":"no"}}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"Code":1,"Message":"no"}}`, true}, // JSON.parse's names are exact
+		{`{"jsonrpc":"2.0","id":3,"err\u006fr":null}`, true},
+		{`{"jsonrpc":"2.0","id":3,"err\u006fr":{"code":1}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"no"},"error":{"code":1}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"no","message":7}}`, true},
+		{`{"jsonrpc":"2.0","id":3,"result":1,"error":"boom"}`, true},
+	} {
+		m, err := Parse([]byte(tt.in))
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", tt.in, err)
+		}
+		if m.MalformedError() != tt.malformed {
+			t.Errorf("Parse(%s).MalformedError() = %v, want %v", tt.in, m.MalformedError(), tt.malformed)
+		}
+	}
+}
+
 // FuzzParse checks the top-level scanner against encoding/json, both ways:
 // whatever Parse accepts, its fields are exactly the values encoding/json
 // finds (escaped names decoded, the last of repeated names counting), and
@@ -157,6 +210,7 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"result":{},"id":2}`,
 		`{"jsonrpc":"2.0","id":1,"result":{},"error":null}`, `{"jsonrpc":"2.0","id":1,"error" : null ,"result":1,"error":null}`,
 		`{"jso\u006erpc":"2\u002e0","m\u0065thod":"m"}`,
+		`{"jsonrpc":"2.0","id":1,"error":null}`, `{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"x","c\u006fde":2e0}}`,
 		`{"method":"m"}`, `{"jsonrpc":"1.0","method":"m"}`,
 		`{}`, `[]`, `null`, `{"a":}`,
 		`{"id":5,"method":"x"}`, `{"jsonrpc":"1.0","id":"a","method":"m","params":{}}`,
@@ -216,6 +270,9 @@ func FuzzParse(f *testing.F) {
 			}
 			check("result", m.Result)
 			check("error", m.Error)
+			if e, ok := ref["error"]; (ok && !errorObject(e)) != m.MalformedError() {
+				t.Fatalf("MalformedError() = %v for error %s", m.MalformedError(), e)
+			}
 			return
 		}
 		var method string
@@ -243,6 +300,19 @@ func jsonRPC(obj map[string]json.RawMessage) bool {
 		return json.Unmarshal(rawMethod, &method) == nil && method != "" && !hasResult && !hasError
 	}
 	return (hasResult || hasError) && hasID
+}
+
+// errorObject reports whether e, as encoding/json finds it, is an error
+// object JSON-RPC 2.0 allows, read as JavaScript reads it: an integer code
+// (in a float64) and a string message.
+func errorObject(e json.RawMessage) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(e, &obj) != nil || obj == nil {
+		return false
+	}
+	code, err := strconv.ParseFloat(string(obj["code"]), 64)
+	var msg string
+	return err == nil && code == math.Trunc(code) && json.Unmarshal(obj["message"], &msg) == nil && obj["message"][0] == '"'
 }
 
 func compact(t *testing.T, b []byte) []byte {
@@ -319,6 +389,7 @@ func TestParseAllocations(t *testing.T) {
 	}{
 		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`, "session/update", 0},
 		{`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{}}`, "session/prompt", 0},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"m","data":{"x":[1]}}}`, "", 0},
 		{`{"jsonrpc":"2.0","method":"x/custom","params":{}}`, "x/custom", 1},
 	} {
 		line := []byte(tt.line)
