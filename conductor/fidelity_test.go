@@ -100,6 +100,68 @@ func TestResponseWithResultAndError(t *testing.T) {
 	}
 }
 
+// TestResponseWithMalformedError: an answer whose error is not an object
+// with an integer code and a string message, which the TypeScript SDK does
+// not read as a response, reaches the asker as the conductor's -32603,
+// naming who answered, with the error as it came in data; whoever
+// answered. A well-formed error goes on as it came. The first malformed
+// error from each peer is logged as a warning, the rest at debug level.
+func TestResponseWithMalformedError(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	comp, started := scriptedComponent(t, t.TempDir(), "agent")
+	ed := scriptedEditor(startChain(t, Config{Agent: comp,
+		Logger: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}))
+	ag := started()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	ed.recvMsg()
+
+	const (
+		byAgent  = `{"code":-32603,"message":"component \"agent\" answered with a malformed error, not an object with an integer code and a string message","data":%s}`
+		byClient = `{"code":-32603,"message":"client answered with a malformed error, not an object with an integer code and a string message","data":%s}`
+	)
+	for i, tt := range []struct {
+		fromEditor bool
+		answer     string // the members after the id
+		want       string // the error the asker gets
+	}{
+		{false, `"error":null`, fmt.Sprintf(byAgent, `null`)},
+		{false, `"error":"boom"`, fmt.Sprintf(byAgent, `"boom"`)},
+		{false, `"error":{"code":"-32000","message":"no"}`, fmt.Sprintf(byAgent, `{"code":"-32000","message":"no"}`)},
+		{false, `"error":{"code":-32000.5,"message":"no"}`, fmt.Sprintf(byAgent, `{"code":-32000.5,"message":"no"}`)},
+		{false, `"error" : { "code" : 1 , "data" : "<&>" }`, fmt.Sprintf(byAgent, `{ "code" : 1 , "data" : "<&>" }`)},
+		{false, `"result":{"stopReason":"end_turn"},"error":[1]`, fmt.Sprintf(byAgent, `[1]`)},
+		{false, `"error":{"code":-32000,"message":"no","data":null}`, `{"code":-32000,"message":"no","data":null}`}, // as it came
+		{true, `"error":null`, fmt.Sprintf(byClient, `null`)},
+		{true, `"err\u006fr":{"message":"gone"}`, fmt.Sprintf(byClient, `{"message":"gone"}`)},
+	} {
+		asker, answerer := ed, ag
+		req := `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
+		if tt.fromEditor {
+			asker, answerer = ag, ed
+			req = `{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`
+		}
+		asker.send(fmt.Sprintf(req, 10+i))
+		m := answerer.recvMsg()
+		answerer.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + tt.answer + `}`)
+		if got, want := string(asker.recvLine()), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":%s}`, 10+i, tt.want); got != want {
+			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
+		}
+	}
+	warned := map[string]int{}
+	for _, e := range logs.FilterMessage(logMalformedError).All() {
+		if e.Level == zap.WarnLevel {
+			warned[e.ContextMap()["peer"].(string)]++
+		}
+	}
+	if want := map[string]int{clientName: 1, "agent": 1}; !maps.Equal(warned, want) {
+		t.Errorf("warnings %q by peer: %v, want %v", logMalformedError, warned, want)
+	}
+	if n := logs.FilterMessage(logMalformedError).Len(); n != 8 {
+		t.Errorf("%d malformed errors logged, want 8", n)
+	}
+}
+
 // TestResponseIDSpelledOtherwise: a peer that re-encodes the conductor's
 // integer ids (5.0, 5e0) is answered as the TypeScript SDK answers it, by
 // the number JSON.parse reads; a fraction answers nothing.

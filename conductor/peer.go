@@ -64,6 +64,9 @@ type peer struct {
 	// saidBoth is set once the peer has sent a response with both a
 	// result and an error, which is logged the first time only.
 	saidBoth atomic.Bool
+	// saidMalformed is set once the peer has sent a response whose error
+	// is malformed, which is logged the first time only.
+	saidMalformed atomic.Bool
 }
 
 // bridgeEnds are the two peers a bridged MCP connection joins: the agent

@@ -293,6 +293,9 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 	if m.Error != nil && m.Result != nil {
 		bothAnswers(from, m)
 	}
+	if m.MalformedError() { // noted by Parse: nothing to check here
+		malformedError(from, m)
+	}
 	cl := from.complete(m.ID)
 	if cl == nil {
 		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
@@ -335,6 +338,37 @@ func bothAnswers(from *peer, m *wire.Message) {
 		from.log.Debug(logBothAnswers, zap.ByteString("id", m.ID))
 	}
 	m.Result = nil
+}
+
+// logMalformedError is the diagnostic, logged once per peer, for a
+// response whose error is not a JSON-RPC error object.
+const logMalformedError = `response with a malformed error, not an object with an integer "code" and a string "message": answered as the conductor's -32603, the error in its data`
+
+// malformedError makes m's error, which is not the object JSON-RPC 2.0
+// requires ("error": null, a string, an object without an integer code or
+// a string message), the conductor's own internal error, with the error as
+// it came in data, and says so the first time from sends one. Relayed as
+// it came, such an answer is no response to the TypeScript SDK, which
+// fails the request with its own -32600 naming nobody, and another reader
+// may wait for an answer for ever. As with bothAnswers, it is replaced
+// before anyone reads it: the conductor's hooks, the trace, the caller.
+func malformedError(from *peer, m *wire.Message) {
+	if !from.saidMalformed.Swap(true) {
+		from.log.Warn(logMalformedError, zap.ByteString("id", m.ID), zap.ByteString("error", clip(m.Error)))
+	} else {
+		from.log.Debug(logMalformedError, zap.ByteString("id", m.ID))
+	}
+	who := from.name // the client, or a bridged MCP client
+	if from.pos > 0 {
+		who = fmt.Sprintf("component %q", from.name)
+	}
+	e := wire.Errorf(codeInternalError, "%s answered with a malformed error, not an object with an integer code and a string message", who)
+	// The error goes in data as it came, as what the conductor relays does.
+	out, err := wire.SetPath(e.Encode(), []string{"data"}, m.Error)
+	if err != nil { // it cannot be: the object is the conductor's own
+		out = e.WithData(m.Error).Encode()
+	}
+	m.Error = out
 }
 
 // answerError answers a request the conductor will not relay with its own

@@ -252,6 +252,7 @@ func TestRelayAllocs(t *testing.T) {
 	prompt := `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
 	longID := `{"jsonrpc":"2.0","id":"6f1c2a4e-93b0-4d8e-a1f7-2c5e8b9d0a13","method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
 	answer := `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`
+	refusal := `{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"no such session","data":{"sessionId":"s"}}}`
 	for _, tt := range []struct {
 		name    string
 		proxies int
@@ -263,6 +264,7 @@ func TestRelayAllocs(t *testing.T) {
 		{"notify wrapped", 1, []string{update}, []int{2}, 1},
 		{"envelope unwrapped", 1, []string{envelope}, []int{1}, 1},
 		{"request and answer", 0, []string{prompt, answer}, []int{0, 1}, 3},
+		{"request and error", 0, []string{prompt, refusal}, []int{0, 1}, 3},
 		{"request with a long id, and answer", 0, []string{longID, answer}, []int{0, 1}, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
