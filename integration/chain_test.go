@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,58 @@ func TestNullErrorAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMalformedErrorAnswers runs the SDK client and the SDK agent, which
+// refuses one prompt with its error written as "error": null, no JSON-RPC
+// error. Straight to the agent the SDK client fails that prompt with its
+// own Invalid request (-32600), which names nobody; through the conductor,
+// with 0 and 1 proxies, with the conductor's -32603, which names the agent
+// and says its answer was malformed. The prompts around it end as usual.
+func TestMalformedErrorAnswers(t *testing.T) {
+	requireConductor(t)
+	agentArgs := []string{nodeBin, filepath.Join(peersDir, "agent.mjs"), "--name", "agent", "--malformed-error"}
+	for _, c := range []struct {
+		name string
+		argv []string
+		want string // what the refused prompt's error starts with
+	}{
+		{"direct", agentArgs, "-32600 Invalid request"},
+		{"0 proxies", agentModeArgs(shellJoin(agentArgs...)),
+			`-32603 component "agent" answered with a malformed error, not an object with an integer code and a string message`},
+		{"1 go proxy", agentModeArgs(goProxyCmd("go1"), shellJoin(agentArgs...)),
+			`-32603 component "agent" answered with a malformed error, not an object with an integer code and a string message`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 60*time.Second)
+			cfg := clientConfig{Prompts: []string{"hello", "please fail", "hello again"}}
+			withMarker(t, &cfg)
+			s := startClient(t, ctx, cfg, c.argv).wait(t)
+			if len(s.Sessions) != 1 || len(s.Sessions[0].Prompts) != 3 {
+				t.Fatalf("sessions %+v, want one with three prompts; failures %q", s.Sessions, s.Failures)
+			}
+			for i, p := range s.Sessions[0].Prompts {
+				switch {
+				case i == 1 && (p.Error == nil || !strings.HasPrefix(*p.Error, c.want)):
+					t.Errorf("the refused prompt ended %s, error %s; want the error %q", orNull(p.StopReason), orNull(p.Error), c.want)
+				case i != 1 && (p.StopReason == nil || *p.StopReason != "end_turn"):
+					t.Errorf("prompt %q ended %s, error %s; want end_turn", p.Text, orNull(p.StopReason), orNull(p.Error))
+				}
+			}
+			if s.exitCode() != 0 {
+				t.Errorf("exit after stdin closed: %s", s.exitString())
+			}
+		})
+	}
+}
+
+// orNull returns *s quoted, or null.
+func orNull(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return strconv.Quote(*s)
 }
 
 // TestNestedConductor puts a conductor in proxy mode inside the chain:

@@ -23,6 +23,10 @@
 //   --null-error   write every result it answers with beside "error": null,
 //                  as some JSON-RPC encoders do, and as the SDK itself refuses
 //                  to read (-32600): a relay must drop the member.
+//   --malformed-error  refuse a prompt containing "fail" (-32000), and write
+//                  every error it answers with as "error": null, which is no
+//                  JSON-RPC error: the SDK refuses it as a response
+//                  (-32600), and a relay must answer with an error of its own.
 //   --name NAME    name reported in initialize's agentInfo.
 //   --listen HOST:PORT  serve remote editors instead of stdio, with the SDK's
 //                  experimental/server and its Node adapter (Streamable HTTP
@@ -112,6 +116,9 @@ const app = acp
     }
     session.cancelled = false;
     const text = promptText(params.prompt);
+    if (flag("--malformed-error") && text.includes("fail")) {
+      throw new acp.RequestError(-32000, "acp-it: asked to fail");
+    }
     const n = chunkCount(params);
     const say = (chunk) =>
       client.notify(acp.methods.client.session.update, {
@@ -241,6 +248,7 @@ async function listen(addr) {
 function serveStdio() {
   let stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
   if (flag("--null-error")) stream = withNullError(stream);
+  if (flag("--malformed-error")) stream = withMalformedError(stream);
   const connection = app.connect(stream);
   connection.closed.then(() => {
     if (flag("--ignore-eof")) {
@@ -263,4 +271,17 @@ function withNullError(stream) {
   });
   add.readable.pipeTo(stream.writable).catch((err) => log("writer closed:", err?.message ?? err));
   return { readable: stream.readable, writable: add.writable };
+}
+
+// withMalformedError returns stream with the error of each error response
+// written to it replaced by null (see --malformed-error).
+function withMalformedError(stream) {
+  const spoil = new TransformStream({
+    transform(msg, controller) {
+      const refusal = msg && typeof msg === "object" && !("method" in msg) && Object.hasOwn(msg, "error");
+      controller.enqueue(refusal ? { ...msg, error: null } : msg);
+    },
+  });
+  spoil.readable.pipeTo(stream.writable).catch((err) => log("writer closed:", err?.message ?? err));
+  return { readable: stream.readable, writable: spoil.writable };
 }
