@@ -198,8 +198,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, d *declarat
 	}
 	p, err := parsePost(body)
 	if err != nil {
-		e := wire.ParseError(err)
-		writeError(w, http.StatusBadRequest, e.Code, e.Message)
+		writeResponse(w, http.StatusBadRequest, wire.ErrorResponse(badPostID(body, err), wire.ParseError(err)))
 		return
 	}
 
@@ -395,7 +394,23 @@ func acceptsSSE(accept []string) bool {
 // writeError answers with a JSON-RPC error that has no id, as MCP allows
 // for HTTP errors.
 func writeError(w http.ResponseWriter, status int, code jrpc2.Code, msg string) {
+	writeResponse(w, status, wire.ErrorResponse(nil, wire.Errorf(code, "%s", msg)))
+}
+
+func writeResponse(w http.ResponseWriter, status int, m *wire.Message) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(wire.ErrorResponse(nil, wire.Errorf(code, "%s", msg)).Bytes())
+	w.Write(m.Bytes())
+}
+
+// badPostID returns the id to answer a POST that parsePost refused with
+// err: that of the invalid request it held alone, if it can be read, as
+// JSON-RPC 2.0 answers an invalid request (see wire.ParseErrorID); else
+// nil, for null. A batch is refused whole, under null: the id of one of
+// its requests would answer only that one.
+func badPostID(body []byte, err error) json.RawMessage {
+	if body = bytes.TrimSpace(body); len(body) > 0 && body[0] == '[' {
+		return nil
+	}
+	return wire.ParseErrorID(err)
 }

@@ -612,6 +612,41 @@ func TestHTTPBadRequests(t *testing.T) {
 	}
 }
 
+// TestHTTPInvalidRequestID: an invalid request POSTed alone is refused
+// under its id, as it came, when the id can be read, as JSON-RPC 2.0 and
+// the conductor's own input answer it; under null when it cannot, for
+// what is not JSON, for what would be a response, and for a batch, which
+// is refused whole.
+func TestHTTPInvalidRequestID(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{`{"jsonrpc":"1.0","id":5,"method":"tools/list"}`,
+			`{"jsonrpc":"2.0","id":5,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}}`},
+		{` {"jsonrpc":"2.0","id":"a\u0062","method":""} `,
+			`{"jsonrpc":"2.0","id":"a\u0062","error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: empty method"}}`},
+		{`{"jsonrpc":"2.0","id":7.0,"method":3}`,
+			`{"jsonrpc":"2.0","id":7.0,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: method is not a string"}}`},
+		{`{"jsonrpc":"2.0","id":5,"method":"tools/list"`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"not valid JSON"}}`},
+		{`{"jsonrpc":"2.0","id":5}`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: no method, result or error"}}`},
+		{`[{"jsonrpc":"2.0","id":5,"method":""}]`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: empty method"}}`},
+	} {
+		resp := c.post(acceptBoth, tc.body)
+		if body := readAll(t, resp); resp.StatusCode != http.StatusBadRequest || body != tc.want {
+			t.Errorf("POST %s: %s\n%s\nwant 400\n%s", tc.body, resp.Status, body, tc.want)
+		}
+	}
+	select {
+	case conn := <-conns:
+		t.Errorf("an invalid request made a Conn for %s", conn.ServerID)
+	default:
+	}
+}
+
 func TestHTTPDuplicateRequestID(t *testing.T) {
 	_, conns, c := httpBridge(t, Options{})
 	conn := initialize(t, c, conns)
