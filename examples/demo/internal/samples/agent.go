@@ -45,7 +45,7 @@ const ProtocolVersion = 1
 // session/cancel ends a running turn with stopReason "cancelled".
 func Agent(ctx context.Context, in io.Reader, out io.WriteCloser) error {
 	a := &agent{link: newLink(in, out), sessions: make(map[string]*session)}
-	a.onBad = func(bad *badMessage) error { return a.fail(nil, bad.rpcError()) }
+	a.onBad = func(bad *badMessage) error { return a.fail(bad.id(), bad.rpcError()) }
 	defer a.close()
 	for {
 		m, err := a.recv(ctx)
@@ -396,6 +396,11 @@ func (b *badMessage) Error() string { return "received an invalid message: " + b
 func (b *badMessage) Unwrap() error { return b.err }
 
 func (b *badMessage) rpcError() *wire.Error { return wire.ParseError(b.err) }
+
+// id is the id to answer it under: that of what would be a request, as it
+// came, if it can be read, as JSON-RPC 2.0 answers an invalid request; else
+// nil, for null.
+func (b *badMessage) id() json.RawMessage { return wire.ParseErrorID(b.err) }
 
 func newLink(r io.Reader, w io.WriteCloser) *link {
 	l := &link{ch: wire.NewLineChannel(r, w, 0), in: make(chan received), done: make(chan struct{})}

@@ -156,8 +156,12 @@ func TestAgentErrors(t *testing.T) {
 	p := newRawPeer(t)
 	p.send(`{not json`)
 	p.expect(`"id":null`, `"code":-32700`)
-	p.send(`{"jsonrpc":"2.0","id":1}`)
+	p.send(`{"jsonrpc":"2.0","id":1}`) // what would be a response: its id is not the agent's to answer
 	p.expect(`"id":null`, `"code":-32600`)
+	p.send(`{"jsonrpc":"1.0","id":"a\u0062","method":"session/new","params":{}}`)
+	p.expect(`"id":"a\u0062"`, `"code":-32600`, `"jsonrpc\" must be \"2.0\"`)
+	p.send(`{"jsonrpc":"2.0","id":1.0,"method":""}`)
+	p.expect(`"id":1.0`, `"code":-32600`, `empty method`)
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"terminal/create","params":{}}`)
 	p.expect(`"id":2`, `"code":-32601`)
 	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"relative"}}`)
