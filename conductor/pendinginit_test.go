@@ -155,3 +155,87 @@ func TestInitializeRestartLimit(t *testing.T) {
 		t.Errorf("Run = %v, want the chain to fail naming crasher", err)
 	}
 }
+
+// TestInitializeBypassedToGoneAgent has the agent exit while the editor's
+// initialize is pending on a proxy that holds it, which stops the chain;
+// then the proxy dies too, and is bypassed all the same, as the chain is
+// draining and not yet stopping its components. The initialize goes on
+// toward the agent, which can no longer answer it: the editor's error names
+// the agent and how it ended, not the proxy it was pending on.
+//
+// Which of three ways the conductor finds that out depends on how its
+// goroutines interleave: the agent already marked gone (the re-sent call
+// cannot register), the editor's requests already refused (the drain's
+// refusal, which is the agent's failure), or the agent's failure not yet
+// handled (its policy fails the re-sent call). All three answer alike,
+// which is what the test checks; none can be chosen without a hook.
+func TestInitializeBypassedToGoneAgent(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "crashy")
+	proxy.OnFailure = PolicyBypass
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	agent.Env["ACP_TEST_PIPE_EXIT"] = "5"
+	// The drain waits for the editor's initialize: it never runs out here.
+	e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, GracePeriod: time.Minute})
+	p, a := proxyStarted(), agentStarted()
+
+	e.send(initLine)
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("the proxy got %s, want its proxy/initialize", m.Bytes())
+	}
+	a.w.Close() // the agent exits with status 5; its policy stops the chain
+	p.w.Close() // the proxy, holding the initialize, dies
+	m := e.recvMsg()
+	want := `component \"agent\" ended unexpectedly (exit status 5)`
+	if string(m.ID) != "0" || !strings.Contains(string(m.Error), want) || strings.Contains(string(m.Error), "crashy") {
+		t.Errorf("initialize answered %s, want an error saying %s, not naming crashy", e.seen[len(e.seen)-1], want)
+	}
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), `"agent"`) {
+		t.Errorf("Run = %v, want the agent's failure", err)
+	}
+}
+
+// TestInitializeBypassedToGoneSuccessor has a proxy's initialize, passed
+// on to the next proxy, pending there when the agent has failed (its
+// policy stops the chain) and that proxy dies: bypassed, as the chain is
+// still draining, the initialize is sent on to the agent, which is gone,
+// and the first proxy's error names the agent and how it ended. The
+// middle proxy's own request to the agent, failed by the agent's end,
+// shows the agent is gone before the middle proxy dies.
+func TestInitializeBypassedToGoneSuccessor(t *testing.T) {
+	dir := t.TempDir()
+	first, firstStarted := scriptedComponent(t, dir, "first")
+	crashy, crashyStarted := scriptedComponent(t, dir, "crashy")
+	crashy.OnFailure = PolicyBypass
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	agent.Env["ACP_TEST_PIPE_EXIT"] = "5"
+	// The drain waits for the editor's initialize: it never runs out here.
+	e := startChain(t, Config{Proxies: []Component{first, crashy}, Agent: agent, GracePeriod: time.Minute})
+	f, p, a := firstStarted(), crashyStarted(), agentStarted()
+
+	e.send(initLine)
+	init := f.recvMsg()
+	f.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(init.Params) + `}}`)
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("crashy got %s, want its proxy/initialize", m.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":9,"method":"proxy/successor","params":{"method":"x/hold","params":{}}}`)
+	if m := a.recvMsg(); m.Method != "x/hold" {
+		t.Fatalf("the agent got %s, want x/hold", m.Bytes())
+	}
+	a.w.Close() // the agent exits with status 5; its policy stops the chain
+	want := `component \"agent\" ended unexpectedly (exit status 5)`
+	if m := p.recvMsg(); string(m.ID) != "9" || !strings.Contains(string(m.Error), want) {
+		t.Fatalf("crashy's x/hold answered %s %s, want the agent's failure", m.ID, m.Error)
+	}
+	p.w.Close() // crashy, holding first's initialize, dies
+	if m := f.recvMsg(); string(m.ID) != "1" || !strings.Contains(string(m.Error), want) || strings.Contains(string(m.Error), "crashy") {
+		t.Errorf("first's initialize answered %s, want an error saying %s, not naming crashy", m.Bytes(), want)
+	}
+	f.send(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"error":{"code":-32603,"message":"no successor"}}`)
+	e.recvMsg()
+	f.w.Close()
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), `"agent"`) {
+		t.Errorf("Run = %v, want the agent's failure", err)
+	}
+}
