@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // A call made outside any handler, under a context no handler gave, goes
-// last in the outgoing order and is answered.
+// out and is answered.
 func TestCallOutsideHandler(t *testing.T) {
 	answers := make(chan string, 1)
 	c := serve(t, &proxy.Proxy{
@@ -39,5 +40,56 @@ func TestCallOutsideHandler(t *testing.T) {
 		}
 	case <-time.After(timeout):
 		t.Fatal("Call did not return")
+	}
+}
+
+// A handler that asks the client under a context no handler gave, as a
+// handler bounding its wait with context.WithTimeout(context.Background(),
+// ...) does, gets its answer: the request does not queue behind the place
+// the handler itself holds. What arrived meanwhile goes on once the handler
+// is done with its place, and the proxy goes on serving.
+func TestCallUnderBackgroundInHandler(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"Background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"WithTimeout", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Hour)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := serve(t, &proxy.Proxy{
+				FromPredecessor: map[string]proxy.Handler{
+					"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+						bg, cancel := tt.ctx()
+						defer cancel()
+						if err := r.Conn().Notify(bg, proxy.Predecessor, "session/update", json.RawMessage(`{"sessionId":"s1"}`)); err != nil {
+							return nil, err
+						}
+						answer, err := r.Conn().Call(bg, proxy.Predecessor, "session/request_permission", json.RawMessage(`{"sessionId":"s1"}`))
+						if err != nil {
+							return nil, err
+						}
+						if string(answer) != `"yes"` {
+							return nil, fmt.Errorf("permission: %s", answer)
+						}
+						return r.Forward(ctx)
+					},
+				},
+			})
+			c.send(`{"jsonrpc":"2.0","id":"p1","method":"session/prompt","params":{"sessionId":"s1"}}`)
+			c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}`)
+			c.expect(`{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"sessionId":"s1"}}`)
+			// Another session's traffic, behind the prompt's place.
+			c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s2"}}}`)
+			c.send(`{"jsonrpc":"2.0","id":1,"result":"yes"}`)
+			c.expect(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1"}}}`)
+			c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s2"}}`)
+			c.send(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+			c.expect(`{"jsonrpc":"2.0","id":"p1","result":{"stopReason":"end_turn"}}`)
+			c.send(`{"jsonrpc":"2.0","id":"n2","method":"session/new","params":{}}`)
+			c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/new","params":{}}}`)
+		})
 	}
 }

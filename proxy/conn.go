@@ -36,7 +36,13 @@ type Conn struct {
 	handlers errgroup.Group // every running handler
 	lastID   atomic.Int64
 	dialect  atomic.Pointer[wire.Dialect] // the one it was initialized in; nil for wire.RFD
-	mcp      *mcpHost                     // serves p.MCPServers; nil if there are none
+	// free is the holder of what Call and Notify send under a context no
+	// handler gave. It never holds a place, and what it sends goes ahead of
+	// every place: sent in no handler's place, it has no reason to wait for
+	// one, and the handler that sent it may be waiting for its answer while
+	// it holds its own place.
+	free holder
+	mcp  *mcpHost // serves p.MCPServers; nil if there are none
 	// unconducted is set once a plain initialize was refused: the proxy
 	// was started as an agent, by an editor. Only the reader uses it.
 	unconducted bool
@@ -77,6 +83,7 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 		out:    newOutbox(),
 		calls:  make(map[int64]*call),
 		served: make(map[string]*served),
+		free:   holder{free: true},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -93,7 +100,10 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 // json.RawMessage, and encoded as JSON otherwise; nil sends none.
 //
 // Called from a handler (with its ctx, or one derived from it), the request
-// is sent in the handler's place in the outgoing order. If ctx is done
+// is sent in the handler's place in the outgoing order. Under any other
+// context (context.Background(), say) it is sent in no one's place, ahead of
+// what waits for a handler, so that a handler may wait for its answer while
+// it holds its place; see the package documentation. If ctx is done
 // before the answer arrives, Call tells the conductor with $/cancel_request
 // and returns ctx.Err().
 func (c *Conn) Call(ctx context.Context, to Side, method string, params any) (json.RawMessage, error) {
@@ -101,11 +111,12 @@ func (c *Conn) Call(ctx context.Context, to Side, method string, params any) (js
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %s: %w", method, err)
 	}
-	return c.call(ctx, holderFrom(ctx), to, method, raw)
+	return c.call(ctx, c.holderFrom(ctx), to, method, raw)
 }
 
 // Notify sends a notification to one side. It returns once the notification
-// is queued; from a handler, it is queued in the handler's place.
+// is queued; from a handler, it is queued in the handler's place, and
+// otherwise, as for [Conn.Call], ahead of what waits for a handler.
 func (c *Conn) Notify(ctx context.Context, to Side, method string, params any) error {
 	raw, err := encodeParams(params)
 	if err != nil {
@@ -114,7 +125,7 @@ func (c *Conn) Notify(ctx context.Context, to Side, method string, params any) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return c.notify(holderFrom(ctx), to, method, raw)
+	return c.notify(c.holderFrom(ctx), to, method, raw)
 }
 
 func (c *Conn) notify(h *holder, to Side, method string, params json.RawMessage) error {
@@ -377,10 +388,12 @@ func (c *Conn) encode(to Side, id json.RawMessage, method string, params json.Ra
 type holderKey struct{}
 
 // holderFrom returns the holder of the handler whose context ctx is, or
-// derives from.
-func holderFrom(ctx context.Context) *holder {
-	h, _ := ctx.Value(holderKey{}).(*holder)
-	return h
+// derives from, or c.free if there is none.
+func (c *Conn) holderFrom(ctx context.Context) *holder {
+	if h, _ := ctx.Value(holderKey{}).(*holder); h != nil {
+		return h
+	}
+	return &c.free
 }
 
 // encodeParams returns v as raw JSON.

@@ -48,6 +48,14 @@
 //   - The place is given up for good when the handler returns or calls
 //     [Request.Detach]. A handler whose wait is ended by its context rather
 //     than by an answer goes on without a place.
+//   - What [Conn.Call] and [Conn.Notify] send under a context no handler
+//     gave (context.Background(), or a deadline derived from it) is in no
+//     one's place: it goes out after what is already free to go, ahead of
+//     what waits behind any handler's place. A handler may wait for the
+//     answer to such a call, which would never come if the call queued
+//     behind the handler's own place; but it keeps its place while it
+//     waits, so a handler should call under its ctx, or a context derived
+//     from it, such as context.WithTimeout(ctx, d).
 //
 // These orders are why the proxy does not run on jrpc2's Server and Client, which
 // deliver notifications and responses on goroutines of their own; of jrpc2

@@ -76,12 +76,13 @@ type holder struct {
 	waiting  int  // calls awaiting a response
 	done     bool // the handler returned
 	detached bool // the handler gave up ordering
+	free     bool // it is no handler's: see Conn.free
 }
 
-// holds reports whether h keeps a place. A nil holder (for a call made
-// outside any handler) never does.
+// holds reports whether h keeps a place. A nil holder (for what the proxy
+// relays) and a free one never do.
 func (h *holder) holds() bool {
-	return h != nil && h.waiting == 0 && !h.done && !h.detached
+	return h != nil && h.waiting == 0 && !h.done && !h.detached && !h.free
 }
 
 func newOutbox() *outbox {
@@ -97,7 +98,8 @@ func (o *outbox) hold(h *holder) {
 	}
 }
 
-// put queues line in h's place, or last if h holds no place.
+// put queues line in h's place, ahead of every place if h is free, or last
+// if h holds no place.
 func (o *outbox) put(h *holder, line []byte) error {
 	return o.putWaiting(h, line, false)
 }
@@ -121,9 +123,11 @@ func (o *outbox) putWaiting(h *holder, line []byte, wait bool) error {
 		return nil
 	}
 	i := len(o.queue)
-	if h.holds() {
+	if h.holds() || h != nil && h.free {
+		// In h's place, or, for a free h, after what is free to go and
+		// before what waits for a handler.
 		for j, e := range o.queue {
-			if e.place == h {
+			if e.place == h || h.free && e.place != nil {
 				i = j
 				break
 			}
