@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -86,7 +87,7 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 		free:   holder{free: true},
 	}
 	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+		c.log = defaultLogger()
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	if len(p.MCPServers) > 0 {
@@ -94,6 +95,14 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 	}
 	return c
 }
+
+// defaultLogger returns the logger of a proxy that set none: warnings and
+// errors, as text, on standard error, which a conductor logs for each
+// component; standard output carries only the protocol. One serves every
+// connection, so that a connection costs no more than it did.
+var defaultLogger = sync.OnceValue(func() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+})
 
 // Call sends a request to one side and waits for its answer. An error answer
 // is returned as an *[Error]. params is sent as it is if it is a

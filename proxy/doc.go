@@ -66,8 +66,9 @@
 // later traffic, both ways; it should detach first. Handlers for different
 // messages run concurrently and must guard any state they share. A handler
 // that panics fails its request (-32603), and an MCP server whose Serve
-// panics ends its connection; the panic is logged with its stack, and the
-// proxy, with every other session, goes on.
+// panics ends its connection; the panic is logged with its stack (to
+// standard error unless [Proxy.Logger] says otherwise), and the proxy, with
+// every other session, goes on.
 //
 // # Initialization
 //

@@ -34,8 +34,11 @@ type Proxy struct {
 	// the method inside their proxy/successor envelope.
 	FromSuccessor map[string]Handler
 
-	// Logger receives reports of traffic the proxy had to drop or refuse.
-	// Nil discards them.
+	// Logger receives reports of traffic the proxy had to drop or refuse,
+	// of handlers that panicked, and of MCP servers that failed. Nil writes
+	// warnings and errors as text to standard error, which a conductor logs
+	// for each of its components (standard output carries only the
+	// protocol); slog.New(slog.DiscardHandler) discards them.
 	Logger *slog.Logger
 
 	// MaxMessageBytes bounds one incoming message, as its sender wrote it:
