@@ -52,6 +52,7 @@ type Conn struct {
 	calls  map[int64]*call    // requests sent, by the proxy's own id, until answered
 	served map[string]*served // requests received, by id, until answered
 	err    error              // set once reading has stopped: a *cutOff
+	nulls  map[string]bool    // methods whose handler answered a nil result, warned of
 }
 
 // A call is a request the proxy sent and is waiting to see answered.
@@ -239,9 +240,33 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.
 			}
 			return nil
 		}
+		if result == nil && err == nil {
+			c.warnNull(from, method)
+		}
 		c.answer(h, id, result, err)
 		return nil
 	})
+}
+
+// warnNull warns, once for each method, that a request handler returned no
+// result and no error, which answers "result": null: few ACP methods accept
+// that, and the handler more likely forgot to forward or to build an answer.
+// A null meant as such is returned as json.RawMessage("null").
+func (c *Conn) warnNull(from Side, method string) {
+	key := from.String() + " " + method
+	c.mu.Lock()
+	warned := c.nulls[key]
+	if !warned {
+		if c.nulls == nil {
+			c.nulls = make(map[string]bool)
+		}
+		c.nulls[key] = true
+	}
+	c.mu.Unlock()
+	if !warned {
+		c.log.Warn(`a request handler returned a nil result and a nil error, which answers "result": null; return json.RawMessage("null") if that is meant`,
+			"method", method, "from", from)
+	}
 }
 
 // run runs fn, turning a panic into an error, as net/http survives a

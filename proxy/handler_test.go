@@ -1,10 +1,15 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -199,4 +204,63 @@ func TestHandlerErrors(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"f"}}`)
 	c.send(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no","data":[1, 2]}}`)
 	c.expect(`{"jsonrpc":"2.0","id":6,"error":{"code":-32000,"message":"changed: no","data":[1,2]}}`)
+}
+
+// A request handler that returns neither a result nor an error answers
+// "result": null, and the proxy warns of it once for each method; a null
+// returned as JSON is taken as meant.
+func TestHandlerNilResultWarns(t *testing.T) {
+	var log syncBuffer
+	nothing := func(context.Context, *proxy.Request) (json.RawMessage, error) { return nil, nil }
+	c := serve(t, &proxy.Proxy{
+		Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		FromPredecessor: map[string]proxy.Handler{
+			"session/set_mode": nothing,
+			"_example/null": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return json.RawMessage("null"), nil
+			},
+		},
+		FromSuccessor: map[string]proxy.Handler{"fs/write_text_file": nothing},
+	})
+	for _, id := range []string{"1", "2"} {
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"session/set_mode","params":{}}`)
+		c.expect(`{"jsonrpc":"2.0","id":` + id + `,"result":null}`)
+	}
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"_example/null"}`)
+	c.expect(`{"jsonrpc":"2.0","id":3,"result":null}`)
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"proxy/successor","params":{"method":"fs/write_text_file","params":{}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":4,"result":null}`)
+	c.in.Close()
+	c.wait()
+
+	var warned []string
+	for line := range strings.Lines(log.String()) {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "nil result") {
+			i := strings.Index(line, "method=")
+			warned = append(warned, strings.TrimSpace(line[i:]))
+		}
+	}
+	want := []string{"method=session/set_mode from=predecessor", "method=fs/write_text_file from=successor"}
+	if !slices.Equal(warned, want) {
+		t.Errorf("warnings: %q, want %q\nlog:\n%s", warned, want, log.String())
+	}
+}
+
+// A syncBuffer is a bytes.Buffer that a logger may write to while a test
+// reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

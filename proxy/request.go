@@ -7,7 +7,11 @@ import (
 
 // A Handler handles the requests or notifications of one method from one
 // side. For a request, what it returns is the answer; for a notification the
-// result is ignored and an error is only logged.
+// result is ignored and an error is only logged. A request handler that
+// returns a nil result and a nil error answers "result": null, which few ACP
+// methods accept, so the proxy logs a warning, once for each method; one
+// that means null returns json.RawMessage("null"), and an empty answer is
+// json.RawMessage("{}").
 //
 // ctx is done when the handler returns, when its request is cancelled with
 // $/cancel_request, or when the proxy stops; a handler must return soon
