@@ -531,6 +531,37 @@ func TestNotAProxy(t *testing.T) {
 	}
 }
 
+// TestProxyRefusesEveryInitialize: a component in a proxy's place that
+// refuses the initialize of every dialect as an unknown method does not act
+// as a proxy. The editor's initialize is answered with an error that names
+// it and says so, with the last refusal as its data, rather than with that
+// bare refusal.
+func TestProxyRefusesEveryInitialize(t *testing.T) {
+	dir := t.TempDir()
+	comp, started := scriptedComponent(t, dir, "p")
+	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{comp}, Agent: fake(t, dir, "agent", "agent")}))
+	p := started()
+	ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	var asked []string
+	for range wire.Dialects {
+		m := p.recvMsg()
+		asked = append(asked, m.Method)
+		p.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+	}
+	if strings.Join(asked, " ") != "proxy/initialize _proxy/initialize initialize" {
+		t.Errorf("the proxy was asked %q", asked)
+	}
+	m := ed.recvMsg()
+	var e wire.Error
+	if m.Error != nil {
+		json.Unmarshal(m.Error, &e)
+	}
+	want := `proxy "p" refused proxy/initialize, _proxy/initialize and initialize marked _meta.proxy: it does not act as an ACP proxy (is it an agent?)`
+	if string(m.ID) != "1" || e.Code != codeInternalError || e.Message != want || string(e.Data) != `{"code":-32601,"message":"Method not found"}` {
+		t.Fatalf("the editor's initialize was answered %s, want error %d %q with the last refusal as data", m.Error, codeInternalError, want)
+	}
+}
+
 // TestEnvelopeSpoofing: a proxy may not make the next proxy take its words
 // for the agent's by nesting envelopes, nor initialize the editor; both are
 // refused to it, and the rest of the turn goes on.

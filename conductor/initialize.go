@@ -1,6 +1,10 @@
 package conductor
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
 	"go.uber.org/zap"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -14,8 +18,14 @@ import (
 // bridges what the agent cannot do natively, so the claim holds whatever the
 // agent supports.
 func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message) bool {
+	return c.onInitializeAfter(to, d, cl, nil)
+}
+
+// onInitializeAfter is onInitialize for a retry: refused names the
+// initialize methods the proxy refused before cl's.
+func (c *chain) onInitializeAfter(to *peer, d delivery, cl *call, refused []string) func(*wire.Message) bool {
 	return func(resp *wire.Message) bool {
-		if c.retryInitialize(to, d, cl, resp) {
+		if c.retryInitialize(to, d, cl, resp, refused) {
 			return true
 		}
 		if resp.Error != nil {
@@ -57,16 +67,21 @@ func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message)
 // refused its initialize with method-not-found, and speaks that dialect to
 // it from then on. A proxy that passed the initialize on to its successor
 // took it: the refusal is the successor's (an agent that knows no
-// initialize), and goes back as it is.
-func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Message) bool {
+// initialize), and goes back as it is. A proxy that refused every dialect
+// does not act as one, and the refusal that goes back says so, naming it,
+// with the last refusal as its data: a bare method-not-found would leave
+// the editor to guess which component knew no initialize.
+func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Message, refused []string) bool {
 	if resp.Error != nil && cl.from != nil && cl.from.pos == 0 {
 		c.stopInitTimer()
 	}
 	if resp.Error == nil || cl.dialect == nil || errorCode(resp.Error) != codeMethodNotFound || to.passedInit.Load() {
 		return false
 	}
+	refused = append(refused[:len(refused):len(refused)], cl.method)
 	next := cl.dialect.Next()
 	if next == nil {
+		resp.Error = errNotAProxy(to.name, refused, resp.Error).Encode()
 		return false
 	}
 	to.log.Info("proxy refused its initialize; retrying in the next dialect",
@@ -78,9 +93,30 @@ func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Messa
 		return false // the refusal goes back as it is
 	}
 	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method, batch: cl.batch, params: cl.params, dialect: next}
-	retry.onResponse = c.onInitialize(to, d, retry)
+	retry.onResponse = c.onInitializeAfter(to, d, retry, refused)
 	c.relayCall(to, retry, d, params)
 	return true
+}
+
+// errNotAProxy is the error for a component in a proxy's place that refused
+// the initialize methods refused, the last with the error object last.
+func errNotAProxy(name string, refused []string, last json.RawMessage) *wire.Error {
+	said := make([]string, len(refused))
+	for i, m := range refused {
+		said[i] = m
+		if m == wire.MethodInitialize {
+			said[i] = m + " marked _meta.proxy"
+		}
+	}
+	list := said[len(said)-1]
+	if n := len(said); n > 1 {
+		list = strings.Join(said[:n-1], ", ") + " and " + list
+	}
+	return &wire.Error{
+		Code:    codeInternalError,
+		Message: fmt.Sprintf("proxy %q refused %s: it does not act as an ACP proxy (is it an agent?)", name, list),
+		Data:    last,
+	}
 }
 
 // resendInitialize sends cl, an initialize request that was pending on a
