@@ -264,3 +264,46 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Serve warns of each handler keyed where it can never run, and of no
+// other; the proxy serves all the same.
+func TestHandlerNeverRunsWarns(t *testing.T) {
+	var log syncBuffer
+	c := serve(t, &proxy.Proxy{
+		Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		FromPredecessor: map[string]proxy.Handler{
+			"initialize":       forwardHandler,
+			"proxy/initialize": forwardHandler,
+			"session/prompt":   forwardHandler,
+			"session/update":   forwardHandler,
+			"$/cancel_request": forwardHandler,
+			"_example/mine":    forwardHandler,
+		},
+		FromSuccessor: map[string]proxy.Handler{
+			"session/update":   forwardHandler,
+			"session/prompt":   forwardHandler,
+			"_proxy/successor": forwardHandler,
+			"mcp/connect":      forwardHandler,
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{}}}`)
+
+	var warned []string
+	for line := range strings.Lines(log.String()) {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "can never run") {
+			i := strings.Index(line, "method=")
+			warned = append(warned, strings.TrimSpace(line[i:]))
+		}
+	}
+	want := []string{
+		"method=$/cancel_request from=predecessor",
+		"method=proxy/initialize from=predecessor",
+		"method=session/update from=predecessor",
+		"method=_proxy/successor from=successor",
+		"method=session/prompt from=successor",
+	}
+	if !slices.Equal(warned, want) {
+		t.Errorf("warnings: %q, want %q\nlog:\n%s", warned, want, log.String())
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -32,6 +34,11 @@ type Proxy struct {
 	// FromSuccessor maps methods to the handlers for requests and
 	// notifications arriving from the successor (the agent side), keyed by
 	// the method inside their proxy/successor envelope.
+	//
+	// Serve warns, through Logger, of a handler keyed where it can never
+	// run: under an envelope's or a proxy initialize's method, under
+	// $/cancel_request, or under an ACP method only the other side sends
+	// (session/update in FromPredecessor, session/prompt in FromSuccessor).
 	FromSuccessor map[string]Handler
 
 	// Logger receives reports of traffic the proxy had to drop or refuse,
@@ -59,6 +66,62 @@ func (p *Proxy) name() string {
 		return p.Name
 	}
 	return strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")
+}
+
+// checkHandlers warns of each handler keyed so that it can never run. A
+// mistaken key is not an error, since a proxy without the handler still
+// works, but it fails silently: the message is forwarded unhandled.
+func (p *Proxy) checkHandlers(log *slog.Logger) {
+	for _, from := range [...]Side{Predecessor, Successor} {
+		handlers := p.FromPredecessor
+		if from == Successor {
+			handlers = p.FromSuccessor
+		}
+		if len(handlers) == 0 {
+			continue
+		}
+		for _, method := range slices.Sorted(maps.Keys(handlers)) {
+			if why := neverHandled(from, method); why != "" {
+				log.Warn("a handler that can never run: "+why, "method", method, "from", from)
+			}
+		}
+	}
+}
+
+// neverHandled says why a handler for method from one side can never run,
+// or returns "" if it can.
+func neverHandled(from Side, method string) string {
+	switch {
+	case wire.IsSuccessor(method):
+		return "envelopes are unwrapped, and the handler for what one carries is keyed by its method in FromSuccessor"
+	case wire.ProxyInitDialect(method) != nil:
+		return `the handler for "initialize" in FromPredecessor handles a proxy's initialize`
+	case method == wire.MethodCancelRequest:
+		return "the proxy cancels what a cancel names itself: a handler's context, or the request it relayed"
+	case from == Predecessor && clientMethods[method]:
+		return "only the agent side sends it: key it in FromSuccessor"
+	case from == Successor && agentMethods[method]:
+		return "only the client side sends it: key it in FromPredecessor"
+	}
+	return ""
+}
+
+// The ACP methods that only the client side calls, and those that only the
+// agent side does.
+var (
+	agentMethods = setOf("initialize", "authenticate", "session/new", "session/load", "session/resume",
+		"session/fork", "session/list", "session/prompt", "session/cancel", "session/set_mode",
+		"session/set_model", "session/close", "session/delete")
+	clientMethods = setOf("session/update", "session/request_permission", "fs/read_text_file", "fs/write_text_file",
+		"terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release")
+)
+
+func setOf(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }
 
 func (p *Proxy) handler(from Side, method string) Handler {
@@ -90,6 +153,7 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 	ch := wire.NewLineChannel(in, out, p.MaxMessageBytes).AllowEnvelope()
 	g, gctx := errgroup.WithContext(ctx)
 	c := newConn(gctx, p)
+	p.checkHandlers(c.log)
 	c.out.try = wire.TryWriterOf(ch) // nil unless out can be written without blocking
 
 	g.Go(func() error { return c.out.run(gctx, ch) })
