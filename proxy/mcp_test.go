@@ -836,3 +836,47 @@ func testMCPDisconnectEnded(t *testing.T) {
 	h.expect(`{"jsonrpc":"2.0","id":"d6","error":{"code":-32602,"message":"mcp/disconnect: unknown MCP connection","data":{"connectionId":"never-opened"}}}`)
 	h.quiet()
 }
+
+// A server reaches the proxy's connection through its MCPConn, to ask the
+// client and to tell it of progress while it serves a tool call; what it
+// sends goes out at once, and the answer comes back to it.
+func TestMCPConnConn(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	sv, conn := h.connectS1()
+	h.send(`{"jsonrpc":"2.0","id":"m1","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call","params":{"name":"ask"}}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`)
+
+	answer := make(chan string, 1)
+	go func() {
+		pc := sv.conn.Conn()
+		sid := sv.conn.Session().ID
+		if err := pc.Notify(sv.ctx, proxy.Predecessor, "session/update", map[string]string{"sessionId": sid}); err != nil {
+			answer <- err.Error()
+			return
+		}
+		result, err := pc.Call(sv.ctx, proxy.Predecessor, "session/request_permission", map[string]string{"sessionId": sid})
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		answer <- string(result)
+	}()
+	h.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}`)
+	var req struct{ ID json.RawMessage }
+	line := h.recv()
+	json.Unmarshal([]byte(line), &req)
+	if want := `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"method":"session/request_permission","params":{"sessionId":"s1"}}`; line != want {
+		t.Fatalf("proxy sent\n\t%s\nwant\n\t%s", line, want)
+	}
+	h.send(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"outcome":{"outcome":"cancelled"}}}`)
+	select {
+	case got := <-answer:
+		if got != `{"outcome":{"outcome":"cancelled"}}` {
+			t.Fatalf("the server's call returned %s", got)
+		}
+	case <-time.After(timeout):
+		t.Fatal("the server's call was not answered")
+	}
+	sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m1","result":{"content":[]}}`)
+}

@@ -88,6 +88,13 @@ func quoteJSON(s string) string {
 // answer, unique across the chain.
 func (c *MCPConn) ID() string { return c.id }
 
+// Conn returns the proxy's connection to its conductor, through which the
+// server may send requests and notifications of its own to either side: ask
+// the client with session/request_permission, say, or tell it of progress
+// with session/update. What it sends under its own context is in no
+// handler's place (see the package documentation).
+func (c *MCPConn) Conn() *Conn { return c.h.c }
+
 // Session returns what the proxy knows, at the time of the call, of the ACP
 // session the connection serves.
 func (c *MCPConn) Session() MCPSession { return c.session.get() }
