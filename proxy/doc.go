@@ -119,9 +119,10 @@
 // any MCP implementation can serve it; package
 // github.com/acp-conductor/acp-conductor/proxy/mcpsdk adapts the official Go
 // SDK's. Since each session gets ids of its own, a connection knows the
-// session it serves ([MCPConn.Session]), and so its working directory. The
-// conductor bridges the servers for agents that cannot speak MCP-over-ACP,
-// which the proxy cannot tell. In the Thinkwell dialect a server is
+// session it serves ([MCPConn.Session]), and so its working directory, and
+// reaches the proxy's [Conn] ([MCPConn.Conn]) to ask the client or tell it
+// of progress. The conductor bridges the servers for agents that cannot
+// speak MCP-over-ACP, which the proxy cannot tell. In the Thinkwell dialect a server is
 // declared as {"type":"http","url":"acp:<uuid>"}, the only form those
 // conductors read, and served over _mcp/connect, _mcp/message and
 // _mcp/disconnect. mcp/* messages about servers the proxy did not
