@@ -102,8 +102,23 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 // component; standard output carries only the protocol. One serves every
 // connection, so that a connection costs no more than it did.
 var defaultLogger = sync.OnceValue(func() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
+	if os.Getenv(componentEnv) != "" {
+		// acp-conductor logs each line of our stderr with the time: one
+		// time is enough.
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 })
+
+// componentEnv is supervisor.ComponentEnv, which acp-conductor sets for
+// every component it starts.
+const componentEnv = "ACP_CONDUCTOR_COMPONENT"
 
 // Call sends a request to one side and waits for its answer. An error answer
 // is returned as an *[Error]. params is sent as it is if it is a

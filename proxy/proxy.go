@@ -45,7 +45,8 @@ type Proxy struct {
 	// of handlers that panicked, and of MCP servers that failed. Nil writes
 	// warnings and errors as text to standard error, which a conductor logs
 	// for each of its components (standard output carries only the
-	// protocol); slog.New(slog.DiscardHandler) discards them.
+	// protocol), leaving out the time under acp-conductor, which adds it;
+	// slog.New(slog.DiscardHandler) discards them.
 	Logger *slog.Logger
 
 	// MaxMessageBytes bounds one incoming message, as its sender wrote it:
