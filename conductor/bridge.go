@@ -159,7 +159,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		c.throttle(p, l)
 	}
 
-	if c.mcp.close(routed) { // else the owner went away first (ownerGone)
+	if c.mcp.close(routed) { // else the owner went away (ownerGone), or the server ended (endBridged), first
 		if routed.stateless == nil {
 			c.disconnect(routed)
 		} else {

@@ -1239,8 +1239,7 @@ func (c *chain) endSession(method, session string) {
 // shared connection is disconnected and what callers still have in flight
 // on it answered at once, with an error saying why (the owner, told the
 // connection is gone, need not answer it); each bridged client's
-// connection is closed, which its owner hears of as when the client goes
-// away (serveBridged).
+// connection likewise (endBridged), and then closed.
 func (c *chain) endServers(e endedServers) {
 	for _, g := range e.shared {
 		c.disconnect(g.conn)
@@ -1248,16 +1247,43 @@ func (c *chain) endServers(e endedServers) {
 			abandon(a.call, g.why)
 		}
 	}
-	for _, p := range e.bridged {
-		p.link.Load().out.close() // the writer drains it, then closes the connection
+	for _, b := range e.bridged {
+		c.endBridged(b)
 	}
+}
+
+// endBridged ends a bridged client's connection to a server the chain
+// forgot. The owner is told first, as when the client goes away
+// (serveBridged): mcp/disconnect, or for an owner that binds per request
+// a cancel of each call. Then each call the client still has in flight is
+// answered with why, ahead of the end of the connection, so that its MCP
+// client is not left waiting (the owner's late answer is dropped).
+func (c *chain) endBridged(b endedBridge) {
+	switch {
+	case b.conn == nil: // still opening, or its owner went first: serveBridged ends it
+	case b.conn.stateless != nil:
+		c.cancelStateless(b.conn)
+	default:
+		c.disconnect(b.conn)
+	}
+	failCalls(b.client.inFlightCalls(), b.why)
+	b.client.link.Load().out.close() // the writer drains it, then closes the connection
 }
 
 // endedServers is what was open to servers the chain forgot, for
 // endServers to end outside the routes' lock.
 type endedServers struct {
 	shared  []endedConn
-	bridged []*peer
+	bridged []endedBridge
+}
+
+// An endedBridge is a bridged client's connection to a server the chain
+// forgot: conn is its connection to the owner, closed in the routes, if it
+// was open; why is what its calls in flight are answered with.
+type endedBridge struct {
+	client *peer
+	conn   *mcpConn
+	why    *wire.Error
 }
 
 // An endedConn is a shared connection to a server the chain forgot, with
@@ -1287,7 +1313,7 @@ func (r *mcpRoutes) sessionEnded(method, session string) (e endedServers) {
 // endLocked forgets the server id: it revokes its bridged declarations,
 // tells a shared connection being opened to it that it is unwanted, and
 // adds to e the shared connection and the bridged clients' connections to
-// end, for why.
+// end, for why, having closed them in the routes.
 func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 	delete(r.servers, id)
 	r.forgetCallsLocked(func(_ callRef, c mcpCall) bool { return c.serverID == id })
@@ -1305,9 +1331,16 @@ func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 		delete(r.opening, id)
 	}
 	for p, to := range r.bridged {
-		if to == id {
-			e.bridged = append(e.bridged, p)
+		if to != id {
+			continue
 		}
+		b := endedBridge{client: p, why: why}
+		for _, c := range r.owned {
+			if c.bridge == p && r.closeLocked(c) {
+				b.conn = c
+			}
+		}
+		e.bridged = append(e.bridged, b)
 	}
 	conn, ok := r.shared[id]
 	if !ok {

@@ -173,6 +173,84 @@ func TestMCPSessionEndsBridgedStdio(t *testing.T) {
 	}
 }
 
+// TestMCPSessionEndsBridgedCallInFlight: a bridged client's call is in
+// flight at the owner when the last session that declared the server
+// closes. The owner is told (mcp/disconnect, or for an owner that binds
+// per request a cancel of the call), and the client's call is answered
+// with the error naming the session that ended, before its server goes:
+// on stdio ahead of the end of the shim's output, over HTTP on the POST
+// that carried it.
+func TestMCPSessionEndsBridgedCallInFlight(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		for _, binding := range []string{"connect", "request"} {
+			t.Run(transport+"/"+binding, func(t *testing.T) {
+				var ed, ag *scripted
+				var c *mcpUser
+				var posted chan string
+				if transport == "stdio" {
+					var declared json.RawMessage
+					ed, ag, declared = mcpChain(t, `{}`, BridgeStdio)
+					c = &mcpUser{s: startShim(t, declared)}
+					c.send("7", "tools/call", `{"name":"wait"}`)
+				} else {
+					var declared json.RawMessage
+					ed, ag, declared = mcpChain(t, `{"http":true}`, BridgeHTTP)
+					url, token := httpDeclaration(t, declared)
+					posted = make(chan string, 1)
+					go func() {
+						_, body := httpMCP(url, token, http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait"}}`)
+						posted <- body
+					}()
+				}
+				connect := ed.recvMsg()
+				if connect.Method != methodMCPConnect {
+					t.Fatalf("the owner got %s, want mcp/connect", connect.Bytes())
+				}
+				if binding == "connect" {
+					ed.reply(connect, `{"connectionId":"c1"}`)
+				} else {
+					ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+				}
+				call := ed.recvMsg()
+				if _, method, _ := carried(t, call); method != "tools/call" {
+					t.Fatalf("the owner got %s, want the tools/call", call.Bytes())
+				}
+
+				ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+				ag.reply(ag.recvMsg(), `{}`)
+				for told, closed := false, false; !told || !closed; {
+					m := ed.recvMsg()
+					switch {
+					case string(m.ID) == `"close"` && m.Error == nil:
+						closed = true
+					case binding == "connect" && m.Method == methodMCPDisconnect && string(m.Params) == `{"connectionId":"c1"}`:
+						told = true
+						ed.reply(m, `{}`)
+					case binding == "request" && m.Method == wire.MethodCancelRequest && string(wire.Member(m.Params, "requestId")) == string(call.ID):
+						told = true
+					default:
+						t.Fatalf("after the close, the owner got %s", m.Bytes())
+					}
+				}
+
+				if transport == "stdio" {
+					sessionEnded(t, c.s.recvMsg(), "7")
+					shimEnded(t, c.s)
+					return
+				}
+				select {
+				case body := <-posted:
+					if !strings.Contains(body, `"code":-33001`) || !strings.Contains(body, `ended session \"s1\"`) {
+						t.Fatalf("the POSTed call was answered %s; want the error saying session s1 ended", body)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("the POSTed call was never answered")
+				}
+			})
+		}
+	}
+}
+
 // TestMCPSessionEndsWhileBridgedOpening: a bridged client's connection is
 // being opened (its owner has mcp/connect, unanswered) when the last
 // session that declared the server closes. Once the owner answers, the
