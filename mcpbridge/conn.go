@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // ErrClosed is returned by a Conn's methods once it has been closed on this
@@ -62,6 +64,16 @@ func (c *Conn) Send(msg []byte) error {
 // Revoked returns the reason given to Bridge.Revoke once the token c was
 // admitted with has been revoked, and nil until then.
 func (c *Conn) Revoked() error { return c.decls.revoked(c.decl) }
+
+// asRPCError returns why a server is gone as the JSON-RPC error its client
+// is told: why itself if it is one (the conductor's -33001 naming the
+// session that ended), else the SDKs' code for a closed connection.
+func asRPCError(why error) *wire.Error {
+	if e, ok := errors.AsType[*wire.Error](why); ok {
+		return e
+	}
+	return &wire.Error{Code: codeConnectionClosed, Message: why.Error()}
+}
 
 // Close ends the connection. The agent's MCP client sees its server go away:
 // the shim exits, or the HTTP session ends, after whatever was sent before.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 const (
@@ -472,6 +474,23 @@ func TestHTTPCloseAnswersPending(t *testing.T) {
 	readAll(t, r)
 	if r.StatusCode != http.StatusNotFound {
 		t.Errorf("after Close: %s, want 404", r.Status)
+	}
+}
+
+// TestHTTPRevokedCloseAnswersPending: a request pending when its server is
+// revoked and its Conn closed is answered with why the server is gone,
+// not as if the connection had merely closed: the conductor answers what
+// it relayed itself, and this is what it never could.
+func TestHTTPRevokedCloseAnswersPending(t *testing.T) {
+	b, conns, c := httpBridge(t, Options{})
+	conn := initialize(t, c, conns)
+	got := async(t, func() *http.Response { return c.post(acceptJSON, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`) })
+	recv(t, conn)
+	b.Revoke("srv-1", wire.Errorf(-33001, "MCP server %q is no longer available: its session ended", "tools"))
+	conn.Close()
+	s := wait(t, got)
+	if want := `{"jsonrpc":"2.0","id":3,"error":{"code":-33001,"message":"MCP server \"tools\" is no longer available: its session ended"}}`; !strings.HasPrefix(s, "200 OK application/json\n") || !strings.Contains(s, want) {
+		t.Errorf("pending request after Revoke and Close: %s; want %s", s, want)
 	}
 }
 

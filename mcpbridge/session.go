@@ -333,14 +333,14 @@ func (s *session) release(st *stream, notify bool) {
 }
 
 // finishLocked stops all routing: requests still waiting get an error
-// response with reason, and every stream ends once it has written that.
-func (s *session) finishLocked(reason string) {
+// response with why, and every stream ends once it has written that.
+func (s *session) finishLocked(why *wire.Error) {
 	if s.over {
 		return
 	}
 	s.over = true
 	for k, st := range s.pending {
-		resp := wire.ErrorResponse(st.wait[k], &wire.Error{Code: codeConnectionClosed, Message: reason})
+		resp := wire.ErrorResponse(st.wait[k], why)
 		st.out = append(st.out, outgoing{data: resp.Bytes(), response: true})
 		delete(st.wait, k)
 		st.done = true
@@ -367,15 +367,23 @@ const codeConnectionClosed = -32000
 // was already POSTed.
 func (s *session) end() {
 	s.mu.Lock()
-	s.finishLocked("MCP session ended")
+	s.finishLocked(&wire.Error{Code: codeConnectionClosed, Message: "MCP session ended"})
 	s.mu.Unlock()
 	s.endOnce.Do(func() { close(s.ended) })
 	s.t.forget(s)
 }
 
+// close ends the session from the server's side. Requests the server
+// never saw (POSTed as it closed) are answered with why its token was
+// revoked, if it was: the server is gone for that reason, not merely
+// disconnected.
 func (s *session) close() error {
+	why := &wire.Error{Code: codeConnectionClosed, Message: "MCP server connection closed"}
+	if err := s.conn.Revoked(); err != nil {
+		why = asRPCError(err)
+	}
 	s.mu.Lock()
-	s.finishLocked("MCP server connection closed")
+	s.finishLocked(why)
 	s.mu.Unlock()
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.t.forget(s)
