@@ -128,11 +128,11 @@ func TestMCPOwnerGone(t *testing.T) {
 					if got["shim-exit"] != "<nil>" {
 						t.Errorf("shim exit: %s", got["shim-exit"])
 					}
-					// A new connection with the old token is refused as
-					// a revoked one is, and no goroutine stays behind for it.
+					// A new connection with the old token is refused,
+					// saying why, and no goroutine stays behind for it.
 					if got["reconnect"] != "EOF" || got["reconnect-exit"] != "exit status 1" ||
-						!strings.Contains(got["reconnect-stderr"], "refused this shim: unknown token") {
-						t.Errorf("reconnecting after the owner went away: got %q, exit %s, stderr %q; want the shim refused at the handshake",
+						!strings.Contains(got["reconnect-stderr"], `refused this shim: MCP server "owner-tools" is no longer available: owner, the proxy that served it, was `+map[Policy]string{PolicyRestart: "restarted", PolicyBypass: "bypassed"}[policy]) {
+						t.Errorf("reconnecting after the owner went away: got %q, exit %s, stderr %q; want the shim refused at the handshake, saying why",
 							got["reconnect"], got["reconnect-exit"], got["reconnect-stderr"])
 					}
 					if n := goroutinesIn("conductor.(*chain).serveBridged"); n != 0 {

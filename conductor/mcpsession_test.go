@@ -117,7 +117,7 @@ func TestMCPSessionEndsWithCallInFlight(t *testing.T) {
 // bridged stdio server for the session's server. When the last session
 // that declared it closes, the bridged connection ends (the shim exits and
 // the owner hears mcp/disconnect), the declaration's token is refused
-// from then on, and a later session that declares the server anew gets a
+// from then on, saying why, and a later session that declares the server anew gets a
 // new token and a server of its own.
 func TestMCPSessionEndsBridgedStdio(t *testing.T) {
 	ed, ag, declared := mcpChain(t, `{}`, BridgeStdio)
@@ -141,8 +141,8 @@ func TestMCPSessionEndsBridgedStdio(t *testing.T) {
 	for waiting := true; waiting; {
 		select {
 		case <-run.exited:
-			if run.err == nil || !strings.Contains(run.stderr.String(), "refused this shim") {
-				t.Errorf("a shim with the closed session's token exited with %v, saying %q; want it refused", run.err, &run.stderr)
+			if run.err == nil || !strings.Contains(run.stderr.String(), `refused this shim: MCP server "tools" is no longer available: session/close ended session "s1"`) {
+				t.Errorf("a shim with the closed session's token exited with %v, saying %q; want it refused, saying session s1 ended", run.err, &run.stderr)
 			}
 			waiting = false
 		case l, ok := <-ed.lines:
@@ -313,7 +313,8 @@ func TestMCPSessionEndsWhileDeclaredAnew(t *testing.T) {
 
 // TestMCPSessionEndsBridgedHTTP: as TestMCPSessionEndsBridgedStdio, for an
 // agent that reaches the bridge over HTTP: the open MCP session ends, and
-// the URL with its token answers 404 from then on.
+// the URL with its token answers 410 from then on, saying why (404 with
+// any other token).
 func TestMCPSessionEndsBridgedHTTP(t *testing.T) {
 	ed, ag, declared := mcpChain(t, `{"http":true}`, BridgeHTTP)
 	url, token := httpDeclaration(t, declared)
@@ -335,8 +336,12 @@ func TestMCPSessionEndsBridgedHTTP(t *testing.T) {
 	ag.reply(ag.recvMsg(), `{}`)
 	owner := newOwnerWatch(t, ed)
 	owner.await("close")
-	if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusNotFound || !strings.Contains(body, "unknown MCP route") {
-		t.Fatalf("after the close, the declaration's URL answered %d %s; want 404, unknown route", status, body)
+	if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusGone || !strings.Contains(body, `"code":-33001`) ||
+		!strings.Contains(body, `is no longer available: session/close ended session \"s1\"`) {
+		t.Fatalf("after the close, the declaration's URL answered %d %s; want 410 saying session s1 ended", status, body)
+	}
+	if status, body := httpMCP(url, strings.Repeat("0", 64), http.MethodDelete, ""); status != http.StatusNotFound || !strings.Contains(body, "unknown MCP route") {
+		t.Fatalf("after the close, the declaration's URL answered %d %s to another token; want 404, unknown route", status, body)
 	}
 	owner.await("disconnect")
 
@@ -513,8 +518,9 @@ func TestMCPSessionSetupFails(t *testing.T) {
 			if resp := ed.recvMsg(); resp.Error == nil {
 				t.Fatalf("the editor got %s; want the agent's error", resp.Result)
 			}
-			if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusNotFound || !strings.Contains(body, "unknown MCP route") {
-				t.Fatalf("after the failed set-up, its declaration's URL answered %d %s; want 404, unknown route", status, body)
+			if status, body := httpMCP(url, token, http.MethodDelete, ""); status != http.StatusGone || !strings.Contains(body, `"code":-33001`) ||
+				!strings.Contains(body, `that declared it failed`) {
+				t.Fatalf("after the failed set-up, its declaration's URL answered %d %s; want 410 saying the set-up failed", status, body)
 			}
 
 			// The same session again, declaring the first session's server:

@@ -97,7 +97,8 @@ func (b *Bridge) HTTP(serverID, name string) (HTTPServer, error) {
 
 // Revoke forgets serverID: from then on its token is refused, by the socket
 // and by HTTP (its route is unknown), including on later requests of HTTP
-// sessions already open.
+// sessions already open. A client that presents the token is told why
+// (the shim's refusal, HTTP 410 Gone), for the last 1024 tokens revoked.
 // Conns are not closed; that is the caller's to do. Those admitted with
 // the token report why from Revoked from then on (ErrRevoked if why is
 // nil): one admitted just before Revoke may reach Serve's accept just
@@ -129,6 +130,40 @@ type registry struct {
 	mu       sync.Mutex
 	byID     map[string]*declaration
 	byDigest map[[sha256.Size]byte]*declaration
+	// gone keeps the last revoked tokens' declarations, keyed and
+	// matched as live ones, so that a client that presents one is told
+	// why its server is gone rather than that its token is unknown.
+	gone revokedTokens
+}
+
+// maxRevoked bounds how many revoked tokens the registry remembers: a
+// conductor whose sessions come and go must not grow with them, and a
+// client that presents a token revoked longer ago is refused as with one
+// never issued.
+const maxRevoked = 1024
+
+// revokedTokens remembers the declarations of the last revoked tokens,
+// by digest, the oldest forgotten first once it holds maxRevoked.
+type revokedTokens struct {
+	byDigest map[[sha256.Size]byte]*declaration
+	order    [][sha256.Size]byte // a ring of the digests, the oldest at next once full
+	next     int
+}
+
+func (v *revokedTokens) add(digest [sha256.Size]byte, d *declaration) {
+	if v.byDigest == nil {
+		v.byDigest = make(map[[sha256.Size]byte]*declaration)
+	}
+	if _, known := v.byDigest[digest]; !known {
+		if len(v.order) < maxRevoked {
+			v.order = append(v.order, digest)
+		} else {
+			delete(v.byDigest, v.order[v.next])
+			v.order[v.next] = digest
+			v.next = (v.next + 1) % maxRevoked
+		}
+	}
+	v.byDigest[digest] = d
 }
 
 func (r *registry) declare(serverID, name string) *declaration {
@@ -169,6 +204,19 @@ func (r *registry) lookup(token string) (*declaration, bool) {
 	return d, true
 }
 
+// whyRevoked returns why token was revoked, if it is among the last
+// revoked, and the server it was for; the match is confirmed in constant
+// time, as lookup's.
+func (r *registry) whyRevoked(token string) (serverID string, why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.gone.byDigest[sha256.Sum256([]byte(token))]
+	if !ok || subtle.ConstantTimeCompare([]byte(d.token), []byte(token)) != 1 {
+		return "", nil
+	}
+	return d.serverID, d.grant.revoked
+}
+
 // byServer returns serverID's declaration; the caller checks its token in
 // constant time.
 func (r *registry) byServer(serverID string) (*declaration, bool) {
@@ -185,8 +233,10 @@ func (r *registry) revoke(serverID string, why error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if d, ok := r.byID[serverID]; ok {
+		digest := sha256.Sum256([]byte(d.token))
 		delete(r.byID, serverID)
-		delete(r.byDigest, sha256.Sum256([]byte(d.token)))
+		delete(r.byDigest, digest)
 		d.grant.revoked = why
+		r.gone.add(digest, d)
 	}
 }

@@ -52,6 +52,9 @@ func (b *Bridge) checkHello(line []byte) (*declaration, error) {
 	}
 	d, ok := b.decls.lookup(h.Token)
 	if !ok {
+		if _, why := b.decls.whyRevoked(h.Token); why != nil {
+			return nil, errors.New(asRPCError(why).Message) // said to the shim, without the code
+		}
 		return nil, errBadToken
 	}
 	return d, nil

@@ -332,9 +332,8 @@ func TestHTTPRefused(t *testing.T) {
 	next(t, conns)
 	b.Revoke("srv-1", nil)
 	resp = c.post(acceptBoth, init)
-	readAll(t, resp)
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("revoked server: %s, want 404", resp.Status)
+	if body := readAll(t, resp); resp.StatusCode != http.StatusGone || !strings.Contains(body, ErrRevoked.Error()) {
+		t.Errorf("revoked server: %s %s, want 410 saying it was revoked", resp.Status, body)
 	}
 }
 

@@ -72,19 +72,37 @@ func (t *httpTransport) admit(r *http.Request) (*declaration, *refusal) {
 	if origin := r.Header.Get("Origin"); origin != "" && origin != "http://"+t.host {
 		return nil, &refusal{http.StatusForbidden, jrpc2.InvalidRequest, "origin not allowed"}
 	}
-	id, ok := routeServer(r.URL.Path)
+	id, routed := routeServer(r.URL.Path)
 	var d *declaration
+	ok := routed
 	if ok {
 		d, ok = t.b.decls.byServer(id)
+	}
+	token, hasToken := bearer(r.Header.Get("Authorization"))
+	if ok && hasToken && subtle.ConstantTimeCompare([]byte(token), []byte(d.token)) == 1 {
+		return d, nil
+	}
+	if routed && hasToken {
+		if gone := t.gone(id, token); gone != nil {
+			return nil, gone
+		}
 	}
 	if !ok {
 		return nil, &refusal{http.StatusNotFound, jrpc2.MethodNotFound, "unknown MCP route"}
 	}
-	token, ok := bearer(r.Header.Get("Authorization"))
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(d.token)) != 1 {
-		return nil, &refusal{http.StatusUnauthorized, jrpc2.InvalidRequest, "unauthorized"}
+	return nil, &refusal{http.StatusUnauthorized, jrpc2.InvalidRequest, "unauthorized"}
+}
+
+// gone returns the refusal of a request that presents a revoked token on
+// its server's route: 410, saying why the server is gone. Only the
+// token's holder learns why; anyone else is refused as before.
+func (t *httpTransport) gone(id, token string) *refusal {
+	serverID, why := t.b.decls.whyRevoked(token)
+	if why == nil || serverID != id {
+		return nil
 	}
-	return d, nil
+	e := asRPCError(why)
+	return &refusal{http.StatusGone, e.Code, e.Message}
 }
 
 // bearer returns the token of an Authorization header of the Bearer scheme.

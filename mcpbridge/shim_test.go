@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -636,6 +637,84 @@ func TestRefusalsRateLimited(t *testing.T) {
 			}
 			cancel()
 		})
+	}
+}
+
+// TestRevokedTokenSaysWhy: a client that presents a revoked token is told
+// the reason given to Revoke, its server's name and why it is gone: the
+// shim's refusal says it, HTTP answers 410 with it, also once the server
+// is declared again under a new token. Anyone else is refused as before,
+// and no log shows the token.
+func TestRevokedTokenSaysWhy(t *testing.T) {
+	defer func(d time.Duration) { refusalInterval = d }(refusalInterval)
+	refusalInterval = 0 // log each one, to check what is logged
+	log, logs := observed()
+	const reason = `MCP server "tools" is no longer available: session/close ended session "s1", which declared it`
+	why := wire.Errorf(-33001, "%s", reason)
+
+	b, _, c := httpBridge(t, Options{Logger: log})
+	token := strings.TrimPrefix(c.header.Get("Authorization"), "Bearer ")
+	e := env(b.Stdio("srv-2", "tools"))
+	b.Revoke("srv-1", why)
+	b.Revoke("srv-2", why)
+
+	err := RunShim(t.Context(), strings.NewReader(""), io.Discard, e[EnvSocket], e[EnvToken])
+	if err == nil || !strings.HasSuffix(err.Error(), "the conductor refused this shim: "+reason) {
+		t.Errorf("a shim with the revoked token: %v; want it refused saying %s", err, reason)
+	}
+	err = RunShim(t.Context(), strings.NewReader(""), io.Discard, e[EnvSocket], strings.Repeat("0", 64))
+	if err == nil || !strings.HasSuffix(err.Error(), errBadToken.Error()) {
+		t.Errorf("a shim with a token never issued: %v; want it refused as unknown", err)
+	}
+
+	wantGone := func(what string) {
+		t.Helper()
+		resp := c.post(acceptBoth, `{"jsonrpc":"2.0","id":0,"method":"initialize"}`)
+		body := readAll(t, resp)
+		if want, _ := json.Marshal(reason); resp.StatusCode != http.StatusGone || !strings.Contains(body, `"code":-33001`) || !strings.Contains(body, string(want)) {
+			t.Errorf("%s: %s %s; want 410 with -33001 saying %s", what, resp.Status, body, reason)
+		}
+	}
+	wantGone("the revoked token")
+	other := newHTTPClient(t, HTTPServer{URL: c.url, Headers: []HTTPHeader{{"Authorization", "Bearer " + strings.Repeat("0", 64)}}})
+	resp := other.post(acceptBoth, `{"jsonrpc":"2.0","id":0,"method":"initialize"}`)
+	if body := readAll(t, resp); resp.StatusCode != http.StatusNotFound || strings.Contains(body, "session/close") {
+		t.Errorf("another token on the revoked route: %s %s; want 404, saying nothing of why", resp.Status, body)
+	}
+	if _, err := b.HTTP("srv-1", "tools"); err != nil {
+		t.Fatal(err)
+	}
+	wantGone("the revoked token, the server declared anew")
+
+	for _, entry := range logs.All() {
+		for _, f := range entry.Context {
+			if s := f.String + fmt.Sprint(f.Interface); strings.Contains(s, token) || strings.Contains(s, e[EnvToken]) {
+				t.Errorf("the log shows a revoked token: %v", entry)
+			}
+		}
+	}
+}
+
+// TestRevokedTokensBounded: the registry remembers why for the last
+// maxRevoked tokens revoked, and forgets the oldest first.
+func TestRevokedTokensBounded(t *testing.T) {
+	var r registry
+	var tokens []string
+	for i := range maxRevoked + 1 {
+		id := fmt.Sprint("srv-", i)
+		tokens = append(tokens, r.declare(id, "tools").token)
+		r.revoke(id, fmt.Errorf("reason %d", i))
+	}
+	if _, why := r.whyRevoked(tokens[0]); why != nil {
+		t.Errorf("the oldest of %d revoked tokens is still remembered: %v", maxRevoked+1, why)
+	}
+	for _, i := range []int{1, maxRevoked} {
+		if id, why := r.whyRevoked(tokens[i]); id != fmt.Sprint("srv-", i) || why == nil || why.Error() != fmt.Sprint("reason ", i) {
+			t.Errorf("revoked token %d: %q, %v; want srv-%d, reason %d", i, id, why, i, i)
+		}
+	}
+	if len(r.gone.byDigest) != maxRevoked {
+		t.Errorf("%d revoked tokens kept, want %d", len(r.gone.byDigest), maxRevoked)
 	}
 }
 
