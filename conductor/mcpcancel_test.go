@@ -3,8 +3,10 @@ package conductor
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -384,6 +386,69 @@ func TestMCPProgressToTranslatedCaller(t *testing.T) {
 			ed.reply(call, `{"result":{"content":[]}}`)
 			if id, errObj, result := c.recvResult(t); string(id) != "5" || errObj != nil || string(result) != `{"content":[]}` {
 				t.Errorf("the call was answered %s %s %s", id, errObj, result)
+			}
+		})
+	}
+}
+
+// TestMCPPingToStatelessOwner: a legacy MCP client (bridged over stdio or
+// HTTP, or a native agent on a connection) pings a server whose owner
+// binds per request and speaks MCP 2026-07-28, which has no ping and
+// refuses it as unknown. The conductor, whose connection ping checks,
+// answers {} itself, and the owner hears nothing of it.
+func TestMCPPingToStatelessOwner(t *testing.T) {
+	for _, client := range []string{"stdio", "http", "native"} {
+		t.Run(client, func(t *testing.T) {
+			var ed *scripted
+			var pong, after func() string // the ping's answer; the owner's next message
+			if client == "http" {
+				var declared json.RawMessage
+				ed, _, declared = mcpChain(t, `{"http":true}`, BridgeHTTP)
+				url, token := httpDeclaration(t, declared)
+				answered := make(chan string, 1)
+				go func() {
+					_, body := httpMCP(url, token, http.MethodPost, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+					answered <- body
+				}()
+				connect := ed.recvMsg()
+				ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+				pong = func() string {
+					select {
+					case body := <-answered:
+						return body
+					case <-time.After(20 * time.Second):
+						t.Fatal("the ping was never answered")
+						return ""
+					}
+				}
+				after = func() string {
+					listed := make(chan struct{})
+					go func() {
+						httpMCP(url, token, http.MethodPost, `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{}}`)
+						close(listed)
+					}()
+					m := ed.recvMsg()
+					ed.reply(m, `{"result":{"tools":[]}}`)
+					<-listed
+					_, method, _ := carried(t, m)
+					return method
+				}
+			} else {
+				var c *mcpUser
+				ed, c = openMCP(t, client == "stdio", "request")
+				c.send("5", "ping", `{}`)
+				pong = func() string { return string(c.s.recvLine()) }
+				after = func() string {
+					c.send("6", "tools/list", `{}`)
+					_, method, _ := carried(t, recvRequest(t, ed))
+					return method
+				}
+			}
+			if got := pong(); !strings.Contains(got, `{"jsonrpc":"2.0","id":5,"result":{}}`) {
+				t.Errorf("the client's ping was answered %s; want {} under its id", got)
+			}
+			if method := after(); method != "tools/list" {
+				t.Errorf("after the ping, the owner got %s; want the next call, tools/list", method)
 			}
 		})
 	}

@@ -32,7 +32,8 @@ import (
 // only, so a legacy client's handshake is played by the conductor (the
 // statelessRules table): initialize is answered from the owner's
 // server/discover, or from the declaration when the owner has none;
-// notifications/initialized is absorbed; every later request gets the
+// notifications/initialized is absorbed; ping is answered {}, as MCP
+// asks of either side; every later request gets the
 // per-request _meta keys from what the client said in initialize. A
 // 2026-07-28 client already sends them and passes straight through.
 
@@ -46,6 +47,7 @@ const (
 	mcpMethodInitialize  = "initialize"
 	mcpMethodInitialized = "notifications/initialized"
 	mcpMethodCancelled   = "notifications/cancelled"
+	mcpMethodPing        = "ping"
 )
 
 // codeMCPBackendFailed is the binding's code for an owner that answered
@@ -81,6 +83,7 @@ const (
 	slAbsorb                          // the handshake's notification: nobody needs it
 	slCancel                          // MCP's cancellation: cancel the request it names
 	slDrop                            // another notification: stateless MCP takes none
+	slPong                            // ping: answer {} here
 )
 
 // statelessRules is the legacy × stateless table, by method and whether
@@ -92,6 +95,10 @@ var statelessRules = map[struct {
 	{mcpMethodInitialize, true}:   slInitialize,
 	{mcpMethodInitialized, false}: slAbsorb,
 	{mcpMethodCancelled, false}:   slCancel,
+	// MCP 2026-07-28 has no ping, and its servers refuse it as unknown,
+	// which a keep-alive takes for a dead server; what ping checks is the
+	// connection, which is the conductor's.
+	{mcpMethodPing, true}: slPong,
 }
 
 func statelessRuleFor(method string, request bool, params json.RawMessage) statelessRule {
@@ -449,6 +456,9 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 	srv, _ := c.mcp.server(conn.serverID)
 	switch statelessRuleFor(method, m.IsRequest(), params) {
 	case slAbsorb:
+		return
+	case slPong:
+		answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
 		return
 	case slDrop:
 		from.log.Debug("dropped an MCP notification a stateless server takes no part in", zap.String("method", method))
