@@ -128,7 +128,11 @@ func TestMCPBindingTranslation(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			prompt, _ := json.Marshal(map[string]string{"server": "editor-tools", "tool": "greet", "name": "go-agent", "protocol": c.protocol})
+			// A legacy client pings too, as a keep-alive would: the
+			// provider, on 2026-07-28, has no ping, and the conductor
+			// answers it.
+			legacy := c.wantProtocol != "2026-07-28"
+			prompt, _ := json.Marshal(map[string]any{"server": "editor-tools", "tool": "greet", "name": "go-agent", "protocol": c.protocol, "ping": legacy})
 			s := runTSEditor(t, true, string(prompt), quote(goProxy)+" passthrough", quote(sdkAgent)+" --advertise "+c.advertise)
 			rep := s.agentReport(t)
 			var got map[string]any
@@ -144,6 +148,9 @@ func TestMCPBindingTranslation(t *testing.T) {
 			}
 			if len(rep.Progress) != 1 || rep.Progress[0] != "editor working" {
 				t.Errorf("progress %v, want the provider's one notification", rep.Progress)
+			}
+			if legacy && rep.Ping != "ok" {
+				t.Errorf("the client's ping got %q; want it answered", rep.Ping)
 			}
 			if !rep.Closed || rep.CloseError != "" {
 				t.Errorf("the client did not close cleanly: %s", rep.CloseError)

@@ -79,6 +79,7 @@ type report struct {
 	Closed              bool            `json:"closed"`
 	CloseError          string          `json:"closeError"`
 	Disconnect          string          `json:"disconnect"`
+	Ping                string          `json:"ping"`
 	Error               string          `json:"error"`
 }
 

@@ -31,7 +31,7 @@
 // client asks for; empty means the SDK's latest. With cancel, it cancels
 // the call (its context) once the progress notification comes, expects the
 // call to end so, and then calls the tool "waited" and reports its result
-// (toolproxy's wait and waited).
+// (toolproxy's wait and waited). With ping, it pings the server first.
 package main
 
 import (
@@ -256,6 +256,9 @@ type report struct {
 	// Disconnect is how the connection ended on the agent's side: for acp,
 	// the answer to mcp/disconnect; for stdio, how the command exited.
 	Disconnect string `json:"disconnect,omitempty"`
+	// Ping is "ok" once the client's ping was answered, else its error,
+	// when the prompt asked for one.
+	Ping string `json:"ping,omitempty"`
 	// Error is the first thing that failed.
 	Error string `json:"error,omitempty"`
 }
@@ -287,6 +290,8 @@ func (a *agent) prompt(m *msg) {
 		// client (@thinkwell/conductor sends them on to the agent).
 		NoProgress bool `json:"noProgress"`
 		Cancel     bool `json:"cancel"`
+		// Ping: ping the server once connected, as a keep-alive would.
+		Ping bool `json:"ping"`
 	}
 	if len(p.Prompt) == 0 || json.Unmarshal([]byte(p.Prompt[len(p.Prompt)-1].Text), &req) != nil {
 		rep.Error = "the prompt is not a tool request"
@@ -301,14 +306,14 @@ func (a *agent) prompt(m *msg) {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, 60*time.Second)
 	defer cancel()
-	if err := a.useTool(ctx, s, req.Server, req.Tool, req.Name, req.Protocol, !req.NoProgress, req.Cancel, &rep); err != nil {
+	if err := a.useTool(ctx, s, req.Server, req.Tool, req.Name, req.Protocol, !req.NoProgress, req.Cancel, req.Ping, &rep); err != nil {
 		rep.Error = err.Error()
 		log.Printf("unexpected: the prompt failed: %v", err)
 	}
 }
 
 // useTool does the MCP part of a prompt, filling in rep.
-func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, protocol string, waitProgress, cancelCall bool, rep *report) error {
+func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, protocol string, waitProgress, cancelCall, ping bool, rep *report) error {
 	var decl struct {
 		Type    string
 		Name    string
@@ -413,6 +418,13 @@ func (a *agent) useTool(ctx context.Context, s *session, server, tool, name, pro
 		rep.Protocol = init.ProtocolVersion
 		if init.ServerInfo != nil {
 			rep.ServerName = init.ServerInfo.Name
+		}
+	}
+
+	if ping {
+		rep.Ping = "ok"
+		if err := cs.Ping(ctx, nil); err != nil {
+			rep.Ping = err.Error()
 		}
 	}
 
