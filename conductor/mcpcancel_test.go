@@ -453,3 +453,40 @@ func TestMCPPingToStatelessOwner(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPBridgedInitializeFromDiscover: a bridged legacy client's
+// initialize to an owner that binds per request is answered from the
+// owner's answer to server/discover: its result in the shape of an
+// InitializeResult; one built from the declaration when the owner's
+// server has none (method not found, in the carrier or as the owner's own
+// error); and any other failure as the error it is, not a made-up success
+// the client would only see through at its next call.
+func TestMCPBridgedInitializeFromDiscover(t *testing.T) {
+	declared := `{"jsonrpc":"2.0","id":0,"result":{"capabilities":{"tools":{}},"protocolVersion":"2025-06-18","serverInfo":{"name":"tools","version":"0"}}}`
+	for _, tc := range []struct{ name, answer, want string }{
+		{"result", `"result":{"result":{"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"ed","version":"2"}}}`,
+			`{"jsonrpc":"2.0","id":0,"result":{"capabilities":{"tools":{"listChanged":true}},"protocolVersion":"2025-06-18","serverInfo":{"name":"ed","version":"2"}}}`},
+		{"none", `"result":{"error":{"code":-32601,"message":"Method not found"}}`, declared},
+		{"none, refused", `"error":{"code":-32601,"message":"Method not found"}`, declared},
+		{"MCP error", `"result":{"error":{"code":-32603,"message":"discovery broke"}}`,
+			`{"jsonrpc":"2.0","id":0,"error":{"code":-32603,"message":"discovery broke"}}`},
+		{"failed", `"error":{"code":-32603,"message":"the owner broke"}`,
+			`{"jsonrpc":"2.0","id":0,"error":{"code":-32603,"message":"the owner broke"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ed, _, decl := mcpChain(t, `{}`, BridgeStdio)
+			c := &mcpUser{s: startShim(t, decl)}
+			c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+			connect := ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+			discover := ed.recvMsg()
+			if _, method, _ := carried(t, discover); method != "server/discover" {
+				t.Fatalf("the owner got %s, want server/discover", discover.Bytes())
+			}
+			ed.send(`{"jsonrpc":"2.0","id":` + string(discover.ID) + `,` + tc.answer + `}`)
+			if got := string(c.s.recvLine()); got != tc.want {
+				t.Errorf("server/discover answered %s: the client's initialize got\n%s\nwant\n%s", tc.answer, got, tc.want)
+			}
+		})
+	}
+}

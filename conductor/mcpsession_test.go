@@ -251,6 +251,77 @@ func TestMCPSessionEndsBridgedCallInFlight(t *testing.T) {
 	}
 }
 
+// TestMCPSessionEndsBridgedInitializeInFlight: a bridged legacy client's
+// initialize to an owner that binds per request waits on the owner's
+// server/discover, which the conductor sends for it, when the last session
+// that declared the server closes. The owner is told (a cancel of the
+// discover), and the initialize is answered with the error naming the
+// session that ended, as the client's other calls in flight are, not left
+// unanswered nor made a success: on stdio ahead of the end of the shim's
+// output, over HTTP on the POST that carried it.
+func TestMCPSessionEndsBridgedInitializeInFlight(t *testing.T) {
+	const initialize = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}}`
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			var ed, ag *scripted
+			var shim *scripted
+			var posted chan string
+			if transport == "stdio" {
+				var declared json.RawMessage
+				ed, ag, declared = mcpChain(t, `{}`, BridgeStdio)
+				shim = startShim(t, declared)
+				shim.send(initialize)
+			} else {
+				var declared json.RawMessage
+				ed, ag, declared = mcpChain(t, `{"http":true}`, BridgeHTTP)
+				url, token := httpDeclaration(t, declared)
+				posted = make(chan string, 1)
+				go func() {
+					_, body := httpMCP(url, token, http.MethodPost, initialize)
+					posted <- body
+				}()
+			}
+			connect := ed.recvMsg()
+			if connect.Method != methodMCPConnect {
+				t.Fatalf("the owner got %s, want mcp/connect", connect.Bytes())
+			}
+			ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+			discover := ed.recvMsg()
+			if _, method, _ := carried(t, discover); method != "server/discover" {
+				t.Fatalf("the owner got %s, want the server/discover for the initialize", discover.Bytes())
+			}
+
+			ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+			ag.reply(ag.recvMsg(), `{}`)
+			for told, closed := false, false; !told || !closed; {
+				m := ed.recvMsg()
+				switch {
+				case string(m.ID) == `"close"` && m.Error == nil:
+					closed = true
+				case m.Method == wire.MethodCancelRequest && string(wire.Member(m.Params, "requestId")) == string(discover.ID):
+					told = true
+				default:
+					t.Fatalf("after the close, the owner got %s", m.Bytes())
+				}
+			}
+
+			if transport == "stdio" {
+				sessionEnded(t, shim.recvMsg(), "7")
+				shimEnded(t, shim)
+				return
+			}
+			select {
+			case body := <-posted:
+				if !strings.Contains(body, `"id":7,"error":{"code":-33001`) || !strings.Contains(body, `ended session \"s1\"`) {
+					t.Fatalf("the POSTed initialize was answered %s; want the error saying session s1 ended", body)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the POSTed initialize was never answered")
+			}
+		})
+	}
+}
+
 // TestMCPSessionEndsWhileBridgedOpening: a bridged client's connection is
 // being opened (its owner has mcp/connect, unanswered) when the last
 // session that declared the server closes. Once the owner answers, the

@@ -31,7 +31,8 @@ import (
 // mcp/message {serverId, requestId}. Such an owner speaks MCP 2026-07-28
 // only, so a legacy client's handshake is played by the conductor (the
 // statelessRules table): initialize is answered from the owner's
-// server/discover, or from the declaration when the owner has none;
+// server/discover, or from the declaration when the owner has none (a
+// discover that fails fails the initialize);
 // notifications/initialized is absorbed; ping is answered {}, as MCP
 // asks of either side; every later request gets the
 // per-request _meta keys from what the client said in initialize. A
@@ -145,27 +146,40 @@ func withStatelessMeta(params json.RawMessage, client *mcpClient) json.RawMessag
 	return out
 }
 
+// asInitialize makes the answer to the owner's server/discover, as
+// fromOutcome left it, the answer to a legacy client's initialize. Method
+// not found is an owner whose server has none: the result is built from
+// the declaration. Any other error stays the initialize's: the owner's,
+// or the conductor's when the server or its owner went first, which a
+// made-up result would hide until the client's next call.
+func asInitialize(resp *wire.Message, client *mcpClient, serverName string) {
+	switch {
+	case resp.Error == nil:
+		resp.Result = initializeResult(client, serverName, resp.Result)
+	case errorCode(resp.Error) == codeMethodNotFound:
+		resp.Result, resp.Error = initializeResult(client, serverName, nil), nil
+	}
+}
+
 // initializeResult is the conductor's answer to a legacy client's
 // initialize: the owner's server/discover result in the shape of an
-// InitializeResult, or, when the owner gave none, one built from the
-// declaration.
-func initializeResult(client *mcpClient, serverName string, discover *wire.Message) json.RawMessage {
+// InitializeResult, or, what it lacks (all of it, for a nil discover),
+// built from the declaration.
+func initializeResult(client *mcpClient, serverName string, discover json.RawMessage) json.RawMessage {
 	version := client.version
 	if version == "" {
 		version = "2025-11-25"
 	}
 	var d struct {
-		Result *struct {
-			Capabilities json.RawMessage `json:"capabilities"`
-			ServerInfo   json.RawMessage `json:"serverInfo"`
-			Instructions json.RawMessage `json:"instructions,omitempty"`
-		} `json:"result"`
+		Capabilities json.RawMessage `json:"capabilities"`
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+		Instructions json.RawMessage `json:"instructions,omitempty"`
 	}
 	res := map[string]json.RawMessage{"protocolVersion": mustQuote(version)}
-	if discover != nil && discover.Error == nil && json.Unmarshal(discover.Result, &d) == nil && d.Result != nil && d.Result.Capabilities != nil {
-		res["capabilities"], res["serverInfo"] = d.Result.Capabilities, d.Result.ServerInfo
-		if d.Result.Instructions != nil {
-			res["instructions"] = d.Result.Instructions
+	if discover != nil && json.Unmarshal(discover, &d) == nil && d.Capabilities != nil {
+		res["capabilities"], res["serverInfo"] = d.Capabilities, d.ServerInfo
+		if d.Instructions != nil {
+			res["instructions"] = d.Instructions
 		}
 	}
 	if res["capabilities"] == nil {
@@ -454,6 +468,7 @@ func (c *chain) fromConnectCaller(conn *mcpConn, from *peer, m *wire.Message, me
 // message that carried it, whose id the answer goes back under.
 func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
 	srv, _ := c.mcp.server(conn.serverID)
+	var answered func(*wire.Message) // what the answer becomes for the caller, after fromOutcome
 	switch statelessRuleFor(method, m.IsRequest(), params) {
 	case slAbsorb:
 		return
@@ -479,13 +494,11 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 		*conn.stateless = mcpClient{version: init.Version, capabilities: init.Capabilities, info: init.ClientInfo}
 		client := *conn.stateless
 		c.mcp.mu.Unlock()
-		discover := requestEnvelope(mustQuote(conn.serverID), c.mcp.newRequestID(), mcpMethodDiscover, withStatelessMeta(json.RawMessage(`{}`), &client), nil)
-		id := append(json.RawMessage(nil), m.ID...)
-		c.relayCall(c.peers[conn.owner], &call{method: methodMCPMessage, onResponse: func(resp *wire.Message) bool {
-			answer(from, b, encodeResponse(id, initializeResult(&client, srv.name, resp)))
-			return true
-		}}, c.toOwner(conn.owner, methodMCPMessage), c.mcp.withSession(discover, conn.serverID))
-		return
+		// The owner's server/discover goes as the caller's own call, under
+		// its initialize's id, so that what answers the caller's calls in
+		// flight when the server or its owner goes answers this one too.
+		method, params = mcpMethodDiscover, withStatelessMeta(json.RawMessage(`{}`), &client)
+		answered = func(resp *wire.Message) { asInitialize(resp, &client, srv.name) }
 	case slAddMeta:
 		c.mcp.mu.Lock()
 		client := *conn.stateless
@@ -503,6 +516,9 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 		delete(c.mcp.requests, key)
 		c.mcp.mu.Unlock()
 		fromOutcome(resp)
+		if answered != nil {
+			answered(resp)
+		}
 		return false
 	})
 }

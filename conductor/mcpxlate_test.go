@@ -326,15 +326,35 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
+// TestInitializeResult: a legacy client's initialize is answered from the
+// owner's server/discover, as the carrier's result; from the declaration
+// when the owner's server has none (method not found, in the carrier or
+// as the owner's own error); and with any other error as it came.
 func TestInitializeResult(t *testing.T) {
-	client := &mcpClient{version: "2025-06-18"}
-	discover := &wire.Message{Result: json.RawMessage(`{"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"ed","version":"2"},"instructions":"be kind"}}`)}
-	if got := string(initializeResult(client, "tools", discover)); got != `{"capabilities":{"tools":{"listChanged":true}},"instructions":"be kind","protocolVersion":"2025-06-18","serverInfo":{"name":"ed","version":"2"}}` {
-		t.Errorf("from server/discover: %s", got)
-	}
-	refused := &wire.Message{Error: json.RawMessage(`{"code":-32601,"message":"no"}`)}
-	if got := string(initializeResult(&mcpClient{}, "tools", refused)); got != `{"capabilities":{"tools":{}},"protocolVersion":"2025-11-25","serverInfo":{"name":"tools","version":"0"}}` {
-		t.Errorf("from the declaration: %s", got)
+	declared := `{"capabilities":{"tools":{}},"protocolVersion":"2025-11-25","serverInfo":{"name":"tools","version":"0"}}`
+	for _, c := range []struct {
+		name             string
+		resp             wire.Message
+		wantRes, wantErr string
+	}{
+		{"from server/discover", wire.Message{Result: json.RawMessage(`{"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"ed","version":"2"},"instructions":"be kind"}}`)},
+			`{"capabilities":{"tools":{"listChanged":true}},"instructions":"be kind","protocolVersion":"2025-06-18","serverInfo":{"name":"ed","version":"2"}}`, ""},
+		{"none, in the carrier", wire.Message{Result: json.RawMessage(`{"error":{"code":-32601,"message":"no"}}`)}, declared, ""},
+		{"none, refused", wire.Message{Error: json.RawMessage(`{"code":-32601,"message":"no"}`)}, declared, ""},
+		{"failed, in the carrier", wire.Message{Result: json.RawMessage(`{"error":{"code":-32603,"message":"boom"}}`)}, "", `{"code":-32603,"message":"boom"}`},
+		{"failed", wire.Message{Error: json.RawMessage(`{"code":-33001,"message":"gone"}`)}, "", `{"code":-33001,"message":"gone"}`},
+		{"no carrier", wire.Message{Result: json.RawMessage(`{}`)}, "", `{"code":-33002,"message":"invalid MCP-over-ACP response carrier"}`},
+	} {
+		client := &mcpClient{}
+		if c.name == "from server/discover" {
+			client.version = "2025-06-18"
+		}
+		m := c.resp
+		fromOutcome(&m)
+		asInitialize(&m, client, "tools")
+		if string(m.Result) != c.wantRes || string(m.Error) != c.wantErr {
+			t.Errorf("%s: result %s error %s, want %s / %s", c.name, m.Result, m.Error, c.wantRes, c.wantErr)
+		}
 	}
 }
 
@@ -378,7 +398,7 @@ func FuzzMCPTranslation(f *testing.F) {
 			if !json.Valid(m.Result) {
 				t.Errorf("asOutcome(%s) = %s", result, m.Result)
 			}
-			_ = initializeResult(&mcpClient{}, "s", &wire.Message{Result: result})
+			_ = initializeResult(&mcpClient{}, "s", result)
 		}
 	})
 }
