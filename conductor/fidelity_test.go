@@ -86,12 +86,7 @@ func TestResponseWithResultAndError(t *testing.T) {
 		}
 	}
 	// Each line was logged before it went on.
-	warned := map[string]int{}
-	for _, e := range logs.FilterMessage(logBothAnswers).All() {
-		if e.Level == zap.WarnLevel {
-			warned[e.ContextMap()["peer"].(string)]++
-		}
-	}
+	warned := warnedByPeer(logs, logBothAnswers)
 	if want := map[string]int{clientName: 1, "agent": 1}; !maps.Equal(warned, want) {
 		t.Errorf("warnings %q by peer: %v, want %v", logBothAnswers, warned, want)
 	}
@@ -148,12 +143,7 @@ func TestResponseWithMalformedError(t *testing.T) {
 			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
 		}
 	}
-	warned := map[string]int{}
-	for _, e := range logs.FilterMessage(logMalformedError).All() {
-		if e.Level == zap.WarnLevel {
-			warned[e.ContextMap()["peer"].(string)]++
-		}
-	}
+	warned := warnedByPeer(logs, logMalformedError)
 	if want := map[string]int{clientName: 1, "agent": 1}; !maps.Equal(warned, want) {
 		t.Errorf("warnings %q by peer: %v, want %v", logMalformedError, warned, want)
 	}
@@ -385,4 +375,16 @@ func proxiesChain(t *testing.T, n int, agentInit string) (ed *scripted, ps []*sc
 	}
 	ed.recvMsg()
 	return ed, ps, ag
+}
+
+// warnedByPeer counts, by the peer each names, the entries logged at warn
+// level with message msg.
+func warnedByPeer(logs *observer.ObservedLogs, msg string) map[string]int {
+	warned := map[string]int{}
+	for _, e := range logs.FilterMessage(msg).All() {
+		if e.Level == zap.WarnLevel {
+			warned[e.ContextMap()["peer"].(string)]++
+		}
+	}
+	return warned
 }
