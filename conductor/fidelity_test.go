@@ -53,38 +53,12 @@ func TestResponseWithNullError(t *testing.T) {
 // whichever member comes first and whoever sent it; the first from each
 // peer is logged as a warning, the rest only at debug level.
 func TestResponseWithResultAndError(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	comp, started := scriptedComponent(t, t.TempDir(), "agent")
-	ed := scriptedEditor(startChain(t, Config{Agent: comp,
-		Logger: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}))
-	ag := started()
-	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
-	ed.recvMsg()
-
-	for i, tt := range []struct {
-		fromEditor bool
-		answer     string // the members after the id
-		want       string // what the asker gets after its id
-	}{
+	logs := relayAnswers(t, []answerCase{
 		{false, `"result":{"stopReason":"end_turn"},"error":{"code":-32603,"message":"boom","data":[1]}`, `"error":{"code":-32603,"message":"boom","data":[1]}`},
 		{false, `"error":{"code":-32000,"message":"no"},"result":null`, `"error":{"code":-32000,"message":"no"}`},
 		{true, `"result":{"content":"x"},"error":{"code":-32002,"message":"gone"}`, `"error":{"code":-32002,"message":"gone"}`},
 		{true, `"result":{"content":"y"},"error":null`, `"result":{"content":"y"}`}, // the result: no diagnostic
-	} {
-		asker, answerer := ed, ag
-		req := `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
-		if tt.fromEditor {
-			asker, answerer = ag, ed
-			req = `{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`
-		}
-		asker.send(fmt.Sprintf(req, 10+i))
-		m := answerer.recvMsg()
-		answerer.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + tt.answer + `}`)
-		if got, want := string(asker.recvLine()), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, 10+i, tt.want); got != want {
-			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
-		}
-	}
+	})
 	// Each line was logged before it went on.
 	warned := warnedByPeer(logs, logBothAnswers)
 	if want := map[string]int{clientName: 1, "agent": 1}; !maps.Equal(warned, want) {
@@ -102,47 +76,21 @@ func TestResponseWithResultAndError(t *testing.T) {
 // answered. A well-formed error goes on as it came. The first malformed
 // error from each peer is logged as a warning, the rest at debug level.
 func TestResponseWithMalformedError(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	comp, started := scriptedComponent(t, t.TempDir(), "agent")
-	ed := scriptedEditor(startChain(t, Config{Agent: comp,
-		Logger: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}))
-	ag := started()
-	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
-	ed.recvMsg()
-
 	const (
-		byAgent  = `{"code":-32603,"message":"component \"agent\" answered with a malformed error, not an object with an integer code and a string message","data":%s}`
-		byClient = `{"code":-32603,"message":"client answered with a malformed error, not an object with an integer code and a string message","data":%s}`
+		byAgent  = `"error":{"code":-32603,"message":"component \"agent\" answered with a malformed error, not an object with an integer code and a string message","data":%s}`
+		byClient = `"error":{"code":-32603,"message":"client answered with a malformed error, not an object with an integer code and a string message","data":%s}`
 	)
-	for i, tt := range []struct {
-		fromEditor bool
-		answer     string // the members after the id
-		want       string // the error the asker gets
-	}{
+	logs := relayAnswers(t, []answerCase{
 		{false, `"error":null`, fmt.Sprintf(byAgent, `null`)},
 		{false, `"error":"boom"`, fmt.Sprintf(byAgent, `"boom"`)},
 		{false, `"error":{"code":"-32000","message":"no"}`, fmt.Sprintf(byAgent, `{"code":"-32000","message":"no"}`)},
 		{false, `"error":{"code":-32000.5,"message":"no"}`, fmt.Sprintf(byAgent, `{"code":-32000.5,"message":"no"}`)},
 		{false, `"error" : { "code" : 1 , "data" : "<&>" }`, fmt.Sprintf(byAgent, `{ "code" : 1 , "data" : "<&>" }`)},
 		{false, `"result":{"stopReason":"end_turn"},"error":[1]`, fmt.Sprintf(byAgent, `[1]`)},
-		{false, `"error":{"code":-32000,"message":"no","data":null}`, `{"code":-32000,"message":"no","data":null}`}, // as it came
+		{false, `"error":{"code":-32000,"message":"no","data":null}`, `"error":{"code":-32000,"message":"no","data":null}`}, // as it came
 		{true, `"error":null`, fmt.Sprintf(byClient, `null`)},
 		{true, `"err\u006fr":{"message":"gone"}`, fmt.Sprintf(byClient, `{"message":"gone"}`)},
-	} {
-		asker, answerer := ed, ag
-		req := `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
-		if tt.fromEditor {
-			asker, answerer = ag, ed
-			req = `{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`
-		}
-		asker.send(fmt.Sprintf(req, 10+i))
-		m := answerer.recvMsg()
-		answerer.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + tt.answer + `}`)
-		if got, want := string(asker.recvLine()), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":%s}`, 10+i, tt.want); got != want {
-			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
-		}
-	}
+	})
 	warned := warnedByPeer(logs, logMalformedError)
 	if want := map[string]int{clientName: 1, "agent": 1}; !maps.Equal(warned, want) {
 		t.Errorf("warnings %q by peer: %v, want %v", logMalformedError, warned, want)
@@ -387,4 +335,43 @@ func warnedByPeer(logs *observer.ObservedLogs, msg string) map[string]int {
 		}
 	}
 	return warned
+}
+
+// An answerCase is a request's answer and what its asker should get: the
+// members after the id in each, the agent answering the editor's
+// session/prompt, or, fromEditor, the editor the agent's
+// fs/read_text_file.
+type answerCase struct {
+	fromEditor   bool
+	answer, want string
+}
+
+// relayAnswers runs each case through a chain of one scripted agent, in
+// order, each request under its own id, and returns what the conductor
+// logged.
+func relayAnswers(t *testing.T, cases []answerCase) *observer.ObservedLogs {
+	t.Helper()
+	core, logs := observer.New(zap.DebugLevel)
+	comp, started := scriptedComponent(t, t.TempDir(), "agent")
+	ed := scriptedEditor(startChain(t, Config{Agent: comp,
+		Logger: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}))
+	ag := started()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	ed.recvMsg()
+	for i, tt := range cases {
+		asker, answerer := ed, ag
+		req := `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`
+		if tt.fromEditor {
+			asker, answerer = ag, ed
+			req = `{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`
+		}
+		asker.send(fmt.Sprintf(req, 10+i))
+		m := answerer.recvMsg()
+		answerer.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + tt.answer + `}`)
+		if got, want := string(asker.recvLine()), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, 10+i, tt.want); got != want {
+			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
+		}
+	}
+	return logs
 }
