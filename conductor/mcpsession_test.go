@@ -184,24 +184,7 @@ func TestMCPSessionEndsBridgedCallInFlight(t *testing.T) {
 	for _, transport := range []string{"stdio", "http"} {
 		for _, binding := range []string{"connect", "request"} {
 			t.Run(transport+"/"+binding, func(t *testing.T) {
-				var ed, ag *scripted
-				var c *mcpUser
-				var posted chan string
-				if transport == "stdio" {
-					var declared json.RawMessage
-					ed, ag, declared = mcpChain(t, `{}`, BridgeStdio)
-					c = &mcpUser{s: startShim(t, declared)}
-					c.send("7", "tools/call", `{"name":"wait"}`)
-				} else {
-					var declared json.RawMessage
-					ed, ag, declared = mcpChain(t, `{"http":true}`, BridgeHTTP)
-					url, token := httpDeclaration(t, declared)
-					posted = make(chan string, 1)
-					go func() {
-						_, body := httpMCP(url, token, http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait"}}`)
-						posted <- body
-					}()
-				}
+				ed, ag, answer := bridgedRequest(t, transport, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait"}}`)
 				connect := ed.recvMsg()
 				if connect.Method != methodMCPConnect {
 					t.Fatalf("the owner got %s, want mcp/connect", connect.Bytes())
@@ -215,37 +198,17 @@ func TestMCPSessionEndsBridgedCallInFlight(t *testing.T) {
 				if _, method, _ := carried(t, call); method != "tools/call" {
 					t.Fatalf("the owner got %s, want the tools/call", call.Bytes())
 				}
-
-				ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
-				ag.reply(ag.recvMsg(), `{}`)
-				for told, closed := false, false; !told || !closed; {
-					m := ed.recvMsg()
+				closeS1(t, ed, ag, func(m *wire.Message) bool {
 					switch {
-					case string(m.ID) == `"close"` && m.Error == nil:
-						closed = true
 					case binding == "connect" && m.Method == methodMCPDisconnect && string(m.Params) == `{"connectionId":"c1"}`:
-						told = true
 						ed.reply(m, `{}`)
+						return true
 					case binding == "request" && m.Method == wire.MethodCancelRequest && string(wire.Member(m.Params, "requestId")) == string(call.ID):
-						told = true
-					default:
-						t.Fatalf("after the close, the owner got %s", m.Bytes())
+						return true
 					}
-				}
-
-				if transport == "stdio" {
-					sessionEnded(t, c.s.recvMsg(), "7")
-					shimEnded(t, c.s)
-					return
-				}
-				select {
-				case body := <-posted:
-					if !strings.Contains(body, `"code":-33001`) || !strings.Contains(body, `ended session \"s1\"`) {
-						t.Fatalf("the POSTed call was answered %s; want the error saying session s1 ended", body)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatal("the POSTed call was never answered")
-				}
+					return false
+				})
+				sessionEnded(t, answer(), "7")
 			})
 		}
 	}
@@ -263,24 +226,7 @@ func TestMCPSessionEndsBridgedInitializeInFlight(t *testing.T) {
 	const initialize = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}}`
 	for _, transport := range []string{"stdio", "http"} {
 		t.Run(transport, func(t *testing.T) {
-			var ed, ag *scripted
-			var shim *scripted
-			var posted chan string
-			if transport == "stdio" {
-				var declared json.RawMessage
-				ed, ag, declared = mcpChain(t, `{}`, BridgeStdio)
-				shim = startShim(t, declared)
-				shim.send(initialize)
-			} else {
-				var declared json.RawMessage
-				ed, ag, declared = mcpChain(t, `{"http":true}`, BridgeHTTP)
-				url, token := httpDeclaration(t, declared)
-				posted = make(chan string, 1)
-				go func() {
-					_, body := httpMCP(url, token, http.MethodPost, initialize)
-					posted <- body
-				}()
-			}
+			ed, ag, answer := bridgedRequest(t, transport, initialize)
 			connect := ed.recvMsg()
 			if connect.Method != methodMCPConnect {
 				t.Fatalf("the owner got %s, want mcp/connect", connect.Bytes())
@@ -290,35 +236,71 @@ func TestMCPSessionEndsBridgedInitializeInFlight(t *testing.T) {
 			if _, method, _ := carried(t, discover); method != "server/discover" {
 				t.Fatalf("the owner got %s, want the server/discover for the initialize", discover.Bytes())
 			}
-
-			ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
-			ag.reply(ag.recvMsg(), `{}`)
-			for told, closed := false, false; !told || !closed; {
-				m := ed.recvMsg()
-				switch {
-				case string(m.ID) == `"close"` && m.Error == nil:
-					closed = true
-				case m.Method == wire.MethodCancelRequest && string(wire.Member(m.Params, "requestId")) == string(discover.ID):
-					told = true
-				default:
-					t.Fatalf("after the close, the owner got %s", m.Bytes())
-				}
-			}
-
-			if transport == "stdio" {
-				sessionEnded(t, shim.recvMsg(), "7")
-				shimEnded(t, shim)
-				return
-			}
-			select {
-			case body := <-posted:
-				if !strings.Contains(body, `"id":7,"error":{"code":-33001`) || !strings.Contains(body, `ended session \"s1\"`) {
-					t.Fatalf("the POSTed initialize was answered %s; want the error saying session s1 ended", body)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("the POSTed initialize was never answered")
-			}
+			closeS1(t, ed, ag, func(m *wire.Message) bool {
+				return m.Method == wire.MethodCancelRequest && string(wire.Member(m.Params, "requestId")) == string(discover.ID)
+			})
+			sessionEnded(t, answer(), "7")
 		})
+	}
+}
+
+// bridgedRequest starts a chain with one server, owned by the editor and
+// bridged over transport ("stdio" or "http") for an agent without
+// MCP-over-ACP, whose MCP client sends line. answer returns the client's
+// answer to it: on stdio the shim's next message, after which its output
+// must end; over HTTP the message in the reply to the POST that carried it.
+func bridgedRequest(t *testing.T, transport, line string) (ed, ag *scripted, answer func() *wire.Message) {
+	t.Helper()
+	if transport == "stdio" {
+		var declared json.RawMessage
+		ed, ag, declared = mcpChain(t, `{}`, BridgeStdio)
+		shim := startShim(t, declared)
+		shim.send(line)
+		return ed, ag, func() *wire.Message {
+			m := shim.recvMsg()
+			shimEnded(t, shim)
+			return m
+		}
+	}
+	var declared json.RawMessage
+	ed, ag, declared = mcpChain(t, `{"http":true}`, BridgeHTTP)
+	url, token := httpDeclaration(t, declared)
+	posted := make(chan string, 1)
+	go func() {
+		_, body := httpMCP(url, token, http.MethodPost, line)
+		posted <- body
+	}()
+	return ed, ag, func() *wire.Message {
+		select {
+		case body := <-posted:
+			// The bridge answers a POST as one event of a stream.
+			_, data, _ := strings.Cut(body, "data: ")
+			data, _, _ = strings.Cut(data, "\n")
+			return mustParse(t, []byte(data))
+		case <-time.After(20 * time.Second):
+			t.Fatal("the POSTed request was never answered")
+			return nil
+		}
+	}
+}
+
+// closeS1 closes session s1, as the editor, and reads what the owner (the
+// editor too) is sent until the close is answered and told has taken one
+// message, that telling the owner its server is gone; any other message
+// fails t.
+func closeS1(t *testing.T, ed, ag *scripted, told func(*wire.Message) bool) {
+	t.Helper()
+	ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+	ag.reply(ag.recvMsg(), `{}`)
+	for wasTold, closed := false, false; !wasTold || !closed; {
+		switch m := ed.recvMsg(); {
+		case string(m.ID) == `"close"` && m.Error == nil:
+			closed = true
+		case !wasTold && told(m):
+			wasTold = true
+		default:
+			t.Fatalf("after the close, the owner got %s", m.Bytes())
+		}
 	}
 }
 
