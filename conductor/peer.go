@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"bytes"
 	"encoding/json"
 	"net"
 	"strconv"
@@ -49,13 +50,11 @@ type peer struct {
 	initParams    json.RawMessage // the proxy/initialize params it was sent
 	successorInit json.RawMessage // what its successor answered its initialize
 	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
-	// replaying is a restarted proxy's replayed initialize while it is
-	// unanswered, and replayWaiters the initialize requests its old
-	// process left unanswered, which get its answer (see runner.settle).
-	// They are pending on p as its calls are: fail and replace return
-	// them. Both under mu.
-	replaying     *call
-	replayWaiters []*call
+	// replays are a restarted proxy's initializations sent again while
+	// unanswered, in the order they go, one at a time: the first is in
+	// flight. Their waiters are pending on p as its calls are: fail and
+	// replace return them. Under mu.
+	replays []*replay
 	// passedInit is set once a proxy's process has passed an initialize
 	// on to its successor: it took its own as a proxy, so a refusal of it
 	// that follows is its successor's, passed back (see retryInitialize).
@@ -165,13 +164,24 @@ func newPeer(name string, pos int, l *link, log *zap.Logger) *peer {
 // proc returns the process behind the peer's current link, or nil.
 func (p *peer) proc() *process { return p.link.Load().proc }
 
-// replace gives a restarted component its new link, with replay (if any)
-// as its only call. It returns the calls the old process will never
+// A replay is one initialization a restarted proxy is sent again, with
+// the params its callers gave: the one it first got, which restores it,
+// or that of an initialize its old process left unanswered with other
+// params. waiters are those initialize requests, which get its answer
+// (see runner.settle); call is the conductor's request, nil until sent.
+type replay struct {
+	params  json.RawMessage
+	call    *call
+	waiters []*call
+}
+
+// replace gives a restarted component its new link, with rp's call (if
+// any) as its only call. It returns the calls the old process will never
 // answer, and those it made that are still in flight: their answers are
 // for no one now (see call.done), as the new process numbers its requests
 // afresh. The peer takes requests again at once; they queue on the new
 // link.
-func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
+func (p *peer) replace(l *link, rp *replay) (unanswered, orphaned []*call) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	unanswered = p.takeCalls()
@@ -180,10 +190,10 @@ func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
 		orphaned = append(orphaned, c)
 	}
 	p.idleIfNone()
-	if replay != nil {
-		p.calls[replay.id] = replay
+	if rp != nil {
+		p.calls[rp.call.id] = rp.call
+		p.replays = []*replay{rp}
 	}
-	p.replaying = replay
 	p.gone = nil
 	p.reinit.Store(p.successorInit != nil)
 	// The new process may be another program: until it passes an
@@ -193,42 +203,68 @@ func (p *peer) replace(l *link, replay *call) (unanswered, orphaned []*call) {
 	return unanswered, orphaned
 }
 
-// takeCalls empties p's calls, and the waiters of its replay, and returns
-// them. p.mu is held.
+// takeCalls empties p's calls, and the waiters of its replays, and
+// returns them. p.mu is held.
 func (p *peer) takeCalls() []*call {
-	calls := make([]*call, 0, len(p.calls)+len(p.replayWaiters))
+	calls := make([]*call, 0, len(p.calls))
 	for _, c := range p.calls {
 		calls = append(calls, c)
 	}
 	clear(p.calls)
-	calls = append(calls, p.replayWaiters...)
-	p.replaying, p.replayWaiters = nil, nil
+	for _, rp := range p.replays {
+		calls = append(calls, rp.waiters...)
+	}
+	p.replays = nil
 	return calls
 }
 
-// waitForReplay has calls wait for the answer to replay, and reports false
-// if replay is no longer awaited: answered or failed already.
-func (p *peer) waitForReplay(replay *call, calls []*call) bool {
+// waitForReplay has cl, an initialize p's old process left unanswered,
+// wait for the replay of its own params: first's, if they are the same,
+// else one that follows the others. It reports false if first is no
+// longer awaited: answered or failed already.
+func (p *peer) waitForReplay(first *replay, cl *call) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.replaying != replay {
+	if len(p.replays) == 0 || p.replays[0] != first {
 		return false
 	}
-	p.replayWaiters = append(p.replayWaiters, calls...)
+	for _, rp := range p.replays {
+		if bytes.Equal(rp.params, cl.params) {
+			rp.waiters = append(rp.waiters, cl)
+			return true
+		}
+	}
+	p.replays = append(p.replays, &replay{params: cl.params, waiters: []*call{cl}})
 	return true
 }
 
-// replayAnswered takes the calls that wait for replay's answer, which has
-// come: none if p failed again since, which took them with its calls.
-func (p *peer) replayAnswered(replay *call) []*call {
+// replayAnswered takes the calls that wait for rp's answer, which has
+// come, and returns the replay to send next, if any: none if p failed
+// again since, which took them with its calls.
+func (p *peer) replayAnswered(rp *replay) (waiters []*call, next *replay) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.replaying != replay {
-		return nil
+	if len(p.replays) == 0 || p.replays[0] != rp {
+		return nil, nil
 	}
-	waiters := p.replayWaiters
-	p.replaying, p.replayWaiters = nil, nil
-	return waiters
+	p.replays = p.replays[1:]
+	if len(p.replays) > 0 {
+		next = p.replays[0]
+	}
+	return rp.waiters, next
+}
+
+// sendingReplay records cl as rp's call, and reports whether rp is still
+// the replay to send: not if p failed since.
+func (p *peer) sendingReplay(rp *replay, cl *call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.replays) == 0 || p.replays[0] != rp {
+		return false
+	}
+	rp.call = cl
+	p.calls[cl.id] = cl
+	return true
 }
 
 func (p *peer) recordedInit() json.RawMessage {

@@ -239,3 +239,108 @@ func TestInitializeBypassedToGoneSuccessor(t *testing.T) {
 		t.Errorf("Run = %v, want the agent's failure", err)
 	}
 }
+
+// clientInit is the editor's initialize under id, from the client named
+// name: initializes that differ in their params.
+func clientInit(id int, name string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":%q}}}`, id, name)
+}
+
+// answerInit has the agent answer its next request, which must be an
+// initialize from the client named name, with an answer for that client.
+func answerInit(t *testing.T, a *scripted, name string) {
+	t.Helper()
+	m := a.recvMsg()
+	if m.Method != wire.MethodInitialize || !strings.Contains(string(m.Params), `"name":"`+name+`"`) {
+		t.Fatalf("the agent got %s, want the initialize of client %s", m.Bytes(), name)
+	}
+	a.reply(m, `{"protocolVersion":1,"agentInfo":{"name":"for-`+name+`"}}`)
+}
+
+// forwardInit has a scripted proxy take its next request, which must be
+// its proxy/initialize from the client named name, pass it on, and answer
+// it with its successor's answer, which answer (the agent's turn) brings
+// about: nil when the conductor answers from its record.
+func forwardInit(t *testing.T, p *scripted, name string, answer func()) {
+	t.Helper()
+	m := p.recvMsg()
+	if m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"`+name+`"`) {
+		t.Fatalf("the proxy got %s, want the proxy/initialize of client %s", m.Bytes(), name)
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(m.Params) + `}}`)
+	if answer != nil {
+		answer()
+	}
+	p.reply(m, string(p.recvMsg().Result))
+}
+
+// initializedFor checks the editor's next message: the answer to its
+// initialize under id, made for the client named name.
+func initializedFor(t *testing.T, e *editor, id int, name string) {
+	t.Helper()
+	m := e.recvMsg()
+	if string(m.ID) != fmt.Sprint(id) || m.Error != nil || !strings.Contains(string(m.Result), `"name":"for-`+name+`"`) {
+		t.Fatalf("got %s, want initialize %d answered for client %s", e.seen[len(e.seen)-1], id, name)
+	}
+}
+
+// openSession opens a session through the scripted proxy p and agent a,
+// under id 2: the chain works.
+func openSession(t *testing.T, e *editor, p, a *scripted) {
+	t.Helper()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	m := p.recvMsg()
+	if m.Method != "session/new" {
+		t.Fatalf("the proxy got %s, want session/new", m.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":` + string(m.Params) + `}}`)
+	a.reply(a.recvMsg(), `{"sessionId":"s1"}`)
+	p.reply(m, string(p.recvMsg().Result))
+	if m := e.recvMsg(); string(m.ID) != "2" || m.Error != nil || !strings.Contains(string(m.Result), `"sessionId":"s1"`) {
+		t.Fatalf("got %s, want session/new answered", e.seen[len(e.seen)-1])
+	}
+}
+
+// TestInitializeReplayedWithItsParams has a restarted proxy die holding
+// the editor's second initialize, whose params differ from the first's:
+// after the first one answered, or with both pending. The new process is
+// initialized as the old one first was, its initialize of the agent
+// answered from the record when the agent had answered it; then it is sent
+// each initialize pending with other params, in turn, which reaches the
+// agent, and each initialize is answered for its own params.
+func TestInitializeReplayedWithItsParams(t *testing.T) {
+	for _, shape := range []string{"after an answered one", "both pending"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			proxy.OnFailure = PolicyRestart
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond})
+			p, a := proxyStarted(), agentStarted()
+
+			e.send(clientInit(0, "a"))
+			if shape == "after an answered one" {
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+				initializedFor(t, e, 0, "a")
+				e.send(clientInit(1, "b"))
+				if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+					t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
+				}
+				p.w.Close() // the proxy dies holding it
+				p = proxyStarted()
+				forwardInit(t, p, "a", nil) // the agent, which answered a, is not asked again
+			} else {
+				p.recvMsg()
+				e.send(clientInit(1, "b"))
+				p.recvMsg()
+				p.w.Close() // the proxy dies holding both
+				p = proxyStarted()
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+				initializedFor(t, e, 0, "a")
+			}
+			forwardInit(t, p, "b", func() { answerInit(t, a, "b") })
+			initializedFor(t, e, 1, "b")
+			openSession(t, e, p, a)
+		})
+	}
+}

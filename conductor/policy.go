@@ -1,7 +1,10 @@
 package conductor
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,7 +74,7 @@ func (r *runner) componentFailed(p *peer, cause error) {
 
 // afterFailure is what p's failure policy made of a failed component.
 type afterFailure struct {
-	replay   *call // restarted: its replayed initialization (nil if it had none)
+	replay   *replay // restarted: its replayed initialization (nil if it had none)
 	bypassed bool
 	why      error // neither: why the policy, if any, did not apply
 }
@@ -80,9 +83,11 @@ type afterFailure struct {
 // policy has run (how): with report, as they may have been half done. It
 // is the one place that decides what becomes of an initialize among them,
 // which the conductor may send again whatever p did with it: restarted,
-// its caller gets the answer to the replayed initialization (see
-// replayInit); bypassed, it goes on to p's successor, as route says now;
-// otherwise it fails too, with why the policy did not save it.
+// its caller gets the answer to the replay of its own params, which
+// follows the one that restores p if they differ (see replayInit);
+// bypassed, it goes on to p's successor, as route says now; otherwise it
+// fails too, with why the policy did not save it. Those sent again go in
+// the order p was sent them.
 func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFailure) {
 	inits := calls[:0:0]
 	rest := calls[:0]
@@ -97,13 +102,18 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 	if len(inits) == 0 {
 		return
 	}
+	slices.SortFunc(inits, func(a, b *call) int { return cmp.Compare(a.id, b.id) })
 	switch {
 	case how.replay != nil:
-		if p.waitForReplay(how.replay, inits) {
-			return
+		waiting := inits[:0]
+		for _, cl := range inits {
+			if !p.waitForReplay(how.replay, cl) {
+				// The replay is settled already, as the chain stops:
+				// they fail with the rest.
+				waiting = append(waiting, cl)
+			}
 		}
-		// The replay is settled already, as the chain stops: they fail
-		// with the rest.
+		inits = waiting
 	case how.bypassed:
 		for _, cl := range inits {
 			r.chain.resendInitialize(cl, report)
@@ -121,8 +131,9 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 // proxy/initialize with the params it first got goes first on the new link,
 // and when the proxy forwards initialize, the conductor answers as its
 // successor did the first time. Those pending on the old process are
-// answered with report, but for an initialize, which gets the replay's
-// answer (see settle).
+// answered with report, but for an initialize, which gets the answer to a
+// replay of its own params (see settle): the one that restores the proxy,
+// or one sent after it, which the successor answers afresh.
 //
 // The new process starts after a back-off (see backoff), but its link is
 // installed at once, with the old process still behind it: requests that
@@ -143,15 +154,15 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	}
 	old := p.link.Load()
 	next := &link{out: newOutbox(r.chain.hb, r.chain.flow), proc: old.proc, readDone: closedChan}
-	replay, answered, err := r.replayInit(p, next)
+	rp, answered, err := r.replayInit(p, next)
 	if err != nil {
 		return err
 	}
 	first, most := r.cfg.restartBackoff()
 	delay := backoff(earlier, first, most)
 	endMCP := r.chain.ownerGone(p.pos, "restarted")
-	unanswered, orphaned := p.replace(next, replay)
-	r.settle(p, unanswered, report, afterFailure{replay: replay})
+	unanswered, orphaned := p.replace(next, rp)
+	r.settle(p, unanswered, report, afterFailure{replay: rp})
 	for _, cl := range orphaned {
 		// Nobody waits for it now: its peer may stop working on it.
 		r.chain.relay(nil, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
@@ -167,23 +178,38 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // replayInit queues on l the proxy/initialize p was first sent, and returns
-// the call that awaits its answer and a channel closed when it comes; nil
-// if p was never initialized.
-func (r *runner) replayInit(p *peer, l *link) (*call, <-chan struct{}, error) {
+// the replay that awaits its answer and a channel closed when it comes;
+// nil if p was never initialized.
+func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) {
 	params := p.recordedInit()
 	if params == nil {
 		return nil, nil, nil
 	}
-	dl := p.getDialect()
-	d := delivery{to: p.pos, method: dl.Initialize}
-	params, err := dl.InitializeParams(params)
+	rp := &replay{params: params}
+	cl, line, answered, err := r.replayCall(p, rp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replaying initialize: %w", err)
 	}
+	rp.call = cl
+	r.traceReplay(p, cl, rp.params)
+	l.out.put(line.segments()...)
+	return rp, answered, nil
+}
+
+// replayCall returns the call that sends rp, whose answer goes to rp's
+// waiters and has the replay after it sent, its line, and a channel closed
+// when its answer comes.
+func (r *runner) replayCall(p *peer, rp *replay) (*call, encoded, <-chan struct{}, error) {
+	dl := p.getDialect()
+	d := delivery{to: p.pos, method: dl.Initialize}
+	params, err := dl.InitializeParams(rp.params)
+	if err != nil {
+		return nil, encoded{}, nil, err
+	}
 	answered := make(chan struct{})
 	var once sync.Once
-	replay := &call{to: p, id: p.nextID.Add(1), method: d.method}
-	replay.onResponse = func(resp *wire.Message) bool {
+	cl := &call{to: p, id: p.nextID.Add(1), method: d.method}
+	cl.onResponse = func(resp *wire.Message) bool {
 		once.Do(func() { close(answered) })
 		select {
 		case <-r.stopping: // failed by the shutdown, not by the proxy
@@ -194,17 +220,45 @@ func (r *runner) replayInit(p *peer, l *link) (*call, <-chan struct{}, error) {
 		}
 		// The initialize requests the old process left unanswered wait for
 		// this answer, as if the old process had given it.
-		for _, cl := range p.replayAnswered(replay) {
-			answerWith(cl, resp)
+		waiters, next := p.replayAnswered(rp)
+		for _, w := range waiters {
+			answerWith(w, resp)
+		}
+		if next != nil {
+			r.sendReplay(p, next)
 		}
 		return true
 	}
+	return cl, r.chain.encode(p, wire.IntID(cl.id), d, params), answered, nil
+}
+
+// traceReplay records the conductor's replay cl, of params, in the trace.
+func (r *runner) traceReplay(p *peer, cl *call, params json.RawMessage) {
 	if r.chain.trace != nil {
-		r.chain.traceSend(nil, p, wire.IntID(replay.id), d.method, params)
+		params, _ = p.getDialect().InitializeParams(params)
+		r.chain.traceSend(nil, p, wire.IntID(cl.id), cl.method, params)
 	}
-	line := r.chain.encode(p, wire.IntID(replay.id), d, params)
-	l.out.put(line.segments()...)
-	return replay, answered, nil
+}
+
+// sendReplay sends rp, a replay of params other than those that restored
+// p, once the replay before it is answered: one at a time, so that the
+// successor's recorded answer goes to the initialize that restores p,
+// whatever order p would pass several on in.
+func (r *runner) sendReplay(p *peer, rp *replay) {
+	for rp != nil {
+		cl, line, _, err := r.replayCall(p, rp)
+		if err == nil {
+			if p.sendingReplay(rp, cl) {
+				r.traceReplay(p, cl, rp.params)
+				p.send(line.segments()...)
+			}
+			return
+		}
+		// p's dialect cannot carry these params: p never saw them.
+		waiters, next := p.replayAnswered(rp)
+		failCalls(waiters, wire.Errorf(codeInvalidParams, "%s: %v", p.getDialect().Initialize, err))
+		rp = next
+	}
 }
 
 // startAfter starts p's new process on its link pending once delay has
