@@ -18,3 +18,7 @@ const (
 
 	codeMCPServerUnavailable = jrpc2.Code(-33001)
 )
+
+// errCancelled answers a cancelled request the conductor answers itself,
+// as ACP's request-cancellation RFD words it and the proxy library does.
+var errCancelled = wire.Errorf(codeCancelled, "Request cancelled")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -265,6 +266,24 @@ func (p *peer) sendingReplay(rp *replay, cl *call) bool {
 	rp.call = cl
 	p.calls[cl.id] = cl
 	return true
+}
+
+// dropReplayWaiter stops cl waiting for a replay, and reports whether it
+// was waiting. A replay not yet sent that nobody waits for any more is not
+// sent; one sent goes on, as the proxy is being initialized.
+func (p *peer) dropReplayWaiter(cl *call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, rp := range p.replays {
+		if j := slices.Index(rp.waiters, cl); j >= 0 {
+			rp.waiters = slices.Delete(rp.waiters, j, j+1)
+			if i > 0 && len(rp.waiters) == 0 {
+				p.replays = slices.Delete(p.replays, i, i+1)
+			}
+			return true
+		}
+	}
+	return false
 }
 
 func (p *peer) recordedInit() json.RawMessage {

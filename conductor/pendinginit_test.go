@@ -344,3 +344,54 @@ func TestInitializeReplayedWithItsParams(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeCancelledDuringRestart has the editor cancel its
+// initialize while the proxy that died holding it waits to be restarted:
+// the cancel answers it at once, -32800, and it is not answered again.
+// The restarted proxy is initialized all the same, and the chain works.
+// The cancelled initialize waited for the replay that restores the proxy
+// (the first), which goes on; or for a replay of its own params, which is
+// not sent.
+func TestInitializeCancelledDuringRestart(t *testing.T) {
+	for _, shape := range []string{"the first replay", "a later replay"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			proxy.OnFailure = PolicyRestart
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			cfg := Config{Proxies: []Component{proxy}, Agent: agent}
+			h := holdBackoff(&cfg)
+			e := startChain(t, cfg)
+			p, a := proxyStarted(), agentStarted()
+
+			id := 0
+			e.send(clientInit(0, "a"))
+			if shape == "a later replay" {
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+				initializedFor(t, e, 0, "a")
+				id = 1
+				e.send(clientInit(1, "b"))
+			}
+			if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+				t.Fatalf("the proxy got %s, want its proxy/initialize", m.Bytes())
+			}
+			p.w.Close() // the proxy dies holding it
+			h.next(t)   // and waits to be started again
+			e.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`, id))
+			if m := e.recvMsg(); string(m.ID) != fmt.Sprint(id) || m.Error == nil || errorCode(m.Error) != codeCancelled {
+				t.Fatalf("got %s, want initialize %d answered -32800 at once", e.seen[len(e.seen)-1], id)
+			}
+
+			close(h.release)
+			p = proxyStarted()
+			if shape == "a later replay" {
+				forwardInit(t, p, "a", nil)
+			} else {
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+			}
+			// The session's answer is the editor's next message: the
+			// initialize is not answered again, and b is not replayed.
+			openSession(t, e, p, a)
+		})
+	}
+}

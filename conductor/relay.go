@@ -194,12 +194,19 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 // a proxy/successor request by its own id on that connection, and never
 // carries a cancel to another hop inside one. (The sender's may come
 // either way; route unwraps it.) A cancel for an unknown or finished
-// request is ignored, as the request-cancellation RFD allows.
+// request is ignored, as the request-cancellation RFD allows. An
+// initialize that waits for a restarted proxy's replayed initialization
+// has no next hop of its own: the conductor answers it, and the restart
+// goes on, as the chain needs the proxy initialized.
 func (c *chain) cancel(from *peer, params json.RawMessage) {
 	id := requestID(params)
 	cl := from.inFlight(id)
 	if cl == nil {
 		from.log.Debug("ignored cancel for a request not in flight", zap.ByteString("requestId", id))
+		return
+	}
+	if cl.to.dropReplayWaiter(cl) {
+		abandon(cl, errCancelled)
 		return
 	}
 	// Only the id changes: _meta (trace context, say) goes on with it.
