@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/creachadair/jrpc2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -52,7 +53,7 @@ type Conn struct {
 	calls  map[int64]*call    // requests sent, by the proxy's own id, until answered
 	served map[string]*served // requests received, by id, until answered
 	err    error              // set once reading has stopped: a *cutOff
-	nulls  map[string]bool    // methods whose handler answered a nil result, warned of
+	warned map[string]bool    // what was warned of once: see warnOnce
 }
 
 // A call is a request the proxy sent and is waiting to see answered.
@@ -68,6 +69,7 @@ type call struct {
 	onAnswer func(*wire.Message)
 	answer   chan *wire.Message
 	holder   *holder // the waiting handler's, or nil
+	to       Side    // who answers it
 }
 
 // A served request is one the proxy received and has not yet answered.
@@ -171,7 +173,7 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	}
 	n := c.newID()
 	id := wire.IntID(n)
-	cl := &call{answer: make(chan *wire.Message, 1), holder: h}
+	cl := &call{answer: make(chan *wire.Message, 1), holder: h, to: to}
 	if err := c.register(n, cl); err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.R
 	// id, a copy (it aliases the whole line it came in, which must not stay
 	// live until the answer) that is also served's key.
 	ours := c.newID()
-	cl := &call{relayFor: string(id), relayed: served{relayedAs: ours}}
+	cl := &call{relayFor: string(id), relayed: served{relayedAs: ours}, to: to}
 	if err := c.register(ours, cl); err != nil {
 		return
 	}
@@ -268,20 +270,59 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.
 // that, and the handler more likely forgot to forward or to build an answer.
 // A null meant as such is returned as json.RawMessage("null").
 func (c *Conn) warnNull(from Side, method string) {
-	key := from.String() + " " + method
-	c.mu.Lock()
-	warned := c.nulls[key]
-	if !warned {
-		if c.nulls == nil {
-			c.nulls = make(map[string]bool)
-		}
-		c.nulls[key] = true
-	}
-	c.mu.Unlock()
-	if !warned {
+	if c.warnOnce("null " + from.String() + " " + method) {
 		c.log.Warn(`a request handler returned a nil result and a nil error, which answers "result": null; return json.RawMessage("null") if that is meant`,
 			"method", method, "from", from)
 	}
+}
+
+// warnOnce reports whether key is new: whether what it names is to be
+// warned of, rather than logged at debug level as said before.
+func (c *Conn) warnOnce(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.warned[key] {
+		return false
+	}
+	if c.warned == nil {
+		c.warned = make(map[string]bool)
+	}
+	c.warned[key] = true
+	return true
+}
+
+// logMalformedError is the diagnostic, logged once for each of whoever
+// answers, for a response whose error is not a JSON-RPC error object.
+const logMalformedError = `response with a malformed error, not an object with an integer "code" and a string "message": answered as the proxy's -32603, the error in its data`
+
+// malformedError returns what stands for raw, the error of a response to
+// id from who that is not the object JSON-RPC 2.0 requires ("error": null,
+// a string, an object without an integer code or a string message): the
+// proxy's own internal error, naming the proxy and who answered, with raw
+// in data as it came, as the conductor does. Passed on as it came, such an
+// answer is no response to the TypeScript SDK, which fails the request with
+// its own -32600 naming nobody, and a handler would get an *Error that says
+// nothing ([0] "" for null).
+func (c *Conn) malformedError(who string, id, raw json.RawMessage) json.RawMessage {
+	if c.warnOnce("malformed " + who) {
+		c.log.Warn(logMalformedError, "from", who, "id", string(id), "error", string(clip(raw)))
+	} else {
+		c.log.Debug(logMalformedError, "from", who, "id", string(id))
+	}
+	e := wire.Errorf(jrpc2.InternalError, "proxy %s: %s answered with a malformed error, not an object with an integer code and a string message", c.p.name(), who)
+	out, err := wire.SetPath(e.Encode(), []string{"data"}, raw)
+	if err != nil { // it cannot be: the object is the proxy's own
+		out = e.WithData(raw).Encode()
+	}
+	return out
+}
+
+// clip bounds what a log line quotes of a message.
+func clip(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
 }
 
 // run runs fn, turning a panic into an error, as net/http survives a
@@ -330,9 +371,14 @@ func (c *Conn) complete(m *wire.Message) {
 		delete(c.served, cl.relayFor)
 	}
 	c.mu.Unlock()
-	switch {
-	case cl == nil:
+	if cl == nil {
 		c.log.Warn("dropped a response to an unknown id", "id", string(m.ID))
+		return
+	}
+	if m.MalformedError() { // noted by Parse: nothing to check here
+		m.Error = c.malformedError("its "+cl.to.String(), m.ID, m.Error)
+	}
+	switch {
 	case cl.relayFor != "":
 		out := wire.Message{ID: json.RawMessage(cl.relayFor), Result: m.Result, Error: m.Error}
 		c.out.put(nil, append(out.Append(make([]byte, 0, wire.ResponseSize(out.ID, out.Result, out.Error)+1)), '\n'))

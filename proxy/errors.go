@@ -39,7 +39,11 @@ func (e *cutOff) Unwrap() error { return ErrClosed }
 // An Error is a JSON-RPC error object. [Conn.Call] and [Request.Forward]
 // return one when the peer answers with an error, and a handler that returns
 // one (or an error wrapping one) answers with it. An Error received from a
-// peer and returned unmodified goes back byte for byte as it came.
+// peer and returned unmodified goes back byte for byte as it came. An
+// error object that is malformed, not an integer code and a string message
+// ("error": null, say), is received as the proxy's own -32603, naming the
+// proxy and who answered, the error as it came in Data; a relayed answer
+// is passed on so too.
 //
 // A handler that returns any other error answers with code -32603 (internal
 // error), or -32800 (request cancelled) for [context.Canceled].

@@ -1,6 +1,13 @@
 package proxy_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
@@ -72,4 +79,81 @@ func TestForwardError(t *testing.T) {
 	c.recv()
 	c.send(`{"jsonrpc":"2.0","id":2,"error":` + errObj + `}`)
 	c.expect(`{"jsonrpc":"2.0","id":4,"error":` + errObj + `}`)
+}
+
+// An answer whose error is not an object with an integer code and a string
+// message, which the TypeScript SDK does not read as a response, reaches
+// the asker as the proxy's -32603, naming the proxy and the side that
+// answered, with the error as it came in data: relayed, and as the *Error
+// Forward returns, whose fields say so. A well-formed error goes on as it
+// came. The first malformed error from each side is warned of, the rest
+// logged at debug level.
+func TestResponseWithMalformedError(t *testing.T) {
+	var log syncBuffer
+	c := serve(t, &proxy.Proxy{
+		Name:   "tester",
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		FromPredecessor: map[string]proxy.Handler{
+			// Answers with a new Error made of the fields of Forward's.
+			"session/load": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				_, err := r.Forward(ctx)
+				if e, ok := errors.AsType[*proxy.Error](err); ok {
+					return nil, &proxy.Error{Code: e.Code, Message: e.Message, Data: e.Data}
+				}
+				return nil, fmt.Errorf("Forward returned %v, not an *Error", err)
+			},
+		},
+	})
+	const (
+		bySuccessor   = `{"code":-32603,"message":"proxy tester: its successor answered with a malformed error, not an object with an integer code and a string message","data":%s}`
+		byPredecessor = `{"code":-32603,"message":"proxy tester: its predecessor answered with a malformed error, not an object with an integer code and a string message","data":%s}`
+	)
+	for i, tt := range []struct {
+		method string // who asks: session/* the predecessor, fs/* the successor
+		answer string // the members after the id
+		want   string // the error the asker gets
+	}{
+		{"session/prompt", `"error":null`, fmt.Sprintf(bySuccessor, `null`)},
+		{"session/prompt", `"error":"boom"`, fmt.Sprintf(bySuccessor, `"boom"`)},
+		{"session/prompt", `"error":{"code":"-32000","message":"no"}`, fmt.Sprintf(bySuccessor, `{"code":"-32000","message":"no"}`)},
+		{"session/prompt", `"error":{"code":-32000.5,"message":"no"}`, fmt.Sprintf(bySuccessor, `{"code":-32000.5,"message":"no"}`)},
+		{"session/prompt", `"error" : { "code" : 1 , "data" : "<&>" }`, fmt.Sprintf(bySuccessor, `{ "code" : 1 , "data" : "<&>" }`)},
+		{"session/prompt", `"result":{"stopReason":"end_turn"},"error":[1]`, fmt.Sprintf(bySuccessor, `[1]`)},
+		{"session/prompt", `"error":{"code":-32000,"message":"no","data":null}`, `{"code":-32000,"message":"no","data":null}`}, // as it came
+		{"session/load", `"error":null`, fmt.Sprintf(bySuccessor, `null`)},
+		{"fs/read_text_file", `"error":null`, fmt.Sprintf(byPredecessor, `null`)},
+		{"fs/read_text_file", `"err\u006fr":{"message":"gone"}`, fmt.Sprintf(byPredecessor, `{"message":"gone"}`)},
+	} {
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, 10+i, tt.method)
+		if strings.HasPrefix(tt.method, "fs/") {
+			req = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{}}}`, 10+i, tt.method)
+		}
+		c.send(req)
+		id := idOf(t, c.recv())
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,` + tt.answer + `}`)
+		if got, want := c.recv(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":%s}`, 10+i, tt.want); got != want {
+			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
+		}
+	}
+	c.in.Close()
+	c.wait()
+
+	warned, logged := map[string]int{}, 0
+	for line := range strings.Lines(log.String()) {
+		if !strings.Contains(line, "answered as the proxy's -32603") {
+			continue
+		}
+		logged++
+		if strings.Contains(line, "level=WARN") {
+			_, from, _ := strings.Cut(line, "from=")
+			from, _, _ = strings.Cut(from, " id=")
+			warned[from]++
+		}
+	}
+	if want := map[string]int{`"its successor"`: 1, `"its predecessor"`: 1}; !maps.Equal(warned, want) {
+		t.Errorf("warnings by side: %v, want %v\nlog:\n%s", warned, want, log.String())
+	}
+	if logged != 9 {
+		t.Errorf("%d malformed errors logged, want 9\nlog:\n%s", logged, log.String())
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"regexp"
 	"strconv"
@@ -879,4 +880,23 @@ func TestMCPConnConn(t *testing.T) {
 	}
 	sv.write(t, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
 	h.expect(`{"jsonrpc":"2.0","id":"m1","result":{"content":[]}}`)
+}
+
+// An MCP server's answer whose error is malformed answers the agent's
+// mcp/message with the proxy's -32603, naming the server, the error as it
+// came in data, as an answer from a peer would; and the agent's malformed
+// answer to the server's request reaches the server as the same error,
+// naming the successor.
+func TestMCPServerMalformedError(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{Name: "tester", Logger: slog.New(slog.DiscardHandler)}, "tools")
+	sv, conn := h.connectS1()
+	h.send(`{"jsonrpc":"2.0","id":"m1","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call","params":{"name":"x"}}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`)
+	sv.write(t, `{"jsonrpc":"2.0","id":1,"error":{"message":"no code"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m1","error":{"code":-32603,"message":"proxy tester: its MCP server \"tools\" answered with a malformed error, not an object with an integer code and a string message","data":{"message":"no code"}}}`)
+
+	sv.write(t, `{"jsonrpc":"2.0","id":"q","method":"roots/list"}`)
+	id := idOf(t, h.recv())
+	h.send(`{"jsonrpc":"2.0","id":` + id + `,"error":null}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":"q","error":{"code":-32603,"message":"proxy tester: its successor answered with a malformed error, not an object with an integer code and a string message","data":null}}`)
 }

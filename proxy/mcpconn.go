@@ -42,6 +42,7 @@ import (
 type MCPConn struct {
 	id       string // the connectionId
 	quotedID string // as JSON
+	server   string // the server's Name
 	h        *mcpHost
 	session  *sessionRecord
 	ctx      context.Context // Serve's: done when the connection ends
@@ -67,6 +68,7 @@ func newMCPConn(h *mcpHost, d declaration, proposed string) *MCPConn {
 	mc := &MCPConn{
 		id:       id,
 		quotedID: quoteJSON(id),
+		server:   d.server.Name,
 		h:        h,
 		session:  d.session,
 		ready:    make(chan struct{}, 1),
@@ -342,8 +344,11 @@ func (c *MCPConn) relayAnswer(m *wire.Message) error {
 		c.h.c.log.Debug("dropped an MCP response to no pending request", "connectionId", c.id, "id", string(m.ID))
 		return nil
 	}
-	if m.Error != nil {
-		c.h.c.answer(nil, id, nil, decodeError(m.Error))
+	if e := m.Error; e != nil {
+		if m.MalformedError() {
+			e = c.h.c.malformedError(fmt.Sprintf("its MCP server %q", c.server), m.ID, e)
+		}
+		c.h.c.answer(nil, id, nil, decodeError(e))
 	} else {
 		c.h.c.answer(nil, id, m.Result, nil)
 	}
@@ -361,7 +366,7 @@ func (c *MCPConn) request(m *wire.Message) error {
 	}
 	hc := c.h.c
 	n := hc.newID()
-	cl := &call{onAnswer: func(resp *wire.Message) {
+	cl := &call{to: Successor, onAnswer: func(resp *wire.Message) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if _, ok := c.asked[n]; ok {
