@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -391,15 +392,39 @@ func (c *Conn) complete(m *wire.Message) {
 }
 
 // shutdown ends the connection once reading has stopped, for why (nil at
-// the end of the input): no answer can arrive any more. It fails every
-// waiting call, cancels and waits for every handler, and lets the writer
-// finish.
+// the end of the input): no answer can arrive any more. It answers the
+// successor's requests it relayed, and fails every waiting call, with the
+// error that says so, cancels and waits for every handler, and lets the
+// writer finish.
+//
+// One input carries both sides, so its end says nothing of either; what
+// the proxy writes then reaches whoever still reads through the conductor.
+// acp-conductor closes the input of the component nearest the client first,
+// reads its output to the end, and only then closes the next one's: the
+// successor still waits on what the proxy passed toward the client, and
+// hears why it will not come. The predecessor's requests it has answered
+// itself before closing the input, and the predecessor's input is closed
+// already, so an answer to them would be dropped: they get none.
 func (c *Conn) shutdown(why error) {
 	c.mu.Lock()
 	c.err = &cutOff{proxy: c.p.name(), why: why}
 	calls := c.calls
 	c.calls = nil
 	c.mu.Unlock()
+	var relayed []int64
+	for n, cl := range calls {
+		if cl.relayFor != "" && cl.to == Predecessor {
+			relayed = append(relayed, n)
+		}
+	}
+	if len(relayed) > 0 {
+		slices.Sort(relayed) // in the order relayed
+		cut := errorObject(c.err)
+		for _, n := range relayed {
+			m := wire.Message{ID: json.RawMessage(calls[n].relayFor), Error: cut}
+			c.out.put(nil, append(m.Append(nil), '\n'))
+		}
+	}
 	for _, cl := range calls {
 		if cl.answer != nil {
 			c.out.resume(cl.holder, false)

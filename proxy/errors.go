@@ -15,7 +15,11 @@ import (
 // ErrClosed is returned by calls that were, or would be, cut off by the end
 // of the connection to the conductor. A [Conn.Call] or [Request.Forward]
 // returns an error that is ErrClosed to errors.Is and says why, naming the
-// proxy ([Proxy.Name]): a handler that returns it tells the caller so.
+// proxy ([Proxy.Name]): a handler that returns it tells the caller so. A
+// request from the successor that the proxy relayed, unhandled, is answered
+// with the same error when the proxy's input ends, since under a conductor
+// the successor still reads; one from the predecessor is not, since the
+// conductor has answered it already.
 var ErrClosed = errors.New("proxy: connection closed")
 
 // A cutOff is the error of a call whose answer can no longer come: the

@@ -16,9 +16,11 @@ import (
 )
 
 // At the end of its input the proxy fails the calls that can no longer be
-// answered, with ErrClosed that says so, naming the proxy, waits for its
+// answered, with ErrClosed that says so, naming the proxy, answers the
+// successor's requests it relayed with the same error, waits for its
 // handlers, sends what they answered, closes its output and returns nil,
-// leaving no goroutine behind.
+// leaving no goroutine behind. The predecessor's relayed requests get no
+// answer: a conductor has answered them itself (see Conn.shutdown).
 func TestShutdownAtEOF(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	callErr := make(chan error, 1)
@@ -36,11 +38,17 @@ func TestShutdownAtEOF(t *testing.T) {
 	c.recv()
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}`) // relayed, unanswered
 	c.recv()
+	for _, id := range []string{`"w1"`, `"w2"`} { // relayed toward the client, unanswered
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"proxy/successor","params":{"method":"fs/read_text_file","params":{}}}`)
+		c.recv()
+	}
 	c.in.Close()
 
 	if err := <-callErr; !errors.Is(err, proxy.ErrClosed) {
 		t.Errorf("pending call: got %v, want ErrClosed", err)
 	}
+	c.expect(`{"jsonrpc":"2.0","id":"w1","error":{"code":-32603,"message":"proxy tester: its input ended before the answer came"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"w2","error":{"code":-32603,"message":"proxy tester: its input ended before the answer came"}}`)
 	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"proxy tester: its input ended before the answer came"}}`)
 	if line, ok := <-c.lines; ok {
 		t.Errorf("proxy sent %s after its answer; want its output closed", line)
