@@ -112,7 +112,13 @@
 // delivers as coming from the successor. Once a session is closed
 // (session/close, session/delete), its ids are forgotten and the
 // connections to them end as if their client had disconnected, and so
-// does everything when the proxy's connection to its conductor closes. A
+// does everything when the proxy's connection to its conductor closes.
+// For a client that never closes its sessions, the proxy keeps the state
+// of the 1024 it used last (set up, prompted, or whose servers the agent
+// connected to or sent to), and forgets the one it used least as if it
+// had closed, with a warning the first time; a session set up again
+// (session/load of one it knows) replaces the ids its earlier set-up
+// declared, though connections opened to them stay until it closes. A
 // late mcp/disconnect for a connection that has ended so, or one sent
 // again, succeeds.
 // Each connection runs the server's

@@ -6,5 +6,14 @@ func MCPTableSizes(c *Conn) map[string]int {
 	h := c.mcp
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return map[string]int{"declared": len(h.declared), "conns": len(h.conns), "theirs": len(h.theirs), "upstream": len(h.upstream)}
+	return map[string]int{"declared": len(h.declared), "conns": len(h.conns), "theirs": len(h.theirs), "upstream": len(h.upstream),
+		"sessions": h.sessions.n}
+}
+
+// SetMaxSessions sets how many sessions' MCP state a Conn that Serve starts
+// from then on keeps, and returns what restores it.
+func SetMaxSessions(n int) (restore func()) {
+	old := maxSessions
+	maxSessions = n
+	return func() { maxSessions = old }
 }

@@ -132,13 +132,89 @@ type mcpHost struct {
 	// Each entry lasts until its session ends, if not until the client
 	// disconnects, or until the connection to the conductor closes: a
 	// client that opens sessions all day and never disconnects must not
-	// grow the proxy.
+	// grow the proxy. Nor must one that never closes them: sessions
+	// bounds the sessions kept, and a session set up again replaces what
+	// its earlier set-up declared.
 	mu       sync.Mutex
 	declared map[string]declaration      // by server id
 	conns    map[string]*MCPConn         // by connection id
 	theirs   map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
 	upstream map[string]upstreamConn     // connections opened with someone before the proxy, by id
 	ended    endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
+	sessions sessionTable                // the set-ups whose declarations are kept
+}
+
+// maxSessions bounds the sessions whose MCP state the proxy keeps: a client
+// that never closes its sessions (session/close is recent, and few send
+// it) must not grow the proxy. Past it, the least recently used is
+// forgotten as if it had closed. A variable, for tests.
+var maxSessions = 1024
+
+// A sessionTable holds the set-ups that succeeded and declared anything,
+// the most recently used first: at most one for each session, the latest
+// (a session loaded again gets fresh declarations, and the old ones are of
+// no more use), and at most limit in all. A set-up is used when it
+// succeeds, when a prompt names its session, and when the agent connects
+// to one of its servers or sends on such a connection. Its fields, and the
+// records' links, are guarded by mcpHost.mu.
+type sessionTable struct {
+	limit      int
+	head, tail *sessionRecord
+	n          int
+	byID       map[string]*sessionRecord // by the session id each is kept under
+	warned     bool                      // a session was forgotten for the limit
+}
+
+// push puts r first.
+func (t *sessionTable) push(r *sessionRecord) {
+	r.kept, r.prev, r.next = true, nil, t.head
+	if t.head != nil {
+		t.head.prev = r
+	} else {
+		t.tail = r
+	}
+	t.head = r
+	t.n++
+}
+
+// remove takes r out of the table.
+func (t *sessionTable) remove(r *sessionRecord) {
+	if !r.kept {
+		return
+	}
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		t.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		t.tail = r.prev
+	}
+	if r.key != "" && t.byID[r.key] == r {
+		delete(t.byID, r.key)
+	}
+	r.kept, r.prev, r.next, r.key = false, nil, nil, ""
+	t.n--
+}
+
+// touch puts r, if kept, first, and keeps it under its id if it has
+// learned one since (from mcp/connect) that no other holds.
+func (t *sessionTable) touch(r *sessionRecord) {
+	if !r.kept {
+		return
+	}
+	if t.head != r {
+		t.remove(r)
+		t.push(r)
+	}
+	if r.key == "" {
+		if id := r.get().ID; id != "" && t.byID[id] == nil {
+			r.key = id
+			t.byID[id] = r
+		}
+	}
 }
 
 // maxEnded bounds how many ended connections the proxy remembers: a
@@ -199,10 +275,19 @@ type declaration struct {
 	session *sessionRecord
 }
 
-// A sessionRecord is an MCPSession that set-up fills in as it learns more.
+// A sessionRecord is an MCPSession that set-up fills in as it learns more,
+// and what the set-up declared.
 type sessionRecord struct {
 	mu sync.Mutex
 	s  MCPSession
+
+	// Guarded by mcpHost.mu.
+	ids, theirs []string       // the proxy's servers it declared, and those before the proxy
+	settled     bool           // it succeeded
+	dropped     bool           // its declarations were forgotten (its session closed)
+	kept        bool           // in the sessionTable
+	key         string         // the id it is kept under there, if any
+	prev, next  *sessionRecord // its neighbours there
 }
 
 // metaSessionID is the _meta key under which acp-conductor names the ACP
@@ -238,6 +323,7 @@ func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
 		theirs:   make(map[string][]*sessionRecord),
 		upstream: make(map[string]upstreamConn),
 		ended:    endedConns{limit: maxEnded},
+		sessions: sessionTable{limit: maxSessions, byID: make(map[string]*sessionRecord)},
 	}
 }
 
@@ -249,6 +335,7 @@ func (h *mcpHost) stop() {
 	h.declared, h.conns = map[string]declaration{}, map[string]*MCPConn{}
 	h.theirs, h.upstream = map[string][]*sessionRecord{}, map[string]upstreamConn{}
 	h.ended = endedConns{limit: maxEnded}
+	h.sessions = sessionTable{limit: h.sessions.limit, byID: map[string]*sessionRecord{}}
 	h.mu.Unlock()
 }
 
@@ -262,6 +349,9 @@ func (h *mcpHost) receive(id json.RawMessage, from Side, method string, params j
 	case from == Predecessor && sessionEnd[method]:
 		h.c.handle(id, from, method, params, h.tearDown(h.c.p.handler(from, method)))
 		return true
+	case from == Predecessor && method == "session/prompt":
+		h.prompted(params)
+		return false
 	case from != Successor:
 		return false
 	}
@@ -314,8 +404,90 @@ func (h *mcpHost) setUp(fn Handler) Handler {
 			rec.s.ID = res.SessionID
 			rec.mu.Unlock()
 		}
+		h.keep(rec, ids, theirs)
 		return result, nil
 	}
+}
+
+// keep enters rec, a set-up that succeeded, which declared ids and noted
+// theirs, in the table of sessions, first: in place of the set-up its
+// session had (see replaced), and, past the table's limit, forgetting the
+// least recently used session.
+func (h *mcpHost) keep(rec *sessionRecord, ids, theirs []string) {
+	var ended []*MCPConn
+	h.mu.Lock()
+	t := &h.sessions
+	rec.ids, rec.theirs, rec.settled = ids, theirs, true
+	if rec.dropped || len(ids)+len(theirs) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	id := rec.get().ID
+	if old := t.byID[id]; id != "" && old != nil {
+		h.replaced(old, id)
+	}
+	t.push(rec)
+	if id != "" {
+		rec.key, t.byID[id] = id, rec
+	}
+	for t.n > t.limit {
+		victim := t.tail
+		session := victim.get().ID
+		if !t.warned {
+			t.warned = true
+			h.c.log.Warn("forgot the MCP state of the least recently used session, as if it had closed, to keep that of no more than limit sessions: its MCP connections end, and later ones are logged at debug level",
+				"session", session, "limit", t.limit)
+		} else {
+			h.c.log.Debug("forgot the MCP state of the least recently used session", "session", session)
+		}
+		// Its connections too, but not a set-up of the session still
+		// awaiting its answer (a load of it, say): that one is live.
+		match := func(r *sessionRecord) bool { return r == victim }
+		if session != "" {
+			match = func(r *sessionRecord) bool { return r.settled && r.get().ID == session }
+		}
+		ended = append(ended, h.end(match, session)...)
+	}
+	h.mu.Unlock()
+	for _, mc := range ended {
+		mc.end(io.EOF)
+	}
+}
+
+// replaced forgets old, the set-up session had until another succeeded:
+// its declarations, which the agent was given anew, and its notes of the
+// servers before the proxy. Connections still open stay, tied to the
+// session, until it closes: those to the proxy's servers are (by their
+// record's id), and those the proxy saw opened to servers only old
+// declared are tied to it by id. h.mu is held.
+func (h *mcpHost) replaced(old *sessionRecord, session string) {
+	h.sessions.remove(old)
+	for _, id := range old.ids {
+		delete(h.declared, id)
+	}
+	gone := h.unnote(old.theirs, func(r *sessionRecord) bool { return r == old })
+	for cid, up := range h.upstream {
+		if gone[up.server] {
+			h.upstream[cid] = upstreamConn{session: session}
+		}
+	}
+}
+
+// prompted marks the session a prompt names as used.
+func (h *mcpHost) prompted(params json.RawMessage) {
+	raw := wire.Member(params, "sessionId")
+	if len(raw) < 2 || raw[0] != '"' {
+		return
+	}
+	id, ok := wire.Unquote(raw)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	if r := h.sessions.byID[id]; r != nil {
+		h.sessions.touch(r)
+	}
+	h.mu.Unlock()
 }
 
 // declare adds a declaration of every server, each under a new id, to the
@@ -425,40 +597,71 @@ func (h *mcpHost) tearDown(fn Handler) Handler {
 // session, whose messages are refused from then on as on any unknown
 // connection, but for a late mcp/disconnect (onConn).
 func (h *mcpHost) closed(session string) {
-	var ended []*MCPConn
 	h.mu.Lock()
+	ended := h.end(func(r *sessionRecord) bool { return r.get().ID == session }, session)
+	h.mu.Unlock()
+	for _, mc := range ended {
+		mc.end(io.EOF)
+	}
+}
+
+// end forgets, as closed says, what the proxy keeps for the set-ups that
+// match, of session if it is not "", and returns the connections to end.
+// h.mu is held.
+func (h *mcpHost) end(match func(*sessionRecord) bool, session string) []*MCPConn {
+	var ended []*MCPConn
 	for id, d := range h.declared {
-		if d.session.get().ID == session {
+		if match(d.session) {
 			delete(h.declared, id)
+			d.session.dropped = true // a set-up still awaiting its answer keeps nothing
 		}
 	}
 	for id, mc := range h.conns {
-		if mc.session.get().ID == session {
+		if match(mc.session) {
 			delete(h.conns, id)
 			h.ended.add(id, false)
 			ended = append(ended, mc)
 		}
 	}
+	var theirs []string
+	for id := range h.theirs {
+		theirs = append(theirs, id)
+	}
+	gone := h.unnote(theirs, match)
+	for id, up := range h.upstream {
+		if gone[up.server] || up.server == "" && session != "" && up.session == session {
+			delete(h.upstream, id)
+			h.ended.add(id, true)
+		}
+	}
+	for r := h.sessions.head; r != nil; {
+		next := r.next
+		if match(r) {
+			h.sessions.remove(r)
+		}
+		r = next
+	}
+	return ended
+}
+
+// unnote removes the set-ups that match from those noted as declaring each
+// of ids, servers before the proxy, and returns the ids that no set-up
+// declares any more. h.mu is held.
+func (h *mcpHost) unnote(ids []string, match func(*sessionRecord) bool) map[string]bool {
 	gone := make(map[string]bool)
-	for id, recs := range h.theirs {
-		recs = slices.DeleteFunc(recs, func(r *sessionRecord) bool { return r.get().ID == session })
-		if len(recs) > 0 {
+	for _, id := range ids {
+		recs, ok := h.theirs[id]
+		if !ok {
+			continue
+		}
+		if recs = slices.DeleteFunc(recs, match); len(recs) > 0 {
 			h.theirs[id] = recs
 			continue
 		}
 		delete(h.theirs, id)
 		gone[id] = true
 	}
-	for id, up := range h.upstream {
-		if gone[up.server] || up.server == "" && up.session == session {
-			delete(h.upstream, id)
-			h.ended.add(id, true)
-		}
-	}
-	h.mu.Unlock()
-	for _, mc := range ended {
-		mc.end(io.EOF)
-	}
+	return gone
 }
 
 // forget withdraws what a failed set-up in rec's session declared: ids of
@@ -469,14 +672,7 @@ func (h *mcpHost) forget(ids, theirs []string, rec *sessionRecord) {
 	for _, id := range ids {
 		delete(h.declared, id)
 	}
-	for _, id := range theirs {
-		recs := slices.DeleteFunc(h.theirs[id], func(r *sessionRecord) bool { return r == rec })
-		if len(recs) == 0 {
-			delete(h.theirs, id)
-		} else {
-			h.theirs[id] = recs
-		}
-	}
+	h.unnote(theirs, func(r *sessionRecord) bool { return r == rec })
 }
 
 // connect opens a connection to one of the proxy's servers and starts
@@ -507,6 +703,7 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params json.RawMess
 	}
 	mc := newMCPConn(h, d, proposed)
 	h.conns[mc.id] = mc
+	h.sessions.touch(d.session)
 	h.mu.Unlock()
 	answer := `{"connectionId":` + mc.quotedID + `}`
 	if h.c.getDialect().MCPByURL {
@@ -561,6 +758,9 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 	cid := connectionID(params)
 	h.mu.Lock()
 	mc := h.conns[cid]
+	if mc != nil {
+		h.sessions.touch(mc.session)
+	}
 	_, up := h.upstream[cid]
 	var endedUp, ended bool
 	if method == methodMCPDisconnect {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -752,7 +753,7 @@ func TestMCPClosedSessionsLeaveNothing(t *testing.T) {
 		}
 	}
 	got, _ := tables(h)
-	if want := map[string]int{"declared": 1, "conns": 1, "theirs": 1, "upstream": 2}; !maps.Equal(got, want) {
+	if want := map[string]int{"declared": 1, "conns": 1, "theirs": 1, "upstream": 2, "sessions": 1}; !maps.Equal(got, want) {
 		t.Errorf("after 20 sessions closed and one kept, the proxy's tables hold %v; want the kept session's, %v", got, want)
 	}
 	if kept.ctx.Err() != nil {
@@ -783,6 +784,132 @@ func TestMCPConnectionEndLeavesNothing(t *testing.T) {
 		if n != 0 {
 			t.Errorf("after Serve returned, the proxy's %s table holds %d entries", name, n)
 		}
+	}
+}
+
+// endedOrNot checks, for each served connection, whether it has ended.
+func endedOrNot(t *testing.T, conns map[string]served, ended map[string]bool) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(ended)) {
+		if !ended[name] {
+			if conns[name].ctx.Err() != nil {
+				t.Errorf("%s's MCP connection ended", name)
+			}
+			continue
+		}
+		select {
+		case <-conns[name].ctx.Done():
+		case <-time.After(timeout):
+			t.Errorf("%s's MCP connection is still served", name)
+		}
+	}
+}
+
+// Nor does a client that never closes its sessions grow the proxy: past
+// its limit the proxy forgets the MCP state of the least recently used
+// session as if the session had closed, and warns of it once. A session
+// is used when it is set up, when a prompt names it, and when the agent
+// connects to or sends on a connection to one of its servers; the
+// sessions in use keep theirs.
+func TestMCPSessionsBounded(t *testing.T) {
+	t.Cleanup(proxy.SetMaxSessions(3))
+	var log syncBuffer
+	p, tables := tablesProxy()
+	p.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	h := serveMCP(t, p, "tools")
+	conns := map[string]served{}
+	for _, sid := range []string{"s0", "s1", "s2"} {
+		conns[sid] = h.openEverything(sid)
+	}
+	// s0 is prompted, then s1's connection carries a message: s2 is the
+	// least recently used, then s0.
+	h.send(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"s0","prompt":[]}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"stopReason":"end_turn"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"p","result":{"stopReason":"end_turn"}}`)
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"` + conns["s1"].conn.ID() + `","method":"notifications/initialized"}}}`)
+	conns["s1"].expect(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	conns["s3"] = h.openEverything("s3")
+	conns["s4"] = h.openEverything("s4")
+	endedOrNot(t, conns, map[string]bool{"s0": true, "s1": false, "s2": true, "s3": false, "s4": false})
+	got, _ := tables(h)
+	if want := map[string]int{"declared": 3, "conns": 3, "theirs": 3, "upstream": 6, "sessions": 3}; !maps.Equal(got, want) {
+		t.Errorf("with 5 sessions open and a limit of 3, the proxy's tables hold %v; want %v", got, want)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up0-s2","method":"ping"}}}`)
+	h.expectError(`"m"`, -32602)
+	h.send(`{"jsonrpc":"2.0","id":"m2","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up0-s1","method":"ping"}}}`)
+	if line := h.recv(); !strings.Contains(line, `"method":"mcp/message","params":{"connectionId":"up0-s1"`) {
+		t.Errorf("a message on a kept session's upstream connection: the proxy sent %s; want it passed on", line)
+	}
+
+	var warned []string
+	for line := range strings.Lines(log.String()) {
+		if strings.Contains(line, "least recently used session") && strings.Contains(line, "level=WARN") {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "session=s2 limit=3") {
+		t.Errorf("warned %q; want once, of s2\nlog:\n%s", warned, log.String())
+	}
+}
+
+// A session set up again (loaded, say, each time the client shows it) gets
+// fresh declarations, and the proxy forgets the earlier ones, of its own
+// servers and of those before it: the agent connects to what the latest
+// set-up declared. The connections opened meanwhile stay open until the
+// session closes.
+func TestMCPSessionLoadedAgain(t *testing.T) {
+	p, tables := tablesProxy()
+	h := serveMCP(t, p, "tools")
+	first, _ := h.connectS1() // session/new: ID1, connected as ID2
+	var latest string
+	for i := range 3 {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"l%d","method":"session/load","params":{"sessionId":"s1","cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-%d"}]}}`, i, i))
+		fwd := h.recv()
+		latest = uuid.FindString(fwd)
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+		h.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":"l%d","result":{}}`, i))
+		if i == 0 {
+			h.send(`{"jsonrpc":"2.0","id":"u","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"ed-0"}}}`)
+			fwd := h.recv()
+			h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"connectionId":"up-ed0"}}`)
+			h.expect(`{"jsonrpc":"2.0","id":"u","result":{"connectionId":"up-ed0"}}`)
+		}
+	}
+	got, _ := tables(h)
+	if want := map[string]int{"declared": 1, "conns": 1, "theirs": 1, "upstream": 1, "sessions": 1}; !maps.Equal(got, want) {
+		t.Errorf("after a session loaded three times, the proxy's tables hold %v; want %v", got, want)
+	}
+
+	h.send(`{"jsonrpc":"2.0","id":"c1","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + h.s.id("ID1") + `"}}}`)
+	if line := h.s.line(h.recv()); !strings.HasSuffix(line, `"method":"mcp/connect","params":{"acpId":"ID1"}}`) {
+		t.Errorf("a connect to what session/new declared, after the loads: the proxy sent %s; want it passed on", line)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"c2","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + latest + `"}}}`)
+	if line := h.recv(); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"c2","result":{"connectionId":`) {
+		t.Fatalf("a connect to what the last load declared: the proxy sent %s", line)
+	}
+	conns := map[string]served{"first": first, "latest": h.conn()}
+	if s := conns["latest"].conn.Session(); s.ID != "s1" {
+		t.Errorf("the latest connection's session is %+v", s)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up-ed0","method":"ping"}}}`)
+	if line := h.recv(); !strings.Contains(line, `"method":"mcp/message","params":{"connectionId":"up-ed0"`) {
+		t.Errorf("a message on the connection to what the first load declared: the proxy sent %s; want it passed on", line)
+	}
+	endedOrNot(t, conns, map[string]bool{"first": false, "latest": false})
+
+	h.send(`{"jsonrpc":"2.0","id":"x","method":"session/close","params":{"sessionId":"s1"}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"x","result":{}}`)
+	endedOrNot(t, conns, map[string]bool{"first": true, "latest": true})
+	h.send(`{"jsonrpc":"2.0","id":"m2","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up-ed0","method":"ping"}}}`)
+	h.expectError(`"m2"`, -32602)
+	if got, _ := tables(h); !maps.Equal(got, map[string]int{"declared": 0, "conns": 0, "theirs": 0, "upstream": 0, "sessions": 0}) {
+		t.Errorf("after the session closed, the proxy's tables hold %v", got)
 	}
 }
 
