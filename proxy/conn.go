@@ -134,6 +134,25 @@ const componentEnv = "ACP_CONDUCTOR_COMPONENT"
 // it holds its place; see the package documentation. If ctx is done
 // before the answer arrives, Call tells the conductor with $/cancel_request
 // and returns ctx.Err().
+//
+// A handler that sends under both may see its messages leave out of the
+// order it sent them in. What it sends under ctx waits in its place, behind
+// every earlier handler that still holds its own (one that has not
+// returned, detached, or begun to wait for a peer); what it sends after
+// that under a context no handler gave goes past all of them. Here the
+// client may be asked before it hears the update:
+//
+//	conn.Notify(ctx, proxy.Predecessor, "session/update", update)
+//	conn.Call(context.Background(), proxy.Predecessor, "session/request_permission", ask)
+//
+// To keep the order, send both under ctx, or contexts derived from it, which
+// keep its place: context.WithTimeout(ctx, d) to bound the wait,
+// context.WithoutCancel(ctx) for a call that the cancellation of the
+// handler's request must not end. Call gives up the place while it waits, so
+// a handler never waits behind itself:
+//
+//	conn.Notify(ctx, proxy.Predecessor, "session/update", update)
+//	conn.Call(context.WithoutCancel(ctx), proxy.Predecessor, "session/request_permission", ask)
 func (c *Conn) Call(ctx context.Context, to Side, method string, params any) (json.RawMessage, error) {
 	raw, err := encodeParams(params)
 	if err != nil {
@@ -144,7 +163,9 @@ func (c *Conn) Call(ctx context.Context, to Side, method string, params any) (js
 
 // Notify sends a notification to one side. It returns once the notification
 // is queued; from a handler, it is queued in the handler's place, and
-// otherwise, as for [Conn.Call], ahead of what waits for a handler.
+// otherwise, as for [Conn.Call], ahead of what waits for a handler, and
+// so perhaps ahead of what a handler sent earlier under its own ctx: see
+// [Conn.Call] for how to keep the order.
 func (c *Conn) Notify(ctx context.Context, to Side, method string, params any) error {
 	raw, err := encodeParams(params)
 	if err != nil {

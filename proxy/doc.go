@@ -56,7 +56,9 @@
 //     answer to such a call, which would never come if the call queued
 //     behind the handler's own place; but it keeps its place while it
 //     waits, so a handler should call under its ctx, or a context derived
-//     from it, such as context.WithTimeout(ctx, d).
+//     from it, such as context.WithTimeout(ctx, d). What it sends so may
+//     also leave before what it sent earlier in its place ([Conn.Call]
+//     shows how to keep the order).
 //
 // These orders are why the proxy does not run on jrpc2's Server and Client, which
 // deliver notifications and responses on goroutines of their own; of jrpc2

@@ -332,3 +332,40 @@ func TestOrderFullPipe(t *testing.T) {
 	}
 	check()
 }
+
+// What a handler sends under context.Background() goes past what it sent
+// before in its own place, while an earlier handler holds its place up;
+// under its ctx, or context.WithoutCancel(ctx), it keeps the order it was
+// sent in (see Conn.Call).
+func TestOrderMixedContexts(t *testing.T) { synctest.Test(t, testOrderMixedContexts) }
+
+func testOrderMixedContexts(t *testing.T) {
+	release := make(chan struct{})
+	update := func(n int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)) }
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"_example/slow": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				<-release // holds its place, and so everything behind it
+				return json.RawMessage(`"slow"`), nil
+			},
+			"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				conn := r.Conn()
+				conn.Notify(ctx, proxy.Predecessor, "session/update", update(1))
+				conn.Notify(context.Background(), proxy.Predecessor, "session/update", update(2))
+				conn.Notify(context.WithoutCancel(ctx), proxy.Predecessor, "session/update", update(3))
+				return r.Forward(ctx)
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":"a","method":"_example/slow"}`)
+	c.send(`{"jsonrpc":"2.0","id":"b","method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"n":2}}`)
+	c.quiet() // the rest waits behind _example/slow
+	close(release)
+	c.expect(`{"jsonrpc":"2.0","id":"a","result":"slow"}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"n":3}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":"b","result":{"stopReason":"end_turn"}}`)
+}
