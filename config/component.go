@@ -42,13 +42,14 @@ type Component struct {
 }
 
 // Conductor returns c as the conductor runs it.
-func (c Component) Conductor() conductor.Component { return c.conductor(0) }
+func (c Component) Conductor() conductor.Component { return c.conductor(0, "") }
 
 // conductor is Conductor in a chain whose messages may be maxBytes long
-// (0: the default), which a remote component's connection must carry.
-func (c Component) conductor(maxBytes int) conductor.Component {
+// (0: the default), which a remote component's connection must carry, and
+// that logs at level ("": info), which it logs at too.
+func (c Component) conductor(maxBytes int, level string) conductor.Component {
 	if c.URL != "" {
-		return c.remoteConductor(maxBytes)
+		return c.remoteConductor(maxBytes, level)
 	}
 	return conductor.Component{
 		Name:    c.Name,

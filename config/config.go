@@ -50,10 +50,10 @@ func (c *Config) Conductor(log *zap.Logger) conductor.Config {
 		cc.MCPHTTPIdle = -1 // the conductor's zero is the default
 	}
 	for i, p := range c.Proxies {
-		cc.Proxies[i] = p.conductor(c.MaxMessageBytes)
+		cc.Proxies[i] = p.conductor(c.MaxMessageBytes, c.Logging.Level)
 	}
 	if c.Mode == conductor.AgentMode {
-		cc.Agent = c.Agent.conductor(c.MaxMessageBytes)
+		cc.Agent = c.Agent.conductor(c.MaxMessageBytes, c.Logging.Level)
 	}
 	return cc
 }

@@ -117,8 +117,10 @@ func remoteTokenHeaders(comps []*Component) {
 }
 
 // remoteConductor returns the process that connects the remote component
-// c, in a chain whose messages may be maxBytes long (0: the default).
-func (c Component) remoteConductor(maxBytes int) conductor.Component {
+// c, in a chain whose messages may be maxBytes long (0: the default) and
+// that logs at level ("": info): what its transport logs at debug reaches
+// the conductor's log only when the conductor's is at debug too.
+func (c Component) remoteConductor(maxBytes int, level string) conductor.Component {
 	exe, err := os.Executable()
 	if err != nil {
 		exe = os.Args[0]
@@ -138,6 +140,9 @@ func (c Component) remoteConductor(maxBytes int) conductor.Component {
 	}
 	if maxBytes > 0 && maxBytes != wire.DefaultMaxMessageBytes {
 		args = append(args, "--max-message-bytes", strconv.Itoa(maxBytes))
+	}
+	if level != "" && level != "info" {
+		args = append(args, "--log-level", level)
 	}
 	args = append(args, c.URL)
 	return conductor.Component{

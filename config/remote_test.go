@@ -99,8 +99,9 @@ agent:
 }
 
 // TestRemoteConnectArgs: a chain file's ping_interval, and the chain's
-// max_message_bytes (which remote-connect must carry), reach
-// remote-connect's flags; without them each flag is left to its default.
+// max_message_bytes (which remote-connect must carry) and logging level
+// (which its transport logs at), reach remote-connect's flags; without
+// them each flag is left to its default.
 func TestRemoteConnectArgs(t *testing.T) {
 	for _, tc := range []struct {
 		yaml string
@@ -111,6 +112,8 @@ func TestRemoteConnectArgs(t *testing.T) {
 		{"agent:\n  url: wss://h/acp\n  ping_interval: 0s\n", []string{RemoteCommand, "--ping-interval", "0s", "wss://h/acp"}},
 		{"agent: {url: wss://h/acp}\nmax_message_bytes: 134217728\n", []string{RemoteCommand, "--max-message-bytes", "134217728", "wss://h/acp"}},
 		{"agent: {url: wss://h/acp, ping_interval: 5s}\nmax_message_bytes: 4096\n", []string{RemoteCommand, "--ping-interval", "5s", "--max-message-bytes", "4096", "wss://h/acp"}},
+		{"agent: {url: wss://h/acp}\nlogging: {level: debug}\n", []string{RemoteCommand, "--log-level", "debug", "wss://h/acp"}},
+		{"agent: {url: wss://h/acp}\nlogging: {level: info}\n", []string{RemoteCommand, "wss://h/acp"}},
 	} {
 		cfg, err := Load(Options{Mode: conductor.AgentMode, File: writeChain(t, tc.yaml)})
 		if err != nil {

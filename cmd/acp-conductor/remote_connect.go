@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/acp-conductor/acp-conductor/config"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -26,6 +27,7 @@ import (
 func newRemoteConnectCmd() *cobra.Command {
 	var pingInterval time.Duration
 	var maxBytes int
+	var level string
 	cmd := &cobra.Command{
 		Use:   config.RemoteCommand + " URL",
 		Short: "Carry a remote component's stdio to its URL",
@@ -36,7 +38,9 @@ component's headers in ` + config.EnvRemoteHeaders + `; it is not meant to be ru
 by hand. It exits 0 when stdin ends, and 1, naming the URL, when the
 connection cannot be made or is lost: a WebSocket whose pong does not come
 within --ping-interval is lost, so a server whose network vanished fails the
-component in seconds rather than when TCP gives up.`,
+component in seconds rather than when TCP gives up. What the transport
+reports along the way (--log-level debug: what a Streamable HTTP server sent
+that carries no message) goes to stderr, which the conductor logs.`,
 		Hidden: true, // a part of the conductor, not a tool
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -46,13 +50,21 @@ component in seconds rather than when TCP gives up.`,
 			if maxBytes < 1 {
 				return fmt.Errorf("--max-message-bytes must be positive, not %d", maxBytes)
 			}
+			// Stderr, which the conductor logs line by line under the
+			// component's name.
+			log, closeLog, err := newLogger(config.Logging{Level: level, Format: "console"}, "")
+			if err != nil {
+				return err
+			}
+			defer closeLog()
 			// What the conductor takes from a component: the limit, and an
 			// envelope around a message within it.
-			return runRemoteConnect(cmd.Context(), args[0], pingField(pingInterval), maxBytes+wire.EnvelopeOverhead)
+			return runRemoteConnect(cmd.Context(), args[0], pingField(pingInterval), maxBytes+wire.EnvelopeOverhead, log)
 		},
 	}
 	cmd.Flags().DurationVar(&pingInterval, "ping-interval", transport.DefaultPingInterval, "ping a WebSocket server this often and fail when no pong comes within it; 0 turns pings off")
 	cmd.Flags().IntVar(&maxBytes, "max-message-bytes", wire.DefaultMaxMessageBytes, "the chain's largest message, which the connection must carry")
+	cmd.Flags().StringVar(&level, "log-level", "info", "the least level logged to stderr: debug, info, warn or error (the chain's, which the conductor passes)")
 	return cmd
 }
 
@@ -84,7 +96,7 @@ func remoteClient(caFile string) (*http.Client, error) {
 // rather than hang the editor's initialize.
 const dialTimeout = 30 * time.Second
 
-func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duration, maxBytes int) error {
+func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duration, maxBytes int, log *zap.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
@@ -106,7 +118,7 @@ func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duratio
 	}
 
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval, HTTPClient: client, MaxMessageBytes: maxBytes})
+	c, err := transport.Dial(dctx, url, transport.DialOptions{Header: hdr, PingInterval: pingInterval, HTTPClient: client, MaxMessageBytes: maxBytes, Logger: log})
 	cancel()
 	if err != nil {
 		if refused, ok := refusedError(err); ok {

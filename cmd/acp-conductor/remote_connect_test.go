@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/config"
 	"github.com/acp-conductor/acp-conductor/transport"
@@ -146,6 +147,62 @@ func TestRemoteRefused(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestRemoteConnectLogs: what the transport of a remote component logs
+// reaches the conductor's log, at the chain's level: a Streamable HTTP
+// server's SSE event that carries no message is skipped with a debug line
+// under the component's name, which a chain at info leaves out.
+func TestRemoteConnectLogs(t *testing.T) {
+	const after = `{"jsonrpc":"2.0","method":"_test/after_ping","params":{}}`
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.Header.Get(transport.HeaderConnectionID) == "":
+			b, _ := io.ReadAll(r.Body)
+			var req struct{ ID json.RawMessage }
+			json.Unmarshal(b, &req)
+			w.Header().Set(transport.HeaderConnectionID, "c1")
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1,"agentCapabilities":{}}}`, req.ID)
+		case r.Method == http.MethodGet && r.Header.Get(transport.HeaderConnectionID) != "":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: ping\ndata: {}\n\ndata: "+after+"\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		case r.Method == http.MethodGet:
+			http.Error(w, "no WebSocket here", http.StatusBadRequest) // Streamable HTTP, then
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	defer ts.Close()
+	for _, level := range []string{"debug", "info"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd, stdin, stdout, stderr := startPiped(t, ctx, cleanEnv(), "agent", "--log-level", level, ts.URL+"/acp")
+		io.WriteString(stdin, initialize+"\n")
+		out := bufio.NewReader(stdout)
+		var lines []string
+		for len(lines) < 2 {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+				cancel()
+				t.Fatalf("%s: after %q: %v\n%s", level, lines, err, stderr)
+			}
+			lines = append(lines, line)
+		}
+		stdin.Close()
+		err := cmd.Wait()
+		cancel()
+		if err != nil || strings.TrimSpace(lines[1]) != after {
+			t.Fatalf("%s: exit %v, got %q, want the initialize answer and then %s\n%s", level, err, lines, after, stderr)
+		}
+		logged := strings.Contains(stderr.String(), "skipped an SSE event that is not a message") && strings.Contains(stderr.String(), `"event": "ping"`)
+		if logged != (level == "debug") {
+			t.Errorf("at %s, the skipped event logged: %v, want %v\n%s", level, logged, level == "debug", stderr)
 		}
 	}
 }
