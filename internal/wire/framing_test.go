@@ -134,6 +134,28 @@ func readOversize(t *testing.T, line string, limit int) *OversizeError {
 	return oe
 }
 
+// TestParseErrorIDOversize: a request too long to keep is answered under
+// its id, wherever in the line it is, as the conductor answers it; a
+// notification, a response (whose id is its receiver's own), a batch
+// (whose requests are answered one by one) and a line whose id cannot be
+// read, under null.
+func TestParseErrorIDOversize(t *testing.T) {
+	pad := strings.Repeat("x", 100)
+	for _, tt := range []struct{ in, want string }{
+		{`{"jsonrpc":"2.0","id":"a","method":"x","params":"` + pad + `"}`, `"a"`},
+		{`{"jsonrpc":"2.0","method":"x","params":"` + pad + `","id":5.0}`, `5.0`},
+		{`{"jsonrpc":"2.0","method":"x","params":"` + pad + `"}`, ``},
+		{`{"jsonrpc":"2.0","id":5,"result":"` + pad + `"}`, ``},
+		{`[{"jsonrpc":"2.0","id":5,"method":"x","params":"` + pad + `"}]`, ``},
+		{`{"jsonrpc":"2.0","id":{},"method":"x","params":"` + pad + `"}`, ``},
+		{`{"jsonrpc":"2.0","id":5,"method":"x","params":"` + pad, `5`}, // never ended, but its id was read
+	} {
+		if got := ParseErrorID(readOversize(t, tt.in, 64)); string(got) != tt.want {
+			t.Errorf("ParseErrorID(%.50s...) = %s, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 // TestOversizeBatch: of an over-long batch, the id of each request and
 // response in it is known, in order, wherever in the line it comes, so
 // that each can be answered; notifications and entries without a valid id

@@ -227,10 +227,18 @@ type InvalidError struct {
 func (e *InvalidError) Error() string { return ErrNotJSONRPC.Error() + ": " + e.Reason }
 func (e *InvalidError) Unwrap() error { return ErrNotJSONRPC }
 
-// ParseErrorID returns the id to answer a line Parse refused with err:
-// that of what would be a request (see InvalidError), or nil for null.
+// ParseErrorID returns the id to answer a line refused with err, by Parse
+// or, too long to keep, by LineChannel.Recv: that of what would be a
+// request (see InvalidError), or of the request the line was (see
+// OversizeError, whose ID is read wherever in the line it is); or nil, for
+// null.
 func ParseErrorID(err error) json.RawMessage {
 	if e, ok := errors.AsType[*InvalidError](err); ok {
+		return e.ID
+	}
+	// A response's id is the receiver's own, and a batch's entries are
+	// answered one by one: neither is answered under an id of the line.
+	if e, ok := errors.AsType[*OversizeError](err); ok && e.Method != "" && !e.IsResponse && !e.IsBatch {
 		return e.ID
 	}
 	return nil

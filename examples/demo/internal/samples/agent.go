@@ -44,7 +44,13 @@ const ProtocolVersion = 1
 // agent_mcp.go); and ends the turn.
 // session/cancel ends a running turn with stopReason "cancelled".
 func Agent(ctx context.Context, in io.Reader, out io.WriteCloser) error {
-	a := &agent{link: newLink(in, out), sessions: make(map[string]*session)}
+	return agentLimited(ctx, in, out, 0)
+}
+
+// agentLimited is Agent reading lines up to limit bytes (0: the default),
+// so that a test can exceed it without writing 64 MiB.
+func agentLimited(ctx context.Context, in io.Reader, out io.WriteCloser, limit int) error {
+	a := &agent{link: newLink(in, out, limit), sessions: make(map[string]*session)}
 	a.onBad = func(bad *badMessage) error { return a.fail(bad.id(), bad.rpcError()) }
 	defer a.close()
 	for {
@@ -398,12 +404,14 @@ func (b *badMessage) Unwrap() error { return b.err }
 func (b *badMessage) rpcError() *wire.Error { return wire.ParseError(b.err) }
 
 // id is the id to answer it under: that of what would be a request, as it
-// came, if it can be read, as JSON-RPC 2.0 answers an invalid request; else
-// nil, for null.
+// came, if it can be read, as JSON-RPC 2.0 answers an invalid request (of
+// a request too long to keep too, as the conductor answers one); else nil,
+// for null.
 func (b *badMessage) id() json.RawMessage { return wire.ParseErrorID(b.err) }
 
-func newLink(r io.Reader, w io.WriteCloser) *link {
-	l := &link{ch: wire.NewLineChannel(r, w, 0), in: make(chan received), done: make(chan struct{})}
+// newLink reads lines of up to limit bytes (0: the default) from r.
+func newLink(r io.Reader, w io.WriteCloser, limit int) *link {
+	l := &link{ch: wire.NewLineChannel(r, w, limit), in: make(chan received), done: make(chan struct{})}
 	go l.read()
 	return l
 }

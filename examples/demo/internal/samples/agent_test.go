@@ -16,11 +16,18 @@ import (
 // The test fails if the agent does not finish cleanly once they are closed.
 func startAgent(t *testing.T) (fromAgent io.Reader, toAgent io.WriteCloser) {
 	t.Helper()
+	return startAgentLimited(t, 0)
+}
+
+// startAgentLimited is startAgent with the agent's line limit (0: the
+// default).
+func startAgentLimited(t *testing.T, limit int) (fromAgent io.Reader, toAgent io.WriteCloser) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- Agent(ctx, inR, outW) }()
+	go func() { done <- agentLimited(ctx, inR, outW, limit) }()
 	t.Cleanup(func() {
 		inW.Close()
 		if t.Failed() {
@@ -171,6 +178,30 @@ func TestAgentErrors(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","method":"some/notification"}`)
 	p.send(`{"jsonrpc":"2.0","id":"s","method":"initialize","params":{"protocolVersion":7}}`)
 	p.expect(`"id":"s"`, `"protocolVersion":1`, `"agentCapabilities"`)
+}
+
+// TestAgentOversize: a request longer than the agent's line limit is
+// answered under its id, wherever in the line the id is, as the conductor
+// answers one; one whose id cannot be read, under null; and the agent reads
+// on.
+func TestAgentOversize(t *testing.T) {
+	const limit = 1 << 10
+	r, w := startAgentLimited(t, limit)
+	p := &rawPeer{t, wire.NewLineChannel(r, w, 0)}
+	long := func(head, tail string) {
+		t.Helper()
+		if err := p.ch.Send([]byte(head + strings.Repeat("x", limit) + tail)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long(`{"jsonrpc":"2.0","id":"big","method":"session/prompt","params":{"pad":"`, `"}}`)
+	p.expect(`"id":"big"`, `"code":-32600`, `exceeds`)
+	long(`{"jsonrpc":"2.0","method":"session/prompt","params":{"pad":"`, `"},"id":7}`)
+	p.expect(`"id":7,`, `"code":-32600`, `exceeds`)
+	long(`{"jsonrpc":"2.0","method":"session/prompt","params":{"pad":"`, `"`)
+	p.expect(`"id":null`, `"code":-32600`, `exceeds`)
+	p.send(`{"jsonrpc":"2.0","id":"s","method":"initialize","params":{"protocolVersion":1}}`)
+	p.expect(`"id":"s"`, `"protocolVersion":1`)
 }
 
 func TestAgentCancel(t *testing.T) {

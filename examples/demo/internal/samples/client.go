@@ -44,7 +44,7 @@ type Result struct {
 // then closes out, which asks the agent to finish. The Result records as much
 // as happened even when the error is not nil.
 func (c *Client) Run(ctx context.Context, in io.Reader, out io.WriteCloser) (*Result, error) {
-	s := &clientSession{Client: c, link: newLink(in, out), res: new(Result), t: &transcript{w: c.Transcript}}
+	s := &clientSession{Client: c, link: newLink(in, out, 0), res: new(Result), t: &transcript{w: c.Transcript}}
 	if s.t.w == nil {
 		s.t.w = io.Discard
 	}
