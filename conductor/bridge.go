@@ -60,12 +60,15 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 	}
 	// A declaration carries its server's token, which the agent is to
 	// present and nobody else to see: the trace, which records the
-	// declaration on its way to the agent, writes it redacted.
+	// declaration on its way to the agent, writes it redacted, and a token
+	// it could not redact fails the declaration rather than be recorded.
 	stdio := func(id, name string) (json.RawMessage, error) {
 		s := t.Stdio(id, name)
 		for _, v := range s.Env {
 			if v.Name == mcpbridge.EnvToken {
-				cfg.Trace.Redact(v.Value)
+				if err := cfg.Trace.Redact(v.Value); err != nil {
+					return nil, fmt.Errorf("mcp bridge: %w", err)
+				}
 			}
 		}
 		if routes.agentV2() {
@@ -90,7 +93,9 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 		}
 		for _, h := range s.Headers {
 			if token, ok := strings.CutPrefix(h.Value, "Bearer "); ok && h.Name == "Authorization" {
-				cfg.Trace.Redact(token)
+				if err := cfg.Trace.Redact(token); err != nil {
+					return nil, fmt.Errorf("mcp bridge: %w", err)
+				}
 			}
 		}
 		return json.Marshal(s)

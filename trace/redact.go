@@ -27,20 +27,22 @@ const secretLimit = 1 << 12
 // replaced by "[redacted]". A secret is a word: at least 16 letters,
 // digits, '-' or '_' (a hex or base64url token), and it is found where it
 // stands as a whole word, between other characters (a space, a quote, a
-// JSON escape, '.', '=', '/'), in a JSON string or not. It panics on a
-// secret that is not a word, which it could not find. On a nil Recorder
-// it does nothing.
-func (r *Recorder) Redact(secret string) {
+// JSON escape, '.', '=', '/'), in a JSON string or not. A secret that is
+// not a word, which it could not find, is refused with an error (which
+// does not hold it); the caller must then keep the secret out of what it
+// records. On a nil Recorder it does nothing.
+func (r *Recorder) Redact(secret string) error {
 	if r == nil {
-		return
+		return nil
 	}
 	if len(secret) < minSecret || wordEnd([]byte(secret), 0) != len(secret) {
-		panic(fmt.Sprintf("trace: Redact: a secret is a word of at least %d letters, digits, '-' or '_'", minSecret))
+		return fmt.Errorf("trace: Redact: a secret of %d bytes that is not a word of at least %d letters, digits, '-' or '_' cannot be found to redact", len(secret), minSecret)
 	}
 	r.secretMu.Lock()
 	r.newSecrets = append(r.newSecrets, secret)
 	r.hasSecrets.Store(true)
 	r.secretMu.Unlock()
+	return nil
 }
 
 // takeSecrets hands the writer the secrets Redact was told since it last
