@@ -247,30 +247,39 @@ func TestMCPSessionEndsBridgedInitializeInFlight(t *testing.T) {
 // bridgedRequest starts a chain with one server, owned by the editor and
 // bridged over transport ("stdio" or "http") for an agent without
 // MCP-over-ACP, whose MCP client sends line. answer returns the client's
-// answer to it: on stdio the shim's next message, after which its output
-// must end; over HTTP the message in the reply to the POST that carried it.
+// answer to it (see bridgedSend).
 func bridgedRequest(t *testing.T, transport, line string) (ed, ag *scripted, answer func() *wire.Message) {
 	t.Helper()
+	caps, mode := `{}`, BridgeStdio
+	if transport == "http" {
+		caps, mode = `{"http":true}`, BridgeHTTP
+	}
+	ed, ag, declared := mcpChain(t, caps, mode)
+	return ed, ag, bridgedSend(t, transport, declared, line)
+}
+
+// bridgedSend has an MCP client of the server declared, bridged over
+// transport, send line, and returns a function that returns the client's
+// answer to it: on stdio the shim's next message, after which its output
+// must end; over HTTP the message in the reply to the POST that carried it.
+func bridgedSend(t *testing.T, transport string, declared json.RawMessage, line string) (answer func() *wire.Message) {
+	t.Helper()
 	if transport == "stdio" {
-		var declared json.RawMessage
-		ed, ag, declared = mcpChain(t, `{}`, BridgeStdio)
 		shim := startShim(t, declared)
 		shim.send(line)
-		return ed, ag, func() *wire.Message {
+		return func() *wire.Message {
 			m := shim.recvMsg()
 			shimEnded(t, shim)
 			return m
 		}
 	}
-	var declared json.RawMessage
-	ed, ag, declared = mcpChain(t, `{"http":true}`, BridgeHTTP)
 	url, token := httpDeclaration(t, declared)
 	posted := make(chan string, 1)
 	go func() {
 		_, body := httpMCP(url, token, http.MethodPost, line)
 		posted <- body
 	}()
-	return ed, ag, func() *wire.Message {
+	return func() *wire.Message {
 		select {
 		case body := <-posted:
 			// The bridge answers a POST as one event of a stream.
@@ -282,6 +291,104 @@ func bridgedRequest(t *testing.T, transport, line string) (ed, ag *scripted, ans
 			return nil
 		}
 	}
+}
+
+// TestMCPOwnerGoneBridgedInitializeInFlight: a bridged legacy client's
+// initialize to a proxy that owns the server and binds per request waits
+// on the proxy's server/discover, which the conductor sends for it, when
+// the proxy dies, under each failure policy. The initialize is answered
+// with an error naming the proxy, as the client's other calls in flight
+// are, not left unanswered nor made a success from the declaration: on
+// stdio ahead of the end of the shim's output, over HTTP on the POST that
+// carried it.
+func TestMCPOwnerGoneBridgedInitializeInFlight(t *testing.T) {
+	const initialize = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}}`
+	for _, transport := range []string{"stdio", "http"} {
+		for _, policy := range []Policy{PolicyRestart, PolicyBypass, PolicyFail} {
+			t.Run(transport+"/"+string(policy), func(t *testing.T) {
+				p, declared := proxyOwnedServer(t, transport, policy)
+				answer := bridgedSend(t, transport, declared, initialize)
+				probe := p.recvMsg()
+				if method, _ := carriedMethod(t, probe); method != methodMCPConnect {
+					t.Fatalf("the owner got %s; want mcp/connect", probe.Bytes())
+				}
+				p.send(`{"jsonrpc":"2.0","id":` + string(probe.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+				if discover := p.recvMsg(); !hasMethod(t, discover, mcpMethodDiscover) {
+					t.Fatalf("the owner got %s, want the server/discover for the initialize", discover.Bytes())
+				}
+				p.w.Close() // the owner dies
+				if m := answer(); string(m.ID) != "7" || m.Error == nil || !strings.Contains(errorMessage(m.Error), `"owner"`) {
+					t.Fatalf("the client's initialize got %s; want an error naming the owner that went away", m.Bytes())
+				}
+			})
+		}
+		// The editor as the owner: it goes away by closing its input,
+		// which ends the chain.
+		t.Run(transport+"/editor", func(t *testing.T) {
+			ed, _, answer := bridgedRequest(t, transport, initialize)
+			probe := ed.recvMsg()
+			if probe.Method != methodMCPConnect {
+				t.Fatalf("the owner got %s; want mcp/connect", probe.Bytes())
+			}
+			ed.send(`{"jsonrpc":"2.0","id":` + string(probe.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+			if discover := ed.recvMsg(); !hasMethod(t, discover, mcpMethodDiscover) {
+				t.Fatalf("the owner got %s, want the server/discover for the initialize", discover.Bytes())
+			}
+			ed.w.Close()
+			if m := answer(); string(m.ID) != "7" || m.Error == nil || !strings.Contains(errorMessage(m.Error), "client: closed its input") {
+				t.Fatalf("the client's initialize got %s; want an error saying the owner, the editor, closed its input", m.Bytes())
+			}
+		})
+	}
+}
+
+// hasMethod reports whether m is an mcp/message, wrapped in a
+// proxy/successor envelope or not, that carries method.
+func hasMethod(t *testing.T, m *wire.Message, method string) bool {
+	t.Helper()
+	outer, params := carriedMethod(t, m)
+	if outer != methodMCPMessage {
+		return false
+	}
+	inner, _, err := wire.Unwrap(params)
+	return err == nil && inner == method
+}
+
+// proxyOwnedServer starts a chain of one scripted proxy, "owner", with
+// policy, and a scripted agent without MCP-over-ACP, which reaches the
+// server over transport ("stdio" or "http"), and opens session s1, in
+// which the proxy declares the server srv-1. It returns the proxy's side
+// and the server as the agent was declared it.
+func proxyOwnedServer(t *testing.T, transport string, policy Policy) (p *scripted, declared json.RawMessage) {
+	t.Helper()
+	caps, mode := `{}`, BridgeStdio
+	if transport == "http" {
+		caps, mode = `{"http":true}`, BridgeHTTP
+	}
+	dir := t.TempDir()
+	pc, pStarted := scriptedComponent(t, dir, "owner")
+	pc.OnFailure = policy
+	ac, aStarted := scriptedComponent(t, dir, "agent")
+	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{pc}, Agent: ac, MCPBridge: mode, RestartBackoff: time.Millisecond}))
+	p, ag := pStarted(), aStarted()
+	ed.send(initLine)
+	pinit := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":`+caps+`}}`)
+	p.recvMsg()
+	p.reply(pinit, `{"protocolVersion":1}`)
+	ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	setup := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":"n1","method":"proxy/successor","params":{"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","serverId":"srv-1"}]}}}`)
+	m := ag.recvMsg()
+	declared = oneServer(t, m)
+	ag.reply(m, `{"sessionId":"s1"}`)
+	p.reply(setup, string(p.recvMsg().Result))
+	if m := ed.recvMsg(); string(m.ID) != `"n"` || m.Error != nil {
+		t.Fatalf("session/new: the editor got %s", m.Bytes())
+	}
+	return p, declared
 }
 
 // closeS1 closes session s1, as the editor, and reads what the owner (the
