@@ -20,7 +20,10 @@
 // peer it is sent to, under a fresh integer id, and the response that comes
 // back under that id is returned to the original caller under the caller's
 // id, whatever its type. Params, results, errors and _meta are carried as the
-// bytes that arrived; only proxy/successor envelopes are unwrapped or built,
+// bytes that arrived, and so are a message's top-level members JSON-RPC
+// does not define, which a rebuilt message gets back after its own (inside
+// an envelope's params when it is wrapped: wire.Message.AppendExtra and
+// AppendCarriedExtra); only proxy/successor envelopes are unwrapped or built,
 // and only initialize is renamed (proxy/initialize for a proxy, initialize
 // for the agent). A plain notification that none of that touches goes on as
 // the very line that came (wire.Message.Plain says when that is safe).

@@ -48,6 +48,84 @@ func TestResponseWithNullError(t *testing.T) {
 	}
 }
 
+// TestUnknownMembersGoOn: a message's top-level members that JSON-RPC does
+// not define reach the recipient as they came, after the members the
+// conductor writes, whatever it rebuilds: a response under the asker's id
+// (a large result too), a request under a new id, a message put in a
+// successor envelope (inside its params, with the message they belong to)
+// or taken out of one (the members of its params beside method and params
+// are the carried message's; its _meta and its own top-level members are
+// the envelope's), a cancel, a message that is not relayed as its line,
+// and an mcp/message the MCP tables route. Each step is a line one peer
+// sends and the line another gets; {id} is the id the receiver sees,
+// saved under a name for the lines after.
+func TestUnknownMembersGoOn(t *testing.T) {
+	ed, p, ag := proxyChain(t, `{"protocolVersion":1}`)
+	large := `{"content":"` + strings.Repeat("x", largeValue) + `"}`
+	var saved []string
+	ids := strings.NewReplacer()
+	for _, st := range []struct {
+		name       string
+		from, to   *scripted
+		send, want string
+		save       string
+	}{
+		{"request, re-id'd", ed, p,
+			`{"jsonrpc":"2.0","id":"e1","method":"session/prompt","params":{"sessionId":"s","prompt":[]},"x-trace":{"a":[1]}}`,
+			`{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{"sessionId":"s","prompt":[]},"x-trace":{"a":[1]}}`, "pp"},
+		{"request, unwrapped", p, ag,
+			`{"jsonrpc":"2.0","id":"p1","method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s","prompt":[]},"_meta":{"env":1},"x-trace":{"a":[1]},"id":9},"x-env":true}`,
+			`{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{"sessionId":"s","prompt":[]},"x-trace":{"a":[1]}}`, "ap"},
+		{"notification, wrapped", ag, p,
+			`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"},"x-u":1}`,
+			`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"sessionId":"s"},"x-u":1}}`, ""},
+		{"request, wrapped", ag, p,
+			`{"jsonrpc":"2.0","id":"a1","method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"},"x-q":"?"}`,
+			`{"jsonrpc":"2.0","id":{id},"method":"proxy/successor","params":{"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"},"x-q":"?"}}`, "pr"},
+		{"response", p, ag,
+			`{"jsonrpc":"2.0","id":{pr},"result":{"content":"c"},"x-r":1}`,
+			`{"jsonrpc":"2.0","id":"a1","result":{"content":"c"},"x-r":1}`, ""},
+		{"response with error null", ag, p,
+			`{"jsonrpc":"2.0","id":{ap},"error":null,"result":{"stopReason":"end_turn"},"x-r":[2]}`,
+			`{"jsonrpc":"2.0","id":"p1","result":{"stopReason":"end_turn"},"x-r":[2]}`, ""},
+		{"notification, not plain", p, ed,
+			`{"jsonrpc":"2.0","m\u0065thod":"session/update","params":{"sessionId":"s"},"x\u002dn":null}`,
+			`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"},"x\u002dn":null}`, ""},
+		{"cancel", ed, p,
+			`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"e1"},"x-c":1}`,
+			`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":{pp}},"x-c":1}`, ""},
+		{"error", p, ed,
+			`{"jsonrpc":"2.0","id":{pp},"error":{"code":-32800,"message":"cancelled"},"x-e":{}}`,
+			`{"jsonrpc":"2.0","id":"e1","error":{"code":-32800,"message":"cancelled"},"x-e":{}}`, ""},
+		{"request for a large answer", ag, p,
+			`{"jsonrpc":"2.0","id":"a2","method":"fs/read_text_file","params":{"sessionId":"s","path":"/y"}}`,
+			`{"jsonrpc":"2.0","id":{id},"method":"proxy/successor","params":{"method":"fs/read_text_file","params":{"sessionId":"s","path":"/y"}}}`, "pr2"},
+		{"large response", p, ag,
+			`{"jsonrpc":"2.0","id":{pr2},"result":` + large + `,"x-big":"b"}`,
+			`{"jsonrpc":"2.0","id":"a2","result":` + large + `,"x-big":"b"}`, ""},
+		{"notification without params, unwrapped", p, ag,
+			`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"x/ping","x":1}}`,
+			`{"jsonrpc":"2.0","method":"x/ping","x":1}`, ""},
+		{"notification without params, wrapped", ag, p,
+			`{"jsonrpc":"2.0","method":"x/pong","x":2}`,
+			`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"x/pong","x":2}}`, ""},
+		{"mcp/message the MCP tables route", p, ag,
+			`{"jsonrpc":"2.0","method":"mcp/message","params":{"serverId":"x","requestId":"r","method":"notifications/progress"},"x-m":1}`,
+			`{"jsonrpc":"2.0","method":"mcp/message","params":{"serverId":"x","requestId":"r","method":"notifications/progress"},"x-m":1}`, ""},
+	} {
+		st.from.send(ids.Replace(st.send))
+		got := st.to.recvLine()
+		id := string(mustParse(t, got).ID)
+		if want := strings.ReplaceAll(ids.Replace(st.want), "{id}", id); string(got) != want {
+			t.Errorf("%s: got\n%.300s\nwant\n%.300s", st.name, got, want)
+		}
+		if st.save != "" {
+			saved = append(saved, "{"+st.save+"}", id)
+			ids = strings.NewReplacer(saved...)
+		}
+	}
+}
+
 // TestResponseWithResultAndError: a response with both a result and an
 // error, which JSON-RPC 2.0 forbids, reaches the asker as the error alone,
 // whichever member comes first and whoever sent it; the first from each

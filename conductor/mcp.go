@@ -776,6 +776,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 		c.mcp.agentSpoke(spelling)
 	}
 	d := c.toOwner(srv.owner, spell(srv.spelling, methodMCPConnect))
+	d.extra = mcpExtra(m)
 	// A Thinkwell parent proposes the connectionId, and sends messages on
 	// it without waiting for the answer.
 	proposed := wire.Member(params, "connectionId")
@@ -902,6 +903,7 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 			}
 		}
 	}
+	d.extra = mcpExtra(m)
 	to := c.peers[d.to]
 	if m.IsNotification() {
 		c.relay(from, to, nil, d, params)
@@ -949,12 +951,13 @@ func (c *chain) mcpToServer(src int, from *peer, m *wire.Message, params json.Ra
 // which binds per request; a call is recorded (noteCall) until its answer,
 // for the owner's notifications about it to find src.
 func (c *chain) callOwner(src, owner int, from *peer, m *wire.Message, params json.RawMessage, b *batch) {
+	d := c.toOwner(owner, methodMCPMessage)
+	d.extra = mcpExtra(m)
+	to := c.peers[d.to]
 	if m.IsNotification() {
-		c.relayToOwner(owner, from, m, methodMCPMessage, params, b, nil)
+		c.relay(from, to, nil, d, params)
 		return
 	}
-	d := c.toOwner(owner, methodMCPMessage)
-	to := c.peers[d.to]
 	cl := &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}
 	cl.onResponse = c.mcp.noteCall(src, to.pos, params, cl, nil)
 	c.relayCall(to, cl, d, params)
@@ -975,9 +978,11 @@ func (c *chain) mcpFromServer(from *peer, m *wire.Message, params json.RawMessag
 		if caller, ok := c.mcp.callerOf(from.pos, params); ok {
 			d = c.topo.Load().toCaller(caller, methodMCPMessage)
 		}
+		d.extra = mcpExtra(m)
 		c.relay(from, c.peers[d.to], nil, d, params)
 		return
 	}
+	d.extra = mcpExtra(m)
 	c.relayCall(c.peers[d.to], &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}, d, params)
 }
 
@@ -996,6 +1001,12 @@ func (c *chain) mcpFromClient(src int, from *peer, m *wire.Message, params json.
 	c.mcpFromServer(from, m, params, b)
 	return true
 }
+
+// mcpExtra is extraOf for an mcp/* message the MCP tables relay as
+// itself, re-addressed (not translated between bindings, which makes
+// another message): what it carries that JSON-RPC does not define goes on
+// with it.
+func mcpExtra(m *wire.Message) string { return extraOf(m, wire.IsSuccessor(m.Method)) }
 
 // relayToOwner relays a request or notification from the agent side to the
 // owner at pos; onResponse, if set, sees the owner's answer first.

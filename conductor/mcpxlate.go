@@ -440,7 +440,7 @@ func (c *chain) cancelStateless(conn *mcpConn) {
 	}
 	c.mcp.mu.Unlock()
 	for _, sc := range open {
-		c.cancel(sc.caller, append(append([]byte(`{"requestId":`), sc.id...), '}'))
+		c.cancel(sc.caller, append(append([]byte(`{"requestId":`), sc.id...), '}'), "")
 	}
 }
 
@@ -481,7 +481,7 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 	case slCancel:
 		// It names the request by the caller's id: the mcp/message's own
 		// for a native agent, the MCP request's for a bridged client.
-		c.cancel(from, params)
+		c.cancel(from, params, "")
 		return
 	case slInitialize:
 		var init struct {

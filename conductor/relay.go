@@ -96,7 +96,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 		c.answerError(from, m, dc.err, b)
 		return
 	case actCancel:
-		c.cancel(from, dc.raw)
+		c.cancel(from, dc.raw, dc.d.extra)
 		return
 	case actAnswerInit:
 		if result, ok := from.takeReinit(); ok {
@@ -198,7 +198,7 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 // initialize that waits for a restarted proxy's replayed initialization
 // has no next hop of its own: the conductor answers it, and the restart
 // goes on, as the chain needs the proxy initialized.
-func (c *chain) cancel(from *peer, params json.RawMessage) {
+func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 	id := requestID(params)
 	cl := from.inFlight(id)
 	if cl == nil {
@@ -214,7 +214,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage) {
 	if err != nil {
 		out = cancelParams(cl.id)
 	}
-	c.relay(from, cl.to, nil, delivery{method: cancelMethod(cl.to)}, out)
+	c.relay(from, cl.to, nil, delivery{method: cancelMethod(cl.to), extra: extra}, out)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
@@ -275,6 +275,9 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 	if dl.MCPMessage != wire.RFD.MCPMessage {
 		d.method = dl.SpellMCP(d.method)
 	}
+	if d.extra != "" {
+		return oneSegment(encodeExtra(dl, id, d, params))
+	}
 	var head []byte
 	tail := closeObject
 	switch {
@@ -293,6 +296,29 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 		return inSegments(head, params, tail)
 	}
 	return oneSegment(append(append(head, params...), tail...))
+}
+
+// encodeExtra is encode for a message with members JSON-RPC does not
+// define (d.extra): they go on after its method and params, inside the
+// envelope when it is wrapped, as members of the message they came with.
+// It is rare, so the line is built whole.
+func encodeExtra(dl *wire.Dialect, id json.RawMessage, d delivery, params json.RawMessage) []byte {
+	buf := make([]byte, 0, 96+len(id)+2*len(d.method)+len(params)+len(d.extra)+len(closeWrapped))
+	if d.wrap {
+		buf = wire.AppendString(append(wire.AppendHead(buf, id, dl.Successor(id)), `{"method":`...), d.method)
+	} else {
+		m := wire.Message{ID: id, Method: d.method}
+		buf = m.Append(buf)
+		buf = buf[:len(buf)-1] // open again, for the members to come
+	}
+	if params != nil {
+		buf = append(append(buf, `,"params":`...), params...)
+	}
+	buf = append(append(buf, d.extra...), '}')
+	if d.wrap {
+		buf = append(buf, '}')
+	}
+	return append(buf, '\n')
 }
 
 // relayAnswer returns a peer's response to whoever asked, under their id.
@@ -527,6 +553,14 @@ func abandon(cl *call, e *wire.Error) {
 // encodeResponseTo re-addresses response m to id; a large result is relayed
 // from where it arrived, as in encode.
 func encodeResponseTo(id json.RawMessage, m *wire.Message) encoded {
+	if m.Extra() {
+		// Members JSON-RPC does not define go on after the answer; rare,
+		// so the line is built whole.
+		out := wire.Message{ID: id, Result: m.Result, Error: m.Error}
+		line := out.Append(nil)
+		line = m.AppendExtra(line[:len(line)-1])
+		return oneSegment(append(line, closeObject...))
+	}
 	if m.Error == nil && len(m.Result) >= largeValue {
 		return inSegments(wire.AppendResultHead(make([]byte, 0, wire.ResponseSize(id, nil, nil)), id), m.Result, closeObject)
 	}

@@ -58,6 +58,10 @@ type delivery struct {
 	to     int    // destination position
 	wrap   bool   // relay inside a successor envelope
 	method string // the method the destination sees inside or without the envelope
+	// extra holds the members JSON-RPC does not define of the message
+	// relayed (wire.Message.AppendExtra), which go on beside its method
+	// and params; almost always empty. A string keeps delivery comparable.
+	extra string
 }
 
 // hop decides where a request or notification goes next, given the
@@ -232,8 +236,12 @@ func (t *topology) route(in inbound, dl dialects) decision {
 	if mcp, ok := wire.MCPMethod(method); ok {
 		method = mcp // spelled for its destination on the way out
 	}
+	var extra string
+	if dc.enveloped || m.Extra() { // the common plain message: a flag's test, no call
+		extra = extraOf(m, dc.enveloped)
+	}
 	if method == wire.MethodCancelRequest && m.IsNotification() {
-		dc.act = actCancel
+		dc.act, dc.d.extra = actCancel, extra
 		return dc
 	}
 	if in.from == 0 && dc.enveloped && t.mode == ProxyMode {
@@ -260,6 +268,7 @@ func (t *topology) route(in inbound, dl dialects) decision {
 		dc.proxyInit = dl.dialectAt(d.to)
 		d.method = dc.proxyInit.Initialize
 	}
+	d.extra = extra
 	dc.d = d
 	dc.setup = sessionSetup(method)
 	switch {
@@ -280,6 +289,19 @@ func (t *topology) route(in inbound, dl dialects) decision {
 		dc.initTimer = in.from == 0 && !dc.enveloped
 	}
 	return dc
+}
+
+// extraOf returns the members JSON-RPC does not define of the message m
+// is or, if enveloped, carries, to go on with it wherever it is relayed
+// as itself: almost always none, found from what Parse noted.
+func extraOf(m *wire.Message, enveloped bool) string {
+	switch {
+	case enveloped && m.CarriedExtra():
+		return string(m.AppendCarriedExtra(nil))
+	case !enveloped && m.Extra():
+		return string(m.AppendExtra(nil))
+	}
+	return ""
 }
 
 // resend decides how an initialize request from src goes on again when

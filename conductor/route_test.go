@@ -189,6 +189,16 @@ func TestRouteClassifies(t *testing.T) {
 			decision{act: actRefuse, src: 3, enveloped: true, raw: []byte(`{}`)}},
 		{"the last proxy's envelope goes up wrapped", proxy2, 2, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`, false, nil,
 			decision{act: actRelay, src: 2, enveloped: true, d: delivery{to: 3, wrap: true, method: "session/prompt"}, raw: []byte(`{}`)}},
+
+		// Members JSON-RPC does not define go on with the message they
+		// came with: a plain one's top-level ones, a carried one's beside
+		// its method and params in the envelope (not the envelope's).
+		{"a request's unknown members go on", agent2, 0, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{},"x":[1]}`, false, nil,
+			decision{act: actRelay, src: 0, d: delivery{to: 1, method: "session/prompt", extra: `,"x":[1]`}, raw: []byte(`{}`)}},
+		{"a carried message's unknown members go on, the envelope's do not", agent2, 1, `{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{},"_meta":{},"x":2},"y":3}`, false, nil,
+			decision{act: actRelay, src: 1, enveloped: true, d: delivery{to: 2, method: "session/prompt", extra: `,"x":2`}, raw: []byte(`{}`)}},
+		{"a cancel's unknown members go on", agent2, 0, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1},"x":4}`, false, nil,
+			decision{act: actCancel, src: 0, d: delivery{extra: `,"x":4`}, raw: []byte(`{"requestId":1}`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,9 @@ import (
 //
 // Every known dialect shapes an envelope's params the same way, as the
 // carried message's {"method", "params"} (Unwrap, AppendWrapped); the
-// carrier's own members, such as _meta, stay outside.
+// carrier's own members, such as _meta, stay outside. The carried message's
+// members JSON-RPC does not define go beside its method and params
+// (Message.AppendCarriedExtra).
 type Dialect struct {
 	Name string // for logs: "rfd", "rust", "thinkwell"
 

@@ -22,8 +22,10 @@ const (
 // Unwrap returns the method and raw params carried by the params of a
 // successor envelope, or of an mcp/message, which carries an MCP message the
 // same way. Any other member (the envelope's own _meta, the connectionId)
-// belongs to the carrier and is not returned. params must come from a parsed Message (and so be valid
-// JSON); the result aliases it.
+// is not returned: it belongs to the carrier, or for a successor envelope
+// may be the carried message's own (Message.AppendCarriedExtra). params
+// must come from a parsed Message (and so be valid JSON); the result
+// aliases it.
 func Unwrap(params json.RawMessage) (method string, inner json.RawMessage, err error) {
 	var methodVal []byte
 	ok := len(params) > 0 && EachField(params, func(key, val []byte) {
@@ -64,6 +66,7 @@ type envelope struct {
 	of             *byte    // the first byte of the params noted; nil: none
 	n              int32    // their length
 	method, params [2]int32 // where those members' values lie in them ([1] 0: absent)
+	extra          bool     // they have a member but those and _meta (see AppendCarriedExtra)
 }
 
 // checkParams checks the object at i, a message's params, as checkValue
@@ -86,12 +89,14 @@ func checkParams(d []byte, i int, env *envelope) int {
 			e.method = [2]int32{int32(valStart - start), int32(valEnd - start)}
 		case `"params"`:
 			e.params = [2]int32{int32(valStart - start), int32(valEnd - start)}
+		case `"_meta"`: // the envelope's own
 		default:
 			// Escaped, either name takes at least 13 bytes: a letter's
 			// only escape is \uXXXX.
 			if len(key) >= 13 && bytes.IndexByte(key, '\\') >= 0 {
 				noted = false
 			}
+			e.extra = true // maybe the carried message's: AppendCarriedExtra tells
 		}
 	}
 	if noted && i >= 0 {

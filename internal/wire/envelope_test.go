@@ -80,17 +80,20 @@ func TestMessageUnwrap(t *testing.T) {
 }
 
 // FuzzMessageUnwrap: for every message Parse accepts, Message.Unwrap and
-// Unwrap of its params agree.
+// Unwrap of its params agree, and AppendCarriedExtra gives the members of
+// its params that are the carried message's, as encoding/json reads them.
 func FuzzMessageUnwrap(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"a":1}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","params":{"m\u0065thod":"m","params":null},"method":"_proxy/successor"}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"method":"x"},"params":{"method":"y"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":1,"method":"n"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"m","_meta":{},"x":1,"id":2,"_m\u0065ta":3}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Parse(data)
 		if err != nil || len(m.Params) == 0 || m.Params[0] != '{' {
 			return
 		}
 		checkUnwrapAgrees(t, m)
+		checkCarriedExtra(t, m)
 	})
 }

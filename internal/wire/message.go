@@ -27,6 +27,7 @@ type Message struct {
 
 	plain    bool     // see Plain
 	badError bool     // see MalformedError
+	extra    bool     // see Extra
 	env      envelope // see Unwrap
 }
 
@@ -43,6 +44,12 @@ func (m *Message) Plain() bool { return m.plain }
 // such as the TypeScript SDK refuse as no response at all. Parse notes it
 // as it checks the error, so that asking costs nothing.
 func (m *Message) MalformedError() bool { return m.badError }
+
+// Extra reports whether m has a top-level member JSON-RPC 2.0 does not
+// define (anything but jsonrpc, id, method, params, result and error),
+// which a relay that rebuilds m must carry on (AppendExtra). Parse notes
+// it as it reads the names, so that asking costs nothing.
+func (m *Message) Extra() bool { return m.extra }
 
 // IsRequest reports whether m is a request: a method and an id.
 func (m *Message) IsRequest() bool { return m.Method != "" && m.ID != nil }
@@ -89,7 +96,7 @@ func ParseInto(m *Message, data []byte) error {
 	// they are seen, and what was found in them.
 	const (
 		hasVersion, hasID, hasMethod, hasParams, hasResult, hasError = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5
-		goodVersion, badMethod, odd, goodError                       = 1 << 6, 1 << 7, 1 << 8, 1 << 9
+		goodVersion, badMethod, odd, goodError, hasExtra             = 1 << 6, 1 << 7, 1 << 8, 1 << 9, 1 << 10
 	)
 	var said uint16
 	// The one pass that validates data and finds its members: see scan.go.
@@ -169,6 +176,7 @@ func ParseInto(m *Message, data []byte) error {
 				key, decoded, said = decodedKey(key), true, said|odd
 				goto again
 			}
+			said |= hasExtra // a name JSON-RPC does not define
 		}
 		if said&bit != 0 {
 			said |= odd // a name repeated
@@ -203,6 +211,7 @@ func ParseInto(m *Message, data []byte) error {
 	default:
 		m.plain = said&odd == 0
 		m.badError = said&(hasError|goodError) == hasError
+		m.extra = said&hasExtra != 0
 		return nil
 	}
 	e := &InvalidError{Reason: why}

@@ -194,7 +194,8 @@ func TestParseMalformedError(t *testing.T) {
 
 // FuzzParse checks the top-level scanner against encoding/json, both ways:
 // whatever Parse accepts, its fields are exactly the values encoding/json
-// finds (escaped names decoded, the last of repeated names counting), and
+// finds (escaped names decoded, the last of repeated names counting), as
+// are the members JSON-RPC does not define that AppendExtra gives back, and
 // re-encoding keeps them; and whatever encoding/json reads as a JSON-RPC 2.0
 // message, Parse accepts.
 func FuzzParse(f *testing.F) {
@@ -215,6 +216,7 @@ func FuzzParse(f *testing.F) {
 		`{}`, `[]`, `null`, `{"a":}`,
 		`{"id":5,"method":"x"}`, `{"jsonrpc":"1.0","id":"a","method":"m","params":{}}`,
 		`{"id":5,"method":"x","id":6}`, `{"i\u0064":5,"method":1}`, `{"id":{},"method":"x"}`,
+		`{"jsonrpc":"2.0","id":1,"result":{},"x-a":[1],"x\u0041":2,"x-a":3}`, `{"_meta":{},"jsonrpc":"2.0","method":"m"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -246,6 +248,7 @@ func FuzzParse(f *testing.F) {
 		if !jsonRPC(ref) {
 			t.Fatalf("Parse accepted what encoding/json does not read as JSON-RPC 2.0")
 		}
+		checkExtra(t, m, ref)
 		again, err := Parse(m.Bytes())
 		if err != nil || !equal(again, m) || !again.Plain() {
 			t.Fatalf("re-encoding changed the message: %s", m.Bytes())
