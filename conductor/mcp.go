@@ -81,7 +81,8 @@ type mcpRoutes struct {
 	shared  map[string]*mcpConn
 	opening map[string]*opening
 	// For connect-binding callers of request-binding owners: the requests
-	// the conductor sent for them, by serverId and requestId (raw JSON).
+	// the conductor sent for them, by serverId and requestId, decoded
+	// (statelessRequest).
 	requests map[[2]string]statelessCall
 	// calls holds the request-binding calls relayed and not yet answered,
 	// for the asked peer's notifications about each to reach the peer
@@ -601,11 +602,23 @@ func (r *mcpRoutes) openBridged(owner int, spelling string, ownerID []byte, brid
 }
 
 // byAgent returns the connection the agent knows as id; byOwner the one
-// owner gave id.
+// owner gave id. The agent gets an owner's connectionId as the owner spelled
+// it, and may name it back as its own encoder spells the same string
+// ("c&1" for Go's "c\u00261"): failing the very bytes, the same JSON value
+// names it, as a JSON reader reads it. That is rare, and costs a look at
+// each connection.
 func (r *mcpRoutes) byAgent(id []byte) *mcpConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.conns[string(id)]
+	if c := r.conns[string(id)]; c != nil {
+		return c
+	}
+	for k, c := range r.conns {
+		if wire.SameID(json.RawMessage(k), id) {
+			return c
+		}
+	}
+	return nil
 }
 
 func (r *mcpRoutes) byOwner(owner int, id []byte) *mcpConn {

@@ -391,6 +391,99 @@ func TestMCPProgressToTranslatedCaller(t *testing.T) {
 	}
 }
 
+// TestMCPProgressToTranslatedCallerSpelledOtherwise: the owner of a
+// server it serves per request names the call the conductor made for a
+// connect-binding caller by its serverId and requestId as its JSON
+// encoder spells them, which may not be the conductor's: the TypeScript
+// SDK's JSON.stringify writes "&", "<" and U+2028 as themselves, where the
+// conductor's encoder escapes them. The same JSON value names the same
+// call: its progress reaches the caller on its connection.
+func TestMCPProgressToTranslatedCallerSpelledOtherwise(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		declared  string // the server id, as the owner declares it
+		serverID  string // as the owner names it back; %s: as it got it
+		requestID string // %s: as it got it; escaped: its colon escaped
+	}{
+		{"as sent", `"srv-1"`, "%s", "%s"},
+		{"ampersand", `"R&D"`, `"R&D"`, "%s"},
+		{"angle brackets", `"\u003ctools\u003e"`, `"<tools>"`, "%s"},
+		{"line separator", `"a\u2028b"`, "\"a\u2028b\"", "%s"},
+		{"escaped request id", `"srv-1"`, "%s", "escaped"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			comp, started := scriptedComponent(t, t.TempDir(), "agent")
+			ed := scriptedEditor(startChain(t, Config{Agent: comp}))
+			ag := started()
+			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+			ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
+			ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":` + tt.declared + `}]}}`)
+			ag.reply(ag.recvMsg(), `{"sessionId":"s1"}`)
+			ed.recvMsg()
+			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":` + tt.declared + `}}`)
+			connect := ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+			cid := wire.Member(ag.recvMsg().Result, "connectionId")
+			c := &mcpUser{s: ag, cid: string(cid)}
+			c.send("5", "tools/call", `{"name":"slow","_meta":{"progressToken":"p1"}}`)
+			call := recvRequest(t, ed)
+			serverID, requestID := string(wire.Member(call.Params, "serverId")), string(wire.Member(call.Params, "requestId"))
+			if tt.serverID != "%s" {
+				serverID = tt.serverID
+			}
+			if tt.requestID == "escaped" {
+				requestID = strings.Replace(requestID, ":", `\u003a`, 1)
+			}
+			ed.send(`{"jsonrpc":"2.0","method":"mcp/message","params":{"serverId":` + serverID + `,"requestId":` + requestID +
+				`,"method":"notifications/progress","params":{"progressToken":"p1","progress":1}}}`)
+			m := ag.recvMsg()
+			if _, method, _ := carried(t, m); method != "notifications/progress" || string(wire.Member(m.Params, "connectionId")) != string(cid) {
+				t.Fatalf("named as %s %s, the progress reached the agent as %s; want it on its connection %s", serverID, requestID, m.Raw, cid)
+			}
+			ed.reply(call, `{"result":{"content":[]}}`)
+			if id, errObj, _ := c.recvResult(t); string(id) != "5" || errObj != nil {
+				t.Errorf("the call was answered %s %s", id, errObj)
+			}
+		})
+	}
+}
+
+// TestMCPConnectionIDSpelledOtherwise: the agent names a connection by
+// the connectionId its owner gave, as the agent's own JSON encoder spells
+// it, which may not be the owner's (Go's escapes "&", Python's non-ASCII
+// letters): the same JSON value names the same connection, and the owner
+// gets its own spelling back.
+func TestMCPConnectionIDSpelledOtherwise(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		owner, agent string // the connectionId as each spells it
+	}{
+		{"as given", `"c1"`, `"c1"`},
+		{"ampersand", `"c\u00261"`, `"c&1"`},
+		{"letter", `"\u00e9t\u00e9"`, `"été"`},
+		{"escaped by the agent", `"c-1"`, `"c\u002d1"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":"srv-1"}}`)
+			ed.reply(ed.recvMsg(), `{"connectionId":`+tt.owner+`}`)
+			if got := string(wire.Member(ag.recvMsg().Result, "connectionId")); got != tt.owner {
+				t.Fatalf("the agent got connectionId %s, want the owner's %s", got, tt.owner)
+			}
+			ag.send(`{"jsonrpc":"2.0","id":"m","method":"mcp/message","params":{"connectionId":` + tt.agent + `,"method":"tools/list","params":{}}}`)
+			m := firstTo(t, ed, ag, "the agent's tools/list")
+			if got := string(wire.Member(m.Params, "connectionId")); m.Method != methodMCPMessage || got != tt.owner {
+				t.Fatalf("the owner got %s; want the tools/list on its connection %s", m.Raw, tt.owner)
+			}
+			ed.reply(m, `{"tools":[]}`)
+			if m := ag.recvMsg(); string(m.ID) != `"m"` || m.Error != nil {
+				t.Errorf("the agent got %s, want its call answered", m.Raw)
+			}
+		})
+	}
+}
+
 // TestMCPPingToStatelessOwner: a legacy MCP client (bridged over stdio or
 // HTTP, or a native agent on a connection) pings a server whose owner
 // binds per request and speaks MCP 2026-07-28, which has no ping and

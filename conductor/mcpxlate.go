@@ -419,11 +419,22 @@ type statelessCall struct {
 }
 
 // statelessRequest returns the connection of a connect-binding caller for
-// which the conductor sent request requestID to serverID.
+// which the conductor sent request requestID to serverID, both raw JSON.
+// They are compared as the strings they are, however the owner spells
+// them: the conductor's encoder escapes "&", "<", ">" and U+2028, which
+// the TypeScript SDK's JSON.stringify writes as they are.
 func (r *mcpRoutes) statelessRequest(serverID, requestID []byte) *mcpConn {
+	server, ok := wire.Unquote(serverID)
+	if !ok {
+		return nil
+	}
+	request, ok := wire.Unquote(requestID)
+	if !ok {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.requests[[2]string{string(serverID), string(requestID)}].conn
+	return r.requests[[2]string{server, request}].conn
 }
 
 // cancelStateless cancels, at its request-binding owner, each request its
@@ -506,7 +517,7 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 		params = withStatelessMeta(params, &client)
 	}
 	serverID, reqID := mustQuote(conn.serverID), c.mcp.newRequestID()
-	key := [2]string{string(serverID), string(reqID)}
+	key := [2]string{conn.serverID, string(reqID[1 : len(reqID)-1])} // decoded, as statelessRequest looks them up
 	c.mcp.mu.Lock()
 	c.mcp.requests[key] = statelessCall{conn: conn, caller: from, id: bytes.Clone(m.ID)}
 	c.mcp.mu.Unlock()
