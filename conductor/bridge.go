@@ -272,11 +272,15 @@ func refuseBridged(conn *mcpbridge.Conn, e *wire.Error) {
 		if big, ok := errors.AsType[*wire.OversizeError](err); ok {
 			switch {
 			case big.IsBatch:
-				if out := refuseBatch(big.Batch, e); out != nil {
+				var unkept *wire.Error // those whose ids were not kept get it under null
+				if big.BatchUnkept > 0 {
+					unkept = e
+				}
+				if out := refuseBatch(big.Batch, e, unkept); out != nil {
 					conn.Send(out)
 					return
 				}
-			case big.ID != nil && !big.IsResponse:
+			case big.ID != nil && !big.IsResponse, big.IDUnread && big.Method != "":
 				conn.Send(encodeError(big.ID, e))
 				return
 			}

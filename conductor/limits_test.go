@@ -3,6 +3,7 @@ package conductor
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,6 +129,68 @@ func TestOversizeBatch(t *testing.T) {
 	e.send(`{"jsonrpc":"2.0","id":"next","method":"session/new","params":{}}`)
 	if m := e.recvMsg(); string(m.ID) != `"next"` || m.Error != nil {
 		t.Errorf("after an oversize batch of notifications: %s", e.seen[len(e.seen)-1])
+	}
+}
+
+// TestOversizeBatchPastBounds: of a batch over the limit, the conductor
+// keeps the ids of the first 65,536 requests and responses only, and none
+// over 1 KiB, however long the batch goes on. Each request whose id it
+// kept is refused under it, as ever; those whose ids it could not keep are
+// answered once, together, under null, as JSON-RPC answers a request whose
+// id it cannot read, with how many they were; and it says so, responses
+// past the bound too, whose calls it cannot tell.
+func TestOversizeBatchPastBounds(t *testing.T) {
+	const limit = 4096
+	dir := t.TempDir()
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{
+		Agent:           fake(t, dir, "agent", "streamer"),
+		MaxMessageBytes: limit,
+		Logger:          log,
+	})
+	e.send(initLine)
+	e.recvMsg()
+
+	const kept = 1 << 16 // wire's maxBatchEntries
+	var b strings.Builder
+	b.WriteString(`[{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 2048) + `","method":"session/prompt"}`)
+	for i := range kept + 2 {
+		fmt.Fprintf(&b, `,{"jsonrpc":"2.0","id":%d,"method":"session/prompt"}`, i)
+	}
+	b.WriteString(`,{"jsonrpc":"2.0","id":99,"result":{}}]`)
+	e.send(b.String())
+	e.send(`{"jsonrpc":"2.0","id":"after","method":"session/new","params":{}}`)
+
+	var ids, nulls []string
+	wire.EachElement([]byte(e.recv()), func(v []byte) {
+		m, err := wire.Parse(v)
+		if err != nil || errorCode(m.Error) != codeInvalidRequest {
+			t.Fatalf("batch entry %s, want a refusal", v)
+		}
+		if string(m.ID) == "null" {
+			nulls = append(nulls, errorMessage(m.Error))
+			return
+		}
+		if want := strconv.Itoa(len(ids)); string(m.ID) != want {
+			t.Fatalf("refusal %d is under id %s, want %s", len(ids), m.ID, want)
+		}
+		ids = append(ids, string(m.ID))
+	})
+	if len(ids) != kept {
+		t.Errorf("%d requests refused under their ids, want %d", len(ids), kept)
+	}
+	if len(nulls) != 1 || !strings.Contains(nulls[0], "answers 3 of its requests") {
+		t.Errorf("refusals under null: %q; want one, for the 3 requests whose ids were not kept", nulls)
+	}
+	if m := e.recvMsg(); string(m.ID) != `"after"` || m.Error != nil {
+		t.Errorf("after the oversize batch: %s", e.seen[len(e.seen)-1])
+	}
+	logs.wait(t, logBatchUnkept)
+
+	// A request alone whose id is too long to keep is answered under null.
+	e.send(`{"jsonrpc":"2.0","id":"` + strings.Repeat("j", 2048) + `","method":"session/prompt","params":{"text":"` + strings.Repeat("a", 2*limit) + `"}}`)
+	if m := e.recvMsg(); string(m.ID) != "null" || !strings.Contains(errorMessage(m.Error), "limit of 4096") {
+		t.Errorf("an oversize request whose id was not kept was answered %s", e.seen[len(e.seen)-1])
 	}
 }
 

@@ -428,8 +428,10 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 }
 
 // oversize deals with a message that was too long to keep. A request is
-// answered with an error; a response fails the call that awaited it, so
-// nobody waits for an answer that was thrown away.
+// answered with an error, under null if its id could not be kept either
+// (as JSON-RPC answers a request whose id it cannot read); a response
+// fails the call that awaited it, so nobody waits for an answer that was
+// thrown away.
 func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	if big.IsBatch {
 		c.oversizeBatch(from, big)
@@ -440,13 +442,18 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 		zap.ByteString("id", id), zap.ByteString("head", clip(big.Head)))
 	e := wire.Errorf(codeInvalidRequest, "message longer than the limit of %d bytes was discarded", big.Limit)
 	switch {
-	case id == nil:
-	case isResponse:
+	case isResponse && id != nil:
 		failAnswered(from, id, e)
-	case method != "":
+	case method != "" && (id != nil || big.IDUnread):
 		from.send(encodeError(id, e))
 	}
 }
+
+// logBatchUnkept is the diagnostic for an oversize batch of which the
+// conductor could not keep every id it must answer or fail: what it keeps
+// of a line it discards is bounded, however long the line goes on.
+const logBatchUnkept = "oversize batch held requests or responses whose ids the conductor could not keep (past the first 65,536 entries or 1 MiB of ids, or an id over 1 KiB): " +
+	"those requests are answered together by one error under a null id, and the calls those responses answered stay pending until their peer ends or the conductor stops"
 
 // oversizeBatch deals with a batch that was too long to keep, as oversize
 // does with each request and response in it: the requests are answered
@@ -461,21 +468,29 @@ func (c *chain) oversizeBatch(from *peer, big *wire.OversizeError) {
 		}
 	}
 	from.log.Warn("dropped oversize batch", zap.Int("limit", big.Limit), zap.Int("requests", requests),
-		zap.Int("responses", responses), zap.Int("unanswered", big.BatchUnkept), zap.ByteString("head", clip(big.Head)))
+		zap.Int("responses", responses), zap.ByteString("head", clip(big.Head)))
+	if big.BatchUnkept > 0 || big.BatchUnkeptResponses > 0 {
+		from.log.Warn(logBatchUnkept, zap.Int("requests", big.BatchUnkept), zap.Int("responses", big.BatchUnkeptResponses))
+	}
 	e := wire.Errorf(codeInvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit)
 	for _, en := range big.Batch {
 		if en.IsResponse {
 			failAnswered(from, en.ID, e)
 		}
 	}
-	if out := refuseBatch(big.Batch, e); out != nil {
+	var unkept *wire.Error // answers, under null, the requests whose ids were not kept
+	if n := big.BatchUnkept; n > 0 {
+		unkept = wire.Errorf(codeInvalidRequest, "batch longer than the limit of %d bytes was discarded; this answers %d of its requests whose ids the conductor could not keep", big.Limit, n)
+	}
+	if out := refuseBatch(big.Batch, e, unkept); out != nil {
 		from.send(append(out, '\n'))
 	}
 }
 
 // refuseBatch returns the batch that answers each request of a batch too
-// long to keep with e, or nil when it held no request.
-func refuseBatch(entries []wire.OversizeEntry, e *wire.Error) []byte {
+// long to keep with e, and with unkept, if set, under null, those whose
+// ids were not kept; or nil when it held no request.
+func refuseBatch(entries []wire.OversizeEntry, e, unkept *wire.Error) []byte {
 	refusal := e.Encode()
 	out := []byte{'['}
 	for _, en := range entries {
@@ -487,6 +502,12 @@ func refuseBatch(entries []wire.OversizeEntry, e *wire.Error) []byte {
 		}
 		m := wire.Message{ID: en.ID, Error: refusal}
 		out = m.Append(out)
+	}
+	if unkept != nil {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = wire.ErrorResponse(nil, unkept).Append(out)
 	}
 	if len(out) == 1 {
 		return nil

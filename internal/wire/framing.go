@@ -34,6 +34,10 @@ type OversizeError struct {
 	ID         json.RawMessage
 	Method     string
 	IsResponse bool
+	// IDUnread says the line had an id that could not be kept, too long
+	// (over 1 KiB) or none JSON-RPC allows: ID is nil, and a request is
+	// answered under null, as JSON-RPC answers one whose id it cannot read.
+	IDUnread bool
 	// IsBatch says the line was a JSON array: a batch, of which ID,
 	// Method and IsResponse say nothing. Batch then holds, in order, each
 	// of its entries that is a request or a response with a valid id, so
@@ -41,11 +45,14 @@ type OversizeError struct {
 	// response answered failed.
 	IsBatch bool
 	Batch   []OversizeEntry
-	// BatchUnkept counts the requests and responses of the batch past
-	// the first so many (some 65,000, or 1 MiB of their ids), which are
-	// not in Batch: an over-long line may go on without end, and what is
-	// kept of it must not.
-	BatchUnkept int
+	// BatchUnkept counts the requests of the batch that are not in
+	// Batch: those past the first so many requests and responses (some
+	// 65,000, or 1 MiB of their ids), as an over-long line may go on
+	// without end and what is kept of it must not, and those whose id
+	// could not be kept (see IDUnread). They can be answered only under
+	// null. BatchUnkeptResponses counts its responses past those bounds,
+	// whose calls cannot be told.
+	BatchUnkept, BatchUnkeptResponses int
 }
 
 // An OversizeEntry is a request or a response in a batch too long to keep:
@@ -257,9 +264,10 @@ func (c *LineChannel) oversize(buf, frag []byte, err error) error {
 	}
 	e := &OversizeError{Limit: c.limit - c.slack, Head: head}
 	if scan.batch {
-		e.IsBatch, e.Batch, e.BatchUnkept = true, scan.entries(), scan.unkept
+		e.IsBatch, e.Batch, e.BatchUnkept, e.BatchUnkeptResponses = true, scan.entries(), scan.unkept, scan.unkeptResponses
 	} else {
 		e.ID, e.Method, e.IsResponse = scan.result()
+		e.IDUnread = e.ID == nil && scan.hadID
 	}
 	return e
 }

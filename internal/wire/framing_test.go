@@ -200,7 +200,8 @@ func TestOversizeBatch(t *testing.T) {
 
 // FuzzMemberScan holds the streaming scan of an over-long line to what
 // encoding/json reads from the same object, however the line is cut into
-// pieces.
+// pieces: a request whose id it could not keep among them, to be answered
+// under null.
 func FuzzMemberScan(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"a","params":{"id":2}}`), 3)
 	f.Add([]byte(`{"result":[1,"]",{"x":"}"}],"id":"s\"}"}`), 10)
@@ -210,6 +211,7 @@ func FuzzMemberScan(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"m\u0065thod":"a","\u0069d":"x\"y"}`), 20)
 	f.Add([]byte(` [{"id":1,"method":"a"}, {"method":"n"},3,[{"id":4,"method":"x"}], {"result":{"id":2},"id":"r"}]`), 30)
 	f.Add([]byte(`[{"error":{},"id":null,"method":1},{"id":{"a":1},"method":"b"}]`), 7)
+	f.Add([]byte(`{"id":1,"method":"m","id":"`+strings.Repeat("x", maxScanned)+`"}`), 9)
 	f.Fuzz(func(t *testing.T, data []byte, cut int) {
 		var s memberScan
 		cut = min(max(cut, 0), len(data))
@@ -230,6 +232,7 @@ func FuzzMemberScan(f *testing.F) {
 			// A batch: each object in it with a valid id that is a
 			// request or a response, as for one message.
 			var want []OversizeEntry
+			unread := 0
 			for _, raw := range batch {
 				var m map[string]json.RawMessage
 				if json.Unmarshal(raw, &m) != nil || m == nil {
@@ -239,9 +242,15 @@ func FuzzMemberScan(f *testing.F) {
 				if id != nil && (method != "" || resp) {
 					want = append(want, OversizeEntry{ID: id, IsResponse: resp})
 				}
+				if _, hasID := m["id"]; hasID && id == nil && method != "" {
+					unread++
+				}
 			}
 			if !s.batch || len(entries) != len(want) {
 				t.Fatalf("batch %v, entries %v; want %v", s.batch, entries, want)
+			}
+			if s.unkept != unread {
+				t.Fatalf("%d requests counted as not kept, want %d whose ids could not be", s.unkept, unread)
 			}
 			for i := range want {
 				if !bytes.Equal(entries[i].ID, want[i].ID) || entries[i].IsResponse != want[i].IsResponse {
@@ -263,6 +272,9 @@ func FuzzMemberScan(f *testing.F) {
 		}
 		if method != wantMethod || resp != wantResp {
 			t.Errorf("method %q, response %v; want %q, %v", method, resp, wantMethod, wantResp)
+		}
+		if _, hasID := m["id"]; (id == nil && s.hadID) != (hasID && wantID == nil) {
+			t.Errorf("an id that could not be kept: %v, want %v", id == nil && s.hadID, hasID && wantID == nil)
 		}
 	})
 }
@@ -396,19 +408,21 @@ func TestLongLinesInTurn(t *testing.T) {
 }
 
 // TestOversizeBatchBounded: what is kept of an over-long batch is bounded
-// however long it goes on, and what is not kept is counted.
+// however long it goes on, and what is not kept is counted: requests and
+// responses apart.
 func TestOversizeBatchBounded(t *testing.T) {
 	const n = maxBatchEntries + 1000
 	entry := `{"jsonrpc":"2.0","id":12345,"method":"m"},`
-	line := "[" + strings.Repeat(entry, n) + `{"id":1,"method":"m"}]`
+	line := "[" + strings.Repeat(entry, n) + `{"id":1,"method":"m"},{"id":2,"result":{}},{"id":3,"error":{}}]`
 	ch := NewLineChannel(strings.NewReader(line+"\nnext\n"), nopWriteCloser{io.Discard}, 1000)
 	_, err := ch.Recv()
 	var oe *OversizeError
 	if !errors.As(err, &oe) || !oe.IsBatch {
 		t.Fatalf("want an OversizeError of a batch, got %v", err)
 	}
-	if len(oe.Batch) != maxBatchEntries || oe.BatchUnkept != n+1-maxBatchEntries {
-		t.Errorf("%d entries kept, %d not; want %d kept and %d not", len(oe.Batch), oe.BatchUnkept, maxBatchEntries, n+1-maxBatchEntries)
+	if len(oe.Batch) != maxBatchEntries || oe.BatchUnkept != n+1-maxBatchEntries || oe.BatchUnkeptResponses != 2 {
+		t.Errorf("%d entries kept, %d requests and %d responses not; want %d kept, %d and 2 not",
+			len(oe.Batch), oe.BatchUnkept, oe.BatchUnkeptResponses, maxBatchEntries, n+1-maxBatchEntries)
 	}
 	if l, err := ch.Recv(); string(l) != "next" {
 		t.Fatalf("after: %q, %v", l, err)

@@ -24,6 +24,7 @@ type memberScan struct {
 	gap         bool   // whitespace came after the start of val
 	id, method  []byte // raw, as found, of the object being read
 	hasResponse bool
+	hadID       bool // it has an id member, kept in id or not
 
 	started bool // something other than whitespace has come
 	batch   bool // the line is an array: its entries are the objects read
@@ -31,10 +32,13 @@ type memberScan struct {
 	// A batch's requests and responses, in order: their ids one after
 	// another in ids, each ending where its entry says. Bounded
 	// (maxBatchEntries, maxBatchIDBytes): the line has no end the scan
-	// can count on; unkept counts those past the bounds.
-	ids    []byte
-	calls  []scannedCall
-	unkept int
+	// can count on. unkept counts the requests not kept, past the bounds
+	// or with an id that could not be (see result), unkeptResponses the
+	// responses past the bounds.
+	ids             []byte
+	calls           []scannedCall
+	unkept          int
+	unkeptResponses int
 }
 
 // Bounds on what the scan keeps of an over-long batch, which may go on
@@ -126,7 +130,7 @@ func (s *memberScan) byte(c byte) {
 		s.depth++
 		if s.depth == s.top() {
 			s.state, s.inObj = beforeKey, c == '{'
-			s.id, s.method, s.hasResponse = nil, nil, false
+			s.id, s.method, s.hasResponse, s.hadID = nil, nil, false, false
 			return
 		}
 	case '}', ']':
@@ -152,8 +156,15 @@ func (s *memberScan) byte(c byte) {
 				}
 			}
 			s.keep, s.keepID, s.val, s.gap = k == "id" || k == "method", k == "id", s.val[:0], false
-			if k == "result" || k == "error" {
+			switch k {
+			case "result", "error":
 				s.hasResponse = true
+			case "id":
+				// The last id counts, kept or not: one too long to keep
+				// must not leave an earlier one standing.
+				s.id, s.hadID = nil, true
+			case "method":
+				s.method = nil
 			}
 			return
 		}
@@ -195,23 +206,33 @@ func appendCapped(b []byte, c byte) []byte {
 
 // endEntry records the batch entry just read if it is a request or a
 // response with a valid id: one that is owed an answer, or that answers.
+// A request whose id was not kept is counted, to be answered under null;
+// so is a response past the bounds, whose call cannot be told.
 func (s *memberScan) endEntry() {
 	id, method, isResponse := s.result()
-	if id != nil && (method != "" || isResponse) {
+	switch {
+	case id != nil && (method != "" || isResponse):
 		if len(s.calls) == maxBatchEntries || len(s.ids)+len(id) > maxBatchIDBytes {
-			s.unkept++
-			s.id, s.method, s.hasResponse = nil, nil, false
-			return
+			if isResponse {
+				s.unkeptResponses++
+			} else {
+				s.unkept++
+			}
+			break
 		}
 		s.ids = append(s.ids, id...)
 		s.calls = append(s.calls, scannedCall{end: len(s.ids), isResponse: isResponse})
+	case method != "" && s.hadID:
+		s.unkept++
 	}
-	s.id, s.method, s.hasResponse = nil, nil, false
+	s.id, s.method, s.hasResponse, s.hadID = nil, nil, false, false
 }
 
 // result returns what the scan found of the object last read: the id if
 // it is a valid one, the method if it is a string, and whether the message
-// is a response. Of a batch, see entries.
+// is a response. An id too long to keep (over maxScanned), or not one
+// JSON-RPC allows, is nil, and hadID says there was one. Of a batch, see
+// entries.
 func (s *memberScan) result() (id json.RawMessage, method string, isResponse bool) {
 	if Valid(s.id) && validID(s.id) {
 		id = s.id
