@@ -136,5 +136,11 @@
 // conductors read, and served over _mcp/connect, _mcp/message and
 // _mcp/disconnect. mcp/* messages about servers the proxy did not
 // declare are forwarded like any other, or taken by handlers in
-// [Proxy.FromSuccessor].
+// [Proxy.FromSuccessor]. The proxy notes the connections they open until
+// the sessions that declared the server through it close (or the session
+// the conductor named on mcp/connect does), a session it forgets for the
+// limit above counting as closed; one tied to no session so ends only
+// with its mcp/disconnect, and past 1024 of those open at once, an
+// mcp/connect that would open another is refused with an error saying so,
+// lest a client that never disconnects grow the proxy.
 package proxy

@@ -17,3 +17,11 @@ func SetMaxSessions(n int) (restore func()) {
 	maxSessions = n
 	return func() { maxSessions = old }
 }
+
+// SetMaxUntied sets how many untied upstream connections a Conn that Serve
+// starts from then on keeps, and returns what restores it.
+func SetMaxUntied(n int) (restore func()) {
+	old := maxUntied
+	maxUntied = n
+	return func() { maxUntied = old }
+}

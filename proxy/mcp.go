@@ -39,7 +39,11 @@ import (
 // its MCPConn at its own pace. mcp/connect for an id the proxy did not
 // declare, and the connections it opens, belong to someone before the proxy
 // and go on as any other message would, until they are disconnected or the
-// sessions that declared the server through the proxy have all closed.
+// sessions that declared the server through the proxy have all closed (or
+// the session the conductor named on mcp/connect has), a session forgotten
+// for maxSessions counting as closed. One tied to no session that way ends
+// only when disconnected, so the proxy keeps at most maxUntied of them,
+// and refuses a connect past that.
 
 // MCP-over-ACP methods, and the requests that set up a session and so carry
 // mcpServers.
@@ -126,8 +130,9 @@ func checkMCPServers(servers []*MCPServer) error {
 // An mcpHost serves a proxy's MCP servers on one connection to its
 // conductor.
 type mcpHost struct {
-	c       *Conn
-	servers []*MCPServer
+	c         *Conn
+	servers   []*MCPServer
+	maxUntied int // maxUntied when the host started, which tests change
 
 	// Each entry lasts until its session ends, if not until the client
 	// disconnects, or until the connection to the conductor closes: a
@@ -140,6 +145,8 @@ type mcpHost struct {
 	conns    map[string]*MCPConn         // by connection id
 	theirs   map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
 	upstream map[string]upstreamConn     // connections opened with someone before the proxy, by id
+	opening  map[*openingConn]bool       // connects to someone before the proxy awaiting their answer
+	untied   int                         // of upstream, those untied, and of opening, those counted (see maxUntied)
 	ended    endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
 	sessions sessionTable                // the set-ups whose declarations are kept
 }
@@ -217,6 +224,13 @@ func (t *sessionTable) touch(r *sessionRecord) {
 	}
 }
 
+// maxUntied bounds the upstream connections the proxy keeps, and the
+// connects for them pending, that no session's end ends (untied): only
+// their mcp/disconnect does. A peer that connects and never disconnects
+// must not grow the proxy; past the bound such an mcp/connect is refused,
+// saying so, and goes no further. A variable, for tests.
+var maxUntied = 1024
+
 // maxEnded bounds how many ended connections the proxy remembers: a
 // client that never disconnects must not grow the proxy, and one that
 // disconnects after maxEnded more have ended is told the connection is
@@ -263,10 +277,47 @@ func (e *endedConns) lookup(id string) (upstream, ok bool) {
 // An upstreamConn is a connection the proxy saw opened with someone
 // before it, and what ties it to a session: the server, while a session
 // that declared it through the proxy is open, or else the session the
-// conductor's _meta named on mcp/connect, if any.
+// conductor's _meta named on mcp/connect, if any, or the one whose
+// set-up that declared the server was replaced.
 type upstreamConn struct {
 	server  string // in theirs when opened, or ""
 	session string
+}
+
+// An openingConn is an mcp/connect to someone before the proxy awaiting
+// its answer. The sessions' ends and set-ups update its tie as they update
+// those of the connections open, so that, once open, it is kept, or
+// forgotten, as it would have been had it opened at once.
+type openingConn struct {
+	up        upstreamConn
+	counted   bool // untied when it was sent, and so counted in untied
+	forgotten bool // what tied it ended meanwhile
+}
+
+// untied reports whether only an mcp/disconnect ends c: no session that
+// declared its server through the proxy was open when it was opened, and
+// none was named for it or tied it by a reload (replaced).
+func (c upstreamConn) untied() bool { return c.server == "" && c.session == "" }
+
+// setUpstream records c as the upstream connection id, in place of any
+// that had the id, keeping the count of untied ones. h.mu is held.
+func (h *mcpHost) setUpstream(id string, c upstreamConn) {
+	h.dropUpstream(id)
+	h.upstream[id] = c
+	if c.untied() {
+		h.untied++
+	}
+}
+
+// dropUpstream forgets the upstream connection id, if it is one. h.mu is
+// held.
+func (h *mcpHost) dropUpstream(id string) {
+	if c, ok := h.upstream[id]; ok {
+		delete(h.upstream, id)
+		if c.untied() {
+			h.untied--
+		}
+	}
 }
 
 // A declaration is one server declared in one session.
@@ -316,14 +367,16 @@ func (r *sessionRecord) get() MCPSession {
 
 func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
 	return &mcpHost{
-		c:        c,
-		servers:  servers,
-		declared: make(map[string]declaration),
-		conns:    make(map[string]*MCPConn),
-		theirs:   make(map[string][]*sessionRecord),
-		upstream: make(map[string]upstreamConn),
-		ended:    endedConns{limit: maxEnded},
-		sessions: sessionTable{limit: maxSessions, byID: make(map[string]*sessionRecord)},
+		c:         c,
+		servers:   servers,
+		declared:  make(map[string]declaration),
+		conns:     make(map[string]*MCPConn),
+		theirs:    make(map[string][]*sessionRecord),
+		upstream:  make(map[string]upstreamConn),
+		opening:   make(map[*openingConn]bool),
+		maxUntied: maxUntied,
+		ended:     endedConns{limit: maxEnded},
+		sessions:  sessionTable{limit: maxSessions, byID: make(map[string]*sessionRecord)},
 	}
 }
 
@@ -333,7 +386,8 @@ func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
 func (h *mcpHost) stop() {
 	h.mu.Lock()
 	h.declared, h.conns = map[string]declaration{}, map[string]*MCPConn{}
-	h.theirs, h.upstream = map[string][]*sessionRecord{}, map[string]upstreamConn{}
+	h.theirs, h.upstream, h.untied = map[string][]*sessionRecord{}, map[string]upstreamConn{}, 0
+	h.opening = map[*openingConn]bool{}
 	h.ended = endedConns{limit: maxEnded}
 	h.sessions = sessionTable{limit: h.sessions.limit, byID: map[string]*sessionRecord{}}
 	h.mu.Unlock()
@@ -459,7 +513,8 @@ func (h *mcpHost) keep(rec *sessionRecord, ids, theirs []string) {
 // servers before the proxy. Connections still open stay, tied to the
 // session, until it closes: those to the proxy's servers are (by their
 // record's id), and those the proxy saw opened to servers only old
-// declared are tied to it by id. h.mu is held.
+// declared, or that are opening to them, are tied to it by id. h.mu is
+// held.
 func (h *mcpHost) replaced(old *sessionRecord, session string) {
 	h.sessions.remove(old)
 	for _, id := range old.ids {
@@ -468,7 +523,12 @@ func (h *mcpHost) replaced(old *sessionRecord, session string) {
 	gone := h.unnote(old.theirs, func(r *sessionRecord) bool { return r == old })
 	for cid, up := range h.upstream {
 		if gone[up.server] {
-			h.upstream[cid] = upstreamConn{session: session}
+			h.setUpstream(cid, upstreamConn{session: session})
+		}
+	}
+	for o := range h.opening {
+		if gone[o.up.server] {
+			o.up = upstreamConn{session: session}
 		}
 	}
 }
@@ -628,10 +688,18 @@ func (h *mcpHost) end(match func(*sessionRecord) bool, session string) []*MCPCon
 		theirs = append(theirs, id)
 	}
 	gone := h.unnote(theirs, match)
+	ends := func(up upstreamConn) bool {
+		return gone[up.server] || up.server == "" && session != "" && up.session == session
+	}
 	for id, up := range h.upstream {
-		if gone[up.server] || up.server == "" && session != "" && up.session == session {
-			delete(h.upstream, id)
+		if ends(up) {
+			h.dropUpstream(id)
 			h.ended.add(id, true)
+		}
+	}
+	for o := range h.opening {
+		if ends(o.up) {
+			o.forgotten = true // once open, as those above
 		}
 	}
 	for r := h.sessions.head; r != nil; {
@@ -718,24 +786,55 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params json.RawMess
 }
 
 // connectUpstream wraps the handler for an mcp/connect that is not the
-// proxy's (nil: forwarding) to note the connection it opens.
+// proxy's (nil: forwarding) to note the connection it opens. One that
+// would be untied past the host's maxUntied is refused before fn runs.
 func (h *mcpHost) connectUpstream(fn Handler) Handler {
 	if fn == nil {
 		fn = forward
 	}
 	return func(ctx context.Context, r *Request) (json.RawMessage, error) {
 		server := connectTarget(r.Params)
-		var session string
-		_ = json.Unmarshal(wire.Member(wire.Member(r.Params, "_meta"), metaSessionID), &session)
-		result, err := fn(ctx, r)
-		if cid := connectionID(result); err == nil && cid != "" {
-			h.mu.Lock()
-			up := upstreamConn{session: session}
-			if len(h.theirs[server]) > 0 {
-				up.server = server
+		o := &openingConn{}
+		_ = json.Unmarshal(wire.Member(wire.Member(r.Params, "_meta"), metaSessionID), &o.up.session)
+		h.mu.Lock()
+		if len(h.theirs[server]) > 0 {
+			o.up.server = server
+		}
+		if o.counted = o.up.untied(); o.counted {
+			if h.untied >= h.maxUntied {
+				h.mu.Unlock()
+				return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
+					"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session) are open, the most it keeps; disconnect one first",
+					h.c.p.name(), r.Method, server, h.maxUntied)}
 			}
-			h.upstream[cid] = up
-			h.mu.Unlock()
+			// Counted while pending too, so that connects at once cannot
+			// pass the bound.
+			h.untied++
+		}
+		h.opening[o] = true
+		h.mu.Unlock()
+		result, err := fn(ctx, r)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.opening, o)
+		if o.counted {
+			h.untied--
+		}
+		if cid := connectionID(result); err == nil && cid != "" {
+			switch {
+			case o.forgotten, o.up.server != "" && len(h.theirs[o.up.server]) == 0:
+				// What tied it ended while it opened: its server's
+				// sessions, or its session, closed or were forgotten for
+				// maxSessions (end), or the set-ups that declared its
+				// server failed (forget). Forgotten, as end forgets those
+				// it finds.
+				h.ended.add(cid, true)
+			default:
+				if len(h.theirs[server]) > 0 {
+					o.up.server = server // declared through the proxy meanwhile
+				}
+				h.setUpstream(cid, o.up)
+			}
 		}
 		return result, err
 	}
@@ -769,7 +868,7 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 			delete(h.conns, cid)
 			h.ended.add(cid, false)
 		case up:
-			delete(h.upstream, cid)
+			h.dropUpstream(cid)
 			h.ended.add(cid, true)
 		default:
 			endedUp, ended = h.ended.lookup(cid)

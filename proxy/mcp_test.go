@@ -1027,3 +1027,233 @@ func TestMCPServerMalformedError(t *testing.T) {
 	h.send(`{"jsonrpc":"2.0","id":` + id + `,"error":null}`)
 	sv.expect(t, `{"jsonrpc":"2.0","id":"q","error":{"code":-32603,"message":"proxy tester: its successor answered with a malformed error, not an object with an integer code and a string message","data":null}}`)
 }
+
+// An upstream connection that no session's close ends (to a server the
+// proxy saw declared in no open session, with no session named on
+// mcp/connect) ends only with its mcp/disconnect: a peer that connects and
+// never disconnects would grow the proxy for as long as its connection to
+// the conductor lasts. The proxy keeps 1024 of them; a connect past that
+// is refused, saying why, and goes no further, until one is disconnected.
+// A connect tied to a session still goes on.
+func TestMCPUntiedUpstreamBounded(t *testing.T) {
+	p, tables := tablesProxy()
+	h := serveMCP(t, p, "tools")
+	connect := func(n int, params string) {
+		t.Helper()
+		id := fmt.Sprintf("c%d", n)
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/connect","params":` + params + `}}`)
+		fwd := h.recv()
+		if !strings.Contains(fwd, `"method":"mcp/connect","params":`+params) {
+			t.Fatalf("connect %d: the proxy sent %s; want the mcp/connect passed on", n, fwd)
+		}
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"connectionId":"up-` + id + `"}}`)
+		h.expect(`{"jsonrpc":"2.0","id":"` + id + `","result":{"connectionId":"up-` + id + `"}}`)
+	}
+	const limit = 1024
+	for n := range limit {
+		connect(n, `{"serverId":"elsewhere"}`)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"over","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"elsewhere"}}}`)
+	line := h.recv()
+	if !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"over","error":{"code":-32603,`) ||
+		!strings.Contains(line, `1024 connections through the proxy to MCP servers that only mcp/disconnect ends`) || !strings.Contains(line, "disconnect one first") {
+		t.Fatalf("connect past the bound: the proxy sent %s; want it refused, saying why", line)
+	}
+	connect(limit+1, `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"s1"}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"up-c0"}}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
+	connect(limit+2, `{"serverId":"elsewhere"}`)
+	if got, _ := tables(h); got["upstream"] != limit+1 {
+		t.Errorf("the proxy keeps %d upstream connections; want %d", got["upstream"], limit+1)
+	}
+}
+
+// A connection through the proxy to a server of a session that closes
+// while the connection opens is forgotten once opened, as the close
+// forgets those open: messages on it are refused as on any unknown
+// connection, and it is not kept as one that only mcp/disconnect ends.
+func TestMCPUpstreamOpenedAsSessionCloses(t *testing.T) {
+	p, tables := tablesProxy()
+	h := serveMCP(t, p, "tools")
+	h.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-1"}]}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"sessionId":"s1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"n","result":{"sessionId":"s1"}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"ed-1"}}}`)
+	connect := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":"x","method":"session/close","params":{"sessionId":"s1"}}`)
+	fwd = h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"x","result":{}}`)
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, connect) + `,"result":{"connectionId":"late"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"c","result":{"connectionId":"late"}}`)
+
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"late","method":"ping"}}}`)
+	h.expectError(`"m"`, -32602)
+	if got, _ := tables(h); got["upstream"] != 0 {
+		t.Errorf("the proxy keeps %d upstream connections; want none", got["upstream"])
+	}
+}
+
+// upConnect connects through the proxy to a server it did not declare,
+// with params, and checks that the connect goes on and the answer, naming
+// connection id, comes back.
+func (h *mcpHarness) upConnect(id, params string) {
+	h.t.Helper()
+	h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/connect","params":` + params + `}}`)
+	fwd := h.recv()
+	if !strings.Contains(fwd, `"method":"mcp/connect","params":`+params) {
+		h.t.Fatalf("connect %s: the proxy sent %s; want the mcp/connect passed on", id, fwd)
+	}
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(h.t, fwd) + `,"result":{"connectionId":"` + id + `"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"` + id + `","result":{"connectionId":"` + id + `"}}`)
+}
+
+// untiedRefused checks that a connect that would be untied is refused
+// for the bound.
+func (h *mcpHarness) untiedRefused(id string) {
+	h.t.Helper()
+	h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"elsewhere"}}}`)
+	if line := h.recv(); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"`+id+`","error":{"code":-32603,`) || !strings.Contains(line, "only mcp/disconnect ends") {
+		h.t.Fatalf("connect %s: the proxy sent %s; want it refused for the bound", id, line)
+	}
+}
+
+// onUpstream checks whether an mcp/message on the upstream connection cid
+// goes on (kept) or is refused as on an unknown connection.
+func (h *mcpHarness) onUpstream(id, cid string, kept bool) {
+	h.t.Helper()
+	h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"` + cid + `","method":"ping"}}}`)
+	if !kept {
+		h.expectError(`"`+id+`"`, -32602)
+	} else if line := h.recv(); !strings.Contains(line, `"method":"mcp/message","params":{"connectionId":"`+cid+`"`) {
+		h.t.Fatalf("a message on %s: the proxy sent %s; want it passed on", cid, line)
+	}
+}
+
+// A session forgotten for maxSessions ends the upstream connections tied
+// to it, by its server or by its id, as its close would; they were not
+// counted against the bound on untied ones, so forgetting them frees no
+// room there, and disconnecting an untied one frees exactly one.
+func TestMCPSessionForgottenWithUpstream(t *testing.T) {
+	t.Cleanup(proxy.SetMaxSessions(1))
+	t.Cleanup(proxy.SetMaxUntied(2))
+	h := serveMCP(t, &proxy.Proxy{Logger: slog.New(slog.DiscardHandler)}, "tools")
+	h.openEverything("s0") // up0-s0 tied by its server, up1-s0 by s0's id
+	h.upConnect("u0", `{"serverId":"elsewhere"}`)
+	h.upConnect("u1", `{"serverId":"elsewhere"}`)
+	h.untiedRefused("over0")
+
+	h.openEverything("s1") // past the limit: s0 is forgotten
+	h.onUpstream("m0", "up0-s0", false)
+	h.onUpstream("m1", "up1-s0", false)
+	h.onUpstream("m2", "up0-s1", true)
+	h.untiedRefused("over1")
+
+	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"u0"}}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
+	h.upConnect("u2", `{"serverId":"elsewhere"}`)
+	h.untiedRefused("over2")
+}
+
+// A connection through the proxy that opens while the session whose
+// set-up declared its server is loaded again, declaring others, is kept
+// tied to the session, as one open by then is (TestMCPSessionLoadedAgain):
+// not forgotten as if the session had closed, nor counted as untied. It
+// ends when the session closes.
+func TestMCPUpstreamOpenedAsSessionLoadedAgain(t *testing.T) {
+	t.Cleanup(proxy.SetMaxUntied(1))
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	load := func(i int) {
+		t.Helper()
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"l%d","method":"session/load","params":{"sessionId":"s1","cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-%d"}]}}`, i, i))
+		fwd := h.recv()
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+		h.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":"l%d","result":{}}`, i))
+	}
+	load(0)
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"ed-0"}}}`)
+	connect := h.recv()
+	load(1)
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, connect) + `,"result":{"connectionId":"up-ed0"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"c","result":{"connectionId":"up-ed0"}}`)
+
+	h.onUpstream("m", "up-ed0", true)
+	h.upConnect("u0", `{"serverId":"elsewhere"}`)
+	h.untiedRefused("over")
+
+	h.send(`{"jsonrpc":"2.0","id":"x","method":"session/close","params":{"sessionId":"s1"}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"x","result":{}}`)
+	h.onUpstream("m2", "up-ed0", false)
+}
+
+// A connection through the proxy that opens while what ties it ends (the
+// session that declared its server, or the session the conductor named)
+// is forgotten once open, as the end forgets those open, whether the
+// session closes or is forgotten for maxSessions: kept, it would be tied
+// to a session that can no longer end it, and so uncounted and unbounded.
+func TestMCPUpstreamOpenedAsSessionEnds(t *testing.T) {
+	for _, how := range []string{"closed", "forgotten"} {
+		t.Run(how, func(t *testing.T) {
+			t.Cleanup(proxy.SetMaxSessions(1))
+			p, tables := tablesProxy()
+			p.Logger = slog.New(slog.DiscardHandler)
+			h := serveMCP(t, p, "tools")
+			h.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-1"}]}}`)
+			fwd := h.recv()
+			h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"sessionId":"s1"}}`)
+			h.expect(`{"jsonrpc":"2.0","id":"n","result":{"sessionId":"s1"}}`)
+
+			h.send(`{"jsonrpc":"2.0","id":"c0","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"ed-1"}}}`)
+			byServer := h.recv()
+			h.send(`{"jsonrpc":"2.0","id":"c1","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"s1"}}}}`)
+			bySession := h.recv()
+			if how == "closed" {
+				h.send(`{"jsonrpc":"2.0","id":"x","method":"session/close","params":{"sessionId":"s1"}}`)
+				fwd = h.recv()
+				h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+				h.expect(`{"jsonrpc":"2.0","id":"x","result":{}}`)
+			} else {
+				h.newSession(2, "s2") // past the limit: s1 is forgotten
+			}
+			h.send(`{"jsonrpc":"2.0","id":` + idOf(t, byServer) + `,"result":{"connectionId":"up-0"}}`)
+			h.expect(`{"jsonrpc":"2.0","id":"c0","result":{"connectionId":"up-0"}}`)
+			h.send(`{"jsonrpc":"2.0","id":` + idOf(t, bySession) + `,"result":{"connectionId":"up-1"}}`)
+			h.expect(`{"jsonrpc":"2.0","id":"c1","result":{"connectionId":"up-1"}}`)
+
+			h.onUpstream("m0", "up-0", false)
+			h.onUpstream("m1", "up-1", false)
+			if got, _ := tables(h); got["upstream"] != 0 {
+				t.Errorf("the proxy keeps %d upstream connections; want none", got["upstream"])
+			}
+		})
+	}
+}
+
+// A connection through the proxy to a server whose only set-up fails
+// while the connection opens is forgotten once open: nothing would end it
+// but its mcp/disconnect, and it was not counted as untied.
+func TestMCPUpstreamOpenedAsSetUpFails(t *testing.T) {
+	p, tables := tablesProxy()
+	h := serveMCP(t, p, "tools")
+	h.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-1"}]}}`)
+	setUp := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"ed-1"}}}`)
+	connect := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, setUp) + `,"error":{"code":-32000,"message":"no"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"n","error":{"code":-32000,"message":"no"}}`)
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, connect) + `,"result":{"connectionId":"up-0"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"c","result":{"connectionId":"up-0"}}`)
+	h.onUpstream("m", "up-0", false)
+	if got, _ := tables(h); got["upstream"] != 0 {
+		t.Errorf("the proxy keeps %d upstream connections; want none", got["upstream"])
+	}
+}
