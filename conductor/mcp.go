@@ -100,6 +100,60 @@ type mcpRoutes struct {
 	// until it connects or calls, then "id" (mcp/connect {acpId}) or
 	// "serverId".
 	agentSpelling string
+	// ended remembers why the agent's own connections that the end of
+	// their server closed ended, for its later use of one to be told why.
+	ended endedConns
+}
+
+// maxEndedConns bounds how many connections the agent had that their
+// server's end closed are remembered (endedConns): an agent that never
+// disconnects must not grow the conductor, and one that uses a
+// connection after maxEndedConns more have ended is told it is unknown,
+// as one never opened.
+const maxEndedConns = 1024
+
+// endedConns remembers, by the connectionId the agent used (raw JSON),
+// the error that answers the agent's later use of its connections that
+// ended with their server, the oldest forgotten first once it holds
+// maxEndedConns.
+type endedConns struct {
+	why   map[string]*wire.Error
+	order []string // a ring of the ids, the oldest at next once full
+	next  int
+}
+
+func (e *endedConns) add(id string, why *wire.Error) {
+	if e.why == nil {
+		e.why = make(map[string]*wire.Error)
+	}
+	if _, known := e.why[id]; !known {
+		if len(e.order) < maxEndedConns {
+			e.order = append(e.order, id)
+		} else {
+			delete(e.why, e.order[e.next])
+			e.order[e.next] = id
+			e.next = (e.next + 1) % maxEndedConns
+		}
+	}
+	e.why[id] = why
+}
+
+// forget forgets id, which names a connection again. Its place in the
+// ring stays, to be taken in turn.
+func (e *endedConns) forget(id string) { delete(e.why, id) }
+
+// lookup returns why the connection the agent names as id ended, as
+// byAgent finds a connection: by its bytes, else by its JSON value.
+func (e *endedConns) lookup(id []byte) (*wire.Error, bool) {
+	if why, ok := e.why[string(id)]; ok {
+		return why, true
+	}
+	for k, why := range e.why {
+		if wire.SameID(json.RawMessage(k), id) {
+			return why, true
+		}
+	}
+	return nil, false
 }
 
 // A binding is how an owner takes MCP-over-ACP traffic.
@@ -184,6 +238,10 @@ type mcpConn struct {
 	// connect-binding caller of a request-binding owner: what the caller's
 	// MCP client said of itself.
 	stateless *mcpClient
+	// calls holds, on a connection the agent holds natively, its requests
+	// in flight to the owner, for the end of the server to answer: the
+	// owner, told the connection is gone, need not.
+	calls []*call
 }
 
 func newMCPRoutes() *mcpRoutes {
@@ -548,35 +606,47 @@ func (r *mcpRoutes) serverAt(target, spelling string) (mcpServer, string, bool) 
 	return s, id, ok
 }
 
-// open records a connection that owner opened for the agent under
-// ownerID, and returns the connectionId the agent is to use: ownerID, or
-// if a connection of another owner already has that id, a variant of it,
-// so that neither connection's messages reach the other's owner.
-func (r *mcpRoutes) open(owner int, spelling string, ownerID []byte) string {
+// open records a connection to serverID that owner opened for the agent
+// under ownerID, and returns the connectionId the agent is to use:
+// ownerID, or if a connection of another owner already has that id, a
+// variant of it, so that neither connection's messages reach the other's
+// owner. It reports false, recording nothing, if the chain no longer has
+// the server: its last session ended while the owner opened it.
+func (r *mcpRoutes) open(owner int, spelling, serverID string, ownerID []byte) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, ok := r.servers[serverID]; !ok {
+		return "", false
+	}
 	agentID := string(ownerID)
 	for n := 2; r.conns[agentID] != nil; n++ {
 		agentID = variantID(ownerID, n)
 	}
-	c := &mcpConn{owner: owner, spelling: spelling, ownerID: string(ownerID), agentID: agentID}
-	r.conns[agentID] = c
-	r.owned[ownedID{owner, c.ownerID}] = c
-	return agentID
+	c := &mcpConn{owner: owner, spelling: spelling, serverID: serverID, ownerID: string(ownerID), agentID: agentID}
+	r.addAgentConnLocked(c)
+	return agentID, true
 }
 
-// openProposed records a connection to owner opened under the id the agent
-// proposed, before the owner has answered, or nil if the agent already has
-// a connection under that id; confirm records the id the owner answered.
-func (r *mcpRoutes) openProposed(owner int, spelling string, proposed []byte) *mcpConn {
+// addAgentConnLocked records c, a connection the agent holds natively.
+// An id the owner gives again names the new connection only.
+func (r *mcpRoutes) addAgentConnLocked(c *mcpConn) {
+	r.conns[c.agentID] = c
+	r.owned[ownedID{c.owner, c.ownerID}] = c
+	r.ended.forget(c.agentID)
+}
+
+// openProposed records a connection to owner's serverID opened under the
+// id the agent proposed, before the owner has answered, or nil if the
+// agent already has a connection under that id or the chain no longer
+// has the server; confirm records the id the owner answered.
+func (r *mcpRoutes) openProposed(owner int, spelling, serverID string, proposed []byte) *mcpConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.conns[string(proposed)] != nil || r.owned[ownedID{owner, string(proposed)}] != nil {
+	if _, ok := r.servers[serverID]; !ok || r.conns[string(proposed)] != nil || r.owned[ownedID{owner, string(proposed)}] != nil {
 		return nil
 	}
-	c := &mcpConn{owner: owner, spelling: spelling, ownerID: string(proposed), agentID: string(proposed)}
-	r.conns[c.agentID] = c
-	r.owned[ownedID{owner, c.ownerID}] = c
+	c := &mcpConn{owner: owner, spelling: spelling, serverID: serverID, ownerID: string(proposed), agentID: string(proposed)}
+	r.addAgentConnLocked(c)
 	return c
 }
 
@@ -806,9 +876,19 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 		c.relay(from, c.peers[d.to], nil, d, params)
 		return true
 	}
+	// The server's last session may end while the owner answers: the
+	// connection is then refused, with why, rather than kept for a server
+	// that is gone.
+	gone := func() *wire.Error {
+		return wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: its last session ended while %s opened the connection", srv.name, c.peers[srv.owner].name).
+			WithData(map[string]json.RawMessage{"serverId": mustQuote(id)})
+	}
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
-		conn := c.mcp.openStateless(srv, id, nil)
-		answer(from, b, encodeResponse(m.ID, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)))
+		if conn := c.mcp.openStateless(srv, id, nil); conn != nil {
+			answer(from, b, encodeResponse(m.ID, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)))
+		} else {
+			answer(from, b, encodeError(m.ID, gone()))
+		}
 		return true
 	}
 	// Open at once under the id a Thinkwell parent proposed, so that what
@@ -816,7 +896,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	// answer confirms it.
 	var early *mcpConn
 	if proposed != nil && spelling == "url" {
-		early = c.mcp.openProposed(srv.owner, srv.spelling, proposed)
+		early = c.mcp.openProposed(srv.owner, srv.spelling, id, proposed)
 	}
 	cl := &call{from: from, fromID: m.ID, method: methodMCPConnect, batch: b}
 	cl.onResponse = func(resp *wire.Message) bool {
@@ -825,7 +905,11 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 				c.mcp.close(early)
 			}
 			c.mcp.learn(srv.owner, bindingRequest)
-			resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+c.mcp.openStateless(srv, id, nil).agentID+`}`)
+			if conn := c.mcp.openStateless(srv, id, nil); conn != nil {
+				resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)
+			} else {
+				resp.Error, resp.Result = gone().Encode(), nil
+			}
 			return false
 		}
 		cid := connectionIDOf(resp.Result, proposed)
@@ -841,7 +925,13 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 			}
 		default:
 			c.mcp.learn(srv.owner, bindingConnect)
-			if agentID := c.mcp.open(srv.owner, srv.spelling, cid); agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil {
+			agentID, ok := c.mcp.open(srv.owner, srv.spelling, id, cid)
+			switch {
+			case !ok:
+				// Never recorded: only this tells the owner it is unwanted.
+				c.disconnect(&mcpConn{owner: srv.owner, spelling: srv.spelling, ownerID: string(cid)})
+				resp.Error, resp.Result = gone().Encode(), nil
+			case agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil:
 				resp.Result = withConnectionID(resp.Result, agentID)
 			}
 		}
@@ -867,8 +957,7 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 		conn = c.mcp.byAgent(id)
 	}
 	if conn == nil {
-		c.answerError(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
-			WithData(map[string]json.RawMessage{"connectionId": id}), b)
+		c.noConnection(agentSide, from, m, method, id, b)
 		return
 	}
 	var d delivery
@@ -920,9 +1009,65 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 	to := c.peers[d.to]
 	if m.IsNotification() {
 		c.relay(from, to, nil, d, params)
-	} else {
-		c.relayCall(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
+		return
 	}
+	cl := &call{from: from, fromID: m.ID, method: method, batch: b}
+	if agentSide && method == methodMCPMessage && !c.mcp.track(conn, cl) {
+		c.noConnection(agentSide, from, m, method, id, b) // its server ended meanwhile
+		return
+	}
+	c.relayCall(to, cl, d, params)
+}
+
+// noConnection answers a message on a connection the MCP tables do not
+// have. One the agent had that ended with its server is told why, and
+// its mcp/disconnect succeeds, since there is nothing left to close;
+// any other is unknown.
+func (c *chain) noConnection(agentSide bool, from *peer, m *wire.Message, method string, id []byte, b *batch) {
+	if agentSide {
+		if why, ok := c.mcp.endedConn(id); ok {
+			switch {
+			case method != methodMCPDisconnect:
+				c.answerError(from, m, why, b)
+			case m.IsRequest():
+				answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
+			}
+			return
+		}
+	}
+	c.answerError(from, m, wire.Errorf(codeInvalidParams, "%s: unknown MCP connection", method).
+		WithData(map[string]json.RawMessage{"connectionId": id}), b)
+}
+
+// endedConn returns what answers the agent's use of the connection it
+// names as id, if that connection ended with its server.
+func (r *mcpRoutes) endedConn(id []byte) (*wire.Error, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended.lookup(id)
+}
+
+// track adds cl, the agent's request on conn, a connection it holds
+// natively, to those the end of its server answers (endLocked), until
+// cl's answer; it reports false, adding nothing, if conn is closed.
+func (r *mcpRoutes) track(conn *mcpConn, cl *call) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owned[ownedID{conn.owner, conn.ownerID}] != conn {
+		return false
+	}
+	conn.calls = append(conn.calls, cl)
+	next := cl.onResponse
+	cl.onResponse = func(resp *wire.Message) bool {
+		r.mu.Lock()
+		conn.calls = slices.DeleteFunc(conn.calls, func(o *call) bool { return o == cl })
+		r.mu.Unlock()
+		if next != nil {
+			return next(resp)
+		}
+		return false
+	}
+	return true
 }
 
 // mcpToServer relays a request-binding mcp/message from src (the agent,
@@ -1022,15 +1167,15 @@ func (c *chain) mcpFromClient(src int, from *peer, m *wire.Message, params json.
 func mcpExtra(m *wire.Message) string { return extraOf(m, wire.IsSuccessor(m.Method)) }
 
 // relayToOwner relays a request or notification from the agent side to the
-// owner at pos; onResponse, if set, sees the owner's answer first.
-func (c *chain) relayToOwner(pos int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch, onResponse func(*wire.Message) bool) {
+// owner at pos.
+func (c *chain) relayToOwner(pos int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
 	d := c.toOwner(pos, method)
 	to := c.peers[d.to]
 	if m.IsNotification() {
 		c.relay(from, to, nil, d, params)
 		return
 	}
-	c.relayCall(to, &call{from: from, fromID: m.ID, method: method, batch: b, onResponse: onResponse}, d, params)
+	c.relayCall(to, &call{from: from, fromID: m.ID, method: method, batch: b}, d, params)
 }
 
 // toAgent says how a message from an owner reaches the agent side.
@@ -1249,12 +1394,12 @@ func (c *chain) onSessionEnd(method string, params json.RawMessage) func(*wire.M
 
 // endSession forgets session (raw JSON), which method ended, among those
 // that declared each server, and ends the servers no other session
-// declares: the shared connection to each is disconnected, and what
-// callers still have in flight on it answered at once, with an error
-// saying why (the owner, told the connection is gone, need not answer
-// it); its bridged declarations are revoked and its bridged clients'
-// connections ended, each of which its owner hears of as when the client
-// goes away (serveBridged).
+// declares: the shared connection to each, and those the agent holds
+// natively, are disconnected, and what callers still have in flight on
+// them answered at once, with an error saying why (the owner, told the
+// connection is gone, need not answer it); its bridged declarations are
+// revoked and its bridged clients' connections ended, each of which its
+// owner hears of as when the client goes away (serveBridged).
 func (c *chain) endSession(method, session string) {
 	c.endServers(c.mcp.sessionEnded(method, session))
 }
@@ -1262,14 +1407,26 @@ func (c *chain) endSession(method, session string) {
 // endServers ends what was open to servers the chain no longer has: each
 // shared connection is disconnected and what callers still have in flight
 // on it answered at once, with an error saying why (the owner, told the
-// connection is gone, need not answer it); each bridged client's
-// connection likewise (endBridged), and then closed.
+// connection is gone, need not answer it); each connection the agent
+// holds natively and each bridged client's likewise (endBridged), and
+// the bridged ones then closed.
 func (c *chain) endServers(e endedServers) {
 	for _, g := range e.shared {
 		c.disconnect(g.conn)
 		for _, a := range g.active {
 			abandon(a.call, g.why)
 		}
+	}
+	for _, n := range e.native {
+		// The owner first, as when the agent disconnects (mcpOnConn,
+		// fromConnectCaller); then the agent's calls, whose hooks
+		// forget what the conductor keeps for them.
+		if n.conn.stateless != nil {
+			c.cancelStateless(n.conn)
+		} else {
+			c.disconnect(n.conn)
+		}
+		failCalls(n.calls, n.why)
 	}
 	for _, b := range e.bridged {
 		c.endBridged(b)
@@ -1298,6 +1455,7 @@ func (c *chain) endBridged(b endedBridge) {
 // endServers to end outside the routes' lock.
 type endedServers struct {
 	shared  []endedConn
+	native  []endedConn
 	bridged []endedBridge
 }
 
@@ -1310,11 +1468,14 @@ type endedBridge struct {
 	why    *wire.Error
 }
 
-// An endedConn is a shared connection to a server the chain forgot, with
-// what was in flight on it and why it ended.
+// An endedConn is a shared connection, or one the agent holds natively,
+// to a server the chain forgot, with what was in flight on it (callers'
+// requests on a shared one, the agent's calls on its own) and why it
+// ended.
 type endedConn struct {
 	conn   *mcpConn
 	active []activeRequest
+	calls  []*call
 	why    *wire.Error
 }
 
@@ -1336,8 +1497,9 @@ func (r *mcpRoutes) sessionEnded(method, session string) (e endedServers) {
 
 // endLocked forgets the server id: it revokes its bridged declarations,
 // tells a shared connection being opened to it that it is unwanted, and
-// adds to e the shared connection and the bridged clients' connections to
-// end, for why, having closed them in the routes.
+// adds to e the shared connection, those the agent holds natively and the
+// bridged clients' connections to end, for why, having closed them in the
+// routes.
 func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 	delete(r.servers, id)
 	r.forgetCallsLocked(func(_ callRef, c mcpCall) bool { return c.serverID == id })
@@ -1353,6 +1515,18 @@ func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 		// the connection unwanted.
 		op.ended = why
 		delete(r.opening, id)
+	}
+	for agentID, c := range r.conns {
+		if c.serverID != id {
+			continue
+		}
+		// The agent holds it natively, and may never disconnect: it ends
+		// with its server, and the agent's later use of it is told why.
+		r.ended.add(agentID, connEndedError(agentID, why))
+		if r.closeLocked(c) { // else its owner went away first, failing what it had
+			e.native = append(e.native, endedConn{conn: c, calls: c.calls, why: why})
+		}
+		c.calls = nil
 	}
 	for p, to := range r.bridged {
 		if to != id {
@@ -1374,8 +1548,18 @@ func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 	if !r.closeLocked(conn) {
 		return // its owner went away first, failing what it had
 	}
-	e.shared = append(e.shared, endedConn{conn, conn.active, why})
+	e.shared = append(e.shared, endedConn{conn: conn, active: conn.active, why: why})
 	conn.active = nil
+}
+
+// connEndedError is what answers the agent's use of the connection it
+// knows as agentID (raw JSON) once that connection has ended with its
+// server, for why.
+func connEndedError(agentID string, why *wire.Error) *wire.Error {
+	data := map[string]json.RawMessage{}
+	_ = json.Unmarshal(why.Data, &data) // an object the conductor made
+	data["connectionId"] = json.RawMessage(agentID)
+	return wire.Errorf(why.Code, "MCP connection %s ended: %s", agentID, why.Message).WithData(data)
 }
 
 // sessionEndedError is what a request waits for in vain once method ended

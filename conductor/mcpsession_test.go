@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -765,5 +766,138 @@ func TestMCPDeclarationWithoutID(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMCPRoutesForgetNativeConnections: an agent that connects to a
+// server in each session and never disconnects leaves nothing in the
+// routes once each session has ended but what says why its connections
+// ended, and of that only the last maxEndedConns.
+func TestMCPRoutesForgetNativeConnections(t *testing.T) {
+	r := newMCPRoutes()
+	const n = maxEndedConns + 10
+	for i := range n {
+		session := `"s` + strconv.Itoa(i) + `"`
+		if _, _, e := r.declare(0, "session/load", json.RawMessage(`{"sessionId":`+session+`,"mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}`)); e != nil {
+			t.Fatal(e)
+		}
+		if _, ok := r.open(0, "id", "srv-1", []byte(`"c`+strconv.Itoa(i)+`"`)); !ok {
+			t.Fatalf("session %s: the connection was not opened", session)
+		}
+		if r.openStateless(mcpServer{owner: 0}, "srv-1", nil) == nil {
+			t.Fatalf("session %s: the stateless connection was not opened", session)
+		}
+		e := r.sessionEnded("session/close", session)
+		if len(e.native) != 2 {
+			t.Fatalf("session %s ended %d native connections, want 2", session, len(e.native))
+		}
+	}
+	if len(r.conns) != 0 || len(r.owned) != 0 || len(r.servers) != 0 {
+		t.Errorf("after %d sessions ended, the routes hold %d connections for the agent, %d by owner, %d servers; want none", n, len(r.conns), len(r.owned), len(r.servers))
+	}
+	if len(r.ended.why) != maxEndedConns || len(r.ended.order) != maxEndedConns {
+		t.Errorf("the routes remember %d ended connections (a ring of %d), want %d", len(r.ended.why), len(r.ended.order), maxEndedConns)
+	}
+	if _, ok := r.ended.lookup([]byte(`"c0"`)); ok {
+		t.Error("the first ended connection is still remembered")
+	}
+	if why, ok := r.ended.lookup([]byte(`"c` + strconv.Itoa(n-1) + `"`)); !ok || !strings.Contains(why.Message, `ended session "s`+strconv.Itoa(n-1)+`"`) {
+		t.Errorf("the last ended connection: %v, %v; want it remembered with its session's end", why, ok)
+	}
+}
+
+// TestMCPSessionEndsNativeConnection: a native agent's own connection to
+// a server (opened by mcp/connect, which a connect-binding owner answers,
+// or the conductor for one that binds per request) ends with the last
+// session that declared the server, as the shared and bridged ones do,
+// however the agent behaves after: an agent that connects in each session
+// and never disconnects must not grow the conductor. The owner is told
+// (mcp/disconnect, or a cancel of the call in flight) before the close's
+// answer; the agent's call in flight is answered at once with why; its
+// later use of the connection is answered with why and reaches no owner,
+// and its mcp/disconnect succeeds. Closing a session while another that
+// declared the server is open leaves the connection served.
+func TestMCPSessionEndsNativeConnection(t *testing.T) {
+	for _, binding := range []string{"connect", "request"} {
+		t.Run(binding, func(t *testing.T) {
+			ed, c := openMCP(t, false, binding)
+			ag := c.s
+			ed.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+			ag.reply(ag.recvMsg(), `{"sessionId":"s2"}`)
+			ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":"close-s2","method":"session/close","params":{"sessionId":"s2"}}`)
+			ag.reply(ag.recvMsg(), `{}`)
+			if m := ed.recvMsg(); string(m.ID) != `"close-s2"` || m.Error != nil {
+				t.Fatalf("closing s2 while s1 declares the server: the editor got %s; want only the close's answer", m.Bytes())
+			}
+			c.send("5", "tools/call", `{"name":"slow"}`)
+			call := recvRequest(t, ed) // s1 still serves it
+
+			ed.send(`{"jsonrpc":"2.0","id":"close-s1","method":"session/close","params":{"sessionId":"s1"}}`)
+			ag.reply(ag.recvMsg(), `{}`)
+			told := ed.recvMsg()
+			switch binding {
+			case "connect":
+				if told.Method != methodMCPDisconnect || string(told.Params) != `{"connectionId":"c1"}` {
+					t.Fatalf("closing s1: the owner got %s; want mcp/disconnect for c1", told.Bytes())
+				}
+				ed.reply(told, `{}`)
+			case "request":
+				if told.Method != wire.MethodCancelRequest || string(wire.Member(told.Params, "requestId")) != string(call.ID) {
+					t.Fatalf("closing s1: the owner got %s; want a cancel of call %s", told.Bytes(), call.ID)
+				}
+			}
+			if m := ed.recvMsg(); string(m.ID) != `"close-s1"` || m.Error != nil {
+				t.Fatalf("closing s1: the editor got %s; want the close's answer", m.Bytes())
+			}
+			sessionEnded(t, ag.recvMsg(), "5")
+			ed.reply(call, `{"content":[]}`) // late: goes nowhere
+
+			c.send("6", "tools/list", `{}`)
+			m := firstTo(t, ag, ed, "the agent's tools/list on the ended connection")
+			sessionEnded(t, m, "6")
+			if !strings.Contains(errorMessage(m.Error), "MCP connection "+c.cid+" ended") || string(wire.Member(m.Error, "data")) == "" ||
+				string(wire.Member(wire.Member(m.Error, "data"), "connectionId")) != c.cid {
+				t.Errorf("the agent's use of the ended connection got %s; want an error naming connection %s", m.Bytes(), c.cid)
+			}
+			ag.send(`{"jsonrpc":"2.0","id":"bye","method":"mcp/disconnect","params":{"connectionId":` + c.cid + `}}`)
+			if m := firstTo(t, ag, ed, "the agent's mcp/disconnect of the ended connection"); string(m.ID) != `"bye"` || m.Error != nil {
+				t.Errorf("the agent's mcp/disconnect of the ended connection got %s; want it to succeed", m.Bytes())
+			}
+		})
+	}
+}
+
+// TestMCPSessionEndsWhileNativeOpening: the last session that declared a
+// server ends while its owner answers a native agent's mcp/connect. No
+// connection is kept for a server that is gone: the agent's connect is
+// answered with why, and a connection the owner opened meanwhile is
+// disconnected.
+func TestMCPSessionEndsWhileNativeOpening(t *testing.T) {
+	for _, binding := range []string{"connect", "request"} {
+		t.Run(binding, func(t *testing.T) {
+			ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":"srv-1"}}`)
+			connect := ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+			ag.reply(ag.recvMsg(), `{}`)
+			if m := ed.recvMsg(); string(m.ID) != `"close"` || m.Error != nil {
+				t.Fatalf("session/close: the editor got %s", m.Bytes())
+			}
+			if binding == "connect" {
+				ed.reply(connect, `{"connectionId":"c1"}`)
+				if bye := ed.recvMsg(); bye.Method != methodMCPDisconnect || string(bye.Params) != `{"connectionId":"c1"}` {
+					t.Fatalf("the connection opened after its server ended: the owner got %s; want mcp/disconnect for c1", bye.Bytes())
+				} else {
+					ed.reply(bye, `{}`)
+				}
+			} else {
+				ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+			}
+			if m := ag.recvMsg(); string(m.ID) != `"open"` || errorCode(m.Error) != codeMCPServerUnavailable ||
+				!strings.Contains(errorMessage(m.Error), "its last session ended while client opened the connection") {
+				t.Errorf("the agent's mcp/connect got %s; want it refused, saying the server's last session ended", m.Bytes())
+			}
+		})
 	}
 }

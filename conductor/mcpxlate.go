@@ -340,7 +340,7 @@ func (c *chain) toConnectOwner(src int, conn *mcpConn, from *peer, m *wire.Messa
 	out := connEnvelope(conn.ownerID, method, inner, wire.Member(params, "_meta"))
 	relayed := spell(conn.spelling, methodMCPMessage)
 	if m.IsNotification() {
-		c.relayToOwner(conn.owner, from, m, relayed, out, b, nil)
+		c.relayToOwner(conn.owner, from, m, relayed, out, b)
 		return
 	}
 	cl := &call{from: from, fromID: m.ID, method: relayed, batch: b}
@@ -394,19 +394,25 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 }
 
 // openStateless makes the connection a connect-binding caller (the agent,
-// or with bridge set a bridged client) has to a request-binding owner.
+// or with bridge set a bridged client) has to a request-binding owner. For
+// the agent it returns nil if the chain no longer has the server: its last
+// session ended while the owner answered mcp/connect. (A bridged client's
+// goes with the client, which the end of the server ends: serveBridged.)
 func (r *mcpRoutes) openStateless(srv mcpServer, serverID string, bridge *peer) *mcpConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, ok := r.servers[serverID]; !ok && bridge == nil {
+		return nil
+	}
 	r.lastID++
 	id := string(mustQuote("acp-conductor:" + strconv.FormatInt(r.lastID, 10)))
-	c := &mcpConn{owner: srv.owner, serverID: serverID, bridge: bridge, stateless: &mcpClient{}}
+	c := &mcpConn{owner: srv.owner, serverID: serverID, ownerID: id, bridge: bridge, stateless: &mcpClient{}}
 	if bridge == nil {
 		c.agentID = id
-		r.conns[id] = c
+		r.addAgentConnLocked(c)
+		return c
 	}
 	r.owned[ownedID{srv.owner, id}] = c // never addressed by the owner; kept for dropOwner
-	c.ownerID = id
 	return c
 }
 
@@ -522,7 +528,8 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 	c.mcp.requests[key] = statelessCall{conn: conn, caller: from, id: bytes.Clone(m.ID)}
 	c.mcp.mu.Unlock()
 	out := c.mcp.withSession(requestEnvelope(serverID, reqID, method, params, nil), conn.serverID)
-	c.relayToOwner(conn.owner, from, m, methodMCPMessage, out, b, func(resp *wire.Message) bool {
+	cl := &call{from: from, fromID: m.ID, method: methodMCPMessage, batch: b}
+	cl.onResponse = func(resp *wire.Message) bool {
 		c.mcp.mu.Lock()
 		delete(c.mcp.requests, key)
 		c.mcp.mu.Unlock()
@@ -531,7 +538,18 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 			answered(resp)
 		}
 		return false
-	})
+	}
+	if conn.bridge == nil && !c.mcp.track(conn, cl) {
+		// Its server ended meanwhile. (A bridged client's calls are its
+		// link's, which the end of the server fails: endBridged.)
+		c.mcp.mu.Lock()
+		delete(c.mcp.requests, key)
+		c.mcp.mu.Unlock()
+		c.noConnection(true, from, m, methodMCPMessage, []byte(conn.agentID), b)
+		return
+	}
+	d := c.toOwner(conn.owner, methodMCPMessage)
+	c.relayCall(c.peers[d.to], cl, d, out)
 }
 
 // newRequestID returns a requestId for a request the conductor makes, as
