@@ -901,3 +901,24 @@ func TestMCPSessionEndsWhileNativeOpening(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPOwnerGoneRequestCaller: a request-binding agent's call, on the
+// connection the conductor shares to a connect-binding owner, is in
+// flight when the owner goes away (the editor closes its input). The
+// call is answered with the conductor's error naming the owner, as an
+// ACP error: the hook that carries the owner's MCP answers as {error}
+// outcomes must not shape it, or the agent would take it for the server's
+// answer.
+func TestMCPOwnerGoneRequestCaller(t *testing.T) {
+	ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+	ag.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"serverId":"srv-1","requestId":"r1","method":"tools/call","params":{"name":"slow"}}}`)
+	ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`) // mcp/connect
+	if call := ed.recvMsg(); !hasMethod(t, call, "tools/call") {
+		t.Fatalf("the owner got %s, want the tools/call", call.Bytes())
+	}
+	ed.w.Close()
+	m := ag.recvMsg()
+	if string(m.ID) != "50" || m.Result != nil || m.Error == nil || !strings.Contains(errorMessage(m.Error), "client: closed its input") {
+		t.Fatalf("the agent's call got %s; want the conductor's error, saying the owner, the editor, closed its input", m.Bytes())
+	}
+}

@@ -122,7 +122,10 @@ type call struct {
 	dialect *wire.Dialect
 
 	// onResponse, if set, sees the response first and may consume it
-	// (returning true) instead of letting it go back to from.
+	// (returning true) instead of letting it go back to from; it may
+	// change a peer's answer before it goes back. It sees a failure the
+	// conductor answers (failCalls) too, but a failure it does not consume
+	// goes back as the conductor's error, whatever it changed.
 	onResponse func(resp *wire.Message) bool
 
 	prev, next *call // in from's inflight list, under from.mu

@@ -525,7 +525,17 @@ func failAnswered(from *peer, id json.RawMessage, e *wire.Error) {
 	}
 }
 
-// failCalls answers calls that will never be answered by their peer.
+// failCalls answers calls that will never be answered by their peer, each
+// with e. A call's hook sees the failure first, as it would an answer: to
+// forget what it keeps for the call (noteCall, statelessCall, track), or
+// to take the failure itself (returning true), as the hook of a call the
+// conductor made for itself does. What the hook makes of the message it
+// is shown is not the answer: a caller whose hook does not take the
+// failure gets e as it is. The hooks that shape a peer's answer for its
+// caller (asOutcome's {error} carrier, asInitialize's result made from the
+// declaration) are for what the peer said; e is the conductor's own, which
+// must not reach the caller as if the server had answered
+// (TestMCPOwnerGoneRequestCaller).
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
 		if cl.to.trace != nil {
@@ -534,8 +544,11 @@ func failCalls(calls []*call, e *wire.Error) {
 		if !cl.done() {
 			continue // its caller's process was restarted since
 		}
-		if cl.onResponse != nil && cl.onResponse(&wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()}) {
-			continue // its hook took the failure, as it would an answer
+		if cl.onResponse != nil {
+			shown := &wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()} // the hook's to change; never sent
+			if cl.onResponse(shown) {
+				continue // its hook took the failure, as it would an answer
+			}
 		}
 		cl.answer(encodeError(cl.fromID, e))
 	}
