@@ -237,11 +237,15 @@ func TestMCPBridgedBadInput(t *testing.T) {
 // TestMCPBridgedRefusedOversize: a bridged client whose connection the
 // owner refused, and whose first message is too long to keep, is answered
 // at once, as the chain answers one: each request of an over-long batch
-// gets the refusal, together in a batch; a batch with no request gets
-// nothing, and the request after it the refusal.
+// gets the refusal, together in a batch, and those whose ids were too
+// long to keep one more under null; a batch with no request gets nothing,
+// and the request after it the refusal; a request whose id was too long
+// to keep gets it under null. (Over HTTP, a body past the limit is
+// answered 413 before it is read, refused or not.)
 func TestMCPBridgedRefusedOversize(t *testing.T) {
 	const limit = 4096
 	pad := strings.Repeat("x", 2*limit)
+	longID := `"` + strings.Repeat("i", 2048) + `"` // past what the scan keeps of an id
 	for _, tt := range []struct {
 		name, first string
 		batch       bool
@@ -251,6 +255,9 @@ func TestMCPBridgedRefusedOversize(t *testing.T) {
 			`{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","params":{},"method":"tools/list","id":7}]`, true, `"a" 7`},
 		{"notifications", `[{"jsonrpc":"2.0","method":"notifications/initialized","params":{"pad":"` + pad + `"}}]`, false, `"after"`},
 		{"request", `{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"pad":"` + pad + `"}}`, false, `"a"`},
+		{"batch with an id not kept", `[{"jsonrpc":"2.0","id":` + longID + `,"method":"initialize","params":{"pad":"` + pad + `"}},` +
+			`{"jsonrpc":"2.0","params":{},"method":"tools/list","id":7},{"jsonrpc":"2.0","id":` + longID + `,"method":"ping"}]`, true, `7 null`},
+		{"request with an id not kept", `{"jsonrpc":"2.0","id":` + longID + `,"method":"initialize","params":{"pad":"` + pad + `"}}`, false, `null`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ed, _, declared := mcpChainWith(t, `{}`, Config{MCPBridge: BridgeStdio, MaxMessageBytes: limit})
