@@ -491,6 +491,21 @@ func TestMCPConnectionIDSpelledOtherwise(t *testing.T) {
 	}
 }
 
+// TestMCPUnknownConnectionData: the agent's message on a connection the
+// conductor does not know is refused with the connectionId in the error's
+// data as it came, in the agent's own spelling, not re-escaped: an agent
+// compares it with what it sent.
+func TestMCPUnknownConnectionData(t *testing.T) {
+	for _, id := range []string{`"c&1"`, `"c\u00261"`, `"<c>"`, "\"c\u20281\"", `7`} {
+		ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+		ag.send(`{"jsonrpc":"2.0","id":"m","method":"mcp/message","params":{"connectionId":` + id + `,"method":"tools/list","params":{}}}`)
+		m := firstTo(t, ag, ed, "the refusal of a message on an unknown connection")
+		if errorCode(m.Error) != codeInvalidParams || string(wire.Member(m.Error, "data")) != `{"connectionId":`+id+`}` {
+			t.Errorf("a message on unknown connection %s got error\n%s\nwant -32602 with data {\"connectionId\":%s}", id, m.Error, id)
+		}
+	}
+}
+
 // TestMCPPingToStatelessOwner: a legacy MCP client (bridged over stdio or
 // HTTP, or a native agent on a connection) pings a server whose owner
 // binds per request and speaks MCP 2026-07-28, which has no ping and

@@ -591,9 +591,12 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("[%d] %s", e.Code, e.Message) }
 
-// Encode returns e as a raw error object.
+// Encode returns e as a raw error object. Data goes as it is, and the
+// message is written as AppendString writes a string: json.Marshal would
+// escape "<", ">", "&" and U+2028 again inside raw JSON, so that data
+// carrying an id as it came ("c&1") would name it otherwise ("c\u00261").
 func (e *Error) Encode() json.RawMessage {
-	b, err := json.Marshal(e)
+	b, err := marshalAsIs(e)
 	if err != nil { // only Data can fail, and it is raw JSON we built
 		panic(err)
 	}
@@ -605,11 +608,24 @@ func Errorf(code jrpc2.Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// WithData returns a copy of e carrying v, encoded as JSON, as its data.
+// WithData returns a copy of e carrying v, encoded as JSON, as its data:
+// raw JSON in v (an id, a peer's error) as it came (see Encode).
 func (e *Error) WithData(v any) *Error {
 	c := *e
-	c.Data, _ = json.Marshal(v)
+	c.Data, _ = marshalAsIs(v)
 	return &c
+}
+
+// marshalAsIs is json.Marshal without escaping for HTML, which it does
+// to strings and to raw JSON alike.
+func marshalAsIs(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // ErrorResponse returns a response to id carrying e.

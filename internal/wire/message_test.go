@@ -423,6 +423,23 @@ func TestResponseSize(t *testing.T) {
 	}
 }
 
+// TestErrorAsItCame: an error's data carries raw JSON (an id, a peer's
+// error) as it came, and its message is written as AppendString writes a
+// string: nothing is escaped for HTML, where json.Marshal escapes raw
+// JSON again.
+func TestErrorAsItCame(t *testing.T) {
+	for _, id := range []string{`"c&1"`, `"c\u00261"`, `"<c>"`, "\"c\u20281\"", `7`} {
+		e := Errorf(-32602, "unknown MCP connection %s", id).WithData(map[string]json.RawMessage{"connectionId": json.RawMessage(id)})
+		want := `{"code":-32602,"message":` + string(AppendString(nil, "unknown MCP connection "+id)) + `,"data":{"connectionId":` + id + `}}`
+		if got := string(e.Encode()); got != want {
+			t.Errorf("%s: Encode() = %s, want %s", id, got, want)
+		}
+		if got := string(ErrorResponse(nil, e).Bytes()); got != `{"jsonrpc":"2.0","id":null,"error":`+want+`}` {
+			t.Errorf("%s: ErrorResponse = %s", id, got)
+		}
+	}
+}
+
 // FuzzAppendString checks AppendString against encoding/json, without HTML
 // escaping, and its test of eight bytes at a time against one at a time.
 func FuzzAppendString(f *testing.F) {
