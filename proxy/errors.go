@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/creachadair/jrpc2"
 
@@ -47,7 +48,9 @@ func (e *cutOff) Unwrap() error { return ErrClosed }
 // error object that is malformed, not an integer code and a string message
 // ("error": null, say), is received as the proxy's own -32603, naming the
 // proxy and who answered, the error as it came in Data; a relayed answer
-// is passed on so too.
+// is passed on so too. A code is an integer however it is written: 1.0
+// and 1e3 are the codes 1 and 1000, as JSON-RPC reads a number (one past
+// int's range reads as the nearest int).
 //
 // A handler that returns any other error answers with code -32603 (internal
 // error), or -32800 (request cancelled) for [context.Canceled].
@@ -61,15 +64,20 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("[%d] %s", e.Code, e.Message) }
 
-// decodeError parses an error object received from a peer.
+// decodeError parses an error object received from a peer, as wire.Parse
+// checks it: a code written 1.0 or 1e3 is the integer it is. One that
+// check calls malformed never gets here (Conn.malformedError stands for
+// it), but for safety reads as an internal error.
 func decodeError(raw json.RawMessage) *Error {
 	e := &Error{raw: raw}
-	var w wire.Error
-	if err := json.Unmarshal(raw, &w); err != nil {
+	code, msg, data, ok := wire.ReadError(raw)
+	if !ok {
 		e.Code, e.Message = int(jrpc2.InternalError), "malformed error object: "+string(raw)
 		return e
 	}
-	e.Code, e.Message, e.Data = int(w.Code), w.Message, w.Data
+	// Int's range, where int is 32 bits: the nearest, as ReadError does.
+	code = min(max(code, math.MinInt), math.MaxInt)
+	e.Code, e.Message, e.Data = int(code), msg, bytes.Clone(data) // no alias of raw, which encode compares with
 	return e
 }
 
@@ -80,11 +88,20 @@ func (e *Error) encode() json.RawMessage {
 			return e.raw
 		}
 	}
-	w := &wire.Error{Code: jrpc2.Code(e.Code), Message: e.Message}
+	// Not wire.Error, whose code is 32 bits: a peer's may be wider.
+	w := struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	}{Code: e.Code, Message: e.Message}
 	if len(e.Data) > 0 && wire.Valid(e.Data) {
 		w.Data = e.Data
 	}
-	return w.Encode()
+	out, err := json.Marshal(w)
+	if err != nil { // Data is valid JSON, and nothing else can fail
+		panic(err)
+	}
+	return out
 }
 
 // errorObject returns the error object that answers a request for which a

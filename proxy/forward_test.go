@@ -81,6 +81,37 @@ func TestForwardError(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":4,"error":` + errObj + `}`)
 }
 
+// An error's code is an integer however it is written, as JSON-RPC reads
+// a number and as the wire's check of an error object has it: the *Error
+// Forward returns has the code's value and the message, not a malformed
+// error object's -32603, and a handler that answers with a new Error made
+// of them sends that value, wider than 32 bits too.
+func TestForwardErrorCodeSpelled(t *testing.T) {
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"session/load": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				_, err := r.Forward(ctx)
+				if e, ok := errors.AsType[*proxy.Error](err); ok {
+					return nil, &proxy.Error{Code: e.Code, Message: e.Message, Data: e.Data}
+				}
+				return nil, fmt.Errorf("Forward returned %v, not an *Error", err)
+			},
+		},
+	})
+	for i, tt := range []struct{ answer, want string }{
+		{`{"code":1.0,"message":"no"}`, `{"code":1,"message":"no"}`},
+		{`{"code":-3.2e4,"message":"no","data":[1]}`, `{"code":-32000,"message":"no","data":[1]}`},
+		{`{"code":1E3,"m\u0065ssage":"n\u00e9"}`, `{"code":1000,"message":"né"}`},
+		{`{"code":3000000000,"message":"wide"}`, `{"code":3000000000,"message":"wide"}`},
+		{`{"code":-32601,"message":"no","Message":"other"}`, `{"code":-32601,"message":"no"}`},
+	} {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{}}`, 10+i))
+		id := idOf(t, c.recv())
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,"error":` + tt.answer + `}`)
+		c.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":%s}`, 10+i, tt.want))
+	}
+}
+
 // An answer whose error is not an object with an integer code and a string
 // message, which the TypeScript SDK does not read as a response, reaches
 // the asker as the proxy's -32603, naming the proxy and the side that

@@ -308,6 +308,55 @@ func isInteger(val []byte) bool {
 	return err == nil && f == math.Trunc(f)
 }
 
+// ReadError reads raw, a response's error as it came, as Parse checks one:
+// ok is false where Parse calls it malformed (MalformedError). Names are
+// exact once their escapes are decoded, as JSON.parse reads them, and the
+// last of each counts. The code is an integer however it is written: JSON
+// has one kind of number, and 1.0 or -3e4 has an integer value, which is
+// what JSON-RPC 2.0 asks of a code (and the TypeScript SDK checks, with
+// Number.isInteger); one beyond int64's range reads as the nearest int64.
+// data is the data member as it came, aliasing raw, or nil if there is
+// none. raw must be valid JSON.
+func ReadError(raw []byte) (code int64, message string, data json.RawMessage, ok bool) {
+	var codeVal, msgVal []byte
+	isObject := EachField(raw, func(key, val []byte) {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = decodedKey(key)
+		}
+		switch string(key) {
+		case `"code"`:
+			codeVal = val
+		case `"message"`:
+			msgVal = val
+		case `"data"`:
+			data = val
+		}
+	})
+	if !isObject || codeVal == nil || msgVal == nil || !isInteger(codeVal) {
+		return 0, "", nil, false
+	}
+	if message, ok = Unquote(msgVal); !ok {
+		return 0, "", nil, false
+	}
+	return integerValue(codeVal), message, data, true
+}
+
+// integerValue returns the value of val, a number isInteger accepts, as
+// an int64: beyond its range, the nearest.
+func integerValue(val []byte) int64 {
+	if n, err := strconv.ParseInt(string(val), 10, 64); err == nil {
+		return n
+	}
+	f, _ := strconv.ParseFloat(string(val), 64) // finite: isInteger read it
+	switch {
+	case f >= 0x1p63:
+		return math.MaxInt64
+	case f < -0x1p63:
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
 // decodedKey returns an escaped member name, a raw JSON string, with its
 // escapes decoded and quoted again without any, so that it compares with
 // the plain spelling of the same name.

@@ -217,6 +217,7 @@ func FuzzParse(f *testing.F) {
 		`{"id":5,"method":"x"}`, `{"jsonrpc":"1.0","id":"a","method":"m","params":{}}`,
 		`{"id":5,"method":"x","id":6}`, `{"i\u0064":5,"method":1}`, `{"id":{},"method":"x"}`,
 		`{"jsonrpc":"2.0","id":1,"result":{},"x-a":[1],"x\u0041":2,"x-a":3}`, `{"_meta":{},"jsonrpc":"2.0","method":"m"}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-3.2e4,"message":"x","data":[1],"d\u0061ta":2}}`, `{"jsonrpc":"2.0","id":1,"error":{"code":1e19,"message":"x"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -276,6 +277,9 @@ func FuzzParse(f *testing.F) {
 			if e, ok := ref["error"]; (ok && !errorObject(e)) != m.MalformedError() {
 				t.Fatalf("MalformedError() = %v for error %s", m.MalformedError(), e)
 			}
+			if m.Error != nil {
+				checkReadError(t, m)
+			}
 			return
 		}
 		var method string
@@ -316,6 +320,77 @@ func errorObject(e json.RawMessage) bool {
 	code, err := strconv.ParseFloat(string(obj["code"]), 64)
 	var msg string
 	return err == nil && code == math.Trunc(code) && json.Unmarshal(obj["message"], &msg) == nil && obj["message"][0] == '"'
+}
+
+// checkReadError holds ReadError of m's error to Parse, which says
+// whether it is malformed, and to encoding/json, which reads its members.
+func checkReadError(t *testing.T, m *Message) {
+	t.Helper()
+	code, msg, data, ok := ReadError(m.Error)
+	if ok == m.MalformedError() {
+		t.Fatalf("ReadError(%s) ok = %v, but MalformedError() = %v", m.Error, ok, m.MalformedError())
+	}
+	if !ok {
+		return
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(m.Error, &obj); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := strconv.ParseFloat(string(obj["code"]), 64)
+	want := int64(f)
+	switch {
+	case f >= math.MaxInt64:
+		want = math.MaxInt64
+	case f <= math.MinInt64:
+		want = math.MinInt64
+	}
+	if n, err := strconv.ParseInt(string(obj["code"]), 10, 64); err == nil {
+		want = n // exact, where a float64 would round it
+	}
+	var wantMsg string
+	_ = json.Unmarshal(obj["message"], &wantMsg)
+	if code != want || msg != wantMsg || !bytes.Equal(data, obj["data"]) {
+		t.Fatalf("ReadError(%s) = %d %q %s; encoding/json reads %d %q %s", m.Error, code, msg, data, want, wantMsg, obj["data"])
+	}
+}
+
+// TestReadError: an error object's code is an integer however written, as
+// Parse checks it; ReadError reads what Parse accepts, and nothing else.
+func TestReadError(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		code int64
+		msg  string
+		data string
+		ok   bool
+	}{
+		{`{"code":-32601,"message":"no"}`, -32601, "no", "", true},
+		{`{"code":1.0,"message":"no"}`, 1, "no", "", true},
+		{`{"code":1e3,"message":"no","data":{"a":[1]}}`, 1000, "no", `{"a":[1]}`, true},
+		{`{"code":-3.2E4,"message":"no"}`, -32000, "no", "", true},
+		{`{"code":-0,"message":""}`, 0, "", "", true},
+		{`{"code":3000000000,"message":"big"}`, 3000000000, "big", "", true},
+		{`{"code":9223372036854775807,"message":"m"}`, math.MaxInt64, "m", "", true},
+		{`{"code":1e19,"message":"m"}`, math.MaxInt64, "m", "", true},
+		{`{"code":-1e300,"message":"m"}`, math.MinInt64, "m", "", true},
+		{`{"code":"1","message":"m","code":2,"m\u0065ssage":"n\u00e9","data":null}`, 2, "né", "null", true},
+		{`{"code":1.5,"message":"no"}`, 0, "", "", false},
+		{`{"code":1e400,"message":"no"}`, 0, "", "", false},
+		{`{"code":1,"message":null}`, 0, "", "", false},
+		{`{"Code":1,"Message":"no"}`, 0, "", "", false},
+		{`{"code":1}`, 0, "", "", false},
+		{`null`, 0, "", "", false},
+		{`[1]`, 0, "", "", false},
+	} {
+		code, msg, data, ok := ReadError([]byte(tt.in))
+		if code != tt.code || msg != tt.msg || string(data) != tt.data || ok != tt.ok {
+			t.Errorf("ReadError(%s) = %d %q %s %v, want %d %q %s %v", tt.in, code, msg, data, ok, tt.code, tt.msg, tt.data, tt.ok)
+		}
+		if ok != isErrorObject([]byte(tt.in)) {
+			t.Errorf("ReadError(%s) ok = %v, isErrorObject does not agree", tt.in, ok)
+		}
+	}
 }
 
 func compact(t *testing.T, b []byte) []byte {
