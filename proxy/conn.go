@@ -313,6 +313,26 @@ func (c *Conn) warnOnce(key string) bool {
 	return true
 }
 
+// logBothAnswers is the diagnostic, logged once for each of whoever
+// answers, for a response that carries both a result and an error.
+const logBothAnswers = "response with both result and error, which JSON-RPC 2.0 forbids: taken as the error, its result dropped"
+
+// bothAnswers makes m, a response from who with both a result and an
+// error, the error alone, and says so the first time who sends one, as the
+// conductor does. The error is the answer wherever it goes (relayed, to
+// Forward or Call, to an MCP server), so that no reader takes the request
+// as done: the TypeScript SDK fails such a response too, and another
+// reader may take either member. A result beside "error": null is the
+// result (see wire.Parse).
+func (c *Conn) bothAnswers(who string, m *wire.Message) {
+	if c.warnOnce("both " + who) {
+		c.log.Warn(logBothAnswers, "from", who, "id", string(m.ID), "result", string(clip(m.Result)))
+	} else {
+		c.log.Debug(logBothAnswers, "from", who, "id", string(m.ID))
+	}
+	m.Result = nil
+}
+
 // logMalformedError is the diagnostic, logged once for each of whoever
 // answers, for a response whose error is not a JSON-RPC error object.
 const logMalformedError = `response with a malformed error, not an object with an integer "code" and a string "message": answered as the proxy's -32603, the error in its data`
@@ -396,6 +416,9 @@ func (c *Conn) complete(m *wire.Message) {
 	if cl == nil {
 		c.log.Warn("dropped a response to an unknown id", "id", string(m.ID))
 		return
+	}
+	if m.Error != nil && m.Result != nil {
+		c.bothAnswers("its "+cl.to.String(), m)
 	}
 	if m.MalformedError() { // noted by Parse: nothing to check here
 		m.Error = c.malformedError("its "+cl.to.String(), m.ID, m.Error)

@@ -9,8 +9,8 @@
 // the same way. [Proxy.Serve] does the wrapping and unwrapping, answers
 // proxy/initialize once the successor is initialized, and forwards every
 // message no handler claims, with its params, _meta included, byte for byte
-// and never decoded, but for an answer whose error is malformed (see
-// [Error]). The author of a proxy writes only [Handler] functions
+// and never decoded, but for an answer whose error is malformed, or that
+// has a result beside its error (see [Error]). The author of a proxy writes only [Handler] functions
 // for the methods the proxy cares about. A handler may change a message and
 // pass it on with [Request.Forward], change the answer Forward returns,
 // answer a request itself, drop a notification, or send requests and

@@ -50,7 +50,10 @@ func (e *cutOff) Unwrap() error { return ErrClosed }
 // proxy and who answered, the error as it came in Data; a relayed answer
 // is passed on so too. A code is an integer however it is written: 1.0
 // and 1e3 are the codes 1 and 1000, as JSON-RPC reads a number (one past
-// int's range reads as the nearest int).
+// int's range reads as the nearest int). An answer with both a result and
+// an error, which JSON-RPC forbids, is the error alone, returned or
+// relayed, and the first from each side is logged; a result beside
+// "error": null is the result.
 //
 // A handler that returns any other error answers with code -32603 (internal
 // error), or -32800 (request cancelled) for [context.Canceled].

@@ -112,6 +112,59 @@ func TestForwardErrorCodeSpelled(t *testing.T) {
 	}
 }
 
+// An answer with both a result and an error, which JSON-RPC forbids, is
+// taken as the error alone, relayed or returned by Forward, as the
+// conductor takes it; the first from each side is warned of, with the
+// result dropped, the rest logged at debug level. A result beside
+// "error": null is the result.
+func TestResponseWithBothMembers(t *testing.T) {
+	var log syncBuffer
+	c := serve(t, &proxy.Proxy{
+		Logger:          slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		FromPredecessor: map[string]proxy.Handler{"session/load": forwardHandler},
+	})
+	const errObj = `{"code":-32000,"message":"no"}`
+	for i, tt := range []struct {
+		method, answer, want string // who asks: session/* the predecessor, fs/* the successor
+	}{
+		{"session/prompt", `"result":{"stopReason":"end_turn"},"error":` + errObj, `"error":` + errObj},
+		{"session/prompt", `"error":` + errObj + `,"result":null`, `"error":` + errObj},
+		{"session/load", `"result":{},"error":` + errObj, `"error":` + errObj},
+		{"session/prompt", `"result":{"stopReason":"end_turn"},"error":null`, `"result":{"stopReason":"end_turn"}`},
+		{"fs/read_text_file", `"result":{"content":""},"error":` + errObj, `"error":` + errObj},
+	} {
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, 10+i, tt.method)
+		if strings.HasPrefix(tt.method, "fs/") {
+			req = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{}}}`, 10+i, tt.method)
+		}
+		c.send(req)
+		id := idOf(t, c.recv())
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,` + tt.answer + `}`)
+		c.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, 10+i, tt.want))
+	}
+	c.in.Close()
+	c.wait()
+
+	warned, logged := map[string]int{}, 0
+	for line := range strings.Lines(log.String()) {
+		if !strings.Contains(line, "response with both result and error") {
+			continue
+		}
+		logged++
+		if strings.Contains(line, "level=WARN") {
+			_, from, _ := strings.Cut(line, "from=")
+			from, _, _ = strings.Cut(from, " id=")
+			warned[from]++
+		}
+	}
+	if want := map[string]int{`"its successor"`: 1, `"its predecessor"`: 1}; !maps.Equal(warned, want) {
+		t.Errorf("warnings by side: %v, want %v\nlog:\n%s", warned, want, log.String())
+	}
+	if logged != 4 {
+		t.Errorf("%d responses with both members logged, want 4\nlog:\n%s", logged, log.String())
+	}
+}
+
 // An answer whose error is not an object with an integer code and a string
 // message, which the TypeScript SDK does not read as a response, reaches
 // the asker as the proxy's -32603, naming the proxy and the side that

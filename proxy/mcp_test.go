@@ -1028,6 +1028,29 @@ func TestMCPServerMalformedError(t *testing.T) {
 	sv.expect(t, `{"jsonrpc":"2.0","id":"q","error":{"code":-32603,"message":"proxy tester: its successor answered with a malformed error, not an object with an integer code and a string message","data":null}}`)
 }
 
+// An MCP server's answer with both a result and an error answers the
+// agent's mcp/message with the error, as a peer's would, and is warned of
+// once, naming the server.
+func TestMCPServerBothMembers(t *testing.T) {
+	var log syncBuffer
+	h := serveMCP(t, &proxy.Proxy{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}, "tools")
+	sv, conn := h.connectS1()
+	for _, id := range []string{"m1", "m2"} {
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/call","params":{"name":"x"}}}}`)
+		n := idOf(t, sv.read(t))
+		sv.write(t, `{"jsonrpc":"2.0","id":`+n+`,"result":{"content":[]},"error":{"code":1,"message":"no"}}`)
+		h.expect(`{"jsonrpc":"2.0","id":"` + id + `","error":{"code":1,"message":"no"}}`)
+	}
+	h.in.Close()
+	h.wait()
+	if got := strings.Count(log.String(), `level=WARN msg="response with both result and error`); got != 1 {
+		t.Errorf("%d warnings of both members, want 1\nlog:\n%s", got, log.String())
+	}
+	if !strings.Contains(log.String(), `from="its MCP server \"tools\""`) {
+		t.Errorf("the warning names no server\nlog:\n%s", log.String())
+	}
+}
+
 // An upstream connection that no session's close ends (to a server the
 // proxy saw declared in no open session, with no session named on
 // mcp/connect) ends only with its mcp/disconnect: a peer that connects and

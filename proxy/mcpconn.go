@@ -344,9 +344,12 @@ func (c *MCPConn) relayAnswer(m *wire.Message) error {
 		c.h.c.log.Debug("dropped an MCP response to no pending request", "connectionId", c.id, "id", string(m.ID))
 		return nil
 	}
+	if m.Error != nil && m.Result != nil {
+		c.h.c.bothAnswers(c.who(), m)
+	}
 	if e := m.Error; e != nil {
 		if m.MalformedError() {
-			e = c.h.c.malformedError(fmt.Sprintf("its MCP server %q", c.server), m.ID, e)
+			e = c.h.c.malformedError(c.who(), m.ID, e)
 		}
 		c.h.c.answer(nil, id, nil, decodeError(e))
 	} else {
@@ -354,6 +357,9 @@ func (c *MCPConn) relayAnswer(m *wire.Message) error {
 	}
 	return nil
 }
+
+// who names the server in what the proxy says of its answers.
+func (c *MCPConn) who() string { return fmt.Sprintf("its MCP server %q", c.server) }
 
 // request sends the server's request m to the client. The answer is
 // delivered to Read as the response, under the server's id, by the reader
