@@ -445,11 +445,20 @@ func (h *mcpHost) setUp(fn Handler) Handler {
 			r.Params = params
 		}
 
+		// A set-up whose handler panics failed as one that returns an
+		// error did: nothing will connect, and kept, its declarations
+		// would be no session's, for the Conn's life.
+		done := false
+		defer func() {
+			if !done {
+				h.forget(ids, theirs, rec)
+			}
+		}()
 		result, err := fn(ctx, r)
 		if err != nil {
-			h.forget(ids, theirs, rec) // no session, so nothing will connect
-			return nil, err
+			return nil, err // no session, so nothing will connect
 		}
+		done = true
 		var res struct {
 			SessionID string `json:"sessionId"`
 		}

@@ -1261,6 +1261,53 @@ func TestMCPUpstreamOpenedAsSessionEnds(t *testing.T) {
 	}
 }
 
+// A set-up whose handler panics, before or after the agent answers it,
+// forgets what it declared as one whose handler fails does: the agent's
+// connect to the proxy's server it declared goes on, as to a server the
+// proxy does not know, and the tables keep nothing of it.
+func TestMCPSetUpPanics(t *testing.T) {
+	for _, how := range []string{"fails", "panics", "panics after the agent answers"} {
+		t.Run(how, func(t *testing.T) {
+			p, tables := tablesProxy()
+			p.Logger = slog.New(slog.DiscardHandler)
+			var declared string // the proxy's server's id, as the handler sees it declared
+			p.FromPredecessor["session/new"] = func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				var req struct {
+					MCPServers []struct{ Name, ServerID string }
+				}
+				json.Unmarshal(r.Params, &req)
+				for _, s := range req.MCPServers {
+					if s.Name == "tools" {
+						declared = s.ServerID
+					}
+				}
+				switch how {
+				case "fails":
+					return nil, errors.New("no")
+				case "panics":
+					panic("a bug in the handler")
+				}
+				r.Forward(ctx)
+				panic("a bug in the handler")
+			}
+			h := serveMCP(t, p, "tools")
+			h.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-1"}]}}`)
+			if how == "panics after the agent answers" {
+				fwd := h.recv()
+				h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"sessionId":"s1"}}`)
+			}
+			h.expectError(`"n"`, -32603)
+			if got, _ := tables(h); got["declared"]+got["theirs"]+got["sessions"] != 0 {
+				t.Errorf("after the set-up %s, the proxy's tables hold %v", how, got)
+			}
+			h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + declared + `"}}}`)
+			if line, want := h.recv(), `"method":"mcp/connect","params":{"acpId":"`+declared+`"}}`; declared == "" || !strings.HasSuffix(line, want) {
+				t.Errorf("a connect to %q, which the set-up declared: the proxy sent %s; want it passed on", declared, line)
+			}
+		})
+	}
+}
+
 // A connection through the proxy to a server whose only set-up fails
 // while the connection opens is forgotten once open: nothing would end it
 // but its mcp/disconnect, and it was not counted as untied.
