@@ -822,13 +822,27 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 		}
 		h.opening[o] = true
 		h.mu.Unlock()
+		withdraw := func() { // h.mu held
+			delete(h.opening, o)
+			if o.counted {
+				h.untied--
+			}
+		}
+		// A handler that panics must withdraw it too: pending for ever,
+		// it would hold a place under the bound.
+		panicked := true
+		defer func() {
+			if panicked {
+				h.mu.Lock()
+				withdraw()
+				h.mu.Unlock()
+			}
+		}()
 		result, err := fn(ctx, r)
+		panicked = false
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		delete(h.opening, o)
-		if o.counted {
-			h.untied--
-		}
+		withdraw()
 		if cid := connectionID(result); err == nil && cid != "" {
 			switch {
 			case o.forgotten, o.up.server != "" && len(h.theirs[o.up.server]) == 0:

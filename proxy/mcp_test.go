@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -1183,6 +1184,28 @@ func TestMCPSessionForgottenWithUpstream(t *testing.T) {
 	h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
 	h.upConnect("u2", `{"serverId":"elsewhere"}`)
 	h.untiedRefused("over2")
+}
+
+// An mcp/connect handler that panics withdraws the connect, as one that
+// fails does: it holds no place under the bound on untied connections.
+func TestMCPUpstreamConnectPanics(t *testing.T) {
+	t.Cleanup(proxy.SetMaxUntied(1))
+	var calls atomic.Int32
+	h := serveMCP(t, &proxy.Proxy{
+		Logger: slog.New(slog.DiscardHandler),
+		FromSuccessor: map[string]proxy.Handler{
+			"mcp/connect": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				if calls.Add(1) == 1 {
+					panic("a bug in the handler")
+				}
+				return r.Forward(ctx)
+			},
+		},
+	}, "tools")
+	h.send(`{"jsonrpc":"2.0","id":"c0","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"elsewhere"}}}`)
+	h.expectError(`"c0"`, -32603)
+	h.upConnect("u0", `{"serverId":"elsewhere"}`)
+	h.untiedRefused("over")
 }
 
 // A connection through the proxy that opens while the session whose
