@@ -20,10 +20,10 @@ import (
 // proxy received. A handler sees its context cancelled; a relayed request is
 // cancelled in turn under the proxy's own id, and whatever the peer answers
 // is still passed back. Only the id changes on the way: what else the cancel
-// carries (_meta, with trace context, say) goes on with it. An id the proxy
-// has already answered, or never saw, is ignored, as the
-// request-cancellation RFD asks.
-func (c *Conn) cancelServed(params json.RawMessage) {
+// carries (_meta, with trace context, say, and extra, its members JSON-RPC
+// does not define) goes on with it. An id the proxy has already answered,
+// or never saw, is ignored, as the request-cancellation RFD asks.
+func (c *Conn) cancelServed(params, extra json.RawMessage) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
@@ -40,9 +40,9 @@ func (c *Conn) cancelServed(params json.RawMessage) {
 	switch {
 	case s == nil:
 	case s.cancel != nil:
-		s.cancel(&cancelRequested{params: params})
+		s.cancel(&cancelRequested{params: params, extra: extra})
 	default:
-		c.cancelRequest(wire.IntID(s.relayedAs), params)
+		c.cancelRequest(wire.IntID(s.relayedAs), params, extra)
 	}
 }
 
@@ -60,23 +60,24 @@ func (c *Conn) servedAs(id json.RawMessage) *served {
 }
 
 // A cancelRequested is the cause of a handler's context cancelled by the
-// caller's $/cancel_request, whose params it keeps. Calls made under it pass
-// the cancel on, with those params, and still wait for the answer, rather
-// than abandon it.
-type cancelRequested struct{ params json.RawMessage }
+// caller's $/cancel_request, whose params and extra members it keeps. Calls
+// made under it pass the cancel on, with those, and still wait for the
+// answer, rather than abandon it.
+type cancelRequested struct{ params, extra json.RawMessage }
 
 func (*cancelRequested) Error() string { return "proxy: the caller cancelled the request" }
 
 // cancelRequest tells the conductor that the proxy no longer needs the answer
 // to its request id, whichever side it went to: plain, as for any request
 // on this connection. The params of the cancel that caused it, if any, go
-// on with only the id changed.
-func (c *Conn) cancelRequest(id json.RawMessage, caused json.RawMessage) {
+// on with only the id changed, and its members JSON-RPC does not define,
+// extra, with them.
+func (c *Conn) cancelRequest(id json.RawMessage, caused, extra json.RawMessage) {
 	params := append(append([]byte(`{"requestId":`), id...), '}')
 	if caused != nil {
 		if p, err := wire.SetPath(caused, []string{"requestId"}, id); err == nil {
 			params = p
 		}
 	}
-	c.out.put(nil, c.encode(Predecessor, nil, wire.MethodCancelRequest, params))
+	c.out.put(nil, c.encode(Predecessor, nil, wire.MethodCancelRequest, params, extra))
 }

@@ -158,7 +158,8 @@ func (c *Conn) Call(ctx context.Context, to Side, method string, params any) (js
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %s: %w", method, err)
 	}
-	return c.call(ctx, c.holderFrom(ctx), to, method, raw)
+	result, _, err := c.call(ctx, c.holderFrom(ctx), to, method, raw, nil)
+	return result, err
 }
 
 // Notify sends a notification to one side. It returns once the notification
@@ -174,34 +175,38 @@ func (c *Conn) Notify(ctx context.Context, to Side, method string, params any) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return c.notify(c.holderFrom(ctx), to, method, raw)
+	return c.notify(c.holderFrom(ctx), to, method, raw, nil)
 }
 
-func (c *Conn) notify(h *holder, to Side, method string, params json.RawMessage) error {
+// notify and call send what Notify and Call do, with extra, the members
+// JSON-RPC does not define of the message a handler forwards (see
+// extraOf); call returns those of the answer, which its handler's answer
+// carries in turn.
+func (c *Conn) notify(h *holder, to Side, method string, params, extra json.RawMessage) error {
 	params, err := checkParams(params)
 	if err != nil {
 		return fmt.Errorf("proxy: %s: %w", method, err)
 	}
-	return c.out.put(h, c.encode(to, nil, method, params))
+	return c.out.put(h, c.encode(to, nil, method, params, extra))
 }
 
-func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, params json.RawMessage) (json.RawMessage, error) {
-	params, err := checkParams(params)
+func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, params, extra json.RawMessage) (result, answerExtra json.RawMessage, err error) {
+	params, err = checkParams(params)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: %s: %w", method, err)
+		return nil, nil, fmt.Errorf("proxy: %s: %w", method, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	n := c.newID()
 	id := wire.IntID(n)
 	cl := &call{answer: make(chan *wire.Message, 1), holder: h, to: to}
 	if err := c.register(n, cl); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := c.out.putWaiting(h, c.encode(to, id, method, params), true); err != nil {
+	if err := c.out.putWaiting(h, c.encode(to, id, method, params, extra), true); err != nil {
 		c.forget(n)
-		return nil, err
+		return nil, nil, err
 	}
 	var m *wire.Message
 	select {
@@ -212,34 +217,34 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 			// the cancel on and wait, since the callee must still answer
 			// (perhaps with partial results, or stopReason "cancelled"),
 			// and that answer is the caller's.
-			c.cancelRequest(id, cause.params)
+			c.cancelRequest(id, cause.params, cause.extra)
 			m = <-cl.answer
 			break
 		}
 		if c.forget(n) {
 			c.out.resume(h, false)
-			c.cancelRequest(id, nil)
-			return nil, ctx.Err()
+			c.cancelRequest(id, nil, nil)
+			return nil, nil, ctx.Err()
 		}
 		m = <-cl.answer // the answer is already on its way
 	}
-	switch {
-	case m == nil:
-		return nil, c.closed()
-	case m.Error != nil:
-		return nil, decodeError(m.Error)
-	default:
-		return m.Result, nil
+	if m == nil {
+		return nil, nil, c.closed()
 	}
+	answerExtra = extraOf(m)
+	if m.Error != nil {
+		return nil, answerExtra, decodeError(m.Error)
+	}
+	return m.Result, answerExtra, nil
 }
 
 // relay passes on a message no handler claimed, and, for a request, arranges
 // for its answer to be passed back. It runs on the reader and so keeps the
 // order of arrival.
-func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.RawMessage) {
+func (c *Conn) relay(id json.RawMessage, from Side, method string, params, extra json.RawMessage) {
 	to := from.other()
 	if id == nil {
-		c.out.put(nil, c.encode(to, nil, method, params))
+		c.out.put(nil, c.encode(to, nil, method, params, extra))
 		return
 	}
 	// One allocation for the call and its entry in served, and one for the
@@ -254,15 +259,15 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params json.R
 	c.served[cl.relayFor] = &cl.relayed
 	c.mu.Unlock()
 	var buf [20]byte
-	c.out.put(nil, c.encode(to, strconv.AppendInt(buf[:0], ours, 10), method, params))
+	c.out.put(nil, c.encode(to, strconv.AppendInt(buf[:0], ours, 10), method, params, extra))
 }
 
 // handle runs fn for a message in a goroutine of its own, holding the
 // message's place in the outgoing order.
-func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.RawMessage, fn Handler) {
+func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extra json.RawMessage, fn Handler) {
 	h := new(holder)
 	ctx, cancel := context.WithCancelCause(context.WithValue(c.ctx, holderKey{}, h))
-	r := &Request{Method: method, Params: params, From: from, id: id, conn: c, holder: h}
+	r := &Request{Method: method, Params: params, From: from, id: id, extra: extra, conn: c, holder: h}
 	if id != nil {
 		c.mu.Lock()
 		c.served[string(id)] = &served{cancel: cancel}
@@ -282,7 +287,7 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params json.
 		if result == nil && err == nil {
 			c.warnNull(from, method)
 		}
-		c.answer(h, id, result, err)
+		c.answer(h, id, result, err, r.forwardedExtra())
 		return nil
 	})
 }
@@ -379,8 +384,9 @@ func (c *Conn) run(ctx context.Context, fn Handler, r *Request) (result json.Raw
 	return fn(ctx, r)
 }
 
-// answer sends the response to a request the proxy received.
-func (c *Conn) answer(h *holder, id, result json.RawMessage, err error) {
+// answer sends the response to a request the proxy received, with extra
+// (see extraOf) after its members.
+func (c *Conn) answer(h *holder, id, result json.RawMessage, err error, extra json.RawMessage) {
 	c.mu.Lock()
 	delete(c.served, string(id))
 	c.mu.Unlock()
@@ -393,7 +399,7 @@ func (c *Conn) answer(h *holder, id, result json.RawMessage, err error) {
 	if err != nil {
 		m = &wire.Message{ID: id, Error: errorObject(err)}
 	}
-	c.out.put(h, append(m.Append(nil), '\n'))
+	c.out.put(h, append(withExtra(m.Append(nil), extra), '\n'))
 }
 
 // complete hands a response from the conductor to the call it answers.
@@ -426,7 +432,11 @@ func (c *Conn) complete(m *wire.Message) {
 	switch {
 	case cl.relayFor != "":
 		out := wire.Message{ID: json.RawMessage(cl.relayFor), Result: m.Result, Error: m.Error}
-		c.out.put(nil, append(out.Append(make([]byte, 0, wire.ResponseSize(out.ID, out.Result, out.Error)+1)), '\n'))
+		line := out.Append(make([]byte, 0, wire.ResponseSize(out.ID, out.Result, out.Error)+1))
+		if m.Extra() { // rare: a flag's test
+			line = withExtra(line, m.AppendExtra(nil))
+		}
+		c.out.put(nil, append(line, '\n'))
 	case cl.onAnswer != nil:
 		cl.onAnswer(new(wire.Message(*m))) // m is the reader's, reused for the next line
 	default:
@@ -538,8 +548,14 @@ func ownID(id json.RawMessage) (int64, bool) {
 }
 
 // encode builds the line that sends a request (id != nil) or notification
-// to one side: plain to the predecessor, wrapped to the successor.
-func (c *Conn) encode(to Side, id json.RawMessage, method string, params json.RawMessage) []byte {
+// to one side: plain to the predecessor, wrapped to the successor. extra,
+// the message's members JSON-RPC does not define (see extraOf), go after
+// its method and params: wrapped, in the envelope's params, where they stay
+// with the message they came with, as the conductor puts them.
+func (c *Conn) encode(to Side, id json.RawMessage, method string, params, extra json.RawMessage) []byte {
+	if len(extra) > 0 {
+		return c.encodeExtra(to, id, method, params, extra)
+	}
 	if to == Successor {
 		envelope := c.getDialect().Successor(id)
 		buf := make([]byte, 0, wire.WrappedSize(id, envelope, method, params)+1)
@@ -547,6 +563,29 @@ func (c *Conn) encode(to Side, id json.RawMessage, method string, params json.Ra
 	}
 	m := wire.Message{ID: id, Method: method, Params: params}
 	return append(m.Append(make([]byte, 0, len(params)+len(method)+len(id)+64)), '\n')
+}
+
+// encodeExtra is encode for a message with extra members. It is rare, so
+// the line is built whole and then opened again for them.
+func (c *Conn) encodeExtra(to Side, id json.RawMessage, method string, params, extra json.RawMessage) []byte {
+	if to == Successor {
+		envelope := c.getDialect().Successor(id)
+		buf := make([]byte, 0, wire.WrappedSize(id, envelope, method, params)+len(extra)+1)
+		buf = wire.AppendWrapped(buf, id, envelope, method, params)
+		buf = append(append(buf[:len(buf)-2], extra...), "}}"...) // inside the envelope's params
+		return append(buf, '\n')
+	}
+	m := wire.Message{ID: id, Method: method, Params: params}
+	return append(withExtra(m.Append(nil), extra), '\n')
+}
+
+// withExtra returns obj, a JSON object built here, with the members extra
+// (each `,name:value`) added before its closing brace.
+func withExtra(obj, extra []byte) []byte {
+	if len(extra) == 0 {
+		return obj
+	}
+	return append(append(obj[:len(obj)-1], extra...), '}')
 }
 
 type holderKey struct{}

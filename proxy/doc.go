@@ -10,7 +10,12 @@
 // proxy/initialize once the successor is initialized, and forwards every
 // message no handler claims, with its params, _meta included, byte for byte
 // and never decoded, but for an answer whose error is malformed, or that
-// has a result beside its error (see [Error]). The author of a proxy writes only [Handler] functions
+// has a result beside its error (see [Error]). A message's top-level
+// members that JSON-RPC does not define go on with it too, wherever the
+// proxy rebuilds it (under an id of its own, the caller's for an answer,
+// in or out of an envelope, whose params carry them beside the message's
+// method and params), as the conductor carries them; and through
+// [Request.Forward]. The author of a proxy writes only [Handler] functions
 // for the methods the proxy cares about. A handler may change a message and
 // pass it on with [Request.Forward], change the answer Forward returns,
 // answer a request itself, drop a notification, or send requests and

@@ -43,8 +43,10 @@ func TestForwardFromSuccessor(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"cancelled"},"_meta":{"r":1}}}`)
 	c.expect(`{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"cancelled"},"_meta":{"r":1}}}`)
 
+	// Any other member of the envelope's params is the carried message's
+	// own, and goes on with it (TestUnknownMembersGoOn).
 	c.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"meta":{"hop":1},"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi \u00e9\n"}}}}}`)
-	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi \u00e9\n"}}}}`)
+	c.expect(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi \u00e9\n"}}},"meta":{"hop":1}}`)
 }
 
 // Ids the conductor uses for plain and wrapped requests, and ids the proxy
@@ -239,5 +241,143 @@ func TestResponseWithMalformedError(t *testing.T) {
 	}
 	if logged != 9 {
 		t.Errorf("%d malformed errors logged, want 9\nlog:\n%s", logged, log.String())
+	}
+}
+
+// A message's top-level members that JSON-RPC does not define reach its
+// recipient as they came, after the members the proxy writes, wherever the
+// proxy rebuilds it, as the conductor carries them: a relayed request
+// under the proxy's id, and its answer under the caller's; a notification;
+// a cancel; each way, and through a handler's Forward, whatever it makes
+// of the message and of the answer it returns. Wrapped, they go in the
+// envelope's params beside the carried method and params; unwrapped, those
+// members of the params are the message's, but for the envelope's _meta
+// and names JSON-RPC defines, and the envelope's own top-level members end
+// with it. Each row is a conversation: "> " what the conductor sends, "< "
+// what the proxy must send.
+func TestUnknownMembersGoOn(t *testing.T) {
+	edit := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+		result, err := r.Forward(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return proxy.EditMember(result, "edited", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage("true"), nil })
+	}
+	for _, tt := range []struct {
+		name  string
+		lines []string
+	}{
+		{"request from the predecessor, relayed", []string{
+			`> {"jsonrpc":"2.0","id":"a","method":"session/prompt","params":{"sessionId":"s1"},"x-trace":{"span":[1, 2]}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1"},"x-trace":{"span":[1, 2]}}}`,
+		}},
+		{"request without params from the predecessor, relayed", []string{
+			`> {"jsonrpc":"2.0","id":"a","method":"_vendor/ping","x\u0041":null}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"_vendor/ping","x\u0041":null}}`,
+		}},
+		{"answer from the successor, relayed", []string{
+			`> {"jsonrpc":"2.0","id":"a","method":"session/prompt","params":{}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`,
+			`> {"x-first":0,"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"},"x-r":1}`,
+			`< {"jsonrpc":"2.0","id":"a","result":{"stopReason":"end_turn"},"x-first":0,"x-r":1}`,
+		}},
+		{"request from the successor, relayed", []string{
+			`> {"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"session/request_permission","params":{},"_meta":{"hop":1},"id":99,"x-trace":[1],"jsonrpc":"1.0"},"x-hop":2}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{},"x-trace":[1]}`,
+		}},
+		{"answer from the predecessor, relayed", []string{
+			`> {"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"session/request_permission","params":{}}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{}}`,
+			`> {"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no"},"x-r":"a"}`,
+			`< {"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"no"},"x-r":"a"}`,
+		}},
+		{"notification from the predecessor", []string{
+			`> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"},"x-trace":"t"}`,
+			`< {"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"sessionId":"s1"},"x-trace":"t"}}`,
+		}},
+		{"notification from the successor", []string{
+			`> {"jsonrpc":"2.0","method":"proxy/successor","params":{"m\u0065thod":"session/update","x\u0041":1,"params":{"sessionId":"s1"},"_m\u0065ta":{}}}`,
+			`< {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"},"x\u0041":1}`,
+		}},
+		{"cancel of a request relayed from the predecessor", []string{
+			`> {"jsonrpc":"2.0","id":"a","method":"session/prompt","params":{}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`,
+			`> {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"a"},"x-trace":1}`,
+			`< {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1},"x-trace":1}`,
+		}},
+		{"cancel, wrapped, of a request relayed from the successor", []string{
+			`> {"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"fs/write_text_file","params":{}}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"fs/write_text_file","params":{}}`,
+			`> {"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"$/cancel_request","params":{"requestId":7},"x-trace":2}}`,
+			`< {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1},"x-trace":2}`,
+		}},
+		{"request from the predecessor through Forward", []string{
+			`> {"jsonrpc":"2.0","id":"l","method":"session/load","params":{"sessionId":"s1"},"x-trace":1}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/load","params":{"sessionId":"s1"},"x-trace":1}}`,
+		}},
+		{"cancel of a request a handler forwarded", []string{
+			`> {"jsonrpc":"2.0","id":"l","method":"session/load","params":{}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`,
+			`> {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"l"},"x-c":1}`,
+			`< {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1},"x-c":1}`,
+		}},
+		{"answer through Forward, which the handler edits", []string{
+			`> {"jsonrpc":"2.0","id":"l","method":"session/load","params":{}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`,
+			`> {"jsonrpc":"2.0","id":1,"result":{},"x-r":2}`,
+			`< {"jsonrpc":"2.0","id":"l","result":{"edited":true},"x-r":2}`,
+		}},
+		{"request from the successor through Forward", []string{
+			`> {"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"fs/read_text_file","params":{"path":"/a"},"x-trace":1}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"path":"/a"},"x-trace":1}`,
+		}},
+		{"error answer through Forward", []string{
+			`> {"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"fs/read_text_file","params":{"path":"/a"}}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"path":"/a"}}`,
+			`> {"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no"},"x-r":2}`,
+			`< {"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"no"},"x-r":2}`,
+		}},
+		{"notification from the predecessor through Forward", []string{
+			`> {"jsonrpc":"2.0","method":"_x/note","params":{},"x-trace":1}`,
+			`< {"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"_x/note","params":{},"x-trace":1}}`,
+		}},
+		{"notification from the successor through Forward", []string{
+			`> {"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"_x/note","x-trace":2}}`,
+			`< {"jsonrpc":"2.0","method":"_x/note","x-trace":2}`,
+		}},
+		{"proxy/initialize", []string{
+			`> {"jsonrpc":"2.0","id":0,"method":"proxy/initialize","params":{"protocolVersion":1},"x-trace":1}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1},"x-trace":1}}`,
+		}},
+		{"the answer to initialize, as the proxy makes it", []string{
+			`> {"jsonrpc":"2.0","id":0,"method":"proxy/initialize","params":{"protocolVersion":1}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`,
+			`> {"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1},"x-r":2}`,
+			`< {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}},"x-r":2}`,
+		}},
+		{"none", []string{
+			`> {"jsonrpc":"2.0","id":"l","method":"session/load","params":{}}`,
+			`< {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/load","params":{}}}`,
+			`> {"jsonrpc":"2.0","id":1,"result":{}}`,
+			`< {"jsonrpc":"2.0","id":"l","result":{"edited":true}}`,
+			`> {"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{}}`,
+			`< {"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`,
+			`> {"jsonrpc":"2.0","id":2,"result":{}}`,
+			`< {"jsonrpc":"2.0","id":"p","result":{}}`,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := serve(t, &proxy.Proxy{
+				FromPredecessor: map[string]proxy.Handler{"session/load": edit, "_x/note": forwardHandler},
+				FromSuccessor:   map[string]proxy.Handler{"fs/read_text_file": forwardHandler, "_x/note": forwardHandler},
+			})
+			for _, line := range tt.lines {
+				if send, ok := strings.CutPrefix(line, "> "); ok {
+					c.send(send)
+				} else {
+					c.expect(strings.TrimPrefix(line, "< "))
+				}
+			}
+		})
 	}
 }

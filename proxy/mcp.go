@@ -395,13 +395,13 @@ func (h *mcpHost) stop() {
 
 // receive takes the messages that concern the proxy's MCP servers, and
 // reports whether it took m. It runs on the reader.
-func (h *mcpHost) receive(id json.RawMessage, from Side, method string, params json.RawMessage) bool {
+func (h *mcpHost) receive(id json.RawMessage, from Side, method string, params, extra json.RawMessage) bool {
 	switch {
 	case from == Predecessor && sessionSetUp[method]:
-		h.c.handle(id, from, method, params, h.setUp(h.c.p.handler(from, method)))
+		h.c.handle(id, from, method, params, extra, h.setUp(h.c.p.handler(from, method)))
 		return true
 	case from == Predecessor && sessionEnd[method]:
-		h.c.handle(id, from, method, params, h.tearDown(h.c.p.handler(from, method)))
+		h.c.handle(id, from, method, params, extra, h.tearDown(h.c.p.handler(from, method)))
 		return true
 	case from == Predecessor && method == "session/prompt":
 		h.prompted(params)
@@ -411,7 +411,7 @@ func (h *mcpHost) receive(id json.RawMessage, from Side, method string, params j
 	}
 	switch rfd, _ := wire.MCPMethod(method); rfd { // in any dialect's spelling
 	case methodMCPConnect:
-		return h.connect(id, method, params)
+		return h.connect(id, method, params, extra)
 	case methodMCPMessage, methodMCPDisconnect:
 		return h.onConn(id, rfd, params)
 	}
@@ -756,8 +756,9 @@ func (h *mcpHost) forget(ids, theirs []string, rec *sessionRecord) {
 // serving it, under the connectionId the conductor proposed if it did. An
 // mcp/connect (spelled method) for a server the proxy did not declare goes
 // on toward its owner, and the proxy notes the connection it opens, so that
-// the messages on it go on too.
-func (h *mcpHost) connect(id json.RawMessage, method string, params json.RawMessage) bool {
+// the messages on it go on too, as themselves, extra (see extraOf) with
+// them; one the proxy serves is not passed on, and extra ends with it.
+func (h *mcpHost) connect(id json.RawMessage, method string, params, extra json.RawMessage) bool {
 	h.mu.Lock()
 	d, ok := h.declared[connectTarget(params)]
 	h.mu.Unlock()
@@ -765,7 +766,7 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params json.RawMess
 	case !ok && id == nil:
 		return false
 	case !ok:
-		h.c.handle(id, Successor, method, params, h.connectUpstream(h.c.p.handler(Successor, method)))
+		h.c.handle(id, Successor, method, params, extra, h.connectUpstream(h.c.p.handler(Successor, method)))
 		return true
 	case id == nil:
 		h.c.log.Warn("dropped an mcp/connect notification; connecting takes a request")
@@ -786,7 +787,7 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params json.RawMess
 	if h.c.getDialect().MCPByURL {
 		answer = `{"connectionId":` + mc.quotedID + `,"connection_id":` + mc.quotedID + `}`
 	}
-	h.c.answer(nil, id, json.RawMessage(answer), nil)
+	h.c.answer(nil, id, json.RawMessage(answer), nil, nil)
 	h.c.handlers.Go(func() error {
 		mc.serve(d.server)
 		return nil
@@ -904,13 +905,13 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 	case mc != nil:
 		mc.end(io.EOF)
 		if id != nil {
-			h.c.answer(nil, id, json.RawMessage(`{}`), nil)
+			h.c.answer(nil, id, json.RawMessage(`{}`), nil, nil)
 		}
 	case up || endedUp:
 		return false
 	case ended:
 		if id != nil {
-			h.c.answer(nil, id, json.RawMessage(`{}`), nil)
+			h.c.answer(nil, id, json.RawMessage(`{}`), nil, nil)
 		}
 	case id != nil:
 		if raw == nil {

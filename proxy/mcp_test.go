@@ -1052,6 +1052,20 @@ func TestMCPServerBothMembers(t *testing.T) {
 	}
 }
 
+// The mcp/* messages the proxy passes on as themselves, an mcp/connect to
+// a server not its own and the messages on the connection it opens, carry
+// their top-level members JSON-RPC does not define, as any message does
+// (TestUnknownMembersGoOn), and so does the answer to the connect.
+func TestMCPUpstreamUnknownMembers(t *testing.T) {
+	h := serveMCP(t, &proxy.Proxy{}, "tools")
+	h.send(`{"jsonrpc":"2.0","id":"c","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"elsewhere"},"x-trace":1}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"method":"mcp/connect","params":{"serverId":"elsewhere"},"x-trace":1}`)
+	h.send(`{"jsonrpc":"2.0","id":1,"result":{"connectionId":"up"},"x-r":2}`)
+	h.expect(`{"jsonrpc":"2.0","id":"c","result":{"connectionId":"up"},"x-r":2}`)
+	h.send(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"up","method":"notifications/initialized"},"x-trace":3}}`)
+	h.expect(`{"jsonrpc":"2.0","method":"mcp/message","params":{"connectionId":"up","method":"notifications/initialized"},"x-trace":3}`)
+}
+
 // An upstream connection that no session's close ends (to a server the
 // proxy saw declared in no open session, with no session named on
 // mcp/connect) ends only with its mcp/disconnect: a peer that connects and

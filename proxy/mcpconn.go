@@ -159,7 +159,7 @@ func (c *MCPConn) Write(ctx context.Context, msg json.RawMessage) error {
 	case m.IsNotification() && m.Method == "notifications/cancelled":
 		return c.cancelAsked(m.Params)
 	case m.IsNotification():
-		return c.h.c.notify(nil, Successor, c.h.c.getDialect().SpellMCP(methodMCPMessage), c.envelope(m.Method, m.Params))
+		return c.h.c.notify(nil, Successor, c.h.c.getDialect().SpellMCP(methodMCPMessage), c.envelope(m.Method, m.Params), nil)
 	default:
 		return c.request(m)
 	}
@@ -183,7 +183,7 @@ func (c *MCPConn) cancelAsked(params json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("proxy: writing an MCP message: %w", err)
 	}
-	return c.h.c.notify(nil, Successor, c.h.c.getDialect().SpellMCP(methodMCPMessage), c.envelope("notifications/cancelled", params))
+	return c.h.c.notify(nil, Successor, c.h.c.getDialect().SpellMCP(methodMCPMessage), c.envelope("notifications/cancelled", params), nil)
 }
 
 // Close ends the connection from the server's side: the client's pending
@@ -241,11 +241,11 @@ func (c *MCPConn) end(why error) {
 	c.cancel()
 	hc := c.h.c
 	for _, n := range slices.Sorted(maps.Keys(pending)) {
-		hc.answer(nil, pending[n], nil, &Error{Code: codeConnectionClosed, Message: "MCP connection closed"})
+		hc.answer(nil, pending[n], nil, &Error{Code: codeConnectionClosed, Message: "MCP connection closed"}, nil)
 	}
 	for _, id := range slices.Sorted(maps.Keys(asked)) {
 		if hc.forget(id) {
-			hc.cancelRequest(wire.IntID(id), nil)
+			hc.cancelRequest(wire.IntID(id), nil, nil)
 		}
 	}
 }
@@ -317,7 +317,7 @@ func (c *MCPConn) cancelRequest(n int64) {
 	}
 	c.mu.Unlock()
 	if ok {
-		c.h.c.answer(nil, id, nil, context.Canceled)
+		c.h.c.answer(nil, id, nil, context.Canceled, nil)
 	}
 }
 
@@ -351,9 +351,9 @@ func (c *MCPConn) relayAnswer(m *wire.Message) error {
 		if m.MalformedError() {
 			e = c.h.c.malformedError(c.who(), m.ID, e)
 		}
-		c.h.c.answer(nil, id, nil, decodeError(e))
+		c.h.c.answer(nil, id, nil, decodeError(e), nil)
 	} else {
-		c.h.c.answer(nil, id, m.Result, nil)
+		c.h.c.answer(nil, id, m.Result, nil, nil)
 	}
 	return nil
 }
@@ -390,7 +390,7 @@ func (c *MCPConn) request(m *wire.Message) error {
 	if err := hc.register(n, cl); err != nil {
 		return err
 	}
-	if err := hc.out.put(nil, hc.encode(Successor, wire.IntID(n), hc.getDialect().SpellMCP(methodMCPMessage), params)); err != nil {
+	if err := hc.out.put(nil, hc.encode(Successor, wire.IntID(n), hc.getDialect().SpellMCP(methodMCPMessage), params, nil)); err != nil {
 		hc.forget(n)
 		return err
 	}

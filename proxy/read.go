@@ -67,22 +67,28 @@ func (c *Conn) dispatch(m *wire.Message) {
 			c.answerError(m, wire.Errorf(jrpc2.InvalidParams, "%s: %v", m.Method, err))
 			return
 		}
+		// What the envelope's params hold beside method and params is the
+		// carried message's own (the envelope's _meta aside).
+		var extra []byte
+		if m.CarriedExtra() { // a flag's test, where Parse took notes
+			extra = m.AppendCarriedExtra(nil)
+		}
 		if method == wire.MethodCancelRequest && m.IsNotification() {
-			c.cancelServed(params)
+			c.cancelServed(params, extra)
 			return
 		}
-		c.receive(m.ID, Successor, method, params)
+		c.receive(m.ID, Successor, method, params, extra)
 	case wire.ProxyInitDialect(m.Method) != nil:
 		// Speak the dialect we were addressed in from now on.
 		c.dialect.Store(wire.ProxyInitDialect(m.Method))
 		c.unconducted = false
-		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
+		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params, extraOf(m))
 	case m.Method == wire.MethodInitialize && wire.MarkedProxy(m.Params):
 		// A conductor of the Thinkwell dialect (@thinkwell/conductor,
 		// sacp-conductor).
 		c.dialect.Store(wire.Thinkwell)
 		c.unconducted = false
-		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params)
+		c.receive(m.ID, Predecessor, wire.MethodInitialize, m.Params, extraOf(m))
 	case m.Method == wire.MethodInitialize:
 		if !c.unconducted {
 			c.unconducted = true
@@ -94,10 +100,21 @@ func (c *Conn) dispatch(m *wire.Message) {
 		// does not have.
 		c.answerError(m, errUnconducted(m.Method))
 	case m.Method == wire.MethodCancelRequest && m.IsNotification():
-		c.cancelServed(m.Params)
+		c.cancelServed(m.Params, extraOf(m))
 	default:
-		c.receive(m.ID, Predecessor, m.Method, m.Params)
+		c.receive(m.ID, Predecessor, m.Method, m.Params, extraOf(m))
 	}
+}
+
+// extraOf returns the top-level members of m that JSON-RPC does not
+// define, as wire.Message.AppendExtra writes them, to go on with it
+// wherever it is rebuilt; nil when there are none, almost always, which
+// Parse noted, so that asking costs a flag's test.
+func extraOf(m *wire.Message) []byte {
+	if !m.Extra() {
+		return nil
+	}
+	return m.AppendExtra(nil)
 }
 
 // errUnconducted refuses method from an editor that started the proxy as
@@ -107,9 +124,11 @@ func errUnconducted(method string) *wire.Error {
 		"%s: this component is an ACP proxy and must be started by a conductor, with %s, not initialize", method, wire.MethodProxyInitialize)
 }
 
-// receive passes a request or notification to its handler, or on.
-func (c *Conn) receive(id json.RawMessage, from Side, method string, params json.RawMessage) {
-	if c.mcp != nil && c.mcp.receive(id, from, method, params) {
+// receive passes a request or notification to its handler, or on. extra
+// holds its members JSON-RPC does not define (see extraOf), which go on
+// with it.
+func (c *Conn) receive(id json.RawMessage, from Side, method string, params, extra json.RawMessage) {
+	if c.mcp != nil && c.mcp.receive(id, from, method, params, extra) {
 		return
 	}
 	fn := c.p.handler(from, method)
@@ -117,10 +136,10 @@ func (c *Conn) receive(id json.RawMessage, from Side, method string, params json
 		fn = initializeHandler(fn)
 	}
 	if fn == nil {
-		c.relay(id, from, method, params)
+		c.relay(id, from, method, params, extra)
 		return
 	}
-	c.handle(id, from, method, params, fn)
+	c.handle(id, from, method, params, extra, fn)
 }
 
 // answerError answers a request the proxy cannot take with e, or logs a

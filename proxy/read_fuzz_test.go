@@ -30,7 +30,9 @@ func relayed(method string) bool {
 // The proxy ends at the end of its input; everything it writes is one
 // JSON-RPC message a line; each line that is not JSON gets a parse error;
 // and what it relays, each way, is in the order it came and with its params
-// byte for byte.
+// byte for byte, and its members JSON-RPC does not define, which a wrapped
+// message carries in its envelope's params (but for one named _meta there,
+// the envelope's own).
 func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"a": [1, 2]}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/update","params":{"x":"\u00e9"},"_meta":{}}}` + "\n" +
@@ -39,6 +41,8 @@ func FuzzRead(f *testing.F) {
 		`{"jsonrpc":"2.0","method":"x","params":null}` + "\r\n" + `[{"jsonrpc":"2.0","method":"y"}]` + "\n"))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"fs/read_text_file","params":{"p" : 1}}}` + "\n" +
 		`{"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"params":{}}}` + "\n" + `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"m","x":[1],"_meta":{},"x\u0041":2}` + "\n" +
+		`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"n","x":1,"_m\u0065ta":2,"id":3},"y":4}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var out closingBuffer
 		done := make(chan error, 1)
@@ -55,7 +59,7 @@ func FuzzRead(f *testing.F) {
 		}
 
 		// What a proxy without handlers must do with each line.
-		type relay struct{ method, params string }
+		type relay struct{ method, params, extra string }
 		var parseErrors int
 		var toSuccessor, toPredecessor []relay
 		initialized := false
@@ -78,10 +82,10 @@ func FuzzRead(f *testing.F) {
 				if params == "null" {
 					params = ""
 				}
-				toSuccessor = append(toSuccessor, relay{m.Method, params})
+				toSuccessor = append(toSuccessor, relay{m.Method, params, without(m.AppendExtra(nil), "_meta")})
 			} else if wire.IsSuccessor(m.Method) {
 				if method, inner, err := m.Unwrap(); err == nil && relayed(method) {
-					toPredecessor = append(toPredecessor, relay{method, string(inner)})
+					toPredecessor = append(toPredecessor, relay{method, string(inner), string(m.AppendCarriedExtra(nil))})
 				}
 			}
 		}
@@ -109,10 +113,10 @@ func FuzzRead(f *testing.F) {
 					t.Fatalf("wrote an envelope that carries nothing: %s", line)
 				}
 				if relayed(method) {
-					gotToSuccessor = append(gotToSuccessor, relay{method, string(inner)})
+					gotToSuccessor = append(gotToSuccessor, relay{method, string(inner), string(m.AppendCarriedExtra(nil))})
 				}
 			case relayed(m.Method):
-				gotToPredecessor = append(gotToPredecessor, relay{m.Method, string(m.Params)})
+				gotToPredecessor = append(gotToPredecessor, relay{m.Method, string(m.Params), string(m.AppendExtra(nil))})
 			}
 		}
 		if gotParseErrors != parseErrors {
@@ -128,4 +132,17 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("relayed to the predecessor %q, want %q", gotToPredecessor, toPredecessor)
 		}
 	})
+}
+
+// without returns extra, members as wire.Message.AppendExtra writes them,
+// but for those whose name, decoded, is drop.
+func without(extra []byte, drop string) string {
+	var out []byte
+	obj := append(append([]byte("{"), bytes.TrimPrefix(extra, []byte(","))...), '}')
+	wire.EachField(obj, func(key, val []byte) {
+		if name, _ := wire.Unquote(key); name != drop {
+			out = append(append(append(append(out, ','), key...), ':'), val...)
+		}
+	})
+	return string(out)
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 )
 
 // A Handler handles the requests or notifications of one method from one
@@ -31,8 +32,12 @@ type Request struct {
 	From Side
 
 	id     json.RawMessage // nil for a notification
+	extra  json.RawMessage // its members JSON-RPC does not define (see extraOf); almost always nil
 	conn   *Conn
 	holder *holder
+	// answered holds the members JSON-RPC does not define of the answer
+	// Forward returned last, if it had any, for the handler's answer.
+	answered atomic.Pointer[json.RawMessage]
 }
 
 // IsNotification reports whether r is a notification, which has no answer.
@@ -49,12 +54,30 @@ func (r *Request) Conn() *Conn { return r.conn }
 //
 // Forward may be called more than once (to retry, say); each call sends a
 // new message.
+//
+// A message's top-level members that JSON-RPC does not define go on with
+// it, whatever the handler makes of Method and Params, as they do with a
+// message no handler claims; so do those of the answer Forward returns
+// last, on the answer the handler returns, whatever it makes of it.
 func (r *Request) Forward(ctx context.Context) (json.RawMessage, error) {
 	to := r.From.other()
 	if r.IsNotification() {
-		return nil, r.conn.notify(r.holder, to, r.Method, r.Params)
+		return nil, r.conn.notify(r.holder, to, r.Method, r.Params, r.extra)
 	}
-	return r.conn.call(ctx, r.holder, to, r.Method, r.Params)
+	result, extra, err := r.conn.call(ctx, r.holder, to, r.Method, r.Params, r.extra)
+	if extra != nil || r.answered.Load() != nil { // rare: nothing to do without
+		r.answered.Store(&extra)
+	}
+	return result, err
+}
+
+// forwardedExtra returns what r's answer carries of the answer Forward
+// returned last: see Forward.
+func (r *Request) forwardedExtra() json.RawMessage {
+	if p := r.answered.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Detach releases r's handler from the outgoing order: from then on what it
