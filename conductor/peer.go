@@ -174,9 +174,10 @@ func (p *peer) proc() *process { return p.link.Load().proc }
 // params. waiters are those initialize requests, which get its answer
 // (see runner.settle); call is the conductor's request, nil until sent.
 type replay struct {
-	params  json.RawMessage
-	call    *call
-	waiters []*call
+	params   json.RawMessage
+	call     *call
+	waiters  []*call
+	restores bool // the first, which restores p
 }
 
 // replace gives a restarted component its new link, with rp's call (if
@@ -271,6 +272,20 @@ func (p *peer) sendingReplay(rp *replay, cl *call) bool {
 	return true
 }
 
+// replayStalled reports whether rp is still the replay in flight on p,
+// unanswered, and takes its waiters unless it is the one that restores p.
+func (p *peer) replayStalled(rp *replay) (waiters []*call, stalled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.replays) == 0 || p.replays[0] != rp || rp.call == nil || p.calls[rp.call.id] != rp.call {
+		return nil, false
+	}
+	if !rp.restores {
+		waiters, rp.waiters = rp.waiters, nil
+	}
+	return waiters, true
+}
+
 // dropReplayWaiter stops cl waiting for a replay, and reports whether it
 // was waiting. A replay not yet sent that nobody waits for any more is not
 // sent; one sent goes on, as the proxy is being initialized.
@@ -344,12 +359,14 @@ func (p *peer) takeReinit() (json.RawMessage, bool) {
 // message the peer sends, so it takes no lock.
 func (p *peer) restarted() bool { return p.reinit.Load() }
 
-// pendingInitialize reports whether an initialize sent to p is unanswered.
+// pendingInitialize reports whether an initialize sent to p is unanswered,
+// leaving out the conductor's replays, which have bounds of their own
+// (runner.awaitReplay).
 func (p *peer) pendingInitialize() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.calls {
-		if wire.IsInitialize(c.method) {
+		if c.from != nil && wire.IsInitialize(c.method) {
 			return true
 		}
 	}

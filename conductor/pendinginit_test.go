@@ -395,3 +395,61 @@ func TestInitializeCancelledDuringRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeLaterReplayTimeout has a restarted proxy answer the
+// replay that restores it, then never answer the replay of the editor's
+// second initialize, whose params differ: after the first one answered,
+// or with both pending, when the chain's own timer stops as the first is
+// answered. The second initialize is answered once init_timeout has
+// passed, with an error naming the proxy and saying why; the proxy is
+// restarted again, and restored, but not sent those params again, and
+// the chain works.
+func TestInitializeLaterReplayTimeout(t *testing.T) {
+	for _, shape := range []string{"after an answered one", "both pending"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			proxy.OnFailure = PolicyRestart
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			// Ample for the replay that restores the proxy, on a loaded
+			// machine under -race; the later replay waits it out in full.
+			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond, InitTimeout: 3 * time.Second})
+			p, a := proxyStarted(), agentStarted()
+
+			e.send(clientInit(0, "a"))
+			if shape == "after an answered one" {
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+				initializedFor(t, e, 0, "a")
+				e.send(clientInit(1, "b"))
+				if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+					t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
+				}
+				p.w.Close() // the proxy dies holding it
+				p = proxyStarted()
+				forwardInit(t, p, "a", nil)
+			} else {
+				p.recvMsg()
+				e.send(clientInit(1, "b"))
+				p.recvMsg()
+				p.w.Close() // the proxy dies holding both
+				p = proxyStarted()
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+				initializedFor(t, e, 0, "a")
+			}
+			if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"b"`) {
+				t.Fatalf("the restarted proxy got %s, want the replay of b's proxy/initialize", m.Bytes())
+			}
+			// The proxy never answers it.
+			m := e.recvMsg()
+			want := `component \"proxy\" did not answer the replayed initialize within 3s`
+			if string(m.ID) != "1" || !strings.Contains(string(m.Error), want) {
+				t.Fatalf("got %s, want initialize 1 answered with an error saying %s", e.seen[len(e.seen)-1], want)
+			}
+			p = proxyStarted()
+			forwardInit(t, p, "a", nil)
+			// The session's answer is the editor's next message, and the
+			// proxy's: b is not replayed again.
+			openSession(t, e, p, a)
+		})
+	}
+}

@@ -170,7 +170,7 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	endMCP()
 	r.wg.Go(func() { old.stop(r.cfg.grace()) })
 	r.log.Warn("restarting component", zap.String("component", p.name), zap.Duration("backoff", delay))
-	r.wg.Go(func() { r.startAfter(delay, p, next, answered) })
+	r.wg.Go(func() { r.startAfter(delay, p, next, rp, answered) })
 	return nil
 }
 
@@ -185,7 +185,7 @@ func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) 
 	if params == nil {
 		return nil, nil, nil
 	}
-	rp := &replay{params: params}
+	rp := &replay{params: params, restores: true}
 	cl, line, answered, err := r.replayCall(p, rp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replaying initialize: %w", err)
@@ -243,14 +243,17 @@ func (r *runner) traceReplay(p *peer, cl *call, params json.RawMessage) {
 // sendReplay sends rp, a replay of params other than those that restored
 // p, once the replay before it is answered: one at a time, so that the
 // successor's recorded answer goes to the initialize that restores p,
-// whatever order p would pass several on in.
+// whatever order p would pass several on in. Each is bounded by the
+// initialize timeout from when it goes (see awaitReplay): the chain's own
+// timer stops at the first answer the client gets.
 func (r *runner) sendReplay(p *peer, rp *replay) {
 	for rp != nil {
-		cl, line, _, err := r.replayCall(p, rp)
+		cl, line, answered, err := r.replayCall(p, rp)
 		if err == nil {
 			if p.sendingReplay(rp, cl) {
 				r.traceReplay(p, cl, rp.params)
 				p.send(line.segments()...)
+				r.wg.Go(func() { r.awaitReplay(p, rp, answered) })
 			}
 			return
 		}
@@ -262,11 +265,12 @@ func (r *runner) sendReplay(p *peer, rp *replay) {
 }
 
 // startAfter starts p's new process on its link pending once delay has
-// passed, and bounds its replayed initialize (answered: see replayInit).
-// Nothing is started if p failed again meanwhile (pending is no longer its
-// link) or the chain is stopping; then what queued for p is answered at
-// once with the usual error, so that shutdown does not wait for it.
-func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, answered <-chan struct{}) {
+// passed, and bounds its replayed initialization rp, if any (answered:
+// see replayInit). Nothing is started if p failed again meanwhile (pending
+// is no longer its link) or the chain is stopping; then what queued for p
+// is answered at once with the usual error, so that shutdown does not wait
+// for it.
+func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, rp *replay, answered <-chan struct{}) {
 	if r.waitBackoff(delay) {
 		r.mu.Lock()
 		l, err := r.startPending(p, pending)
@@ -277,8 +281,8 @@ func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, answere
 			return
 		case l != nil:
 			r.log.Warn("restarted component", zap.String("component", p.name), zap.Int("pid", l.proc.pid))
-			if answered != nil {
-				r.awaitReplay(p, l, answered)
+			if rp != nil {
+				r.awaitReplay(p, rp, answered)
 			}
 			return
 		}
@@ -348,10 +352,13 @@ func backoff(earlier int, first, most time.Duration) time.Duration {
 	return min(d, most)
 }
 
-// awaitReplay fails a restarted proxy, on link l, that does not answer
-// its replayed initialize within the initialize timeout: everything sent to
-// it waits behind that answer.
-func (r *runner) awaitReplay(p *peer, l *link, answered <-chan struct{}) {
+// awaitReplay fails a restarted proxy that does not answer its replayed
+// initialization rp within the initialize timeout: everything sent to it
+// waits behind that answer. The initializes that waited for a later
+// replay, of other params, get that error at once: sent again after the
+// next restart, the same params could use up the restarts and stop the
+// chain. Those of the replay that restores p wait for the next one.
+func (r *runner) awaitReplay(p *peer, rp *replay, answered <-chan struct{}) {
 	timeout := r.cfg.initTimeout()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -359,9 +366,13 @@ func (r *runner) awaitReplay(p *peer, l *link, answered <-chan struct{}) {
 	case <-answered:
 	case <-r.stopping:
 	case <-t.C:
-		if p.link.Load() == l {
-			r.componentFailed(p, named(p.name, fmt.Errorf("component %q did not answer the replayed initialize within %v", p.name, timeout)))
+		waiters, stalled := p.replayStalled(rp)
+		if !stalled {
+			return // answered, or p failed again, meanwhile
 		}
+		cause := named(p.name, fmt.Errorf("component %q did not answer the replayed initialize within %v", p.name, timeout))
+		failCalls(waiters, goneError(p, cause))
+		r.componentFailed(p, cause)
 	}
 }
 
