@@ -37,6 +37,9 @@ func (c *chain) onInitializeAfter(to *peer, d delivery, cl *call, refused []stri
 				"component %q is not an ACP proxy: it refused proxy/initialize and _proxy/initialize, and answered initialize without _meta.proxy", to.name).Encode()
 			return false
 		}
+		if cl.dialect != nil {
+			to.rememberInit(cl.params) // a proxy took them: a restart replays them
+		}
 		if c.topo.Load().role(d.to) == roleAgent {
 			c.mcp.agentCapabilities(resp.Result)
 		}
@@ -140,9 +143,6 @@ func (c *chain) resendInitialize(cl *call, report *wire.Error) {
 	next := &call{from: cl.from, fromID: cl.fromID, method: dc.d.method, batch: cl.batch, params: cl.params, dialect: dc.proxyInit}
 	next.onResponse = c.onInitialize(to, dc.d, next)
 	params := cl.params
-	if dc.rememberInit {
-		to.rememberInit(params)
-	}
 	if dc.initTimer {
 		c.startInitTimer() // the successor gets its own time to answer
 	}

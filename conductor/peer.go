@@ -48,7 +48,7 @@ type peer struct {
 	restarts []time.Time // when it was restarted, within the window
 
 	// For replaying a proxy's initialization after a restart.
-	initParams    json.RawMessage // the proxy/initialize params it was sent
+	initParams    json.RawMessage // the params of the first initialize it took as a proxy
 	successorInit json.RawMessage // what its successor answered its initialize
 	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
 	// replays are a restarted proxy's initializations sent again while
@@ -169,9 +169,9 @@ func newPeer(name string, pos int, l *link, log *zap.Logger) *peer {
 func (p *peer) proc() *process { return p.link.Load().proc }
 
 // A replay is one initialization a restarted proxy is sent again, with
-// the params its callers gave: the one it first got, which restores it,
-// or that of an initialize its old process left unanswered with other
-// params. waiters are those initialize requests, which get its answer
+// the params its callers gave: the one that restores it (see
+// recordedInit), or that of an initialize its old process left
+// unanswered with other params. waiters are those initialize requests, which get its answer
 // (see runner.settle); call is the conductor's request, nil until sent.
 type replay struct {
 	params   json.RawMessage
@@ -304,10 +304,30 @@ func (p *peer) dropReplayWaiter(cl *call) bool {
 	return false
 }
 
+// recordedInit returns the params a restart replays first, to restore p:
+// those of the first initialize p took; failing that, those of the
+// earliest still pending on it (as a replay, or from a caller), which it
+// may take yet; nil if there are none. Params it refused, or that its
+// dialect could not carry, would only fail every restart.
 func (p *peer) recordedInit() json.RawMessage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.initParams
+	if p.initParams != nil {
+		return p.initParams
+	}
+	if len(p.replays) > 0 {
+		return p.replays[0].params
+	}
+	var first *call
+	for _, c := range p.calls {
+		if c.from != nil && wire.IsInitialize(c.method) && (first == nil || c.id < first.id) {
+			first = c
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return first.params
 }
 
 // allowRestart records a restart and reports whether it is within limit
@@ -329,6 +349,8 @@ func (p *peer) allowRestart(now time.Time, limit int, window time.Duration) (int
 	return len(recent), true
 }
 
+// rememberInit records params, those of an initialize p took as a proxy,
+// for replaying after a restart, unless it took one before.
 func (p *peer) rememberInit(params json.RawMessage) {
 	p.mu.Lock()
 	if p.initParams == nil {

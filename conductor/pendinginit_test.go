@@ -453,3 +453,68 @@ func TestInitializeLaterReplayTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeReplaysAccepted has a restarted proxy's first
+// initialize be one it did not take: refused by the proxy, or with
+// params its dialect cannot carry (not an object, to a proxy that
+// refused proxy/initialize and _proxy/initialize, whose initialize must
+// carry _meta.proxy), answered with the refusal. The editor's next
+// initialize is taken; when the proxy dies, the new process is
+// initialized with the params it took, not the first ones, and the chain
+// works.
+func TestInitializeReplaysAccepted(t *testing.T) {
+	const good = `{"protocolVersion":1,"clientInfo":{"name":"good"}}`
+	for _, shape := range []string{"refused", "not carried"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			proxy.OnFailure = PolicyRestart
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond})
+			p, a := proxyStarted(), agentStarted()
+			refuse := func(m *wire.Message, code int) {
+				p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"no"}}`, m.ID, code))
+			}
+			// answer has the proxy take its initialize m, as a proxy of its
+			// dialect: pass it on, and answer with its successor's answer.
+			answer := func(m *wire.Message, fromAgent func()) {
+				p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + good + `}}`)
+				if fromAgent != nil {
+					fromAgent()
+				}
+				result := p.recvMsg().Result
+				if shape == "not carried" {
+					result, _ = wire.Thinkwell.InitializeParams(result) // marked, as its dialect wants
+				}
+				p.reply(m, string(result))
+			}
+			want := wire.MethodProxyInitialize
+			if shape == "refused" {
+				e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"bad"}}`)
+				refuse(p.recvMsg(), -32602)
+			} else {
+				e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":[1]}`)
+				refuse(p.recvMsg(), -32601) // proxy/initialize
+				refuse(p.recvMsg(), -32601) // _proxy/initialize
+				want = wire.MethodInitialize
+			}
+			if m := e.recvMsg(); string(m.ID) != "0" || m.Error == nil {
+				t.Fatalf("got %s, want initialize 0 refused", e.seen[len(e.seen)-1])
+			}
+			e.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":` + good + `}`)
+			answer(p.recvMsg(), func() { a.reply(a.recvMsg(), `{"protocolVersion":1}`) })
+			if m := e.recvMsg(); string(m.ID) != "1" || m.Error != nil {
+				t.Fatalf("got %s, want initialize 1 answered", e.seen[len(e.seen)-1])
+			}
+
+			p.w.Close() // the proxy dies
+			p = proxyStarted()
+			m := p.recvMsg()
+			if m.Method != want || !strings.Contains(string(m.Params), `"name":"good"`) {
+				t.Fatalf("the restarted proxy got %s, want %s with the params it took", m.Bytes(), want)
+			}
+			answer(m, nil) // the agent, which answered, is not asked again
+			openSession(t, e, p, a)
+		})
+	}
+}

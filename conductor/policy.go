@@ -128,7 +128,7 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 }
 
 // restart replaces a failed proxy's process and replays its initialization:
-// proxy/initialize with the params it first got goes first on the new link,
+// proxy/initialize with the params it first took goes first on the new link,
 // and when the proxy forwards initialize, the conductor answers as its
 // successor did the first time. Those pending on the old process are
 // answered with report, but for an initialize, which gets the answer to a
@@ -177,9 +177,9 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 // closedChan is the readDone of a link that has no reader.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// replayInit queues on l the proxy/initialize p was first sent, and returns
-// the replay that awaits its answer and a channel closed when it comes;
-// nil if p was never initialized.
+// replayInit queues on l the proxy/initialize p is restored with (see
+// recordedInit), and returns the replay that awaits its answer and a
+// channel closed when it comes; nil if p was never sent one.
 func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) {
 	params := p.recordedInit()
 	if params == nil {
@@ -211,6 +211,9 @@ func (r *runner) replayCall(p *peer, rp *replay) (*call, encoded, <-chan struct{
 	cl := &call{to: p, id: p.nextID.Add(1), method: d.method}
 	cl.onResponse = func(resp *wire.Message) bool {
 		once.Do(func() { close(answered) })
+		if resp.Error == nil {
+			p.rememberInit(rp.params) // taken: the next restart replays them first
+		}
 		select {
 		case <-r.stopping: // failed by the shutdown, not by the proxy
 		default:

@@ -145,9 +145,6 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 	if dc.initialize {
 		cl.params = params
 		cl.onResponse = c.onInitialize(to, dc.d, cl)
-		if dc.rememberInit {
-			to.rememberInit(params)
-		}
 		if dc.initTimer {
 			c.startInitTimer()
 		}

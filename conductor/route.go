@@ -176,10 +176,10 @@ type decision struct {
 
 	enveloped bool // it arrived in a successor envelope
 	setup     bool // a session set-up request: MCP declarations to note
-	// For a relayed initialize request: hook its answer; remember its
-	// params for a restart (a proxy); bound it with the init timer (the
-	// client's own).
-	initialize, rememberInit, initTimer bool
+	// For a relayed initialize request: hook its answer (which records
+	// the params a proxy took, for a restart); bound it with the init
+	// timer (the client's own).
+	initialize, initTimer bool
 	// proxyInit is, for an initialize reaching a proxy, the dialect it is
 	// spelled in there (and whose params it takes).
 	proxyInit *wire.Dialect
@@ -285,7 +285,6 @@ func (t *topology) route(in inbound, dl dialects) decision {
 	}
 	if m.IsRequest() && (wire.IsInitialize(d.method) || dc.proxyInit != nil) {
 		dc.initialize = true
-		dc.rememberInit = t.role(d.to) == roleProxy
 		dc.initTimer = in.from == 0 && !dc.enveloped
 	}
 	return dc
@@ -313,7 +312,7 @@ func (t *topology) resend(src int, dl dialects) decision {
 	if err != nil {
 		return decision{act: actRefuse, src: src, err: err}
 	}
-	dc := decision{act: actRelay, src: src, initialize: true, rememberInit: t.role(d.to) == roleProxy, initTimer: src == 0}
+	dc := decision{act: actRelay, src: src, initialize: true, initTimer: src == 0}
 	if d.method == wire.MethodProxyInitialize {
 		dc.proxyInit = dl.dialectAt(d.to)
 		d.method = dc.proxyInit.Initialize
