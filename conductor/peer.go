@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net"
 	"slices"
@@ -56,6 +57,10 @@ type peer struct {
 	// flight. Their waiters are pending on p as its calls are: fail and
 	// replace return them. Under mu.
 	replays []*replay
+	// cancelled are initialize requests pending on p's process whose
+	// callers cancelled them: a restart answers them as cancelled instead
+	// of sending them again (see cancelInit). Under mu.
+	cancelled []*call
 	// passedInit is set once a proxy's process has passed an initialize
 	// on to its successor: it took its own as a proxy, so a refusal of it
 	// that follows is its successor's, passed back (see retryInitialize).
@@ -184,12 +189,17 @@ type replay struct {
 // any) as its only call. It returns the calls the old process will never
 // answer, and those it made that are still in flight: their answers are
 // for no one now (see call.done), as the new process numbers its requests
-// afresh. The peer takes requests again at once; they queue on the new
-// link.
-func (p *peer) replace(l *link, rp *replay) (unanswered, orphaned []*call) {
+// afresh. The initializes among the first wait instead for a replay of
+// their own params, in the order p was sent them, but for those their
+// callers cancelled (cancelInit), which it returns in cancelled; without
+// rp, they are unanswered too. That is done under the hold of p.mu that
+// installs the new link, so that a cancel finds each either pending on the
+// old process or waiting for its replay, never in between. The peer takes
+// requests again at once; they queue on the new link.
+func (p *peer) replace(l *link, rp *replay) (unanswered, cancelled, orphaned []*call) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	unanswered = p.takeCalls()
+	taken := p.takeCalls()
 	for c := p.inflight.head; c != nil; c = p.inflight.head {
 		p.inflight.remove(c)
 		orphaned = append(orphaned, c)
@@ -198,14 +208,26 @@ func (p *peer) replace(l *link, rp *replay) (unanswered, orphaned []*call) {
 	if rp != nil {
 		p.calls[rp.call.id] = rp.call
 		p.replays = []*replay{rp}
+		slices.SortFunc(taken, func(a, b *call) int { return cmp.Compare(a.id, b.id) })
 	}
+	for _, c := range taken {
+		switch {
+		case rp == nil || c.from == nil || !wire.IsInitialize(c.method):
+			unanswered = append(unanswered, c)
+		case slices.Contains(p.cancelled, c):
+			cancelled = append(cancelled, c)
+		default:
+			p.waitForReplay(c)
+		}
+	}
+	p.cancelled = nil
 	p.gone = nil
 	p.reinit.Store(p.successorInit != nil)
 	// The new process may be another program: until it passes an
 	// initialize on, a refusal of one is its own.
 	p.passedInit.Store(false)
 	p.link.Store(l)
-	return unanswered, orphaned
+	return unanswered, cancelled, orphaned
 }
 
 // takeCalls empties p's calls, and the waiters of its replays, and
@@ -224,23 +246,16 @@ func (p *peer) takeCalls() []*call {
 }
 
 // waitForReplay has cl, an initialize p's old process left unanswered,
-// wait for the replay of its own params: first's, if they are the same,
-// else one that follows the others. It reports false if first is no
-// longer awaited: answered or failed already.
-func (p *peer) waitForReplay(first *replay, cl *call) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.replays) == 0 || p.replays[0] != first {
-		return false
-	}
+// wait for the replay of its own params: the first's, if they are the
+// same, else one that follows the others. p.mu is held.
+func (p *peer) waitForReplay(cl *call) {
 	for _, rp := range p.replays {
 		if bytes.Equal(rp.params, cl.params) {
 			rp.waiters = append(rp.waiters, cl)
-			return true
+			return
 		}
 	}
 	p.replays = append(p.replays, &replay{params: cl.params, waiters: []*call{cl}})
-	return true
 }
 
 // replayAnswered takes the calls that wait for rp's answer, which has
@@ -286,10 +301,16 @@ func (p *peer) replayStalled(rp *replay) (waiters []*call, stalled bool) {
 	return waiters, true
 }
 
-// dropReplayWaiter stops cl waiting for a replay, and reports whether it
-// was waiting. A replay not yet sent that nobody waits for any more is not
-// sent; one sent goes on, as the proxy is being initialized.
-func (p *peer) dropReplayWaiter(cl *call) bool {
+// cancelInit takes the cancel of cl, an initialize sent to p. If cl waits
+// for a replay, it waits no more, and cancelInit reports so: the conductor
+// answers it. A replay not yet sent that nobody waits for any more is not
+// sent; one sent goes on, as the proxy is being initialized. If cl is
+// pending on p's process, it is noted, so that a restart before that
+// process answers it answers it as cancelled rather than send it again
+// (see replace), and that process's link is returned, for the cancel: a
+// restart may replace it before the cancel goes, and the new process
+// never saw cl. Otherwise cl was answered meanwhile, and neither is.
+func (p *peer) cancelInit(cl *call) (waited bool, pending *link) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, rp := range p.replays {
@@ -298,10 +319,19 @@ func (p *peer) dropReplayWaiter(cl *call) bool {
 			if i > 0 && len(rp.waiters) == 0 {
 				p.replays = slices.Delete(p.replays, i, i+1)
 			}
-			return true
+			return true, nil
 		}
 	}
-	return false
+	if p.calls[cl.id] != cl {
+		return false, nil
+	}
+	// Those answered since they were noted go: what is kept is bounded
+	// by what is pending.
+	p.cancelled = slices.DeleteFunc(p.cancelled, func(c *call) bool { return p.calls[c.id] != c })
+	if !slices.Contains(p.cancelled, cl) {
+		p.cancelled = append(p.cancelled, cl)
+	}
+	return false, p.link.Load()
 }
 
 // recordedInit returns the params a restart replays first, to restore p:

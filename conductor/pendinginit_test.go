@@ -518,3 +518,57 @@ func TestInitializeReplaysAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeCancelledBeforeRestart has the editor cancel its
+// initialize while the proxy holds it: the proxy gets the cancel, and
+// dies without answering. The restart answers the initialize at once,
+// -32800, as a cancel of one waiting for a replay would be, and it is not
+// answered again nor, with params of its own, replayed; the proxy is
+// restored, and the chain works.
+func TestInitializeCancelledBeforeRestart(t *testing.T) {
+	for _, shape := range []string{"the first replay", "a later replay"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			proxy.OnFailure = PolicyRestart
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			cfg := Config{Proxies: []Component{proxy}, Agent: agent}
+			h := holdBackoff(&cfg)
+			e := startChain(t, cfg)
+			p, a := proxyStarted(), agentStarted()
+
+			id := 0
+			e.send(clientInit(0, "a"))
+			if shape == "a later replay" {
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+				initializedFor(t, e, 0, "a")
+				id = 1
+				e.send(clientInit(1, "b"))
+			}
+			held := p.recvMsg()
+			if held.Method != wire.MethodProxyInitialize {
+				t.Fatalf("the proxy got %s, want its proxy/initialize", held.Bytes())
+			}
+			e.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`, id))
+			if m := p.recvMsg(); m.Method != wire.MethodCancelRequest || string(wire.Member(m.Params, "requestId")) != string(held.ID) {
+				t.Fatalf("the proxy got %s, want the cancel of its proxy/initialize %s", m.Bytes(), held.ID)
+			}
+			p.w.Close() // the proxy dies without answering
+			h.next(t)   // and waits to be started again
+			if m := e.recvMsg(); string(m.ID) != fmt.Sprint(id) || m.Error == nil || errorCode(m.Error) != codeCancelled {
+				t.Fatalf("got %s, want initialize %d answered -32800", e.seen[len(e.seen)-1], id)
+			}
+
+			close(h.release)
+			p = proxyStarted()
+			if shape == "a later replay" {
+				forwardInit(t, p, "a", nil)
+			} else {
+				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+			}
+			// The session's answer is the editor's next message: the
+			// initialize is not answered again, and b is not replayed.
+			openSession(t, e, p, a)
+		})
+	}
+}

@@ -74,20 +74,19 @@ func (r *runner) componentFailed(p *peer, cause error) {
 
 // afterFailure is what p's failure policy made of a failed component.
 type afterFailure struct {
-	replay   *replay // restarted: its replayed initialization (nil if it had none)
 	bypassed bool
-	why      error // neither: why the policy, if any, did not apply
+	why      error // not restarted nor bypassed: why the policy, if any, did not apply
 }
 
 // settle answers the calls pending on p, a component that failed, once its
 // policy has run (how): with report, as they may have been half done. It
-// is the one place that decides what becomes of an initialize among them,
-// which the conductor may send again whatever p did with it: restarted,
-// its caller gets the answer to the replay of its own params, which
-// follows the one that restores p if they differ (see replayInit);
-// bypassed, it goes on to p's successor, as route says now; otherwise it
-// fails too, with why the policy did not save it. Those sent again go in
-// the order p was sent them.
+// decides what becomes of an initialize among them, which the conductor
+// may send again whatever p did with it: bypassed, it goes on to p's
+// successor, as route says now; otherwise it fails too, with why the
+// policy did not save it. Those sent again go in the order p was sent
+// them. (Restarted, p.replace has each wait for the replay of its own
+// params, which follows the one that restores p if they differ: see
+// replayInit. Only those of a proxy with nothing to replay come here.)
 func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFailure) {
 	inits := calls[:0:0]
 	rest := calls[:0]
@@ -104,16 +103,6 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 	}
 	slices.SortFunc(inits, func(a, b *call) int { return cmp.Compare(a.id, b.id) })
 	switch {
-	case how.replay != nil:
-		waiting := inits[:0]
-		for _, cl := range inits {
-			if !p.waitForReplay(how.replay, cl) {
-				// The replay is settled already, as the chain stops:
-				// they fail with the rest.
-				waiting = append(waiting, cl)
-			}
-		}
-		inits = waiting
 	case how.bypassed:
 		for _, cl := range inits {
 			r.chain.resendInitialize(cl, report)
@@ -132,8 +121,9 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 // and when the proxy forwards initialize, the conductor answers as its
 // successor did the first time. Those pending on the old process are
 // answered with report, but for an initialize, which gets the answer to a
-// replay of its own params (see settle): the one that restores the proxy,
-// or one sent after it, which the successor answers afresh.
+// replay of its own params (see p.replace): the one that restores the
+// proxy, or one sent after it, which the successor answers afresh; or,
+// if its caller cancelled it, -32800 at once.
 //
 // The new process starts after a back-off (see backoff), but its link is
 // installed at once, with the old process still behind it: requests that
@@ -161,8 +151,11 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	first, most := r.cfg.restartBackoff()
 	delay := backoff(earlier, first, most)
 	endMCP := r.chain.ownerGone(p.pos, "restarted")
-	unanswered, orphaned := p.replace(next, rp)
-	r.settle(p, unanswered, report, afterFailure{replay: rp})
+	unanswered, cancelled, orphaned := p.replace(next, rp)
+	r.settle(p, unanswered, report, afterFailure{})
+	for _, cl := range cancelled {
+		abandon(cl, errCancelled) // its cancel went to the old process, with it
+	}
 	for _, cl := range orphaned {
 		// Nobody waits for it now: its peer may stop working on it.
 		r.chain.relay(nil, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))

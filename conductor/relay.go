@@ -194,7 +194,9 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 // request is ignored, as the request-cancellation RFD allows. An
 // initialize that waits for a restarted proxy's replayed initialization
 // has no next hop of its own: the conductor answers it, and the restart
-// goes on, as the chain needs the proxy initialized.
+// goes on, as the chain needs the proxy initialized; one still pending
+// on a process is cancelled there, and should a restart replace that
+// process first, answered so too (see peer.cancelInit).
 func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 	id := requestID(params)
 	cl := from.inFlight(id)
@@ -202,16 +204,33 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 		from.log.Debug("ignored cancel for a request not in flight", zap.ByteString("requestId", id))
 		return
 	}
-	if cl.to.dropReplayWaiter(cl) {
-		abandon(cl, errCancelled)
-		return
+	var l *link // for an initialize, the link of the process it is pending on
+	if wire.IsInitialize(cl.method) {
+		waited, pending := cl.to.cancelInit(cl)
+		switch {
+		case waited:
+			abandon(cl, errCancelled)
+			return
+		case pending == nil:
+			return // answered, or taken by cl.to's failure, meanwhile: no process has it
+		}
+		l = pending
 	}
 	// Only the id changes: _meta (trace context, say) goes on with it.
 	out, err := wire.SetPath(params, []string{"requestId"}, wire.IntID(cl.id))
 	if err != nil {
 		out = cancelParams(cl.id)
 	}
-	c.relay(from, cl.to, nil, delivery{method: cancelMethod(cl.to), extra: extra}, out)
+	d := delivery{method: cancelMethod(cl.to), extra: extra}
+	if l == nil {
+		c.relay(from, cl.to, nil, d, out)
+		return
+	}
+	if c.trace != nil {
+		c.traceSend(from, cl.to, nil, d.method, out)
+	}
+	line := c.encode(cl.to, nil, d, out)
+	l.out.put(line.segments()...)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
