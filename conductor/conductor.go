@@ -147,6 +147,7 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		close(cl.readDone)
 		// The client closed its input: it can answer nothing more.
 		failCalls(client.fail(errClientGone), wire.Errorf(codeInternalError, "%s: %v", client.name, errClientGone))
+		r.chain.ownerEnded(client.pos)
 		r.tell(errInputEnded)
 		r.beginStop(nil, nil)
 	})

@@ -761,6 +761,19 @@ func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.
 	return bridged
 }
 
+// bridgedOf returns the bridged connections to servers owner serves.
+func (r *mcpRoutes) bridgedOf(owner int) []*peer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var bridged []*peer
+	for k, c := range r.owned {
+		if k.owner == owner && c.bridge != nil {
+			bridged = append(bridged, c.bridge)
+		}
+	}
+	return bridged
+}
+
 // addBridged records p, a bridged client's connection to serverID, so that
 // the end of the server's last session ends it; it reports false if the
 // chain no longer has the server.
@@ -1203,6 +1216,20 @@ func (c *chain) ownerGone(pos int, how string) (end func()) {
 		for _, p := range bridged {
 			p.link.Load().out.close() // the writer drains it, then closes the connection
 		}
+	}
+}
+
+// ownerEnded ends the bridged MCP connections to the servers of the peer
+// at pos, which can answer nothing more as the chain stops (it failed,
+// exited, or closed its input), so that their clients see their server go
+// away (the shim exits) then, not once every component is gone: an agent
+// may wait for its MCP servers to exit before it does. Call it once what
+// was pending on the owner is answered, so that those answers reach the
+// clients first. Unlike ownerGone, it leaves the routes: a client that
+// comes later is refused with why the owner is gone.
+func (c *chain) ownerEnded(pos int) {
+	for _, p := range c.mcp.bridgedOf(pos) {
+		p.link.Load().out.close() // the writer drains it, then closes the connection
 	}
 }
 

@@ -362,15 +362,25 @@ func hasMethod(t *testing.T, m *wire.Message, method string) bool {
 // and the server as the agent was declared it.
 func proxyOwnedServer(t *testing.T, transport string, policy Policy) (p *scripted, declared json.RawMessage) {
 	t.Helper()
+	_, p, declared = proxyOwnedChain(t, transport, Config{Proxies: []Component{{OnFailure: policy}}})
+	return p, declared
+}
+
+// proxyOwnedChain is proxyOwnedServer with the rest of the chain's
+// configuration in cfg (its one proxy's policy, the grace period), and
+// the editor's side too.
+func proxyOwnedChain(t *testing.T, transport string, cfg Config) (ed, p *scripted, declared json.RawMessage) {
+	t.Helper()
 	caps, mode := `{}`, BridgeStdio
 	if transport == "http" {
 		caps, mode = `{"http":true}`, BridgeHTTP
 	}
 	dir := t.TempDir()
 	pc, pStarted := scriptedComponent(t, dir, "owner")
-	pc.OnFailure = policy
+	pc.OnFailure = cfg.Proxies[0].OnFailure
 	ac, aStarted := scriptedComponent(t, dir, "agent")
-	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{pc}, Agent: ac, MCPBridge: mode, RestartBackoff: time.Millisecond}))
+	cfg.Proxies, cfg.Agent, cfg.MCPBridge, cfg.RestartBackoff = []Component{pc}, ac, mode, time.Millisecond
+	ed = scriptedEditor(startChain(t, cfg))
 	p, ag := pStarted(), aStarted()
 	ed.send(initLine)
 	pinit := p.recvMsg()
@@ -389,7 +399,7 @@ func proxyOwnedServer(t *testing.T, transport string, policy Policy) (p *scripte
 	if m := ed.recvMsg(); string(m.ID) != `"n"` || m.Error != nil {
 		t.Fatalf("session/new: the editor got %s", m.Bytes())
 	}
-	return p, declared
+	return ed, p, declared
 }
 
 // closeS1 closes session s1, as the editor, and reads what the owner (the
@@ -570,7 +580,7 @@ func shimEnded(t *testing.T, s *scripted) {
 			t.Fatalf("the shim wrote %s; want its output to end", l)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("the shim of a closed session's server is still running")
+		t.Fatal("the shim's output never ended: its server is still there")
 	}
 }
 
@@ -920,5 +930,69 @@ func TestMCPOwnerGoneRequestCaller(t *testing.T) {
 	m := ag.recvMsg()
 	if string(m.ID) != "50" || m.Result != nil || m.Error == nil || !strings.Contains(errorMessage(m.Error), "client: closed its input") {
 		t.Fatalf("the agent's call got %s; want the conductor's error, saying the owner, the editor, closed its input", m.Bytes())
+	}
+}
+
+// TestMCPOwnerGoneAtStopEndsShim: a bridged stdio client's call is in
+// flight at the server's owner when the chain stops: the owner, a proxy,
+// fails under the fail policy; the owner, the editor, closes its input;
+// or the editor closes its input and the owner, a proxy, exits at the end
+// of its own. The call is answered at once with an error naming the
+// owner, and the shim's output ends then, not when the chain has
+// stopped: the agent, which does not exit at the end of its input, is
+// held for the grace period (a minute) while it does.
+func TestMCPOwnerGoneAtStopEndsShim(t *testing.T) {
+	const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait"}}`
+	for _, stop := range []string{"owner fails", "editor leaves", "owner ends with the chain"} {
+		t.Run(stop, func(t *testing.T) {
+			var ed, owner *scripted
+			var answer func() *wire.Message
+			want := `"owner"`
+			if stop == "editor leaves" {
+				var declared json.RawMessage
+				ed, _, declared = mcpChainWith(t, `{}`, Config{MCPBridge: BridgeStdio, GracePeriod: time.Minute})
+				answer = bridgedSend(t, "stdio", declared, call)
+				owner, want = ed, "client: closed its input"
+			} else {
+				var declared json.RawMessage
+				ed, owner, declared = proxyOwnedChain(t, "stdio", Config{Proxies: []Component{{OnFailure: PolicyFail}}, GracePeriod: time.Minute})
+				answer = bridgedSend(t, "stdio", declared, call)
+			}
+			connect := owner.recvMsg()
+			if method, _ := carriedMethod(t, connect); method != methodMCPConnect {
+				t.Fatalf("the owner got %s; want mcp/connect", connect.Bytes())
+			}
+			owner.reply(connect, `{"connectionId":"c1"}`)
+			if m := owner.recvMsg(); !hasMethod(t, m, "tools/call") {
+				t.Fatalf("the owner got %s; want the tools/call", m.Bytes())
+			}
+			switch stop {
+			case "owner fails":
+				owner.w.Close()
+			case "editor leaves":
+				ed.w.Close()
+			case "owner ends with the chain":
+				ed.w.Close()
+				inputEnded(t, owner)
+				owner.w.Close()
+				want = "the request was waiting on owner"
+			}
+			if m := answer(); string(m.ID) != "7" || m.Error == nil || !strings.Contains(errorMessage(m.Error), want) {
+				t.Fatalf("the client's call got %s; want an error saying %s", m.Bytes(), want)
+			}
+		})
+	}
+}
+
+// inputEnded fails t unless s's input ends, with nothing more on it.
+func inputEnded(t *testing.T, s *scripted) {
+	t.Helper()
+	select {
+	case l, ok := <-s.lines:
+		if ok {
+			t.Fatalf("%s got %s; want its input to end", s.name, l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: its input never ended", s.name)
 	}
 }

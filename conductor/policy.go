@@ -24,6 +24,9 @@ func (r *runner) linkEnded(p *peer, l *link) {
 			l.proc.awaitReport()
 			failCalls(calls, r.stopError(p))
 		}
+		if p.link.Load() == l {
+			r.chain.ownerEnded(p.pos)
+		}
 		return
 	}
 	if p.link.Load() != l {
@@ -70,6 +73,7 @@ func (r *runner) componentFailed(p *peer, cause error) {
 	// that hangs up on the error cannot make this a clean end.
 	r.beginStop(p, cause)
 	r.settle(p, p.fail(cause), report, afterFailure{why: why})
+	r.chain.ownerEnded(p.pos)
 }
 
 // afterFailure is what p's failure policy made of a failed component.
