@@ -138,8 +138,9 @@
 // get a JSON-RPC error naming the component, with its exit status and the
 // last lines of its stderr; its message, which is what an editor shows,
 // carries the one of those lines that most likely says why (cause.go).
-// Those of the client still unanswered when the drain is over get, before
-// any input closes, the conductor's own error, which says why it stops and
-// which component each waited on, rather than the error a proxy whose
-// input closed would answer with.
+// Those of the client still unanswered when the drain is over, and those
+// made of it, get, before any input closes, the conductor's own error,
+// which says why it stops and which component each waited on, rather
+// than the error a proxy whose input closed would answer with, or, for an
+// agent, none.
 package conductor

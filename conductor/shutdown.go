@@ -84,9 +84,7 @@ func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 	var out outcome
 	out.unanswered = r.drain(aborted, client, start.Add(grace))
 	out.aborted = aborted.Err() != nil
-	if out.unanswered > 0 {
-		r.abandonAll(client)
-	}
+	r.abandonAll(client)
 	out.signalled, out.cutShort = r.stopAll(aborted, start.Add(grace))
 	if r.bridge != nil {
 		r.bridge.Close()
@@ -142,14 +140,20 @@ func (r *runner) drain(stop context.Context, client *peer, deadline time.Time) i
 	}
 }
 
-// abandonAll answers the client's requests still in flight once the drain
-// is over, with the conductor's own error, before any component's input
-// closes: a proxy whose input ends answers what it passed on with an error
-// of its own, which knows less. An answer that comes later is dropped.
+// abandonAll answers what still waits on either side of the client once
+// the drain is over, with the conductor's own error, before any
+// component's input closes: the client's requests in flight, and the
+// requests made of it (an agent's permission request, say), which it may
+// no longer take. A proxy whose input ends answers what it passed on with
+// an error of its own, which knows less, and an agent hears nothing. An
+// answer that comes later is dropped. The client's bridged MCP servers go
+// with it (chain.ownerEnded).
 func (r *runner) abandonAll(client *peer) {
 	for _, cl := range client.inFlightCalls() {
 		failCalls([]*call{cl}, r.stopError(cl.to))
 	}
+	failCalls(client.fail(errStopped), r.stopError(client))
+	r.chain.ownerEnded(client.pos)
 }
 
 // refusal is the answer to a request the client makes while the chain

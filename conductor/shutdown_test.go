@@ -919,3 +919,71 @@ func TestExitStatusAtShutdown(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownAnswersRequestsToClient stops a chain (ctx, as a signal
+// does) while a request of the agent's to the editor, a permission
+// request, is unanswered, with the editor still connected and nothing of
+// its own in flight: through no proxy, or one that passed it on. Before
+// any input closes, its asker (the agent, or the proxy) gets the
+// conductor's error saying that it is shutting down, why, and that the
+// request waited on the client, as the client's own requests do; the
+// editor's late answer is dropped, and the asker's input ends.
+func TestShutdownAnswersRequestsToClient(t *testing.T) {
+	const ask = `{"jsonrpc":"2.0","id":"perm","method":"session/request_permission","params":{"sessionId":"s1","toolCall":{},"options":[]}}`
+	for _, front := range []string{"no proxy", "proxy"} {
+		t.Run(front, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, signal := context.WithCancelCause(context.Background())
+			defer signal(nil)
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			cfg := Config{Agent: agent, GracePeriod: time.Minute}
+			var proxyStarted func() *scripted
+			if front == "proxy" {
+				var proxy Component
+				proxy, proxyStarted = scriptedComponent(t, dir, "proxy")
+				cfg.Proxies = []Component{proxy}
+			}
+			ed := scriptedEditor(startChainCtx(t, ctx, cfg))
+			var p *scripted
+			if proxyStarted != nil {
+				p = proxyStarted()
+			}
+			ag := agentStarted()
+
+			ed.send(initLine)
+			asker, id := ag, `"perm"`
+			if p != nil {
+				init := p.recvMsg()
+				p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(init.Params) + `}}`)
+				ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+				p.reply(init, string(p.recvMsg().Result))
+			} else {
+				ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+			}
+			ed.recvMsg()
+			ag.send(ask)
+			if p != nil {
+				m := p.recvMsg()
+				method, params := carriedMethod(t, m)
+				if method != "session/request_permission" {
+					t.Fatalf("the proxy got %s, want the agent's permission request", m.Bytes())
+				}
+				p.send(`{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":` + string(params) + `}`)
+				asker, id = p, `"p1"`
+			}
+			m := ed.recvMsg()
+			if m.Method != "session/request_permission" {
+				t.Fatalf("the editor got %s, want the permission request", m.Bytes())
+			}
+
+			signal(errors.New("received SIGTERM"))
+			ans := asker.recvMsg()
+			want := "the conductor is shutting down: received SIGTERM; the request was waiting on client"
+			if string(ans.ID) != id || ans.Error == nil || errorMessage(ans.Error) != want {
+				t.Fatalf("%s's permission request got %s, want an error saying %q", asker.name, ans.Bytes(), want)
+			}
+			ed.reply(m, `{"outcome":{"outcome":"cancelled"}}`) // too late: dropped
+			inputEnded(t, asker)
+		})
+	}
+}
