@@ -562,6 +562,55 @@ func TestProxyRefusesEveryInitialize(t *testing.T) {
 	}
 }
 
+// TestMethodNotFoundSpelled: an answer the conductor acts on for being
+// method-not-found is one however its code is written, as wire.Parse reads
+// a code (an integer, 1.0 or 1e3 too): a proxy that refuses its initialize
+// is asked in the next dialect; an owner that refuses mcp/connect binds
+// per request, and the agent gets a connection; and a bridged client's
+// initialize to an owner whose server has no server/discover is answered
+// from the declaration.
+func TestMethodNotFoundSpelled(t *testing.T) {
+	const declared = `{"jsonrpc":"2.0","id":0,"result":{"capabilities":{"tools":{}},"protocolVersion":"2025-06-18","serverInfo":{"name":"tools","version":"0"}}}`
+	for _, code := range []string{"-32601", "-32601.0", "-3.2601e4", "-32601E0"} {
+		refuse := func(s *scripted, m *wire.Message) {
+			s.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":` + code + `,"message":"Method not found"}}`)
+		}
+		t.Run(code+"/initialize", func(t *testing.T) {
+			dir := t.TempDir()
+			comp, started := scriptedComponent(t, dir, "p")
+			ed := scriptedEditor(startChain(t, Config{Proxies: []Component{comp}, Agent: fake(t, dir, "agent", "agent")}))
+			p := started()
+			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+			refuse(p, p.recvMsg())
+			if m := firstTo(t, p, ed, "the refusal of proxy/initialize"); m.Method != "_proxy/initialize" {
+				t.Errorf("after refusing proxy/initialize the proxy got %s, want _proxy/initialize", m.Raw)
+			}
+		})
+		t.Run(code+"/mcp-connect", func(t *testing.T) {
+			ed, ag, _ := mcpChain(t, `{"acp":true}`, "")
+			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":"srv-1"}}`)
+			refuse(ed, ed.recvMsg())
+			if m := ag.recvMsg(); string(m.ID) != `"open"` || m.Error != nil || wire.Member(m.Result, "connectionId") == nil {
+				t.Errorf("the owner refused mcp/connect: the agent got %s, want a connection", m.Raw)
+			}
+		})
+		t.Run(code+"/server-discover", func(t *testing.T) {
+			ed, _, decl := mcpChain(t, `{}`, BridgeStdio)
+			c := &mcpUser{s: startShim(t, decl)}
+			c.send("0", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+			refuse(ed, ed.recvMsg()) // mcp/connect
+			discover := ed.recvMsg()
+			if _, method, _ := carried(t, discover); method != "server/discover" {
+				t.Fatalf("the owner got %s, want server/discover", discover.Raw)
+			}
+			refuse(ed, discover)
+			if got := string(c.s.recvLine()); got != declared {
+				t.Errorf("server/discover refused: the client's initialize got\n%s\nwant\n%s", got, declared)
+			}
+		})
+	}
+}
+
 // TestEnvelopeSpoofing: a proxy may not make the next proxy take its words
 // for the agent's by nesting envelopes, nor initialize the editor; both are
 // refused to it, and the rest of the turn goes on.

@@ -640,21 +640,23 @@ func goneError(p *peer, cause error) *wire.Error {
 	return e
 }
 
+// errorCode returns the code of a JSON-RPC error object as wire.Parse
+// checks it, so that -32601.0 is method-not-found as -32601 is; 0 for an
+// error Parse calls malformed, or a code beyond 32 bits, which is none the
+// conductor acts on.
 func errorCode(raw json.RawMessage) jrpc2.Code {
-	var e struct {
-		Code jrpc2.Code `json:"code"`
+	code, _, _, ok := wire.ReadError(raw)
+	if !ok || code != int64(int32(code)) {
+		return 0
 	}
-	_ = json.Unmarshal(raw, &e)
-	return e.Code
+	return jrpc2.Code(code)
 }
 
-// errorMessage returns the message of a JSON-RPC error object.
+// errorMessage returns the message of a JSON-RPC error object, read as
+// errorCode reads its code; "" for a malformed one.
 func errorMessage(raw json.RawMessage) string {
-	var e struct {
-		Message string `json:"message"`
-	}
-	_ = json.Unmarshal(raw, &e)
-	return e.Message
+	_, msg, _, _ := wire.ReadError(raw)
+	return msg
 }
 
 func clip(b []byte) []byte {

@@ -568,6 +568,39 @@ func TestHTTPSessionless(t *testing.T) {
 	}
 }
 
+// TestHTTPErrorStatusCodeSpelled: from revision 2026-07-28 an error's
+// HTTP status follows its code as wire.Parse reads it, an integer however
+// it is written (the TypeScript SDK's Number.isInteger): -32601.0 is
+// method-not-found and gets its 404, as -32601 does. One with no status
+// of its own starts the usual event stream.
+func TestHTTPErrorStatusCodeSpelled(t *testing.T) {
+	_, conns, c := httpBridge(t, Options{})
+	const sse = "200 OK text/event-stream"
+	for _, tt := range []struct {
+		code string
+		head string // the status and content type
+	}{
+		{"-32601", "404 Not Found application/json"},
+		{"-32601.0", "404 Not Found application/json"},
+		{"-3.2601e4", "404 Not Found application/json"},
+		{"-32602.00", "400 Bad Request application/json"},
+		{"-32022E0", "400 Bad Request application/json"},
+		{"-32601.5", sse},
+		{"-32603.0", sse},
+	} {
+		got := async(t, func() *http.Response {
+			return c.post(acceptBoth, `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`, headerProtocol, "2026-07-28")
+		})
+		conn := next(t, conns)
+		recv(t, conn)
+		answer := `{"jsonrpc":"2.0","id":1,"error":{"code":` + tt.code + `,"message":"no"}}`
+		conn.Send([]byte(answer))
+		if s := wait(t, got); !strings.HasPrefix(s, tt.head+"\n") || !strings.Contains(s, answer) {
+			t.Errorf("code %s: got\n%s\nwant %s with %s", tt.code, s, tt.head, answer)
+		}
+	}
+}
+
 func TestHTTPIdleSessionEnds(t *testing.T) {
 	_, conns, c := httpBridge(t, Options{HTTPIdleTimeout: 100 * time.Millisecond})
 	conn := initialize(t, c, conns)

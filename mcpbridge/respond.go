@@ -1,7 +1,6 @@
 package mcpbridge
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -140,13 +139,12 @@ func errorStatus(protocol string, resp []byte) int {
 	if err != nil || m.Error == nil {
 		return 0
 	}
-	var e struct {
-		Code int `json:"code"`
-	}
-	if json.Unmarshal(m.Error, &e) != nil {
+	// Read as Parse checks it: -32601.0 is method-not-found too.
+	code, _, _, ok := wire.ReadError(m.Error)
+	if !ok {
 		return 0
 	}
-	switch e.Code {
+	switch code {
 	case -32601: // method not found
 		return http.StatusNotFound
 	case -32602, -32022, -32021: // invalid params, unsupported version, missing capability
