@@ -292,7 +292,13 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 		d.method = dl.SpellMCP(d.method)
 	}
 	if d.extra != "" {
-		return oneSegment(encodeExtra(dl, id, d, params))
+		// Members JSON-RPC does not define go on after method and params,
+		// inside the envelope when it is wrapped: rare, so built whole.
+		envelope := ""
+		if d.wrap {
+			envelope = dl.Successor(id)
+		}
+		return oneSegment(append(wire.AppendCallExtra(nil, id, envelope, d.method, params, []byte(d.extra)), '\n'))
 	}
 	var head []byte
 	tail := closeObject
@@ -312,29 +318,6 @@ func (c *chain) encode(to *peer, id json.RawMessage, d delivery, params json.Raw
 		return inSegments(head, params, tail)
 	}
 	return oneSegment(append(append(head, params...), tail...))
-}
-
-// encodeExtra is encode for a message with members JSON-RPC does not
-// define (d.extra): they go on after its method and params, inside the
-// envelope when it is wrapped, as members of the message they came with.
-// It is rare, so the line is built whole.
-func encodeExtra(dl *wire.Dialect, id json.RawMessage, d delivery, params json.RawMessage) []byte {
-	buf := make([]byte, 0, 96+len(id)+2*len(d.method)+len(params)+len(d.extra)+len(closeWrapped))
-	if d.wrap {
-		buf = wire.AppendString(append(wire.AppendHead(buf, id, dl.Successor(id)), `{"method":`...), d.method)
-	} else {
-		m := wire.Message{ID: id, Method: d.method}
-		buf = m.Append(buf)
-		buf = buf[:len(buf)-1] // open again, for the members to come
-	}
-	if params != nil {
-		buf = append(append(buf, `,"params":`...), params...)
-	}
-	buf = append(append(buf, d.extra...), '}')
-	if d.wrap {
-		buf = append(buf, '}')
-	}
-	return append(buf, '\n')
 }
 
 // relayAnswer returns a peer's response to whoever asked, under their id.

@@ -553,8 +553,12 @@ func ownID(id json.RawMessage) (int64, bool) {
 // its method and params: wrapped, in the envelope's params, where they stay
 // with the message they came with, as the conductor puts them.
 func (c *Conn) encode(to Side, id json.RawMessage, method string, params, extra json.RawMessage) []byte {
-	if len(extra) > 0 {
-		return c.encodeExtra(to, id, method, params, extra)
+	if len(extra) > 0 { // rare: built whole
+		envelope := ""
+		if to == Successor {
+			envelope = c.getDialect().Successor(id)
+		}
+		return append(wire.AppendCallExtra(nil, id, envelope, method, params, extra), '\n')
 	}
 	if to == Successor {
 		envelope := c.getDialect().Successor(id)
@@ -563,20 +567,6 @@ func (c *Conn) encode(to Side, id json.RawMessage, method string, params, extra 
 	}
 	m := wire.Message{ID: id, Method: method, Params: params}
 	return append(m.Append(make([]byte, 0, len(params)+len(method)+len(id)+64)), '\n')
-}
-
-// encodeExtra is encode for a message with extra members. It is rare, so
-// the line is built whole and then opened again for them.
-func (c *Conn) encodeExtra(to Side, id json.RawMessage, method string, params, extra json.RawMessage) []byte {
-	if to == Successor {
-		envelope := c.getDialect().Successor(id)
-		buf := make([]byte, 0, wire.WrappedSize(id, envelope, method, params)+len(extra)+1)
-		buf = wire.AppendWrapped(buf, id, envelope, method, params)
-		buf = append(append(buf[:len(buf)-2], extra...), "}}"...) // inside the envelope's params
-		return append(buf, '\n')
-	}
-	m := wire.Message{ID: id, Method: method, Params: params}
-	return append(withExtra(m.Append(nil), extra), '\n')
 }
 
 // withExtra returns obj, a JSON object built here, with the members extra

@@ -1,6 +1,10 @@
 package wire
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
 
 // Members that JSON-RPC 2.0 does not define. The conductor rebuilds every
 // message it re-addresses (a new id, an envelope put on or taken off), and
@@ -44,6 +48,30 @@ func (m *Message) AppendCarriedExtra(buf []byte) []byte {
 			buf = appendMember(buf, key, val)
 		}
 	})
+	return buf
+}
+
+// AppendCallExtra appends a request (id != nil) or notification of method
+// with params (nil for none) and extra, members JSON-RPC does not define,
+// each `,name:value` (AppendExtra, AppendCarriedExtra). They go after
+// method and params; wrapped in a successor envelope named envelope (not
+// ""), inside its params, so that they stay with the message they came
+// with. Such messages are rare, so the line is built whole, with room for
+// the caller's newline, not in segments.
+func AppendCallExtra(buf []byte, id json.RawMessage, envelope, method string, params, extra json.RawMessage) []byte {
+	buf = slices.Grow(buf, WrappedSize(id, envelope, method, params)+len(extra)+1)
+	if envelope != "" {
+		buf = AppendString(append(AppendHead(buf, id, envelope), `{"method":`...), method)
+	} else {
+		buf = appendCall(buf, id, method)
+	}
+	if params != nil {
+		buf = append(append(buf, `,"params":`...), params...)
+	}
+	buf = append(append(buf, extra...), '}')
+	if envelope != "" {
+		buf = append(buf, '}')
+	}
 	return buf
 }
 

@@ -63,6 +63,62 @@ func TestAppendCarriedExtra(t *testing.T) {
 	}
 }
 
+// TestAppendCallExtra: a rebuilt request or notification carries its
+// extra members after its method and params, plain or, wrapped, inside
+// the envelope's params. Read back, they are what AppendExtra gives of
+// the plain message, and what AppendCarriedExtra gives of the envelope:
+// the carried message's own, but for a _meta, which there is the
+// envelope's.
+func TestAppendCallExtra(t *testing.T) {
+	const extra, trace = `,"x-trace":{"span":[1,2]},"_m\u0065ta":null`, `,"x-trace":{"span":[1,2]}`
+	for _, tt := range []struct {
+		name             string
+		id               string // "" for a notification
+		envelope, method string
+		params, extra    string // params "" for none
+		want             string
+		back             string // the extra members read back
+	}{
+		{"request", "7", "", "session/prompt", `{"a":1}`, extra,
+			`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"a":1}` + extra + `}`, extra},
+		{"notification without params", "", "", "session/cancel", "", extra,
+			`{"jsonrpc":"2.0","method":"session/cancel"` + extra + `}`, extra},
+		{"wrapped request", `"r&1"`, "proxy/successor", "session/prompt", `{"a":1}`, extra,
+			`{"jsonrpc":"2.0","id":"r&1","method":"proxy/successor","params":{"method":"session/prompt","params":{"a":1}` + extra + `}}`, trace},
+		{"wrapped notification without params", "", "_proxy/successor", "m<1>", "", extra,
+			`{"jsonrpc":"2.0","method":"_proxy/successor","params":{"method":"m<1>"` + extra + `}}`, trace},
+		{"no extra", "1", "", "m", `[]`, "", `{"jsonrpc":"2.0","id":1,"method":"m","params":[]}`, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var id, params json.RawMessage
+			if tt.id != "" {
+				id = raw(tt.id)
+			}
+			if tt.params != "" {
+				params = raw(tt.params)
+			}
+			got := AppendCallExtra([]byte("x"), id, tt.envelope, tt.method, params, raw(tt.extra))
+			if string(got) != "x"+tt.want {
+				t.Fatalf("got\n%s\nwant\nx%s", got, tt.want)
+			}
+			if cap(got) == len(got) {
+				t.Errorf("no room left for the newline: len %d, cap %d", len(got), cap(got))
+			}
+			m, err := Parse(got[1:])
+			if err != nil {
+				t.Fatalf("%s: %v", got[1:], err)
+			}
+			back := m.AppendExtra(nil)
+			if tt.envelope != "" {
+				back = m.AppendCarriedExtra(nil)
+			}
+			if string(back) != tt.back {
+				t.Errorf("read back, the extra members are %q, want %q", back, tt.back)
+			}
+		})
+	}
+}
+
 // checkExtra holds what AppendExtra gives of m, parsed from data, to
 // encoding/json's reading of data: the members whose names JSON-RPC does
 // not define, with their values; Extra says whether there are any.
