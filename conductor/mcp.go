@@ -561,7 +561,7 @@ func (r *mcpRoutes) setupAnswered(rec setup, resp *wire.Message) (e endedServers
 			}
 		}
 		r.endLocked(id, wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: the %s that declared it failed", s.name, rec.method).
-			WithData(map[string]json.RawMessage{"serverId": mustQuote(id)}), &e)
+			WithData(map[string]json.RawMessage{"serverId": dataString(id)}), &e)
 	}
 	return e
 }
@@ -894,7 +894,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	// that is gone.
 	gone := func() *wire.Error {
 		return wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: its last session ended while %s opened the connection", srv.name, c.peers[srv.owner].name).
-			WithData(map[string]json.RawMessage{"serverId": mustQuote(id)})
+			WithData(map[string]json.RawMessage{"serverId": dataString(id)})
 	}
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
 		if conn := c.mcp.openStateless(srv, id, nil); conn != nil {
@@ -1210,7 +1210,7 @@ func (c *chain) ownerGone(pos int, how string) (end func()) {
 	owner := c.peers[pos].name
 	bridged := c.mcp.dropOwner(pos, func(s mcpServer, id string) *wire.Error {
 		return wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: %s, the proxy that served it, was %s", s.name, owner, how).
-			WithData(map[string]json.RawMessage{"serverId": mustQuote(id)})
+			WithData(map[string]json.RawMessage{"serverId": dataString(id)})
 	})
 	return func() {
 		for _, p := range bridged {
@@ -1589,11 +1589,17 @@ func connEndedError(agentID string, why *wire.Error) *wire.Error {
 	return wire.Errorf(why.Code, "MCP connection %s ended: %s", agentID, why.Message).WithData(data)
 }
 
+// dataString returns s, an id the conductor names in its own error data,
+// as a JSON string written without HTML escaping ("R&D", not "R\u0026D"),
+// as the data's other members, raw JSON as it came, are. (mustQuote's
+// escaping stays in what the conductor relays, as peers have seen it.)
+func dataString(s string) json.RawMessage { return wire.AppendString(nil, s) }
+
 // sessionEndedError is what a request waits for in vain once method ended
 // session (raw JSON), the last that declared the server s under id.
 func sessionEndedError(s mcpServer, id, method, session string) *wire.Error {
 	return wire.Errorf(codeMCPServerUnavailable, "MCP server %q is no longer available: %s ended session %s, which declared it", s.name, method, session).
-		WithData(map[string]json.RawMessage{"serverId": mustQuote(id), "sessionId": json.RawMessage(session)})
+		WithData(map[string]json.RawMessage{"serverId": dataString(id), "sessionId": json.RawMessage(session)})
 }
 
 // disconnect tells the owner of a connection the conductor opened that it

@@ -878,6 +878,61 @@ func TestMCPSessionEndsNativeConnection(t *testing.T) {
 	}
 }
 
+// TestMCPErrorDataServerID: the conductor's own errors name a server in
+// their data by its id as a JSON string without HTML escaping, as the
+// rest of the data (a connectionId as it came) is written: "R&D", not
+// "R\u0026D", however the editor spelled it. A native agent's call in
+// flight when the server's last session ends, and its later use of the
+// connection, are told so.
+func TestMCPErrorDataServerID(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		declared string // the server id as the editor declares it
+		want     string // as the conductor's error data names it
+	}{
+		{"plain", `"srv-1"`, `"srv-1"`},
+		{"ampersand", `"R&D"`, `"R&D"`},
+		{"ampersand escaped", `"R\u0026D"`, `"R&D"`},
+		{"angle brackets", `"\u003ctools\u003e"`, `"<tools>"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			comp, started := scriptedComponent(t, t.TempDir(), "agent")
+			ed := scriptedEditor(startChain(t, Config{Agent: comp}))
+			ag := started()
+			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+			ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
+			ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":` + tt.declared + `}]}}`)
+			m := ag.recvMsg()
+			id := wire.Member(oneServer(t, m), "id")
+			ag.reply(m, `{"sessionId":"s1"}`)
+			ed.recvMsg()
+			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":` + string(id) + `}}`)
+			ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`)
+			c := &mcpUser{s: ag, cid: string(wire.Member(ag.recvMsg().Result, "connectionId"))}
+			c.send("5", "tools/call", `{"name":"slow"}`)
+			recvRequest(t, ed)
+
+			ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+			ag.reply(ag.recvMsg(), `{}`)
+			ed.reply(ed.recvMsg(), `{}`) // mcp/disconnect
+			ed.recvMsg()                 // the close's answer
+			for _, want := range []struct{ id, data string }{
+				{"5", `{"serverId":` + tt.want + `,"sessionId":"s1"}`},
+				{"6", `{"connectionId":"c1","serverId":` + tt.want + `,"sessionId":"s1"}`},
+			} {
+				if want.id == "6" {
+					c.send("6", "tools/list", `{}`)
+				}
+				m := ag.recvMsg()
+				if got := string(wire.Member(m.Error, "data")); string(m.ID) != want.id || errorCode(m.Error) != codeMCPServerUnavailable || got != want.data {
+					t.Errorf("the agent's call %s got %s; want -33001 with data %s", want.id, m.Raw, want.data)
+				}
+			}
+		})
+	}
+}
+
 // TestMCPSessionEndsWhileNativeOpening: the last session that declared a
 // server ends while its owner answers a native agent's mcp/connect. No
 // connection is kept for a server that is gone: the agent's connect is

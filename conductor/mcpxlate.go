@@ -301,7 +301,7 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 			conn = &mcpConn{owner: srv.owner, spelling: srv.spelling, serverID: serverID, ownerID: string(cid), forRequests: true}
 		default:
 			e = wire.Errorf(codeMCPServerUnavailable, "MCP server %s: its owner refused the connection", srv.name).
-				WithData(map[string]json.RawMessage{"serverId": mustQuote(serverID), "error": resp.Error})
+				WithData(map[string]json.RawMessage{"serverId": dataString(serverID), "error": resp.Error})
 		}
 		r.mu.Lock()
 		if r.opening[serverID] == op {
