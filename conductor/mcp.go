@@ -101,21 +101,22 @@ type mcpRoutes struct {
 	// "serverId".
 	agentSpelling string
 	// ended remembers why the agent's own connections that the end of
-	// their server closed ended, for its later use of one to be told why.
+	// their server, or of its owner (restarted or bypassed), closed ended,
+	// for its later use of one to be told why.
 	ended endedConns
 }
 
 // maxEndedConns bounds how many connections the agent had that their
-// server's end closed are remembered (endedConns): an agent that never
-// disconnects must not grow the conductor, and one that uses a
-// connection after maxEndedConns more have ended is told it is unknown,
-// as one never opened.
+// server's end, or its owner's, closed are remembered (endedConns): an
+// agent that never disconnects must not grow the conductor, and one that
+// uses a connection after maxEndedConns more have ended is told it is
+// unknown, as one never opened.
 const maxEndedConns = 1024
 
 // endedConns remembers, by the connectionId the agent used (raw JSON),
 // the error that answers the agent's later use of its connections that
-// ended with their server, the oldest forgotten first once it holds
-// maxEndedConns.
+// ended with their server or its owner, the oldest forgotten first once
+// it holds maxEndedConns.
 type endedConns struct {
 	why   map[string]*wire.Error
 	order []string // a ring of the ids, the oldest at next once full
@@ -718,19 +719,22 @@ func (r *mcpRoutes) closeLocked(c *mcpConn) bool {
 
 // dropOwner forgets every server the component at owner declared, revoking
 // its bridged declarations with why it is gone, and every connection it
-// opened, and returns the bridged ones. The process now at owner
-// (restarted) or none (bypassed) serves none of them; one that declares a
-// server again owns it anew, under a new token.
+// opened, remembering why for those the agent holds natively (endedConns),
+// and returns the bridged ones. The process now at owner (restarted) or
+// none (bypassed) serves none of them; one that declares a server again
+// owns it anew, under a new token.
 func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.Error) (bridged []*peer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	gone := map[string]*wire.Error{} // why, by server id
 	for id, s := range r.servers {
 		if s.owner != owner {
 			continue
 		}
 		delete(r.servers, id)
+		gone[id] = why(s, id)
 		if r.revoke != nil {
-			r.revoke(id, why(s, id)) // under r.mu, as in endLocked
+			r.revoke(id, gone[id]) // under r.mu, as in endLocked
 		}
 	}
 	for id, c := range r.shared {
@@ -752,6 +756,11 @@ func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.
 	for k, c := range r.owned {
 		if k.owner != owner {
 			continue
+		}
+		if c.agentID != "" && r.conns[c.agentID] == c && gone[c.serverID] != nil {
+			// The agent's own, which it may go on using: it is told the
+			// owner went away, as endLocked tells it its server ended.
+			r.ended.add(c.agentID, connEndedError(c.agentID, gone[c.serverID]))
 		}
 		r.closeLocked(c)
 		if c.bridge != nil {
@@ -1033,9 +1042,9 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 }
 
 // noConnection answers a message on a connection the MCP tables do not
-// have. One the agent had that ended with its server is told why, and
-// its mcp/disconnect succeeds, since there is nothing left to close;
-// any other is unknown.
+// have. One the agent had that ended with its server or its owner is
+// told why, and its mcp/disconnect succeeds, since there is nothing left
+// to close; any other is unknown.
 func (c *chain) noConnection(agentSide bool, from *peer, m *wire.Message, method string, id []byte, b *batch) {
 	if agentSide {
 		if why, ok := c.mcp.endedConn(id); ok {
@@ -1581,7 +1590,7 @@ func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 
 // connEndedError is what answers the agent's use of the connection it
 // knows as agentID (raw JSON) once that connection has ended with its
-// server, for why.
+// server or its owner, for why.
 func connEndedError(agentID string, why *wire.Error) *wire.Error {
 	data := map[string]json.RawMessage{}
 	_ = json.Unmarshal(why.Data, &data) // an object the conductor made

@@ -94,8 +94,9 @@ func TestMCPBridgedStdio(t *testing.T) {
 // TestMCPOwnerGone crashes the proxy that owns an MCP server in the middle
 // of a tool call, under each policy that keeps the chain going. The call
 // fails with an error naming the owner; then the connection is gone: a
-// native agent's next message on it is refused as unknown instead of
-// reaching the restarted process (or the bypassed one), and a bridged
+// native agent's next message on it is answered with why (-33001: the
+// owner was restarted, or bypassed) instead of reaching the restarted
+// process (or the bypassed one), and a bridged
 // client sees its shim's output end and the shim exit cleanly, without the
 // new owner hearing of a connection it never opened. The server's bridged
 // declaration is revoked, as at the end of its last session: a shim
@@ -117,8 +118,10 @@ func TestMCPOwnerGone(t *testing.T) {
 				if !strings.Contains(got["call-failed"], `owner`) {
 					t.Errorf("the failed call's error does not name the owner: %q", got["call-failed"])
 				}
+				how := map[Policy]string{PolicyRestart: "restarted", PolicyBypass: "bypassed"}[policy]
 				want := map[string]string{
-					"mcp-agent":       `{"code":-32602,"message":"mcp/message: unknown MCP connection","data":{"connectionId":"conn-1"}}`,
+					"mcp-agent": `{"code":-33001,"message":"MCP connection \"conn-1\" ended: MCP server \"owner-tools\" is no longer available: owner, the proxy that served it, was ` + how +
+						`","data":{"connectionId":"conn-1","serverId":"srv-1"}}`,
 					"mcp-stdio-agent": "EOF",
 				}[agent]
 				if got["after"] != want {
@@ -131,7 +134,7 @@ func TestMCPOwnerGone(t *testing.T) {
 					// A new connection with the old token is refused,
 					// saying why, and no goroutine stays behind for it.
 					if got["reconnect"] != "EOF" || got["reconnect-exit"] != "exit status 1" ||
-						!strings.Contains(got["reconnect-stderr"], `refused this shim: MCP server "owner-tools" is no longer available: owner, the proxy that served it, was `+map[Policy]string{PolicyRestart: "restarted", PolicyBypass: "bypassed"}[policy]) {
+						!strings.Contains(got["reconnect-stderr"], `refused this shim: MCP server "owner-tools" is no longer available: owner, the proxy that served it, was `+how) {
 						t.Errorf("reconnecting after the owner went away: got %q, exit %s, stderr %q; want the shim refused at the handshake, saying why",
 							got["reconnect"], got["reconnect-exit"], got["reconnect-stderr"])
 					}

@@ -343,6 +343,60 @@ func TestMCPOwnerGoneBridgedInitializeInFlight(t *testing.T) {
 	}
 }
 
+// TestMCPOwnerGoneNativeConnection: a native agent's own connection to a
+// server that a proxy owns, opened by mcp/connect (which a connect-binding
+// owner answers, or the conductor for one that binds per request), ends
+// when the proxy is restarted or bypassed: the agent's call in flight on it
+// fails naming the proxy, and its later use of it is answered with why
+// (-33001, saying the proxy was restarted or bypassed), not as an unknown
+// connection, and reaches no one; its mcp/disconnect succeeds.
+func TestMCPOwnerGoneNativeConnection(t *testing.T) {
+	for _, binding := range []string{"connect", "request"} {
+		for _, policy := range []Policy{PolicyRestart, PolicyBypass} {
+			t.Run(binding+"/"+string(policy), func(t *testing.T) {
+				_, p, ag, _ := proxyOwnedChain(t, `{"acp":true}`, Config{Proxies: []Component{{OnFailure: policy}}})
+				ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":"srv-1"}}`)
+				probe := p.recvMsg()
+				if method, _ := carriedMethod(t, probe); method != methodMCPConnect {
+					t.Fatalf("the owner got %s; want mcp/connect", probe.Bytes())
+				}
+				if binding == "connect" {
+					p.reply(probe, `{"connectionId":"c1"}`)
+				} else {
+					p.send(`{"jsonrpc":"2.0","id":` + string(probe.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+				}
+				c := &mcpUser{s: ag, cid: string(wire.Member(ag.recvMsg().Result, "connectionId"))}
+				c.send("5", "tools/call", `{"name":"slow"}`)
+				if call := p.recvMsg(); !hasMethod(t, call, "tools/call") {
+					t.Fatalf("the owner got %s, want the tools/call", call.Bytes())
+				}
+				p.w.Close() // the owner dies
+				if m := ag.recvMsg(); string(m.ID) != "5" || m.Error == nil || !strings.Contains(errorMessage(m.Error), `owner`) {
+					t.Fatalf("the agent's call in flight got %s; want an error naming the owner", m.Bytes())
+				}
+
+				c.send("6", "tools/list", `{}`)
+				how := map[Policy]string{PolicyRestart: "restarted", PolicyBypass: "bypassed"}[policy]
+				want := `{"code":-33001,"message":"MCP connection ` + jsonEscaped(c.cid) + ` ended: MCP server \"tools\" is no longer available: owner, the proxy that served it, was ` + how +
+					`","data":{"connectionId":` + c.cid + `,"serverId":"srv-1"}}`
+				if m := ag.recvMsg(); string(m.ID) != "6" || string(m.Error) != want {
+					t.Errorf("the agent's use of the connection after its owner was %s got\n%s\nwant error\n%s", how, m.Bytes(), want)
+				}
+				ag.send(`{"jsonrpc":"2.0","id":"bye","method":"mcp/disconnect","params":{"connectionId":` + c.cid + `}}`)
+				if m := ag.recvMsg(); string(m.ID) != `"bye"` || m.Error != nil {
+					t.Errorf("the agent's mcp/disconnect of the ended connection got %s; want it to succeed", m.Bytes())
+				}
+			})
+		}
+	}
+}
+
+// jsonEscaped returns s as it reads inside a JSON string.
+func jsonEscaped(s string) string {
+	q := string(wire.AppendString(nil, s))
+	return q[1 : len(q)-1]
+}
+
 // hasMethod reports whether m is an mcp/message, wrapped in a
 // proxy/successor envelope or not, that carries method.
 func hasMethod(t *testing.T, m *wire.Message, method string) bool {
@@ -362,26 +416,36 @@ func hasMethod(t *testing.T, m *wire.Message, method string) bool {
 // and the server as the agent was declared it.
 func proxyOwnedServer(t *testing.T, transport string, policy Policy) (p *scripted, declared json.RawMessage) {
 	t.Helper()
-	_, p, declared = proxyOwnedChain(t, transport, Config{Proxies: []Component{{OnFailure: policy}}})
+	caps, cfg := bridgedBy(transport, Config{Proxies: []Component{{OnFailure: policy}}})
+	_, p, _, declared = proxyOwnedChain(t, caps, cfg)
 	return p, declared
 }
 
-// proxyOwnedChain is proxyOwnedServer with the rest of the chain's
-// configuration in cfg (its one proxy's policy, the grace period), and
-// the editor's side too.
-func proxyOwnedChain(t *testing.T, transport string, cfg Config) (ed, p *scripted, declared json.RawMessage) {
-	t.Helper()
-	caps, mode := `{}`, BridgeStdio
+// bridgedBy returns the mcpCapabilities of an agent without MCP-over-ACP
+// that reaches servers over transport ("stdio" or "http"), and cfg with
+// the bridge for it.
+func bridgedBy(transport string, cfg Config) (caps string, _ Config) {
 	if transport == "http" {
-		caps, mode = `{"http":true}`, BridgeHTTP
+		cfg.MCPBridge = BridgeHTTP
+		return `{"http":true}`, cfg
 	}
+	cfg.MCPBridge = BridgeStdio
+	return `{}`, cfg
+}
+
+// proxyOwnedChain is proxyOwnedServer for an agent whose mcpCapabilities
+// are caps, with the rest of the chain's configuration in cfg (its one
+// proxy's policy, the bridge, the grace period); it returns the editor's
+// and the agent's sides too.
+func proxyOwnedChain(t *testing.T, caps string, cfg Config) (ed, p, ag *scripted, declared json.RawMessage) {
+	t.Helper()
 	dir := t.TempDir()
 	pc, pStarted := scriptedComponent(t, dir, "owner")
 	pc.OnFailure = cfg.Proxies[0].OnFailure
 	ac, aStarted := scriptedComponent(t, dir, "agent")
-	cfg.Proxies, cfg.Agent, cfg.MCPBridge, cfg.RestartBackoff = []Component{pc}, ac, mode, time.Millisecond
+	cfg.Proxies, cfg.Agent, cfg.RestartBackoff = []Component{pc}, ac, time.Millisecond
 	ed = scriptedEditor(startChain(t, cfg))
-	p, ag := pStarted(), aStarted()
+	p, ag = pStarted(), aStarted()
 	ed.send(initLine)
 	pinit := p.recvMsg()
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
@@ -399,7 +463,7 @@ func proxyOwnedChain(t *testing.T, transport string, cfg Config) (ed, p *scripte
 	if m := ed.recvMsg(); string(m.ID) != `"n"` || m.Error != nil {
 		t.Fatalf("session/new: the editor got %s", m.Bytes())
 	}
-	return ed, p, declared
+	return ed, p, ag, declared
 }
 
 // closeS1 closes session s1, as the editor, and reads what the owner (the
@@ -1010,7 +1074,8 @@ func TestMCPOwnerGoneAtStopEndsShim(t *testing.T) {
 				owner, want = ed, "client: closed its input"
 			} else {
 				var declared json.RawMessage
-				ed, owner, declared = proxyOwnedChain(t, "stdio", Config{Proxies: []Component{{OnFailure: PolicyFail}}, GracePeriod: time.Minute})
+				caps, cfg := bridgedBy("stdio", Config{Proxies: []Component{{OnFailure: PolicyFail}}, GracePeriod: time.Minute})
+				ed, owner, _, declared = proxyOwnedChain(t, caps, cfg)
 				answer = bridgedSend(t, "stdio", declared, call)
 			}
 			connect := owner.recvMsg()
