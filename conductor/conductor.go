@@ -112,6 +112,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 			}
 		})
 	}
+	if cfg.running != nil {
+		cfg.running(r.chain)
+	}
 	return r.run(ctx, client, in)
 }
 

@@ -128,6 +128,9 @@ type Config struct {
 	// bridgeAccept, if set, runs before each bridged MCP connection the
 	// bridge admits is served, for tests: it may hold one there.
 	bridgeAccept func(*mcpbridge.Conn)
+	// running, if set, sees the chain before it relays anything, for
+	// tests that look at what it keeps.
+	running func(*chain)
 }
 
 // Defaults for the zero values of Config.

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/mcpbridge"
 	"github.com/acp-conductor/acp-conductor/trace"
@@ -112,6 +115,51 @@ func TestMCPSessionEndsWithCallInFlight(t *testing.T) {
 	ed.recvMsg()
 	rec.Close()
 	answeredOnce(t, readTrace(t, out.String()))
+}
+
+// TestAnsweredCallForgotten: a call the conductor answers itself (the
+// agent's call on a connection whose session ended) leaves the table of
+// calls of the peer asked at once, not when that peer answers, as an
+// owner may never do; and the owner's late answer is dropped quietly, to
+// no one: the conductor's ids to a peer only increase.
+func TestAnsweredCallForgotten(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	var ch *chain
+	ed, ag, _ := mcpChainWith(t, `{"acp":true}`, Config{Logger: zap.New(core), running: func(c *chain) { ch = c }})
+	ag.send(`{"jsonrpc":"2.0","id":50,"method":"mcp/message","params":{"serverId":"srv-1","requestId":"r1","method":"tools/call","params":{"name":"slow"}}}`)
+	ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`) // mcp/connect
+	call := ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":"close","method":"session/close","params":{"sessionId":"s1"}}`)
+	ag.reply(ag.recvMsg(), `{}`)
+	ed.reply(ed.recvMsg(), `{}`) // mcp/disconnect
+	if m := ed.recvMsg(); string(m.ID) != `"close"` || m.Error != nil {
+		t.Fatalf("session/close: the editor got %s", m.Bytes())
+	}
+	sessionEnded(t, ag.recvMsg(), "50")
+	// The editor's next request reaches the agent once its reader has
+	// taken the disconnect's answer, which came before it.
+	ed.send(`{"jsonrpc":"2.0","id":"next","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	ag.reply(ag.recvMsg(), `{"sessionId":"s2"}`)
+	ed.recvMsg()
+	if n := pendingOn(ch.peers[0]); n != 0 {
+		t.Errorf("the editor's table holds %d calls once the conductor answered them all; want none", n)
+	}
+
+	ed.reply(call, `{"content":[]}`) // late: goes nowhere
+	ed.send(`{"jsonrpc":"2.0","id":"again","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	if m := ag.recvMsg(); m.Method != "session/new" {
+		t.Fatalf("after the owner's late answer, the agent got %s; want the editor's session/new", m.Bytes())
+	}
+	if n := logs.FilterMessageSnippet("dropped").Len(); n != 0 {
+		t.Errorf("the owner's late answer was warned of: %v", logs.All())
+	}
+}
+
+// pendingOn returns how many calls p's table holds.
+func pendingOn(p *peer) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.calls)
 }
 
 // TestMCPSessionEndsBridgedStdio: an agent without MCP-over-ACP has a

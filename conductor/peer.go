@@ -532,6 +532,26 @@ func (p *peer) complete(id json.RawMessage) *call {
 	return c
 }
 
+// forget takes c out of p's calls once the conductor has answered it
+// itself, so that a peer that never answers does not keep it. The peer's
+// own answer, should it come, finds nothing and is dropped: p's ids only
+// increase, so no later call takes c's.
+func (p *peer) forget(c *call) {
+	p.mu.Lock()
+	if p.calls[c.id] == c {
+		delete(p.calls, c.id)
+	}
+	p.mu.Unlock()
+}
+
+// sent reports whether id, which answers no call in p's table, is one the
+// conductor sent p (then answered, by p or by the conductor itself): p's
+// ids count up from 1.
+func (p *peer) sent(id json.RawMessage) bool {
+	n, ok := wire.IntOf(id)
+	return ok && n >= 1 && n <= p.nextID.Load()
+}
+
 // fail marks the peer gone and returns the calls it will never answer.
 func (p *peer) fail(cause error) []*call {
 	p.mu.Lock()

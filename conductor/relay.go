@@ -330,7 +330,11 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 	}
 	cl := from.complete(m.ID)
 	if cl == nil {
-		from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
+		if from.sent(m.ID) {
+			from.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before", zap.ByteString("id", m.ID))
+		} else {
+			from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
+		}
 		return
 	}
 	// The trace sees the request end even when nobody takes the answer:
@@ -537,6 +541,7 @@ func failAnswered(from *peer, id json.RawMessage, e *wire.Error) {
 // (TestMCPOwnerGoneRequestCaller).
 func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
+		cl.to.forget(cl) // those its peer failed with are gone already
 		if cl.to.trace != nil {
 			cl.traceReply(nil, e.Encode())
 		}
@@ -572,8 +577,9 @@ func answerWith(cl *call, resp *wire.Message) {
 
 // abandon answers cl with the conductor's own error e, for a request whose
 // answer is no longer awaited from the peer asked: if that answer comes
-// after all, relayAnswer drops it, as cl is done.
+// after all, relayAnswer drops it, as cl is gone from that peer's calls.
 func abandon(cl *call, e *wire.Error) {
+	cl.to.forget(cl)
 	if !cl.done() {
 		return // answered meanwhile, or its caller's process was restarted since
 	}
