@@ -60,7 +60,7 @@ func (c *chain) onInitializeAfter(to *peer, d delivery, cl *call, refused []stri
 		case cl.from.pos == 0:
 			c.stopInitTimer()
 		case cl.from.proc() != nil:
-			cl.from.rememberSuccessorInit(resp.Result) // for replaying it after a restart
+			cl.from.rememberSuccessorInit(cl.params, resp.Result) // for replaying it after a restart
 		}
 		return false
 	}

@@ -49,9 +49,14 @@ type peer struct {
 	restarts []time.Time // when it was restarted, within the window
 
 	// For replaying a proxy's initialization after a restart.
-	initParams    json.RawMessage // the params of the first initialize it took as a proxy
-	successorInit json.RawMessage // what its successor answered its initialize
-	reinit        atomic.Bool     // answer its next initialize from successorInit; set under mu
+	initParams json.RawMessage // the params of the first initialize it took as a proxy
+	// successorInits are what its successor last answered each of its
+	// initializes, by the params it sent (see takeReinit). Under mu.
+	successorInits []successorInit
+	// reinit says its initializes are answered from successorInits, from
+	// a restart until its replays are answered; set under mu.
+	reinit      atomic.Bool
+	reinitFirst bool // none of its initializes has been answered since the restart; under mu
 	// replays are a restarted proxy's initializations sent again while
 	// unanswered, in the order they go, one at a time: the first is in
 	// flight. Their waiters are pending on p as its calls are: fail and
@@ -73,6 +78,14 @@ type peer struct {
 	// is malformed, which is logged the first time only.
 	saidMalformed atomic.Bool
 }
+
+// A successorInit is a proxy's initialize of its successor, by its params,
+// and the result its successor answered it with.
+type successorInit struct{ params, result json.RawMessage }
+
+// maxSuccessorInits bounds the answers kept per proxy: initializes are few,
+// and one with params not kept goes to the successor again.
+const maxSuccessorInits = 8
 
 // bridgeEnds are the two peers a bridged MCP connection joins: the agent
 // whose MCP client opened it, and the peer that owns its server.
@@ -222,7 +235,8 @@ func (p *peer) replace(l *link, rp *replay) (unanswered, cancelled, orphaned []*
 	}
 	p.cancelled = nil
 	p.gone = nil
-	p.reinit.Store(p.successorInit != nil)
+	p.reinit.Store(len(p.successorInits) > 0)
+	p.reinitFirst = true
 	// The new process may be another program: until it passes an
 	// initialize on, a refusal of one is its own.
 	p.passedInit.Store(false)
@@ -270,6 +284,8 @@ func (p *peer) replayAnswered(rp *replay) (waiters []*call, next *replay) {
 	p.replays = p.replays[1:]
 	if len(p.replays) > 0 {
 		next = p.replays[0]
+	} else {
+		p.reinit.Store(false) // restored: its initializes go on as anyone's
 	}
 	return rp.waiters, next
 }
@@ -389,25 +405,56 @@ func (p *peer) rememberInit(params json.RawMessage) {
 	p.mu.Unlock()
 }
 
-func (p *peer) rememberSuccessorInit(result json.RawMessage) {
-	p.mu.Lock()
-	p.successorInit = result
-	p.mu.Unlock()
-}
-
-// takeReinit returns the successor's recorded initialize answer if the peer
-// is a restarted proxy whose initialize the conductor answers itself.
-func (p *peer) takeReinit() (json.RawMessage, bool) {
+// rememberSuccessorInit records result, what p's successor answered p's
+// initialize of params, for answering it after a restart: the latest
+// answer for those params, beside those for other params, the oldest of
+// which goes past maxSuccessorInits.
+func (p *peer) rememberSuccessorInit(params, result json.RawMessage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.reinit.Load() {
-		return nil, false
+	for i := range p.successorInits {
+		if bytes.Equal(p.successorInits[i].params, params) {
+			p.successorInits[i].result = result
+			return
+		}
 	}
-	p.reinit.Store(false)
-	return p.successorInit, true
+	if len(p.successorInits) == maxSuccessorInits {
+		p.successorInits = slices.Delete(p.successorInits, 0, 1)
+	}
+	// A copy: params alias the line they came in.
+	p.successorInits = append(p.successorInits, successorInit{bytes.Clone(params), result})
 }
 
-// restarted reports whether takeReinit would answer. It is read for every
+// takeReinit returns the answer to give p's initialize of its successor
+// with params, if p is a restarted proxy whose replays the conductor
+// answers itself: what the successor answered the same params, so that
+// each replay is answered for its own. The first after the restart, which
+// restores p, gets the answer to p's first initialize if its params were
+// not seen, as the successor is initialized already; a later one whose
+// params were not seen goes to the successor.
+func (p *peer) takeReinit(params json.RawMessage) (json.RawMessage, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reinit.Load() || len(p.successorInits) == 0 {
+		return nil, false
+	}
+	first := p.reinitFirst
+	p.reinitFirst = false
+	if len(p.replays) == 0 {
+		p.reinit.Store(false) // nothing replayed waits for the others
+	}
+	for _, si := range p.successorInits {
+		if bytes.Equal(si.params, params) {
+			return si.result, true
+		}
+	}
+	if first {
+		return p.successorInits[0].result, true
+	}
+	return nil, false
+}
+
+// restarted reports whether takeReinit may answer. It is read for every
 // message the peer sends, so it takes no lock.
 func (p *peer) restarted() bool { return p.reinit.Load() }
 

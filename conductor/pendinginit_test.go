@@ -345,6 +345,60 @@ func TestInitializeReplayedWithItsParams(t *testing.T) {
 	}
 }
 
+// TestInitializeAnsweredFromItsRecord has the editor initialize a
+// proxy twice with other params, and the agent answer both, before the
+// proxy dies: having answered both, or holding the second. The restarted
+// proxy's initialize of the agent for each replay is answered from the
+// agent's answer to the same params, not from its latest answer, and the
+// agent is not asked again.
+func TestInitializeAnsweredFromItsRecord(t *testing.T) {
+	for _, shape := range []string{"both answered", "the second held"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			proxy.OnFailure = PolicyRestart
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond})
+			p, a := proxyStarted(), agentStarted()
+
+			e.send(clientInit(0, "a"))
+			forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+			initializedFor(t, e, 0, "a")
+			e.send(clientInit(1, "b"))
+			if shape == "both answered" {
+				forwardInit(t, p, "b", func() { answerInit(t, a, "b") })
+				initializedFor(t, e, 1, "b")
+			} else {
+				m := p.recvMsg()
+				p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(m.Params) + `}}`)
+				answerInit(t, a, "b")
+				p.recvMsg() // the agent's answer, which the proxy dies holding
+			}
+			p.w.Close()
+			p = proxyStarted()
+			recorded := func(name string) {
+				t.Helper()
+				m := p.recvMsg()
+				if m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"`+name+`"`) {
+					t.Fatalf("the restarted proxy got %s, want the proxy/initialize of client %s", m.Bytes(), name)
+				}
+				p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(m.Params) + `}}`)
+				got := p.recvMsg()
+				if !strings.Contains(string(got.Result), `"name":"for-`+name+`"`) {
+					t.Fatalf("the restarted proxy's initialize for client %s was answered %s; want the agent's answer to it", name, got.Bytes())
+				}
+				p.reply(m, string(got.Result))
+			}
+			recorded("a")
+			if shape == "the second held" {
+				recorded("b")
+				initializedFor(t, e, 1, "b")
+			}
+			openSession(t, e, p, a) // the agent's next request is this one
+		})
+	}
+}
+
 // TestInitializeCancelledDuringRestart has the editor cancel its
 // initialize while the proxy that died holding it waits to be restarted:
 // the cancel answers it at once, -32800, and it is not answered again.

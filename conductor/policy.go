@@ -123,10 +123,11 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 // restart replaces a failed proxy's process and replays its initialization:
 // proxy/initialize with the params it first took goes first on the new link,
 // and when the proxy forwards initialize, the conductor answers as its
-// successor did the first time. Those pending on the old process are
+// successor answered the same params (see takeReinit). Those pending on the old process are
 // answered with report, but for an initialize, which gets the answer to a
 // replay of its own params (see p.replace): the one that restores the
-// proxy, or one sent after it, which the successor answers afresh; or,
+// proxy, or one sent after it, whose forwarded initialize the successor
+// answers afresh unless it answered the same params before; or,
 // if its caller cancelled it, -32800 at once.
 //
 // The new process starts after a back-off (see backoff), but its link is

@@ -99,11 +99,11 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 		c.cancel(from, dc.raw, dc.d.extra)
 		return
 	case actAnswerInit:
-		if result, ok := from.takeReinit(); ok {
+		if result, ok := from.takeReinit(dc.raw); ok {
 			from.send(encodeResponse(m.ID, result))
 			return
 		}
-		// Answered meanwhile: it cannot be, as only from's reader takes it.
+		// Params its successor never answered: it answers them now.
 	case actMCP:
 		m = new(wire.Message(*m))
 		if c.routeMCP(dc.src, dc.enveloped, from, m, dc.d.method, dc.raw, b) {

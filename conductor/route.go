@@ -194,7 +194,8 @@ type decision struct {
 //   - A successor envelope is unwrapped; a malformed one is refused (-32602).
 //   - A $/cancel_request notification cancels the request's next hop.
 //   - A restarted proxy's initialize of its successor is answered by the
-//     conductor, with what the successor answered the first time.
+//     conductor while its replays last, with what the successor answered
+//     the same params.
 //   - mcp/* methods are offered to the MCP router (mcp.go) first.
 //   - Everything else goes where hop says, with proxy/initialize spelled
 //     in the dialect of the proxy it reaches.
