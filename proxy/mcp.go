@@ -41,9 +41,10 @@ import (
 // and go on as any other message would, until they are disconnected or the
 // sessions that declared the server through the proxy have all closed (or
 // the session the conductor named on mcp/connect has), a session forgotten
-// for maxSessions counting as closed. One tied to no session that way ends
-// only when disconnected, so the proxy keeps at most maxUntied of them,
-// and refuses a connect past that.
+// for maxSessions counting as closed. One tied to no session that way, or
+// only to a session the proxy does not keep (never seen set up, or
+// forgotten), may end only when disconnected, so the proxy keeps at most
+// maxUntied of them, and refuses a connect past that.
 
 // MCP-over-ACP methods, and the requests that set up a session and so carry
 // mcpServers.
@@ -207,10 +208,11 @@ func (t *sessionTable) remove(r *sessionRecord) {
 }
 
 // touch puts r, if kept, first, and keeps it under its id if it has
-// learned one since (from mcp/connect) that no other holds.
-func (t *sessionTable) touch(r *sessionRecord) {
+// learned one since (from mcp/connect) that no other holds, returning
+// that id if so.
+func (t *sessionTable) touch(r *sessionRecord) (keyed string) {
 	if !r.kept {
-		return
+		return ""
 	}
 	if t.head != r {
 		t.remove(r)
@@ -220,13 +222,25 @@ func (t *sessionTable) touch(r *sessionRecord) {
 		if id := r.get().ID; id != "" && t.byID[id] == nil {
 			r.key = id
 			t.byID[id] = r
+			return id
 		}
+	}
+	return ""
+}
+
+// touch touches r in the table, and ties to it the upstream connections
+// named for its session if it is now kept under the session's id. h.mu is
+// held.
+func (h *mcpHost) touch(r *sessionRecord) {
+	if id := h.sessions.touch(r); id != "" {
+		h.retie(id)
 	}
 }
 
 // maxUntied bounds the upstream connections the proxy keeps, and the
-// connects for them pending, that no session's end ends (untied): only
-// their mcp/disconnect does. A peer that connects and never disconnects
+// connects for them pending, that no kept session's end ends (untied):
+// only their mcp/disconnect surely does, since a session the proxy does
+// not keep may never be closed, nor forgotten again. A peer that connects and never disconnects
 // must not grow the proxy; past the bound such an mcp/connect is refused,
 // saying so, and goes no further. A variable, for tests.
 var maxUntied = 1024
@@ -282,6 +296,7 @@ func (e *endedConns) lookup(id string) (upstream, ok bool) {
 type upstreamConn struct {
 	server  string // in theirs when opened, or ""
 	session string
+	counted bool // in mcpHost.untied (set by setUpstream)
 }
 
 // An openingConn is an mcp/connect to someone before the proxy awaiting
@@ -294,18 +309,37 @@ type openingConn struct {
 	forgotten bool // what tied it ended meanwhile
 }
 
-// untied reports whether only an mcp/disconnect ends c: no session that
-// declared its server through the proxy was open when it was opened, and
-// none was named for it or tied it by a reload (replaced).
-func (c upstreamConn) untied() bool { return c.server == "" && c.session == "" }
+// untied reports whether nothing but an mcp/disconnect is sure to end c:
+// no session that declared its server through the proxy was open when it
+// was opened, and the session named for it or that tied it by a reload
+// (replaced), if any, is not one the proxy keeps. Such a session, never
+// seen set up or already forgotten for maxSessions, ends c only if the
+// client closes it, and no bound on sessions forgets it. h.mu is held.
+func (h *mcpHost) untiedConn(c upstreamConn) bool {
+	return c.server == "" && (c.session == "" || h.sessions.byID[c.session] == nil)
+}
 
 // setUpstream records c as the upstream connection id, in place of any
 // that had the id, keeping the count of untied ones. h.mu is held.
 func (h *mcpHost) setUpstream(id string, c upstreamConn) {
 	h.dropUpstream(id)
+	c.counted = h.untiedConn(c)
 	h.upstream[id] = c
-	if c.untied() {
+	if c.counted {
 		h.untied++
+	}
+}
+
+// retie stops counting as untied the upstream connections tied to
+// session, now kept: its end, or its being forgotten, ends them. h.mu is
+// held.
+func (h *mcpHost) retie(session string) {
+	for id, c := range h.upstream {
+		if c.counted && c.session == session && !h.untiedConn(c) {
+			c.counted = false
+			h.upstream[id] = c
+			h.untied--
+		}
 	}
 }
 
@@ -314,7 +348,7 @@ func (h *mcpHost) setUpstream(id string, c upstreamConn) {
 func (h *mcpHost) dropUpstream(id string) {
 	if c, ok := h.upstream[id]; ok {
 		delete(h.upstream, id)
-		if c.untied() {
+		if c.counted {
 			h.untied--
 		}
 	}
@@ -492,6 +526,7 @@ func (h *mcpHost) keep(rec *sessionRecord, ids, theirs []string) {
 	t.push(rec)
 	if id != "" {
 		rec.key, t.byID[id] = id, rec
+		h.retie(id) // those named for it before it was kept
 	}
 	for t.n > t.limit {
 		victim := t.tail
@@ -554,7 +589,7 @@ func (h *mcpHost) prompted(params json.RawMessage) {
 	}
 	h.mu.Lock()
 	if r := h.sessions.byID[id]; r != nil {
-		h.sessions.touch(r)
+		h.touch(r)
 	}
 	h.mu.Unlock()
 }
@@ -742,14 +777,23 @@ func (h *mcpHost) unnote(ids []string, match func(*sessionRecord) bool) map[stri
 }
 
 // forget withdraws what a failed set-up in rec's session declared: ids of
-// the proxy's servers, theirs of servers before it.
+// the proxy's servers, theirs of servers before it, and the connections
+// the proxy saw opened to those only it declared, which are forgotten as
+// end forgets them: no session's end would end them any more, and they
+// were not counted as untied.
 func (h *mcpHost) forget(ids, theirs []string, rec *sessionRecord) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
 		delete(h.declared, id)
 	}
-	h.unnote(theirs, func(r *sessionRecord) bool { return r == rec })
+	gone := h.unnote(theirs, func(r *sessionRecord) bool { return r == rec })
+	for id, up := range h.upstream {
+		if gone[up.server] {
+			h.dropUpstream(id)
+			h.ended.add(id, true)
+		}
+	}
 }
 
 // connect opens a connection to one of the proxy's servers and starts
@@ -781,7 +825,7 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params, extra json.
 	}
 	mc := newMCPConn(h, d, proposed)
 	h.conns[mc.id] = mc
-	h.sessions.touch(d.session)
+	h.touch(d.session)
 	h.mu.Unlock()
 	answer := `{"connectionId":` + mc.quotedID + `}`
 	if h.c.getDialect().MCPByURL {
@@ -810,11 +854,11 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 		if len(h.theirs[server]) > 0 {
 			o.up.server = server
 		}
-		if o.counted = o.up.untied(); o.counted {
+		if o.counted = h.untiedConn(o.up); o.counted {
 			if h.untied >= h.maxUntied {
 				h.mu.Unlock()
 				return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
-					"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session) are open, the most it keeps; disconnect one first",
+					"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps) are open, the most it keeps; disconnect one first",
 					h.c.p.name(), r.Method, server, h.maxUntied)}
 			}
 			// Counted while pending too, so that connects at once cannot
@@ -882,7 +926,7 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 	h.mu.Lock()
 	mc := h.conns[cid]
 	if mc != nil {
-		h.sessions.touch(mc.session)
+		h.touch(mc.session)
 	}
 	_, up := h.upstream[cid]
 	var endedUp, ended bool

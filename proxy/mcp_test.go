@@ -1087,6 +1087,9 @@ func TestMCPUntiedUpstreamBounded(t *testing.T) {
 		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"connectionId":"up-` + id + `"}}`)
 		h.expect(`{"jsonrpc":"2.0","id":"` + id + `","result":{"connectionId":"up-` + id + `"}}`)
 	}
+	// s1 is kept, so its close or its being forgotten ends a connection
+	// named for it: such a one is not counted under the bound.
+	h.newSession(1, "s1")
 	const limit = 1024
 	for n := range limit {
 		connect(n, `{"serverId":"elsewhere"}`)
@@ -1359,6 +1362,55 @@ func TestMCPUpstreamOpenedAsSetUpFails(t *testing.T) {
 	h.expect(`{"jsonrpc":"2.0","id":"n","error":{"code":-32000,"message":"no"}}`)
 	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, connect) + `,"result":{"connectionId":"up-0"}}`)
 	h.expect(`{"jsonrpc":"2.0","id":"c","result":{"connectionId":"up-0"}}`)
+	h.onUpstream("m", "up-0", false)
+	if got, _ := tables(h); got["upstream"] != 0 {
+		t.Errorf("the proxy keeps %d upstream connections; want none", got["upstream"])
+	}
+}
+
+// A connection through the proxy for a session the proxy does not keep,
+// one never seen set up or one forgotten for maxSessions, is counted as
+// untied, since a client that never closes that session never ends it:
+// past the bound such a connect is refused. Once the session is set up
+// and kept, its connections are tied to it, free their place, and end
+// when it is forgotten.
+func TestMCPUpstreamForSessionNotKept(t *testing.T) {
+	t.Cleanup(proxy.SetMaxSessions(1))
+	t.Cleanup(proxy.SetMaxUntied(2))
+	p, tables := tablesProxy()
+	p.Logger = slog.New(slog.DiscardHandler)
+	h := serveMCP(t, p, "tools")
+	h.openEverything("s0")
+	h.newSession(1, "s1") // past the limit: s0 is forgotten
+	h.upConnect("u0", `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"s0"}}`)
+	h.upConnect("u1", `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"never"}}`)
+	h.untiedRefused("over0")
+
+	h.newSession(2, "never") // kept now, and s1 forgotten: u1 is tied to it
+	h.upConnect("u2", `{"serverId":"elsewhere"}`)
+	h.untiedRefused("over1")
+	h.onUpstream("m0", "u1", true)
+
+	h.newSession(3, "s3") // "never" is forgotten, and u1 with it
+	h.onUpstream("m1", "u1", false)
+	h.onUpstream("m2", "u0", true)
+	if got, _ := tables(h); got["upstream"] != 2 {
+		t.Errorf("the proxy keeps %d upstream connections; want 2 (u0, u2)", got["upstream"])
+	}
+}
+
+// A connection through the proxy to a server declared only by a set-up
+// that fails after the connection opened is forgotten with the set-up's
+// declarations: nothing else would end it, and it was not counted as
+// untied.
+func TestMCPUpstreamOpenAsSetUpFails(t *testing.T) {
+	p, tables := tablesProxy()
+	h := serveMCP(t, p, "tools")
+	h.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-1"}]}}`)
+	setUp := h.recv()
+	h.upConnect("up-0", `{"serverId":"ed-1"}`)
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, setUp) + `,"error":{"code":-32000,"message":"no"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"n","error":{"code":-32000,"message":"no"}}`)
 	h.onUpstream("m", "up-0", false)
 	if got, _ := tables(h); got["upstream"] != 0 {
 		t.Errorf("the proxy keeps %d upstream connections; want none", got["upstream"])
