@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,14 +45,15 @@ const ProtocolVersion = 1
 // agent_mcp.go); and ends the turn.
 // session/cancel ends a running turn with stopReason "cancelled".
 func Agent(ctx context.Context, in io.Reader, out io.WriteCloser) error {
-	return agentLimited(ctx, in, out, 0)
+	return agentLimited(ctx, in, out, 0, os.Stderr)
 }
 
 // agentLimited is Agent reading lines up to limit bytes (0: the default),
-// so that a test can exceed it without writing 64 MiB.
-func agentLimited(ctx context.Context, in io.Reader, out io.WriteCloser, limit int) error {
-	a := &agent{link: newLink(in, out, limit), sessions: make(map[string]*session)}
-	a.onBad = func(bad *badMessage) error { return a.fail(bad.id(), bad.rpcError()) }
+// so that a test can exceed it without writing 64 MiB, and logging to
+// logw (the conductor logs a component's stderr).
+func agentLimited(ctx context.Context, in io.Reader, out io.WriteCloser, limit int, logw io.Writer) error {
+	a := &agent{link: newLink(in, out, limit), sessions: make(map[string]*session), logw: logw}
+	a.onBad = a.bad
 	defer a.close()
 	for {
 		m, err := a.recv(ctx)
@@ -75,6 +77,7 @@ const AgentName = "acp-conductor-sample-agent"
 
 type agent struct {
 	*link
+	logw     io.Writer
 	canRead  bool // the client advertised fs.readTextFile
 	sessions map[string]*session
 	turn     *session // the session whose prompt turn is running, if any
@@ -113,6 +116,26 @@ func (a *agent) dispatch(ctx context.Context, m *wire.Message) error {
 		return a.prompt(ctx, m)
 	}
 	return a.fail(m.ID, wire.Errorf(jrpc2.MethodNotFound, "method not found: %s", m.Method))
+}
+
+// bad deals with a line the agent could not use. A request, or what may
+// be one, is answered with the error, under its id or null. A line too
+// long to keep that is a notification or a response is only logged, as
+// the conductor does: JSON-RPC answers neither, and an answer to the
+// agent's own call has failed that call already (link.recv).
+func (a *agent) bad(b *badMessage) error {
+	if big, ok := errors.AsType[*wire.OversizeError](b.err); ok && !big.IsBatch && (big.Method == "" || big.ID == nil && !big.IDUnread) {
+		kind := "notification " + big.Method
+		switch {
+		case big.IsResponse:
+			kind = "response " + string(big.ID)
+		case big.Method == "":
+			kind = "line that is no JSON-RPC message"
+		}
+		_, err := fmt.Fprintf(a.logw, "sample agent: dropped a %s: %v\n", kind, big)
+		return err
+	}
+	return a.fail(b.id(), b.rpcError())
 }
 
 func (a *agent) initialize(m *wire.Message) error {
@@ -379,11 +402,12 @@ func describe(content string) string {
 // leave in program order: an agent's updates always precede the response
 // that ends its turn.
 type link struct {
-	ch     *wire.LineChannel
-	in     chan received // closed when the stream ends
-	err    error         // why it ended; read only after in is closed
-	done   chan struct{}
-	nextID int64
+	ch      *wire.LineChannel
+	in      chan received // closed when the stream ends
+	err     error         // why it ended; read only after in is closed
+	done    chan struct{}
+	nextID  int64
+	calling json.RawMessage // the id of the call awaiting its answer, if any
 
 	// onBad, if set, answers an unparsable message so reading can go on.
 	onBad func(*badMessage) error
@@ -451,6 +475,12 @@ func (l *link) recv(ctx context.Context) (*wire.Message, error) {
 			if !ok {
 				return nil, l.err
 			}
+			// An answer to the call awaited that was too long to keep
+			// fails the call, which would otherwise wait for ever.
+			if big, ok := errors.AsType[*wire.OversizeError](r.err); ok && big.IsResponse && l.calling != nil && wire.SameID(big.ID, l.calling) {
+				e := wire.Errorf(jrpc2.InternalError, "the response was discarded: %v", big)
+				return &wire.Message{ID: l.calling, Error: e.Encode()}, nil
+			}
 			var bad *badMessage
 			if errors.As(r.err, &bad) && l.onBad != nil {
 				if err := l.onBad(bad); err != nil {
@@ -507,6 +537,9 @@ func (l *link) call(ctx context.Context, method string, params any, handle func(
 	if err := l.send(&wire.Message{ID: id, Method: method, Params: p}); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", method, err)
 	}
+	prev := l.calling
+	l.calling = id
+	defer func() { l.calling = prev }()
 	for {
 		m, err := l.recv(ctx)
 		if err != nil {

@@ -1,11 +1,13 @@
 package samples
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,18 +18,18 @@ import (
 // The test fails if the agent does not finish cleanly once they are closed.
 func startAgent(t *testing.T) (fromAgent io.Reader, toAgent io.WriteCloser) {
 	t.Helper()
-	return startAgentLimited(t, 0)
+	return startAgentLimited(t, 0, io.Discard)
 }
 
 // startAgentLimited is startAgent with the agent's line limit (0: the
-// default).
-func startAgentLimited(t *testing.T, limit int) (fromAgent io.Reader, toAgent io.WriteCloser) {
+// default), logging to logw.
+func startAgentLimited(t *testing.T, limit int, logw io.Writer) (fromAgent io.Reader, toAgent io.WriteCloser) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- agentLimited(ctx, inR, outW, limit) }()
+	go func() { done <- agentLimited(ctx, inR, outW, limit, logw) }()
 	t.Cleanup(func() {
 		inW.Close()
 		if t.Failed() {
@@ -182,11 +184,13 @@ func TestAgentErrors(t *testing.T) {
 
 // TestAgentOversize: a request longer than the agent's line limit is
 // answered under its id, wherever in the line the id is, as the conductor
-// answers one; one whose id cannot be read, under null; and the agent reads
-// on.
+// answers one; one whose id cannot be read, under null; a notification or
+// a response to no call of the agent's is only logged, as JSON-RPC answers
+// neither; and the agent reads on.
 func TestAgentOversize(t *testing.T) {
 	const limit = 1 << 10
-	r, w := startAgentLimited(t, limit)
+	var log syncBuffer
+	r, w := startAgentLimited(t, limit, &log)
 	p := &rawPeer{t, wire.NewLineChannel(r, w, 0)}
 	long := func(head, tail string) {
 		t.Helper()
@@ -198,10 +202,59 @@ func TestAgentOversize(t *testing.T) {
 	p.expect(`"id":"big"`, `"code":-32600`, `exceeds`)
 	long(`{"jsonrpc":"2.0","method":"session/prompt","params":{"pad":"`, `"},"id":7}`)
 	p.expect(`"id":7,`, `"code":-32600`, `exceeds`)
-	long(`{"jsonrpc":"2.0","method":"session/prompt","params":{"pad":"`, `"`)
+	long(`{"jsonrpc":"2.0","method":"session/prompt","params":{"pad":"`, `"},"id":[7]}`)
 	p.expect(`"id":null`, `"code":-32600`, `exceeds`)
-	p.send(`{"jsonrpc":"2.0","id":"s","method":"initialize","params":{"protocolVersion":1}}`)
+	// Neither of these is answered: the next line the agent writes is
+	// the answer to initialize. Sent from a goroutine, so that an answer
+	// the agent should not write fails the test rather than block both.
+	pad := strings.Repeat("x", limit)
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for _, line := range []string{
+			`{"jsonrpc":"2.0","method":"session/cancel","params":{"pad":"` + pad + `"}}`,
+			`{"jsonrpc":"2.0","id":99,"result":{"pad":"` + pad + `"}}`,
+			`{"jsonrpc":"2.0","id":"s","method":"initialize","params":{"protocolVersion":1}}`,
+		} {
+			if err == nil {
+				err = p.ch.Send([]byte(line))
+			}
+		}
+		sent <- err
+	}()
 	p.expect(`"id":"s"`, `"protocolVersion":1`)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dropped a notification session/cancel", "dropped a response 99"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the agent logged %q; want %q", log.String(), want)
+		}
+	}
+}
+
+// TestAgentOversizeAnswer: an answer to the agent's own call that is
+// longer than its line limit fails that call, which would otherwise wait
+// for ever: the turn goes on as with an error answer.
+func TestAgentOversizeAnswer(t *testing.T) {
+	const limit = 1 << 10
+	r, w := startAgentLimited(t, limit, io.Discard)
+	p := &rawPeer{t, wire.NewLineChannel(r, w, 0)}
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
+	p.expect(`"id":0`)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	p.expect(`"sessionId":"sess_1"`)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
+	var perm *wire.Message
+	for perm == nil {
+		if m, _ := p.recv(); m.Method == "session/request_permission" {
+			perm = m
+		}
+	}
+	p.send(`{"jsonrpc":"2.0","result":{"outcome":{"outcome":"selected","optionId":"allow-once","pad":"` + strings.Repeat("x", limit) + `"}},"id":` + string(perm.ID) + `}`)
+	p.expect(`"tool_call_update"`, `"failed"`)
+	p.expect(`The permission request failed`, `exceeds`)
+	p.expect(`"id":2`, `"end_turn"`)
 }
 
 func TestAgentCancel(t *testing.T) {
@@ -276,4 +329,23 @@ func TestClientTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Run error = %v, want a deadline", err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer that the agent's goroutine may write while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
