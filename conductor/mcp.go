@@ -3,8 +3,8 @@ package conductor
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -802,13 +802,15 @@ func (r *mcpRoutes) dropBridged(p *peer) {
 	r.mu.Unlock()
 }
 
-// variantID returns a connectionId made from id for its nth holder.
+// variantID returns a connectionId made from id for its nth holder,
+// written without HTML escaping ("R&D~2", not "R\u0026D~2"): the
+// conductor makes it up, so no peer has seen another spelling of it.
 func variantID(id []byte, n int) string {
 	var s string
 	if json.Unmarshal(id, &s) != nil {
 		s = string(id)
 	}
-	return string(mustQuote(fmt.Sprintf("%s~%d", s, n)))
+	return string(wire.AppendString(nil, s+"~"+strconv.Itoa(n)))
 }
 
 // connID returns the connectionId of mcp/message or mcp/disconnect params,

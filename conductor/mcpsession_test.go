@@ -1164,3 +1164,44 @@ func inputEnded(t *testing.T, s *scripted) {
 		t.Fatalf("%s: its input never ended", s.name)
 	}
 }
+
+// TestMCPVariantConnectionID: a connectionId the conductor makes up, for
+// a connection whose owner gave an id another connection holds, is
+// written without HTML escaping ("R&D~2", not "R\u0026D~2"), as the
+// owner's own spelling of an id it did not have to change reaches the
+// agent as it came.
+func TestMCPVariantConnectionID(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		owner string // the connectionId the owner gives both connections
+		want  string // the second's, as the agent gets it
+	}{
+		{"plain", `"c1"`, `"c1~2"`},
+		{"ampersand", `"R&D"`, `"R&D~2"`},
+		{"ampersand escaped", `"R\u0026D"`, `"R&D~2"`},
+		{"angle brackets", `"<c>"`, `"<c>~2"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			comp, started := scriptedComponent(t, t.TempDir(), "agent")
+			ed := scriptedEditor(startChain(t, Config{Agent: comp}))
+			ag := started()
+			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+			ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
+			ed.recvMsg()
+			ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+			m := ag.recvMsg()
+			id := wire.Member(oneServer(t, m), "id")
+			ag.reply(m, `{"sessionId":"s1"}`)
+			ed.recvMsg()
+			var got []string
+			for _, open := range []string{"open1", "open2"} {
+				ag.send(`{"jsonrpc":"2.0","id":"` + open + `","method":"mcp/connect","params":{"acpId":` + string(id) + `}}`)
+				ed.reply(ed.recvMsg(), `{"connectionId":`+tt.owner+`}`)
+				got = append(got, string(wire.Member(ag.recvMsg().Result, "connectionId")))
+			}
+			if got[0] != tt.owner || got[1] != tt.want {
+				t.Errorf("the agent's connections got ids %s; want %s as the owner gave it, then %s", got, tt.owner, tt.want)
+			}
+		})
+	}
+}
