@@ -419,15 +419,7 @@ func TestMCPProgressToTranslatedCallerSpelledOtherwise(t *testing.T) {
 		{"escaped request id", `"srv-1"`, "%s", "escaped"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			comp, started := scriptedComponent(t, t.TempDir(), "agent")
-			ed := scriptedEditor(startChain(t, Config{Agent: comp}))
-			ag := started()
-			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-			ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
-			ed.recvMsg()
-			ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":` + tt.declared + `}]}}`)
-			ag.reply(ag.recvMsg(), `{"sessionId":"s1"}`)
-			ed.recvMsg()
+			ed, ag, _ := mcpSetUp(t, `{"acp":true}`, Config{}, tt.declared)
 			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":` + tt.declared + `}}`)
 			connect := ed.recvMsg()
 			ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`)

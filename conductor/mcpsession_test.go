@@ -1008,17 +1008,8 @@ func TestMCPErrorDataServerID(t *testing.T) {
 		{"angle brackets", `"\u003ctools\u003e"`, `"<tools>"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			comp, started := scriptedComponent(t, t.TempDir(), "agent")
-			ed := scriptedEditor(startChain(t, Config{Agent: comp}))
-			ag := started()
-			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-			ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
-			ed.recvMsg()
-			ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":` + tt.declared + `}]}}`)
-			m := ag.recvMsg()
-			id := wire.Member(oneServer(t, m), "id")
-			ag.reply(m, `{"sessionId":"s1"}`)
-			ed.recvMsg()
+			ed, ag, setUp := mcpSetUp(t, `{"acp":true}`, Config{}, tt.declared)
+			id := wire.Member(oneServer(t, setUp), "id")
 			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":` + string(id) + `}}`)
 			ed.reply(ed.recvMsg(), `{"connectionId":"c1"}`)
 			c := &mcpUser{s: ag, cid: string(wire.Member(ag.recvMsg().Result, "connectionId"))}
@@ -1182,17 +1173,8 @@ func TestMCPVariantConnectionID(t *testing.T) {
 		{"angle brackets", `"<c>"`, `"<c>~2"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			comp, started := scriptedComponent(t, t.TempDir(), "agent")
-			ed := scriptedEditor(startChain(t, Config{Agent: comp}))
-			ag := started()
-			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-			ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)
-			ed.recvMsg()
-			ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
-			m := ag.recvMsg()
-			id := wire.Member(oneServer(t, m), "id")
-			ag.reply(m, `{"sessionId":"s1"}`)
-			ed.recvMsg()
+			ed, ag, declared := mcpChainWith(t, `{"acp":true}`, Config{})
+			id := wire.Member(declared, "id")
 			var got []string
 			for _, open := range []string{"open1", "open2"} {
 				ag.send(`{"jsonrpc":"2.0","id":"` + open + `","method":"mcp/connect","params":{"acpId":` + string(id) + `}}`)

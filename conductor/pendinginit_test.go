@@ -301,6 +301,98 @@ func openSession(t *testing.T, e *editor, p, a *scripted) {
 	}
 }
 
+// restartableChain starts a chain of one scripted proxy, restarted when
+// it fails, and a scripted agent, with cfg's timings. It returns the
+// editor, the proxy and the agent as they first started, and proxyStarted
+// for the proxy's next start.
+func restartableChain(t *testing.T, cfg Config) (e *editor, p, a *scripted, proxyStarted func() *scripted) {
+	t.Helper()
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	proxy.OnFailure = PolicyRestart
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	cfg.Proxies, cfg.Agent = []Component{proxy}, agent
+	e = startChain(t, cfg)
+	return e, proxyStarted(), agentStarted(), proxyStarted
+}
+
+// initializeA has the editor initialize for client a, under id 0,
+// through the proxy p, which the agent a answers.
+func initializeA(t *testing.T, e *editor, p, a *scripted) {
+	t.Helper()
+	e.send(clientInit(0, "a"))
+	forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+	initializedFor(t, e, 0, "a")
+}
+
+// restoreWithA has the restarted proxy p take the replay of client a's
+// initialize, answered by the agent, or from the conductor's record when
+// the agent answered it before (answered): it is not asked again.
+func restoreWithA(t *testing.T, p, a *scripted, answered bool) {
+	t.Helper()
+	if answered {
+		forwardInit(t, p, "a", nil)
+		return
+	}
+	forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+}
+
+// restartHoldingB has the editor initialize for client a and then for
+// client b, whose params differ, and the proxy p die holding b's: after
+// a's was answered (answered), or with both pending. It returns the
+// restarted proxy once the replay of a's initialize has restored it, and
+// a's initialize is answered.
+func restartHoldingB(t *testing.T, e *editor, p, a *scripted, proxyStarted func() *scripted, answered bool) *scripted {
+	t.Helper()
+	if answered {
+		initializeA(t, e, p, a)
+		e.send(clientInit(1, "b"))
+		if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+			t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
+		}
+		p.w.Close() // the proxy dies holding it
+	} else {
+		e.send(clientInit(0, "a"))
+		p.recvMsg()
+		e.send(clientInit(1, "b"))
+		p.recvMsg()
+		p.w.Close() // the proxy dies holding both
+	}
+	p = proxyStarted()
+	restoreWithA(t, p, a, answered)
+	if !answered {
+		initializedFor(t, e, 0, "a")
+	}
+	return p
+}
+
+// pendInitialize leaves an initialize of the editor's pending on the
+// proxy p: client a's, under id 0, or for a later replay client b's,
+// under id 1, once a's is answered. It returns that initialize's id.
+func pendInitialize(t *testing.T, e *editor, p, a *scripted, later bool) int {
+	t.Helper()
+	if !later {
+		e.send(clientInit(0, "a"))
+		return 0
+	}
+	initializeA(t, e, p, a)
+	e.send(clientInit(1, "b"))
+	return 1
+}
+
+// releaseAndOpen lets the held restart go on, has the new proxy restored
+// with client a's initialize, which the agent answered before for a later
+// replay, and opens a session through it. The session's answer is the
+// editor's next message: the initialize a cancel answered is not answered
+// again, and b is not replayed.
+func releaseAndOpen(t *testing.T, e *editor, h *heldBackoff, proxyStarted func() *scripted, a *scripted, later bool) {
+	t.Helper()
+	close(h.release)
+	p := proxyStarted()
+	restoreWithA(t, p, a, later)
+	openSession(t, e, p, a)
+}
+
 // TestInitializeReplayedWithItsParams has a restarted proxy die holding
 // the editor's second initialize, whose params differ from the first's:
 // after the first one answered, or with both pending. The new process is
@@ -311,33 +403,9 @@ func openSession(t *testing.T, e *editor, p, a *scripted) {
 func TestInitializeReplayedWithItsParams(t *testing.T) {
 	for _, shape := range []string{"after an answered one", "both pending"} {
 		t.Run(shape, func(t *testing.T) {
-			dir := t.TempDir()
-			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-			proxy.OnFailure = PolicyRestart
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond})
-			p, a := proxyStarted(), agentStarted()
+			e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
 
-			e.send(clientInit(0, "a"))
-			if shape == "after an answered one" {
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-				initializedFor(t, e, 0, "a")
-				e.send(clientInit(1, "b"))
-				if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
-					t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
-				}
-				p.w.Close() // the proxy dies holding it
-				p = proxyStarted()
-				forwardInit(t, p, "a", nil) // the agent, which answered a, is not asked again
-			} else {
-				p.recvMsg()
-				e.send(clientInit(1, "b"))
-				p.recvMsg()
-				p.w.Close() // the proxy dies holding both
-				p = proxyStarted()
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-				initializedFor(t, e, 0, "a")
-			}
+			p = restartHoldingB(t, e, p, a, proxyStarted, shape == "after an answered one")
 			forwardInit(t, p, "b", func() { answerInit(t, a, "b") })
 			initializedFor(t, e, 1, "b")
 			openSession(t, e, p, a)
@@ -354,16 +422,9 @@ func TestInitializeReplayedWithItsParams(t *testing.T) {
 func TestInitializeAnsweredFromItsRecord(t *testing.T) {
 	for _, shape := range []string{"both answered", "the second held"} {
 		t.Run(shape, func(t *testing.T) {
-			dir := t.TempDir()
-			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-			proxy.OnFailure = PolicyRestart
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond})
-			p, a := proxyStarted(), agentStarted()
+			e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
 
-			e.send(clientInit(0, "a"))
-			forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-			initializedFor(t, e, 0, "a")
+			initializeA(t, e, p, a)
 			e.send(clientInit(1, "b"))
 			if shape == "both answered" {
 				forwardInit(t, p, "b", func() { answerInit(t, a, "b") })
@@ -409,23 +470,11 @@ func TestInitializeAnsweredFromItsRecord(t *testing.T) {
 func TestInitializeCancelledDuringRestart(t *testing.T) {
 	for _, shape := range []string{"the first replay", "a later replay"} {
 		t.Run(shape, func(t *testing.T) {
-			dir := t.TempDir()
-			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-			proxy.OnFailure = PolicyRestart
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			cfg := Config{Proxies: []Component{proxy}, Agent: agent}
+			var cfg Config
 			h := holdBackoff(&cfg)
-			e := startChain(t, cfg)
-			p, a := proxyStarted(), agentStarted()
+			e, p, a, proxyStarted := restartableChain(t, cfg)
 
-			id := 0
-			e.send(clientInit(0, "a"))
-			if shape == "a later replay" {
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-				initializedFor(t, e, 0, "a")
-				id = 1
-				e.send(clientInit(1, "b"))
-			}
+			id := pendInitialize(t, e, p, a, shape == "a later replay")
 			if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
 				t.Fatalf("the proxy got %s, want its proxy/initialize", m.Bytes())
 			}
@@ -436,16 +485,7 @@ func TestInitializeCancelledDuringRestart(t *testing.T) {
 				t.Fatalf("got %s, want initialize %d answered -32800 at once", e.seen[len(e.seen)-1], id)
 			}
 
-			close(h.release)
-			p = proxyStarted()
-			if shape == "a later replay" {
-				forwardInit(t, p, "a", nil)
-			} else {
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-			}
-			// The session's answer is the editor's next message: the
-			// initialize is not answered again, and b is not replayed.
-			openSession(t, e, p, a)
+			releaseAndOpen(t, e, h, proxyStarted, a, shape == "a later replay")
 		})
 	}
 }
@@ -461,35 +501,11 @@ func TestInitializeCancelledDuringRestart(t *testing.T) {
 func TestInitializeLaterReplayTimeout(t *testing.T) {
 	for _, shape := range []string{"after an answered one", "both pending"} {
 		t.Run(shape, func(t *testing.T) {
-			dir := t.TempDir()
-			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-			proxy.OnFailure = PolicyRestart
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
 			// Ample for the replay that restores the proxy, on a loaded
 			// machine under -race; the later replay waits it out in full.
-			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond, InitTimeout: 3 * time.Second})
-			p, a := proxyStarted(), agentStarted()
+			e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond, InitTimeout: 3 * time.Second})
 
-			e.send(clientInit(0, "a"))
-			if shape == "after an answered one" {
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-				initializedFor(t, e, 0, "a")
-				e.send(clientInit(1, "b"))
-				if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
-					t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
-				}
-				p.w.Close() // the proxy dies holding it
-				p = proxyStarted()
-				forwardInit(t, p, "a", nil)
-			} else {
-				p.recvMsg()
-				e.send(clientInit(1, "b"))
-				p.recvMsg()
-				p.w.Close() // the proxy dies holding both
-				p = proxyStarted()
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-				initializedFor(t, e, 0, "a")
-			}
+			p = restartHoldingB(t, e, p, a, proxyStarted, shape == "after an answered one")
 			if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"b"`) {
 				t.Fatalf("the restarted proxy got %s, want the replay of b's proxy/initialize", m.Bytes())
 			}
@@ -520,12 +536,7 @@ func TestInitializeReplaysAccepted(t *testing.T) {
 	const good = `{"protocolVersion":1,"clientInfo":{"name":"good"}}`
 	for _, shape := range []string{"refused", "not carried"} {
 		t.Run(shape, func(t *testing.T) {
-			dir := t.TempDir()
-			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-			proxy.OnFailure = PolicyRestart
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond})
-			p, a := proxyStarted(), agentStarted()
+			e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
 			refuse := func(m *wire.Message, code int) {
 				p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"no"}}`, m.ID, code))
 			}
@@ -582,23 +593,11 @@ func TestInitializeReplaysAccepted(t *testing.T) {
 func TestInitializeCancelledBeforeRestart(t *testing.T) {
 	for _, shape := range []string{"the first replay", "a later replay"} {
 		t.Run(shape, func(t *testing.T) {
-			dir := t.TempDir()
-			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
-			proxy.OnFailure = PolicyRestart
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			cfg := Config{Proxies: []Component{proxy}, Agent: agent}
+			var cfg Config
 			h := holdBackoff(&cfg)
-			e := startChain(t, cfg)
-			p, a := proxyStarted(), agentStarted()
+			e, p, a, proxyStarted := restartableChain(t, cfg)
 
-			id := 0
-			e.send(clientInit(0, "a"))
-			if shape == "a later replay" {
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-				initializedFor(t, e, 0, "a")
-				id = 1
-				e.send(clientInit(1, "b"))
-			}
+			id := pendInitialize(t, e, p, a, shape == "a later replay")
 			held := p.recvMsg()
 			if held.Method != wire.MethodProxyInitialize {
 				t.Fatalf("the proxy got %s, want its proxy/initialize", held.Bytes())
@@ -613,16 +612,7 @@ func TestInitializeCancelledBeforeRestart(t *testing.T) {
 				t.Fatalf("got %s, want initialize %d answered -32800", e.seen[len(e.seen)-1], id)
 			}
 
-			close(h.release)
-			p = proxyStarted()
-			if shape == "a later replay" {
-				forwardInit(t, p, "a", nil)
-			} else {
-				forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
-			}
-			// The session's answer is the editor's next message: the
-			// initialize is not answered again, and b is not replayed.
-			openSession(t, e, p, a)
+			releaseAndOpen(t, e, h, proxyStarted, a, shape == "a later replay")
 		})
 	}
 }

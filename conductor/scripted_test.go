@@ -209,6 +209,15 @@ func mcpChain(t *testing.T, mcpCapabilities string, bridge BridgeMode) (ed, ag *
 // (a trace, say) in cfg; its agent is the scripted one.
 func mcpChainWith(t *testing.T, mcpCapabilities string, cfg Config) (ed, ag *scripted, declared json.RawMessage) {
 	t.Helper()
+	ed, ag, setUp := mcpSetUp(t, mcpCapabilities, cfg, `"srv-1"`)
+	return ed, ag, oneServer(t, setUp)
+}
+
+// mcpSetUp is mcpChainWith with the editor's server declared under id
+// (JSON, spelled as the editor would), for tests of how ids are written;
+// it returns the session/new the agent got, answered.
+func mcpSetUp(t *testing.T, mcpCapabilities string, cfg Config, id string) (ed, ag *scripted, setUp *wire.Message) {
+	t.Helper()
 	comp, started := scriptedComponent(t, t.TempDir(), "agent")
 	cfg.Agent = comp
 	ed = scriptedEditor(startChain(t, cfg))
@@ -216,12 +225,11 @@ func mcpChainWith(t *testing.T, mcpCapabilities string, cfg Config) (ed, ag *scr
 	ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
 	ag.reply(ag.recvMsg(), `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":`+mcpCapabilities+`}}`)
 	ed.recvMsg()
-	ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
-	m := ag.recvMsg()
-	declared = oneServer(t, m)
-	ag.reply(m, `{"sessionId":"s1"}`)
+	ed.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":` + id + `}]}}`)
+	setUp = ag.recvMsg()
+	ag.reply(setUp, `{"sessionId":"s1"}`)
 	ed.recvMsg()
-	return ed, ag, declared
+	return ed, ag, setUp
 }
 
 // agentChain starts editor, conductor and a scripted agent, and has the

@@ -107,11 +107,47 @@ func TestForwardErrorCodeSpelled(t *testing.T) {
 		{`{"code":3000000000,"message":"wide"}`, `{"code":3000000000,"message":"wide"}`},
 		{`{"code":-32601,"message":"no","Message":"other"}`, `{"code":-32601,"message":"no"}`},
 	} {
-		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{}}`, 10+i))
-		id := idOf(t, c.recv())
-		c.send(`{"jsonrpc":"2.0","id":` + id + `,"error":` + tt.answer + `}`)
+		relayAnswer(t, c, 10+i, "session/load", `"error":`+tt.answer)
 		c.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":%s}`, 10+i, tt.want))
 	}
+}
+
+// relayAnswer has the side that asks method (the predecessor session/*,
+// the successor fs/*) ask it under id, and the other side answer the
+// request the proxy relays with answer, the members after the id. The
+// proxy's answer to the asker is the next line to read.
+func relayAnswer(t *testing.T, c *conductor, id int, method, answer string) {
+	t.Helper()
+	req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, id, method)
+	if strings.HasPrefix(method, "fs/") {
+		req = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{}}}`, id, method)
+	}
+	c.send(req)
+	relayed := idOf(t, c.recv())
+	c.send(`{"jsonrpc":"2.0","id":` + relayed + `,` + answer + `}`)
+}
+
+// warnedOnceEachSide checks that of the lines of a text log that contain
+// what, one was logged at WARN level from each side; it returns how many
+// contain what.
+func warnedOnceEachSide(t *testing.T, log, what string) (logged int) {
+	t.Helper()
+	warned := map[string]int{}
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, what) {
+			continue
+		}
+		logged++
+		if strings.Contains(line, "level=WARN") {
+			_, from, _ := strings.Cut(line, "from=")
+			from, _, _ = strings.Cut(from, " id=")
+			warned[from]++
+		}
+	}
+	if want := map[string]int{`"its successor"`: 1, `"its predecessor"`: 1}; !maps.Equal(warned, want) {
+		t.Errorf("warnings by side: %v, want %v\nlog:\n%s", warned, want, log)
+	}
+	return logged
 }
 
 // An answer with both a result and an error, which JSON-RPC forbids, is
@@ -135,33 +171,13 @@ func TestResponseWithBothMembers(t *testing.T) {
 		{"session/prompt", `"result":{"stopReason":"end_turn"},"error":null`, `"result":{"stopReason":"end_turn"}`},
 		{"fs/read_text_file", `"result":{"content":""},"error":` + errObj, `"error":` + errObj},
 	} {
-		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, 10+i, tt.method)
-		if strings.HasPrefix(tt.method, "fs/") {
-			req = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{}}}`, 10+i, tt.method)
-		}
-		c.send(req)
-		id := idOf(t, c.recv())
-		c.send(`{"jsonrpc":"2.0","id":` + id + `,` + tt.answer + `}`)
+		relayAnswer(t, c, 10+i, tt.method, tt.answer)
 		c.expect(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, 10+i, tt.want))
 	}
 	c.in.Close()
 	c.wait()
 
-	warned, logged := map[string]int{}, 0
-	for line := range strings.Lines(log.String()) {
-		if !strings.Contains(line, "response with both result and error") {
-			continue
-		}
-		logged++
-		if strings.Contains(line, "level=WARN") {
-			_, from, _ := strings.Cut(line, "from=")
-			from, _, _ = strings.Cut(from, " id=")
-			warned[from]++
-		}
-	}
-	if want := map[string]int{`"its successor"`: 1, `"its predecessor"`: 1}; !maps.Equal(warned, want) {
-		t.Errorf("warnings by side: %v, want %v\nlog:\n%s", warned, want, log.String())
-	}
+	logged := warnedOnceEachSide(t, log.String(), "response with both result and error")
 	if logged != 4 {
 		t.Errorf("%d responses with both members logged, want 4\nlog:\n%s", logged, log.String())
 	}
@@ -210,13 +226,7 @@ func TestResponseWithMalformedError(t *testing.T) {
 		{"fs/read_text_file", `"error":null`, fmt.Sprintf(byPredecessor, `null`)},
 		{"fs/read_text_file", `"err\u006fr":{"message":"gone"}`, fmt.Sprintf(byPredecessor, `{"message":"gone"}`)},
 	} {
-		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, 10+i, tt.method)
-		if strings.HasPrefix(tt.method, "fs/") {
-			req = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"proxy/successor","params":{"method":%q,"params":{}}}`, 10+i, tt.method)
-		}
-		c.send(req)
-		id := idOf(t, c.recv())
-		c.send(`{"jsonrpc":"2.0","id":` + id + `,` + tt.answer + `}`)
+		relayAnswer(t, c, 10+i, tt.method, tt.answer)
 		if got, want := c.recv(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":%s}`, 10+i, tt.want); got != want {
 			t.Errorf("answered with %s, the asker got\n%s\nwant\n%s", tt.answer, got, want)
 		}
@@ -224,21 +234,7 @@ func TestResponseWithMalformedError(t *testing.T) {
 	c.in.Close()
 	c.wait()
 
-	warned, logged := map[string]int{}, 0
-	for line := range strings.Lines(log.String()) {
-		if !strings.Contains(line, "answered as the proxy's -32603") {
-			continue
-		}
-		logged++
-		if strings.Contains(line, "level=WARN") {
-			_, from, _ := strings.Cut(line, "from=")
-			from, _, _ = strings.Cut(from, " id=")
-			warned[from]++
-		}
-	}
-	if want := map[string]int{`"its successor"`: 1, `"its predecessor"`: 1}; !maps.Equal(warned, want) {
-		t.Errorf("warnings by side: %v, want %v\nlog:\n%s", warned, want, log.String())
-	}
+	logged := warnedOnceEachSide(t, log.String(), "answered as the proxy's -32603")
 	if logged != 9 {
 		t.Errorf("%d malformed errors logged, want 9\nlog:\n%s", logged, log.String())
 	}
