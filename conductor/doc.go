@@ -81,7 +81,8 @@
 // requestId} answered {result} or {error}; the TypeScript SDK's, MCP
 // 2026-07-28). An owner's binding is learned from its answer to the first
 // mcp/connect the conductor relays or sends for it: refused as an unknown
-// method (-32601), it binds per request, otherwise per connection. Where
+// method (-32601, however written: -32601.0 too, as wire.Parse reads a
+// code), it binds per request, otherwise per connection. Where
 // caller and owner differ, the conductor translates (mcpxlate.go), playing
 // a legacy MCP client's initialize handshake for a stateless owner. The
 // client's own mcp/message goes to the first proxy, as its other messages
@@ -138,9 +139,10 @@
 // get a JSON-RPC error naming the component, with its exit status and the
 // last lines of its stderr; its message, which is what an editor shows,
 // carries the one of those lines that most likely says why (cause.go).
-// Those of the client still unanswered when the drain is over, and those
-// made of it, get, before any input closes, the conductor's own error,
-// which says why it stops and which component each waited on, rather
-// than the error a proxy whose input closed would answer with, or, for an
-// agent, none.
+// When the drain is over, the client's requests still unanswered, and
+// those made of it (an agent's permission request), get the conductor's
+// own error before any input closes, saying why it stops and which
+// component each waited on (the client, for those made of it): otherwise
+// a proxy whose input closed would answer with an error that knows less,
+// and an agent would hear nothing.
 package conductor

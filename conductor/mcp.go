@@ -1210,8 +1210,9 @@ func (c *chain) toAgent(method string) delivery {
 
 // ownerGone forgets the MCP servers declared and connections opened by the
 // proxy at pos, which is being restarted or bypassed (how says which): the
-// agent's messages on them are refused as on any unknown connection,
-// instead of reaching a process that never opened them, and the servers'
+// agent's messages on them are refused, with why for those it holds
+// natively (endedConns), instead of reaching a process that never opened
+// them, and the servers'
 // bridged declarations are revoked, as at the end of their last session.
 // It returns a function that ends the bridged connections, so that their
 // MCP clients see the server go away (the shim exits, the HTTP session

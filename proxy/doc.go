@@ -144,8 +144,11 @@
 // [Proxy.FromSuccessor]. The proxy notes the connections they open until
 // the sessions that declared the server through it close (or the session
 // the conductor named on mcp/connect does), a session it forgets for the
-// limit above counting as closed; one tied to no session so ends only
-// with its mcp/disconnect, and past 1024 of those open at once, an
-// mcp/connect that would open another is refused with an error saying so,
-// lest a client that never disconnects grow the proxy.
+// limit above counting as closed. One that no session the proxy keeps
+// would end (tied to none, or named for a session it never saw set up or
+// has forgotten) may end only with its mcp/disconnect: past 1024 of those
+// open at once, an mcp/connect that would open another is refused with an
+// error saying so, lest a client that never disconnects grow the proxy.
+// Such a connection stops counting once its session is set up through the
+// proxy and kept.
 package proxy
