@@ -429,9 +429,10 @@ func (p *peer) rememberSuccessorInit(params, result json.RawMessage) {
 // with params, if p is a restarted proxy whose replays the conductor
 // answers itself: what the successor answered the same params, so that
 // each replay is answered for its own. The first after the restart, which
-// restores p, gets the answer to p's first initialize if its params were
-// not seen, as the successor is initialized already; a later one whose
-// params were not seen goes to the successor.
+// restores p, gets the oldest answer kept if its params were not seen
+// (the first initialize's, until more than maxSuccessorInits params have
+// been answered), as the successor is initialized already; a later one
+// whose params were not seen goes to the successor.
 func (p *peer) takeReinit(params json.RawMessage) (json.RawMessage, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
