@@ -2,9 +2,12 @@ package conductor
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -78,5 +81,62 @@ func TestInflightSpelledOtherwise(t *testing.T) {
 		if got := p.inFlight([]byte(tt.cancel)); got != calls[tt.want] {
 			t.Errorf("cancel for %s finds %v, want the request %s", tt.cancel, got, tt.want)
 		}
+	}
+}
+
+// TestInFlightBound: past its bound on requests in flight, a peer's next
+// request is answered at once with an error that names the limit and the
+// peer it would wait on, and is not relayed; it is logged once per peer.
+// Once the peer asked answers one, the next request goes on. The client
+// and the agent are bounded alike.
+func TestInFlightBound(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	agent, agentStarted := scriptedComponent(t, t.TempDir(), "agent")
+	e := startChain(t, Config{Agent: agent, Logger: zap.New(core), running: func(c *chain) {
+		for _, p := range c.peers {
+			p.maxInFlight = 2
+		}
+	}})
+	a := agentStarted()
+	ed := scriptedEditor(e)
+	prompt := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"n":%d}}`, id, id)
+	}
+
+	ed.send(prompt(1))
+	first := a.recvMsg()
+	ed.send(prompt(2))
+	a.recvMsg()
+	for _, id := range []int{3, 4} {
+		ed.send(prompt(id))
+		m := ed.recvMsg()
+		if string(m.ID) != fmt.Sprint(id) || errorCode(m.Error) != codeInternalError ||
+			!strings.Contains(errorMessage(m.Error), `client has 2 requests in flight`) || !strings.Contains(errorMessage(m.Error), `"agent"`) {
+			t.Fatalf("got %s, want prompt %d refused for the limit, naming the agent", m.Bytes(), id)
+		}
+	}
+	a.reply(first, `{"stopReason":"end_turn"}`)
+	if m := ed.recvMsg(); string(m.ID) != "1" || m.Error != nil {
+		t.Fatalf("got %s, want prompt 1 answered", m.Bytes())
+	}
+	ed.send(prompt(5))
+	// The agent's next request is 5: neither 3 nor 4 reached it.
+	if m := a.recvMsg(); string(m.Params) != `{"n":5}` {
+		t.Fatalf("the agent got %s, want prompt 5", m.Bytes())
+	}
+
+	perm := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","method":"session/request_permission","params":{"n":%d}}`, id, id)
+	}
+	a.send(perm(1))
+	ed.recvMsg()
+	a.send(perm(2))
+	ed.recvMsg()
+	a.send(perm(3))
+	if m := a.recvMsg(); string(m.ID) != `"p3"` || !strings.Contains(errorMessage(m.Error), `agent has 2 requests in flight`) || !strings.Contains(errorMessage(m.Error), `"client"`) {
+		t.Fatalf("the agent got %s, want its request refused for the limit, naming the client", m.Bytes())
+	}
+	if n := logs.FilterMessage(logTooMany).Len(); n != 2 {
+		t.Errorf("the refusals were warned of %d times, want once for each peer", n)
 	}
 }

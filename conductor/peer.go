@@ -77,7 +77,18 @@ type peer struct {
 	// saidMalformed is set once the peer has sent a response whose error
 	// is malformed, which is logged the first time only.
 	saidMalformed atomic.Bool
+	// maxInFlight bounds inflight (see track); set before the peer reads.
+	maxInFlight int
+	// saidTooMany is set once a request of the peer's was refused for
+	// maxInFlight, which is logged the first time only.
+	saidTooMany atomic.Bool
 }
+
+// maxInFlight bounds the requests one peer may have in flight through the
+// conductor: flow control bounds what is queued, not the calls awaiting an
+// answer, so a peer that keeps asking one that never answers would grow
+// both call tables without end.
+const maxInFlight = 65536
 
 // A successorInit is a proxy's initialize of its successor, by its params,
 // and the result its successor answered it with.
@@ -178,6 +189,8 @@ func newPeer(name string, pos int, l *link, log *zap.Logger) *peer {
 		log:   log.With(zap.String("peer", name)),
 		calls: make(map[int64]*call),
 		asked: make(chan struct{}),
+
+		maxInFlight: maxInFlight,
 	}
 	p.link.Store(l)
 	return p
@@ -487,7 +500,7 @@ func (p *peer) register(c *call) error {
 
 // track records c as in flight from p, so that p can cancel it by its own
 // id, or returns the error to refuse it with once p may start no more
-// requests (see stopTaking).
+// requests (see stopTaking), or has maxInFlight in flight already.
 func (p *peer) track(c *call) *wire.Error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -498,8 +511,28 @@ func (p *peer) track(c *call) *wire.Error {
 	if p.refusing != nil {
 		return p.refusing
 	}
+	if p.inflight.n >= p.maxInFlight {
+		return p.tooMany(c)
+	}
 	p.inflight.push(c)
 	return nil
+}
+
+// logTooMany is the diagnostic, logged once per peer, for a request
+// refused for the bound on requests in flight.
+const logTooMany = "refused requests past the limit on requests in flight: the peer asked waits to answer the earlier ones"
+
+// tooMany returns the error that refuses c, a request from p past
+// maxInFlight, naming the peer it would wait on, and says so the first
+// time. p.mu is held.
+func (p *peer) tooMany(c *call) *wire.Error {
+	if !p.saidTooMany.Swap(true) {
+		p.log.Warn(logTooMany, zap.Int("limit", p.maxInFlight), zap.String("to", c.to.name), zap.String("method", c.method))
+	} else {
+		p.log.Debug(logTooMany, zap.String("to", c.to.name), zap.String("method", c.method))
+	}
+	return wire.Errorf(codeInternalError, "%s has %d requests in flight through the conductor, the limit: this %s was not sent on to %q, which has yet to answer them",
+		p.name, p.maxInFlight, c.method, c.to.name)
 }
 
 // untrack takes c off p's requests in flight, and reports whether it was

@@ -173,7 +173,7 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 	cl.fromID = append(cl.idBuf[:0], cl.fromID...)
 	if cl.from != nil {
 		if e := cl.from.track(cl); e != nil {
-			cl.answer(encodeError(cl.fromID, e)) // the conductor is stopping
+			refuseCall(cl, e) // the conductor is stopping, or cl.from asks too much
 			return
 		}
 	}
@@ -556,6 +556,20 @@ func failCalls(calls []*call, e *wire.Error) {
 		}
 		cl.answer(encodeError(cl.fromID, e))
 	}
+}
+
+// refuseCall answers cl, which track refused before it was sent, with e.
+// Its hook sees the refusal first, as failCalls shows it a failure, so that
+// what the conductor keeps for the call (a session set-up's servers, an
+// MCP call's entry) is settled.
+func refuseCall(cl *call, e *wire.Error) {
+	if cl.onResponse != nil {
+		shown := &wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()} // the hook's to change; never sent
+		if cl.onResponse(shown) {
+			return
+		}
+	}
+	cl.answer(encodeError(cl.fromID, e))
 }
 
 // answerWith answers cl with resp, an answer given to another call in its
