@@ -125,6 +125,9 @@ type Config struct {
 	// tests: it waits d, or until stop is closed, and reports whether the
 	// wait ran out.
 	restartWait func(d time.Duration, stop <-chan struct{}) bool
+	// bypassHold, if set, runs once a bypassed proxy's calls are taken,
+	// before its initializes are sent on, for tests: it may hold them there.
+	bypassHold func()
 	// bridgeAccept, if set, runs before each bridged MCP connection the
 	// bridge admits is served, for tests: it may hold one there.
 	bridgeAccept func(*mcpbridge.Conn)

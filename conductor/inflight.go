@@ -49,6 +49,26 @@ func (l *callList) remove(c *call) bool {
 	return true
 }
 
+// replace puts c in old's place, and reports whether old was in the list.
+func (l *callList) replace(old, c *call) bool {
+	if old.prev == nil && l.head != old {
+		return false
+	}
+	c.prev, c.next = old.prev, old.next
+	if c.prev != nil {
+		c.prev.next = c
+	} else {
+		l.head = c
+	}
+	if c.next != nil {
+		c.next.prev = c
+	} else {
+		l.tail = c
+	}
+	old.prev, old.next = nil, nil
+	return true
+}
+
 // find returns the newest request made under id, or nil. A client that
 // reuses an id while the first request is open gets the later one, as a
 // cancel for it would mean. An id spelled otherwise is the same id (1.0 or

@@ -125,22 +125,28 @@ func errNotAProxy(name string, refused []string, last json.RawMessage) *wire.Err
 // resendInitialize sends cl, an initialize request that was pending on a
 // proxy that failed and was bypassed, on to where route now sends it, as
 // a new call whose answer its caller gets; report is how cl's own hop
-// ended, for the trace.
+// ended, for the trace. One its caller cancelled since is not sent: the
+// cancel answered it (see peer.cancelInit).
 func (c *chain) resendInitialize(cl *call, report *wire.Error) {
+	cl.to.resendHeld(cl, func() { c.sendOn(cl, report) })
+}
+
+// sendOn is resendInitialize's sending, under the bypassed proxy's hold
+// of cl (see peer.resendHeld).
+func (c *chain) sendOn(cl *call, report *wire.Error) {
 	if cl.to.trace != nil {
 		cl.traceReply(nil, report.Encode())
 	}
-	if !cl.done() {
-		return // its caller's process was restarted since
-	}
 	dc := c.topo.Load().resend(cl.from.pos, c)
 	if dc.act == actRefuse {
-		cl.answer(encodeError(cl.fromID, dc.err))
+		if cl.done() {
+			cl.answer(encodeError(cl.fromID, dc.err))
+		}
 		return
 	}
 	to := c.peers[dc.d.to]
 	cl.from.log.Info("sending initialize on past a bypassed proxy", zap.String("to", to.name))
-	next := &call{from: cl.from, fromID: cl.fromID, method: dc.d.method, batch: cl.batch, params: cl.params, dialect: dc.proxyInit}
+	next := &call{from: cl.from, method: dc.d.method, batch: cl.batch, params: cl.params, dialect: dc.proxyInit}
 	next.onResponse = c.onInitialize(to, dc.d, next)
 	params := cl.params
 	if dc.initTimer {
@@ -149,9 +155,25 @@ func (c *chain) resendInitialize(cl *call, report *wire.Error) {
 	if dc.proxyInit != nil {
 		var err error
 		if params, err = dc.proxyInit.InitializeParams(params); err != nil {
-			cl.answer(encodeError(cl.fromID, wire.Errorf(codeInvalidParams, "%s: %v", dc.d.method, err)))
+			if cl.done() {
+				cl.answer(encodeError(cl.fromID, wire.Errorf(codeInvalidParams, "%s: %v", dc.d.method, err)))
+			}
 			return
 		}
 	}
-	c.relayCall(to, next, dc.d, params)
+	next.to, next.id = to, to.nextID.Add(1)
+	next.fromID = append(next.idBuf[:0], cl.fromID...)
+	// next takes cl's place among its caller's requests at once: with no
+	// moment between them, a cancel by their id finds one or the other.
+	if ok, e := cl.from.retrack(cl, next); !ok {
+		if e != nil {
+			cl.answer(encodeError(cl.fromID, e)) // the conductor is stopping
+		}
+		return // or its caller's process was restarted since
+	}
+	if err := to.register(next); err != nil {
+		failCalls([]*call{next}, goneError(to, err)) // its hook, if any, sees the failure
+		return
+	}
+	c.relay(cl.from, to, wire.IntID(next.id), dc.d, params)
 }

@@ -66,6 +66,10 @@ type peer struct {
 	// callers cancelled them: a restart answers them as cancelled instead
 	// of sending them again (see cancelInit). Under mu.
 	cancelled []*call
+	// resending are the initialize requests taken from p, a bypassed
+	// proxy, that wait to be sent on to its successor: a cancel finds
+	// them here, and they are not sent (see resendHeld). Under mu.
+	resending []*call
 	// passedInit is set once a proxy's process has passed an initialize
 	// on to its successor: it took its own as a proxy, so a refusal of it
 	// that follows is its successor's, passed back (see retryInitialize).
@@ -331,8 +335,8 @@ func (p *peer) replayStalled(rp *replay) (waiters []*call, stalled bool) {
 }
 
 // cancelInit takes the cancel of cl, an initialize sent to p. If cl waits
-// for a replay, it waits no more, and cancelInit reports so: the conductor
-// answers it. A replay not yet sent that nobody waits for any more is not
+// for a replay, or to be sent on past p, bypassed, it waits no more, and
+// cancelInit reports so: the conductor answers it. A replay not yet sent that nobody waits for any more is not
 // sent; one sent goes on, as the proxy is being initialized. If cl is
 // pending on p's process, it is noted, so that a restart before that
 // process answers it answers it as cancelled rather than send it again
@@ -350,6 +354,10 @@ func (p *peer) cancelInit(cl *call) (waited bool, pending *link) {
 			}
 			return true, nil
 		}
+	}
+	if i := slices.Index(p.resending, cl); i >= 0 {
+		p.resending = slices.Delete(p.resending, i, i+1)
+		return true, nil
 	}
 	if p.calls[cl.id] != cl {
 		return false, nil
@@ -641,6 +649,68 @@ func (p *peer) fail(cause error) []*call {
 		p.gone = cause
 	}
 	return p.takeCalls()
+}
+
+// failBypassed is fail for p, a proxy taken out of the chain: the
+// initializes among the calls it returns wait in resending to be sent on
+// to its successor, but for those their callers cancelled while p held
+// them (cancelInit), their cancel gone to p, which it returns apart. That
+// is done under the one hold of p.mu that takes them, so that a cancel
+// finds each either pending on p or waiting to be sent on, never in
+// between.
+func (p *peer) failBypassed(cause error) (calls, cancelled []*call) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone == nil {
+		p.gone = cause
+	}
+	for _, c := range p.takeCalls() {
+		switch {
+		case c.from == nil || !wire.IsInitialize(c.method):
+			calls = append(calls, c)
+		case slices.Contains(p.cancelled, c):
+			cancelled = append(cancelled, c)
+		default:
+			p.resending = append(p.resending, c)
+			calls = append(calls, c)
+		}
+	}
+	p.cancelled = nil
+	return calls, cancelled
+}
+
+// resendHeld runs send, which sends cl on past p, bypassed, and reports
+// whether it did: not if cl was cancelled since (cancelInit). send runs
+// under p.mu, so that a cancel that found cl waits until cl's successor
+// call has taken its place, and finds that instead (see chain.cancel).
+func (p *peer) resendHeld(cl *call, send func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.resending, cl)
+	if i < 0 {
+		return false
+	}
+	p.resending = slices.Delete(p.resending, i, i+1)
+	send()
+	return true
+}
+
+// retrack puts c in old's place among p's requests in flight, in one
+// step, so that a cancel by their id finds one or the other. It reports
+// false if old is not there (p's process was restarted since), or, once p
+// may start no more requests, takes old off and returns the error to
+// refuse it with.
+func (p *peer) retrack(old, c *call) (bool, *wire.Error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.refusing != nil {
+		if p.inflight.remove(old) {
+			p.idleIfNone()
+			return false, p.refusing
+		}
+		return false, nil
+	}
+	return p.inflight.replace(old, c), nil
 }
 
 // getDialect returns the dialect p speaks: wire.RFD until it shows another.

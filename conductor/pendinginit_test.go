@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -613,6 +614,73 @@ func TestInitializeCancelledBeforeRestart(t *testing.T) {
 			}
 
 			releaseAndOpen(t, e, h, proxyStarted, a, shape == "a later replay")
+		})
+	}
+}
+
+// A heldBypass holds a bypassed proxy's initializes after its calls are
+// taken, before they are sent on, until release is closed.
+// A test that fails before it releases them releases them as it ends, so
+// that the chain can stop.
+type heldBypass struct {
+	reached, release chan struct{}
+	free             func()
+}
+
+func holdBypass(t *testing.T, cfg *Config) *heldBypass {
+	h := &heldBypass{reached: make(chan struct{}, 1), release: make(chan struct{})}
+	h.free = sync.OnceFunc(func() { close(h.release) })
+	t.Cleanup(h.free)
+	cfg.bypassHold = func() {
+		h.reached <- struct{}{}
+		<-h.release
+	}
+	return h
+}
+
+// TestInitializeCancelledDuringBypass has the editor cancel its
+// initialize as the proxy holding it dies and is bypassed: while the proxy
+// holds it, the cancel going to the proxy, or once the proxy is gone,
+// before the initialize is sent on to the agent. Either way it is answered
+// -32800 at once, as under restart, and not sent on: the agent's first
+// message is the editor's next initialize.
+func TestInitializeCancelledDuringBypass(t *testing.T) {
+	for _, shape := range []string{"held by the proxy", "before it is sent on"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			proxy.OnFailure = PolicyBypass
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			cfg := Config{Proxies: []Component{proxy}, Agent: agent}
+			h := holdBypass(t, &cfg)
+			e := startChain(t, cfg)
+			p, a := proxyStarted(), agentStarted()
+
+			e.send(clientInit(0, "a"))
+			held := p.recvMsg()
+			if held.Method != wire.MethodProxyInitialize {
+				t.Fatalf("the proxy got %s, want its proxy/initialize", held.Bytes())
+			}
+			cancel := `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":0}}`
+			if shape == "held by the proxy" {
+				e.send(cancel)
+				if m := p.recvMsg(); m.Method != wire.MethodCancelRequest || string(wire.Member(m.Params, "requestId")) != string(held.ID) {
+					t.Fatalf("the proxy got %s, want the cancel of its proxy/initialize %s", m.Bytes(), held.ID)
+				}
+			}
+			p.w.Close() // the proxy dies without answering
+			<-h.reached // bypassed, its initialize not yet sent on
+			if shape == "before it is sent on" {
+				e.send(cancel)
+			}
+			if m := e.recvMsg(); string(m.ID) != "0" || m.Error == nil || errorCode(m.Error) != codeCancelled {
+				t.Fatalf("got %s, want initialize 0 answered -32800", e.seen[len(e.seen)-1])
+			}
+			h.free()
+
+			e.send(clientInit(1, "b"))
+			answerInit(t, a, "b") // the agent never got a's
+			initializedFor(t, e, 1, "b")
 		})
 	}
 }

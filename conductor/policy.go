@@ -58,7 +58,14 @@ func (r *runner) componentFailed(p *peer, cause error) {
 	case PolicyBypass:
 		if r.bypass(p) {
 			endMCP := r.chain.ownerGone(p.pos, "bypassed")
-			r.settle(p, p.fail(cause), report, afterFailure{bypassed: true})
+			calls, cancelled := p.failBypassed(cause)
+			for _, cl := range cancelled {
+				abandon(cl, errCancelled) // its cancel went to p, with it
+			}
+			if r.cfg.bypassHold != nil {
+				r.cfg.bypassHold()
+			}
+			r.settle(p, calls, report, afterFailure{bypassed: true})
 			endMCP()
 			return
 		}

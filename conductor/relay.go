@@ -212,7 +212,12 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 			abandon(cl, errCancelled)
 			return
 		case pending == nil:
-			return // answered, or taken by cl.to's failure, meanwhile: no process has it
+			// Answered meanwhile, or sent on past cl.to, bypassed, as
+			// another call, which took cl's place: that one is cancelled.
+			if again := from.inFlight(id); again != nil && again != cl {
+				c.cancel(from, params, extra)
+			}
+			return
 		}
 		l = pending
 	}
