@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acp-conductor/acp-conductor/internal/recent"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -118,38 +119,16 @@ const maxEndedConns = 1024
 // ended with their server or its owner, the oldest forgotten first once
 // it holds maxEndedConns.
 type endedConns struct {
-	why   map[string]*wire.Error
-	order []string // a ring of the ids, the oldest at next once full
-	next  int
+	recent.Map[string, *wire.Error]
 }
-
-func (e *endedConns) add(id string, why *wire.Error) {
-	if e.why == nil {
-		e.why = make(map[string]*wire.Error)
-	}
-	if _, known := e.why[id]; !known {
-		if len(e.order) < maxEndedConns {
-			e.order = append(e.order, id)
-		} else {
-			delete(e.why, e.order[e.next])
-			e.order[e.next] = id
-			e.next = (e.next + 1) % maxEndedConns
-		}
-	}
-	e.why[id] = why
-}
-
-// forget forgets id, which names a connection again. Its place in the
-// ring stays, to be taken in turn.
-func (e *endedConns) forget(id string) { delete(e.why, id) }
 
 // lookup returns why the connection the agent names as id ended, as
 // byAgent finds a connection: by its bytes, else by its JSON value.
 func (e *endedConns) lookup(id []byte) (*wire.Error, bool) {
-	if why, ok := e.why[string(id)]; ok {
+	if why, ok := e.Get(string(id)); ok {
 		return why, true
 	}
-	for k, why := range e.why {
+	for k, why := range e.All() {
 		if wire.SameID(json.RawMessage(k), id) {
 			return why, true
 		}
@@ -250,6 +229,7 @@ func newMCPRoutes() *mcpRoutes {
 		servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{},
 		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string]*opening{},
 		requests: map[[2]string]statelessCall{}, bridged: map[*peer]string{}, calls: map[callRef]mcpCall{},
+		ended: endedConns{recent.Map[string, *wire.Error]{Limit: maxEndedConns}},
 	}
 }
 
@@ -633,7 +613,7 @@ func (r *mcpRoutes) open(owner int, spelling, serverID string, ownerID []byte) (
 func (r *mcpRoutes) addAgentConnLocked(c *mcpConn) {
 	r.conns[c.agentID] = c
 	r.owned[ownedID{c.owner, c.ownerID}] = c
-	r.ended.forget(c.agentID)
+	r.ended.Delete(c.agentID) // it names a connection again
 }
 
 // openProposed records a connection to owner's serverID opened under the
@@ -760,7 +740,7 @@ func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.
 		if c.agentID != "" && r.conns[c.agentID] == c && gone[c.serverID] != nil {
 			// The agent's own, which it may go on using: it is told the
 			// owner went away, as endLocked tells it its server ended.
-			r.ended.add(c.agentID, connEndedError(c.agentID, gone[c.serverID]))
+			r.ended.Add(c.agentID, connEndedError(c.agentID, gone[c.serverID]))
 		}
 		r.closeLocked(c)
 		if c.bridge != nil {
@@ -1561,7 +1541,7 @@ func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 		}
 		// The agent holds it natively, and may never disconnect: it ends
 		// with its server, and the agent's later use of it is told why.
-		r.ended.add(agentID, connEndedError(agentID, why))
+		r.ended.Add(agentID, connEndedError(agentID, why))
 		if r.closeLocked(c) { // else its owner went away first, failing what it had
 			e.native = append(e.native, endedConn{conn: c, calls: c.calls, why: why})
 		}

@@ -917,8 +917,8 @@ func TestMCPRoutesForgetNativeConnections(t *testing.T) {
 	if len(r.conns) != 0 || len(r.owned) != 0 || len(r.servers) != 0 {
 		t.Errorf("after %d sessions ended, the routes hold %d connections for the agent, %d by owner, %d servers; want none", n, len(r.conns), len(r.owned), len(r.servers))
 	}
-	if len(r.ended.why) != maxEndedConns || len(r.ended.order) != maxEndedConns {
-		t.Errorf("the routes remember %d ended connections (a ring of %d), want %d", len(r.ended.why), len(r.ended.order), maxEndedConns)
+	if r.ended.Len() != maxEndedConns {
+		t.Errorf("the routes remember %d ended connections, want %d", r.ended.Len(), maxEndedConns)
 	}
 	if _, ok := r.ended.lookup([]byte(`"c0"`)); ok {
 		t.Error("the first ended connection is still remembered")

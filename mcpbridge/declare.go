@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/acp-conductor/acp-conductor/internal/recent"
 )
 
 // The shim's subcommand and the environment variables through which a stdio
@@ -132,8 +134,9 @@ type registry struct {
 	byDigest map[[sha256.Size]byte]*declaration
 	// gone keeps the last revoked tokens' declarations, keyed and
 	// matched as live ones, so that a client that presents one is told
-	// why its server is gone rather than that its token is unknown.
-	gone revokedTokens
+	// why its server is gone rather than that its token is unknown. Its
+	// Limit, maxRevoked, is set as it is first added to.
+	gone recent.Map[[sha256.Size]byte, *declaration]
 }
 
 // maxRevoked bounds how many revoked tokens the registry remembers: a
@@ -141,30 +144,6 @@ type registry struct {
 // client that presents a token revoked longer ago is refused as with one
 // never issued.
 const maxRevoked = 1024
-
-// revokedTokens remembers the declarations of the last revoked tokens,
-// by digest, the oldest forgotten first once it holds maxRevoked.
-type revokedTokens struct {
-	byDigest map[[sha256.Size]byte]*declaration
-	order    [][sha256.Size]byte // a ring of the digests, the oldest at next once full
-	next     int
-}
-
-func (v *revokedTokens) add(digest [sha256.Size]byte, d *declaration) {
-	if v.byDigest == nil {
-		v.byDigest = make(map[[sha256.Size]byte]*declaration)
-	}
-	if _, known := v.byDigest[digest]; !known {
-		if len(v.order) < maxRevoked {
-			v.order = append(v.order, digest)
-		} else {
-			delete(v.byDigest, v.order[v.next])
-			v.order[v.next] = digest
-			v.next = (v.next + 1) % maxRevoked
-		}
-	}
-	v.byDigest[digest] = d
-}
 
 func (r *registry) declare(serverID, name string) *declaration {
 	r.mu.Lock()
@@ -210,7 +189,7 @@ func (r *registry) lookup(token string) (*declaration, bool) {
 func (r *registry) whyRevoked(token string) (serverID string, why error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d, ok := r.gone.byDigest[sha256.Sum256([]byte(token))]
+	d, ok := r.gone.Get(sha256.Sum256([]byte(token)))
 	if !ok || subtle.ConstantTimeCompare([]byte(d.token), []byte(token)) != 1 {
 		return "", nil
 	}
@@ -237,6 +216,7 @@ func (r *registry) revoke(serverID string, why error) {
 		delete(r.byID, serverID)
 		delete(r.byDigest, digest)
 		d.grant.revoked = why
-		r.gone.add(digest, d)
+		r.gone.Limit = maxRevoked
+		r.gone.Add(digest, d)
 	}
 }

@@ -713,8 +713,8 @@ func TestRevokedTokensBounded(t *testing.T) {
 			t.Errorf("revoked token %d: %q, %v; want srv-%d, reason %d", i, id, why, i, i)
 		}
 	}
-	if len(r.gone.byDigest) != maxRevoked {
-		t.Errorf("%d revoked tokens kept, want %d", len(r.gone.byDigest), maxRevoked)
+	if r.gone.Len() != maxRevoked {
+		t.Errorf("%d revoked tokens kept, want %d", r.gone.Len(), maxRevoked)
 	}
 }
 

@@ -162,7 +162,7 @@ func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
 		upstream:  make(map[string]upstreamConn),
 		opening:   make(map[*openingConn]bool),
 		maxUntied: maxUntied,
-		ended:     endedConns{limit: maxEnded},
+		ended:     endedConns{Limit: maxEnded},
 		sessions:  sessionTable{limit: maxSessions, byID: make(map[string]*sessionRecord)},
 	}
 }
@@ -175,7 +175,7 @@ func (h *mcpHost) stop() {
 	h.declared, h.conns = map[string]declaration{}, map[string]*MCPConn{}
 	h.theirs, h.upstream, h.untied = map[string][]*sessionRecord{}, map[string]upstreamConn{}, 0
 	h.opening = map[*openingConn]bool{}
-	h.ended = endedConns{limit: maxEnded}
+	h.ended = endedConns{Limit: maxEnded}
 	h.sessions = sessionTable{limit: h.sessions.limit, byID: map[string]*sessionRecord{}}
 	h.mu.Unlock()
 }
@@ -476,7 +476,7 @@ func (h *mcpHost) end(match func(*sessionRecord) bool, session string) []*MCPCon
 	for id, mc := range h.conns {
 		if match(mc.session) {
 			delete(h.conns, id)
-			h.ended.add(id, false)
+			h.ended.Add(id, false)
 			ended = append(ended, mc)
 		}
 	}
@@ -491,7 +491,7 @@ func (h *mcpHost) end(match func(*sessionRecord) bool, session string) []*MCPCon
 	for id, up := range h.upstream {
 		if ends(up) {
 			h.dropUpstream(id)
-			h.ended.add(id, true)
+			h.ended.Add(id, true)
 		}
 	}
 	for o := range h.opening {
@@ -544,7 +544,7 @@ func (h *mcpHost) forget(ids, theirs []string, rec *sessionRecord) {
 	for id, up := range h.upstream {
 		if gone[up.server] {
 			h.dropUpstream(id)
-			h.ended.add(id, true)
+			h.ended.Add(id, true)
 		}
 	}
 }
@@ -649,7 +649,7 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 				// maxSessions (end), or the set-ups that declared its
 				// server failed (forget). Forgotten, as end forgets those
 				// it finds.
-				h.ended.add(cid, true)
+				h.ended.Add(cid, true)
 			default:
 				if len(h.theirs[server]) > 0 {
 					o.up.server = server // declared through the proxy meanwhile
@@ -687,12 +687,12 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 		switch {
 		case mc != nil:
 			delete(h.conns, cid)
-			h.ended.add(cid, false)
+			h.ended.Add(cid, false)
 		case up:
 			h.dropUpstream(cid)
-			h.ended.add(cid, true)
+			h.ended.Add(cid, true)
 		default:
-			endedUp, ended = h.ended.lookup(cid)
+			endedUp, ended = h.ended.Get(cid)
 		}
 	}
 	h.mu.Unlock()

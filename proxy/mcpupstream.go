@@ -1,5 +1,7 @@
 package proxy
 
+import "github.com/acp-conductor/acp-conductor/internal/recent"
+
 // maxUntied bounds the upstream connections the proxy keeps, and the
 // connects for them pending, that no kept session's end ends (untied):
 // only their mcp/disconnect surely does, since a session the proxy does
@@ -21,35 +23,7 @@ const maxEnded = 1024
 // connection is closing": one for a connection that has closed already
 // asks for nothing left to do, and an agent's MCP client may well send it
 // after the session's close has ended the connection.
-type endedConns struct {
-	limit    int
-	upstream map[string]bool // by connection id
-	order    []string        // a ring of the ids, the oldest at next once full
-	next     int
-}
-
-// add remembers id, ended or forgotten, as upstream says.
-func (e *endedConns) add(id string, upstream bool) {
-	if e.upstream == nil {
-		e.upstream = make(map[string]bool)
-	}
-	if _, known := e.upstream[id]; !known {
-		if len(e.order) < e.limit {
-			e.order = append(e.order, id)
-		} else {
-			delete(e.upstream, e.order[e.next])
-			e.order[e.next] = id
-			e.next = (e.next + 1) % e.limit
-		}
-	}
-	e.upstream[id] = upstream
-}
-
-// lookup reports whether id is remembered, and whether it was upstream.
-func (e *endedConns) lookup(id string) (upstream, ok bool) {
-	upstream, ok = e.upstream[id]
-	return upstream, ok
-}
+type endedConns = recent.Map[string, bool] // by connection id: whether upstream
 
 // An upstreamConn is a connection the proxy saw opened with someone
 // before it, and what ties it to a session: the server, while a session
