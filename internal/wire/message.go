@@ -584,14 +584,11 @@ func (m *Message) Bytes() []byte { return m.Append(nil) }
 // without escaping HTML characters (a string is relayed as it came).
 func AppendString(buf []byte, s string) []byte {
 	if needsEscape(s) {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		// A copy: handed to Encode, an interface, s itself would escape,
+		// A copy: handed to Marshal, an interface, s itself would escape,
 		// and every caller's string would go on the heap for the sake of
 		// this rare path.
-		_ = enc.Encode(strings.Clone(s)) // a string always encodes
-		return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
+		b, _ := Marshal(strings.Clone(s)) // a string always encodes
+		return append(buf, b...)
 	}
 	buf = append(buf, '"')
 	buf = append(buf, s...)
@@ -645,7 +642,7 @@ func (e *Error) Error() string { return fmt.Sprintf("[%d] %s", e.Code, e.Message
 // escape "<", ">", "&" and U+2028 again inside raw JSON, so that data
 // carrying an id as it came ("c&1") would name it otherwise ("c\u00261").
 func (e *Error) Encode() json.RawMessage {
-	b, err := marshalAsIs(e)
+	b, err := Marshal(e)
 	if err != nil { // only Data can fail, and it is raw JSON we built
 		panic(err)
 	}
@@ -661,13 +658,14 @@ func Errorf(code jrpc2.Code, format string, args ...any) *Error {
 // raw JSON in v (an id, a peer's error) as it came (see Encode).
 func (e *Error) WithData(v any) *Error {
 	c := *e
-	c.Data, _ = marshalAsIs(v)
+	c.Data, _ = Marshal(v)
 	return &c
 }
 
-// marshalAsIs is json.Marshal without escaping for HTML, which it does
-// to strings and to raw JSON alike.
-func marshalAsIs(v any) ([]byte, error) {
+// Marshal is json.Marshal without escaping <, > and & for HTML, which it
+// does to strings and to raw JSON alike: a message's text and the raw JSON
+// it relays stay as they came.
+func Marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

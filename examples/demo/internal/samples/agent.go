@@ -505,7 +505,7 @@ func (l *link) close() error {
 func (l *link) send(m *wire.Message) error { return l.ch.Send(m.Bytes()) }
 
 func (l *link) notify(method string, params any) error {
-	p, err := marshal(params)
+	p, err := wire.Marshal(params)
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
@@ -513,7 +513,7 @@ func (l *link) notify(method string, params any) error {
 }
 
 func (l *link) reply(id json.RawMessage, result any) error {
-	r, err := marshal(result)
+	r, err := wire.Marshal(result)
 	if err != nil {
 		return fmt.Errorf("reply: %w", err)
 	}
@@ -528,7 +528,7 @@ func (l *link) fail(id json.RawMessage, e *wire.Error) error {
 // that arrives meanwhile to handle, in order. An error response comes back as
 // rpcErr; err reports a broken connection, ctx ending, or handle failing.
 func (l *link) call(ctx context.Context, method string, params any, handle func(context.Context, *wire.Message) error) (result json.RawMessage, rpcErr *wire.Error, err error) {
-	p, err := marshal(params)
+	p, err := wire.Marshal(params)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", method, err)
 	}
@@ -560,16 +560,4 @@ func (l *link) call(ctx context.Context, method string, params any, handle func(
 		}
 		return m.Result, nil, nil
 	}
-}
-
-// marshal encodes v as JSON without escaping <, > and &, which need no
-// escaping outside HTML and would make quoted text unreadable on the wire.
-func marshal(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

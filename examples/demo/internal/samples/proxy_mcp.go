@@ -11,6 +11,7 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
@@ -75,7 +76,7 @@ func (pc *promptCounts) serveMCP(ctx context.Context, c *proxy.MCPConn) error {
 		}
 		resp := mcpResponse{JSONRPC: "2.0", ID: m.ID}
 		resp.Result, resp.Error = pc.answerMCP(c, m.Method, m.Params)
-		out, err := marshal(resp)
+		out, err := wire.Marshal(resp)
 		if err == nil {
 			err = c.Write(ctx, out)
 		}
@@ -145,7 +146,7 @@ func (pc *promptCounts) answerMCP(c *proxy.MCPConn, method string, params json.R
 	default:
 		return nil, mcpErrorf(jrpc2.MethodNotFound, "method not found: %s", method)
 	}
-	b, err := marshal(result)
+	b, err := wire.Marshal(result)
 	if err != nil {
 		return nil, mcpErrorf(jrpc2.InternalError, "%v", err)
 	}
