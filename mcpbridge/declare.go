@@ -135,7 +135,8 @@ type registry struct {
 	// gone keeps the last revoked tokens' declarations, keyed and
 	// matched as live ones, so that a client that presents one is told
 	// why its server is gone rather than that its token is unknown. Its
-	// Limit, maxRevoked, is set as it is first added to.
+	// Limit, maxRevoked, is set with the maps, by the first declare (only a
+	// declared token is revoked).
 	gone recent.Map[[sha256.Size]byte, *declaration]
 }
 
@@ -151,6 +152,7 @@ func (r *registry) declare(serverID, name string) *declaration {
 	if r.byID == nil {
 		r.byID = make(map[string]*declaration)
 		r.byDigest = make(map[[sha256.Size]byte]*declaration)
+		r.gone.Limit = maxRevoked
 	}
 	var d *declaration
 	if old, ok := r.byID[serverID]; ok {
@@ -216,7 +218,6 @@ func (r *registry) revoke(serverID string, why error) {
 		delete(r.byID, serverID)
 		delete(r.byDigest, digest)
 		d.grant.revoked = why
-		r.gone.Limit = maxRevoked
 		r.gone.Add(digest, d)
 	}
 }
