@@ -74,15 +74,18 @@ func (l *callList) replace(old, c *call) bool {
 // cancel for it would mean. An id spelled otherwise is the same id (1.0 or
 // 1e0 for 1, "\u0061" for "a"), as the TypeScript SDK reads a cancel; that
 // is rare, and looked for only when no request has the very bytes, which
-// also keeps apart ids a double cannot tell apart.
+// also keeps apart ids a double cannot tell apart. The cancel's id is read
+// once for that second walk, not once for each request in flight: a
+// cancel that comes after its answer, which finds nothing, walks it all.
 func (l *callList) find(id []byte) *call {
 	for c := l.tail; c != nil; c = c.prev {
 		if bytes.Equal(c.fromID, id) {
 			return c
 		}
 	}
+	want := wire.ReadID(id)
 	for c := l.tail; c != nil; c = c.prev {
-		if wire.SameID(c.fromID, id) {
+		if want.Same(c.fromID) {
 			return c
 		}
 	}

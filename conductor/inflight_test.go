@@ -84,6 +84,64 @@ func TestInflightSpelledOtherwise(t *testing.T) {
 	}
 }
 
+// TestInflightFindSpellings: a cancel finds a request by the same id
+// however either is spelled, the newest of several, and the one with its
+// very bytes before any other; a number is never a string, and an id that
+// is no JSON number or string is only its own bytes.
+func TestInflightFindSpellings(t *testing.T) {
+	for _, tt := range []struct {
+		inflight []string // oldest first
+		cancel   string
+		want     int // the index in inflight, or -1
+	}{
+		{[]string{`1`}, `1`, 0},
+		{[]string{`1`}, `1.0`, 0},
+		{[]string{`1`}, `1e0`, 0},
+		{[]string{`1`}, `1E+0`, 0},
+		{[]string{`1`}, `10e-1`, 0},
+		{[]string{`1.0`}, `1`, 0},
+		{[]string{`1e0`}, `1.0`, 0},
+		{[]string{`-7`}, `-7.00`, 0},
+		{[]string{`0`}, `-0`, 0},
+		{[]string{`-0`}, `0`, 0},
+		{[]string{`1234567890123456`}, `1.234567890123456e15`, 0},
+		{[]string{`"a"`}, `"\u0061"`, 0},
+		{[]string{`"\u0061"`}, `"a"`, 0},
+		{[]string{`"p-1"`}, `"\u0070\u002D1"`, 0},
+		{[]string{`"a/b"`}, `"a\/b"`, 0},
+		{[]string{`"é"`}, `"\u00e9"`, 0},
+		{[]string{`"\ud83d\ude00"`}, `"😀"`, 0},
+		{[]string{"\"\xff\""}, `"\ufffd"`, 0},
+		{[]string{`1.0`, `1e0`, `2`}, `1`, 1},
+		{[]string{`1`, `1.0`}, `1`, 0},
+		{[]string{`"\u0061"`, `"a"`, `"b"`}, `"\u0061"`, 0},
+		{[]string{`1`, `2`}, `3`, -1},
+		{[]string{`1`}, `"1"`, -1},
+		{[]string{`"1"`}, `1`, -1},
+		{[]string{`1`}, `01`, -1},
+		{[]string{`1`}, `-1`, -1},
+		{[]string{`1e400`}, `10e399`, -1},
+		{[]string{`"a"`}, `"A"`, -1},
+		{[]string{`"a"`}, `"\u0041"`, -1},
+		{[]string{`null`}, `"null"`, -1},
+		{[]string{`true`}, `true`, 0},
+	} {
+		var l callList
+		calls := make([]*call, len(tt.inflight))
+		for i, id := range tt.inflight {
+			calls[i] = &call{fromID: json.RawMessage(id)}
+			l.push(calls[i])
+		}
+		var want *call
+		if tt.want >= 0 {
+			want = calls[tt.want]
+		}
+		if got := l.find([]byte(tt.cancel)); got != want {
+			t.Errorf("with %s in flight, a cancel for %s finds %v, want %v", tt.inflight, tt.cancel, got, want)
+		}
+	}
+}
+
 // TestInFlightBound: past its bound on requests in flight, a peer's next
 // request is answered at once with an error that names the limit and the
 // peer it would wait on, and is not relayed; it is logged once per peer.
@@ -138,5 +196,34 @@ func TestInFlightBound(t *testing.T) {
 	}
 	if n := logs.FilterMessage(logTooMany).Len(); n != 2 {
 		t.Errorf("the refusals were warned of %d times, want once for each peer", n)
+	}
+}
+
+// BenchmarkInflightFindMiss measures a cancel whose id matches no request
+// in flight, the path that looks for the same id spelled otherwise:
+// BenchmarkInflightFindMiss/N/KIND, N requests in flight, under integer
+// ids or string ids as the TypeScript SDK and acpx make them.
+func BenchmarkInflightFindMiss(b *testing.B) {
+	for _, n := range []int{8, 1024} {
+		for _, kind := range []struct {
+			name string
+			id   func(int) string
+		}{
+			{"int", func(i int) string { return fmt.Sprint(i) }},
+			{"string", func(i int) string { return fmt.Sprintf(`"req-%d"`, i) }},
+		} {
+			b.Run(fmt.Sprintf("%d/%s", n, kind.name), func(b *testing.B) {
+				var l callList
+				for i := range n {
+					l.push(&call{fromID: json.RawMessage(kind.id(i))})
+				}
+				miss := []byte(kind.id(n)) // answered already, say
+				for b.Loop() {
+					if l.find(miss) != nil {
+						b.Fatal("found a request that is not in flight")
+					}
+				}
+			})
+		}
 	}
 }

@@ -56,6 +56,12 @@ func TestSameID(t *testing.T) {
 		{`100`, `1e2`, true},
 		{`1.5`, `15e-1`, true},
 		{`-7`, `-7.000`, true},
+		{`-7`, `-7e0`, true},
+		{`123456789012345`, `1.23456789012345e14`, true},   // 15 digits, read without a parse
+		{`1234567890123456`, `1.234567890123456e15`, true}, // 16, parsed
+		{`-`, `-0`, false},
+		{`00`, `0`, false},
+		{`-01`, `-1`, false},
 		{`0`, `-0`, true}, // one double, as JSON.parse and a Map take it
 		{`0`, `1e-400`, true},
 		{`9007199254740993`, `9007199254740992`, true}, // one double
@@ -76,6 +82,9 @@ func TestSameID(t *testing.T) {
 		{`"😀"`, `"\ud83d\ude00"`, true},
 		{`"\ud800"`, `"\ufffd"`, true}, // encoding/json reads a lone surrogate as U+FFFD
 		{`"a"`, `"A"`, false},
+		{`"ab"`, `"a"`, false},
+		{`""`, `"\u0000"`, false},
+		{"\"\xff\"", `"\ufffd"`, true}, // invalid UTF-8 reads as U+FFFD
 		{`"a"`, `"\u0041"`, false},
 		{`"a"`, `"a `, false},
 		{`"a\"b"`, `"a"b"`, false},
@@ -94,13 +103,26 @@ func TestSameID(t *testing.T) {
 		if got := SameID(json.RawMessage(tt.b), json.RawMessage(tt.a)); got != tt.want {
 			t.Errorf("SameID(%s, %s) = %v, want %v", tt.b, tt.a, got, tt.want)
 		}
+		if got := sameAsRead(tt.a, tt.b); got != tt.want {
+			t.Errorf("ReadID(%s).Same(%s) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+		if got := sameAsRead(tt.b, tt.a); got != tt.want {
+			t.Errorf("ReadID(%s).Same(%s) = %v, want %v", tt.b, tt.a, got, tt.want)
+		}
 		if ref := sameIDRef([]byte(tt.a), []byte(tt.b)); ref != tt.want {
 			t.Errorf("encoding/json has %s and %s the same: %v, the table %v", tt.a, tt.b, ref, tt.want)
 		}
 	}
 }
 
-// FuzzSameID holds SameID to encoding/json, both ways round.
+// sameAsRead is SameID(a, b) as a cancel's search asks it: a read once.
+func sameAsRead(a, b string) bool {
+	x := ReadID(json.RawMessage(a))
+	return x.Same(json.RawMessage(b))
+}
+
+// FuzzSameID holds SameID, and ReadID's Same, to encoding/json, both ways
+// round.
 func FuzzSameID(f *testing.F) {
 	for _, p := range [][2]string{
 		{`1`, `1.0`}, {`1`, `1e0`}, {`-0`, `0`}, {`1e400`, `1e400`}, {`1e400`, `2e400`},
@@ -116,6 +138,12 @@ func FuzzSameID(f *testing.F) {
 		}
 		if back := SameID(b, a); back != got {
 			t.Fatalf("SameID(%s, %s) = %v, but %v the other way round", a, b, got, back)
+		}
+		if read := sameAsRead(string(a), string(b)); read != got {
+			t.Fatalf("ReadID(%s).Same(%s) = %v, SameID %v", a, b, read, got)
+		}
+		if read := sameAsRead(string(b), string(a)); read != got {
+			t.Fatalf("ReadID(%s).Same(%s) = %v, SameID %v", b, a, read, got)
 		}
 	})
 }
