@@ -684,3 +684,78 @@ func TestInitializeCancelledDuringBypass(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeNotBypassedWhileStopping has a bypass proxy fail as the
+// chain's components are being stopped: it is not bypassed, and the
+// initialize pending on it fails with its error and why the policy did
+// not apply. The editor cannot see that error: its own requests are
+// answered before the components begin to stop. So the initialize is
+// the middle proxy's own, whose input stays open while the first proxy,
+// ahead of it, has not yet ended.
+//
+// The failure is the initialize timer's (the proxy never answers), held
+// until the components are being stopped, which the first proxy's input
+// ending shows; only a hook can order it so.
+func TestInitializeNotBypassedWhileStopping(t *testing.T) {
+	dir := t.TempDir()
+	first, firstStarted := scriptedComponent(t, dir, "first")
+	second, secondStarted := scriptedComponent(t, dir, "second")
+	mute, muteStarted := scriptedComponent(t, dir, "mute")
+	mute.OnFailure = PolicyBypass
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	reached, release := make(chan string, 1), make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free) // a test that fails before it releases the failure lets the chain stop
+	e := startChain(t, Config{
+		Proxies: []Component{first, second, mute}, Agent: agent,
+		InitTimeout: time.Millisecond, // the failure is held until released, whenever it comes
+		GracePeriod: time.Minute,      // the first proxy ends when the test says, not at a deadline
+		running: func(c *chain) {
+			failed := c.failed
+			c.failed = func(p *peer, cause error) {
+				reached <- p.name
+				<-release
+				failed(p, cause)
+			}
+		},
+	})
+	f, s, p, a := firstStarted(), secondStarted(), muteStarted(), agentStarted()
+
+	s.send(`{"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("mute got %s, want its proxy/initialize", m.Bytes())
+	}
+	e.send(initLine) // starts the initialize timer, which fails mute: the deepest still initializing
+	init := f.recvMsg()
+	select {
+	case name := <-reached:
+		if name != "mute" {
+			t.Fatalf("%s failed, want mute", name)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the initialize timer never failed mute")
+	}
+	f.reply(init, `{"protocolVersion":1}`) // the editor has nothing in flight: the drain is over at once
+	if m := e.recvMsg(); string(m.ID) != "0" || m.Error != nil {
+		t.Fatalf("got %s, want initialize 0 answered", e.seen[len(e.seen)-1])
+	}
+	e.in.Close() // the editor's input ends: the chain stops
+	inputEnded(t, f)
+	free()
+
+	m := s.recvMsg()
+	msg := errorMessage(m.Error)
+	if string(m.ID) != "7" || errorCode(m.Error) != codeInternalError ||
+		!strings.Contains(msg, `component "mute" did not answer initialize within 1ms`) ||
+		!strings.HasSuffix(msg, "; not bypassed: the conductor is shutting down") {
+		t.Fatalf("second's initialize answered %s, want -32603 saying mute did not answer and was not bypassed", m.Bytes())
+	}
+	f.w.Close()
+	s.w.Close()
+	p.w.Close()
+	inputEnded(t, a) // and nothing came before: the initialize was not sent on
+	a.w.Close()
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), `"mute"`) {
+		t.Errorf("Run = %v, want mute's failure", err)
+	}
+}

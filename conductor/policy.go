@@ -73,7 +73,8 @@ func (r *runner) componentFailed(p *peer, cause error) {
 		// or the initialize timer saw the chain running: while it drains,
 		// a proxy is bypassed. The client's requests are answered by then
 		// (abandonAll), so what this fails is a proxy's, whose input is
-		// closing; no test can time that without sleeping.
+		// closing (TestInitializeNotBypassedWhileStopping holds the
+		// initialize timer's failure until then).
 		why = fmt.Errorf("not bypassed: %w", errStopped)
 	}
 	// The failure is recorded before anyone hears of it, so that a client
