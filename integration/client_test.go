@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 )
 
 // clientConfig is the --config of peers/client.mjs (see its header).
@@ -93,29 +93,11 @@ type clientEvent struct {
 	SessionID string `json:"sessionId"`
 }
 
-// lockedBuffer collects a process's stderr while tests read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A runningClient is peers/client.mjs driving a command.
 type runningClient struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *lockedBuffer
+	stderr *testio.Buffer
 	events chan clientEvent
 	done   chan struct{} // closed when the client has exited
 	sum    *summary
@@ -146,7 +128,7 @@ func startClient(t *testing.T, ctx context.Context, cfg clientConfig, argv []str
 	}
 	rc := &runningClient{
 		cmd:    cmd,
-		stderr: &lockedBuffer{},
+		stderr: &testio.Buffer{},
 		events: make(chan clientEvent, 16),
 		done:   make(chan struct{}),
 	}

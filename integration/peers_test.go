@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 )
 
 // TestPeersDirect runs the SDK client straight against the SDK agent, with no
@@ -232,7 +234,7 @@ type rawPeer struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *testio.Buffer
 }
 
 // startRaw runs argv, with env added to the environment, as a peer the
@@ -249,7 +251,7 @@ func startRaw(t *testing.T, ctx context.Context, argv []string, env ...string) *
 // startCmd is startRaw with the command given.
 func startCmd(t *testing.T, cmd *exec.Cmd) *rawPeer {
 	t.Helper()
-	p := &rawPeer{cmd: cmd, lines: make(chan string, 1024), stderr: &lockedBuffer{}}
+	p := &rawPeer{cmd: cmd, lines: make(chan string, 1024), stderr: &testio.Buffer{}}
 	cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 )
 
 // Real clients and agents from npm (integration/peers' lockfile), which
@@ -54,7 +56,7 @@ func acpxClient(t *testing.T, agent string) {
 	cmd := exec.CommandContext(ctx, npmBin("acpx"), "--format", "json", "--approve-all", "--cwd", dir,
 		"--agent", shellJoin(conductor, "agent", goProxyCmd("go1"), agent), "exec", text)
 	cmd.Env = append(os.Environ(), "HOME="+home, markerVar+"="+marker, "ACP_CONDUCTOR_REMOTE_TOKEN="+serveToken)
-	var stderr lockedBuffer
+	var stderr testio.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -147,7 +149,7 @@ func TestAcpxSessions(t *testing.T) {
 	run := func(args ...string) acpxSaw {
 		t.Helper()
 		cmd := acpx(ctx, args...)
-		var stderr lockedBuffer
+		var stderr testio.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
@@ -171,7 +173,7 @@ func TestAcpxSessions(t *testing.T) {
 	heldCtx, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()
 	held := acpx(heldCtx, "prompt", hang)
-	var heldErr lockedBuffer
+	var heldErr testio.Buffer
 	held.Stderr = &heldErr
 	stdout, err := held.StdoutPipe()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 	"github.com/acp-conductor/acp-conductor/transport"
 )
 
@@ -24,7 +25,7 @@ import (
 type served struct {
 	url    string // ws://127.0.0.1:PORT/acp, or wss:// when served over TLS
 	cmd    *exec.Cmd
-	log    *lockedBuffer
+	log    *testio.Buffer
 	marker string // in its environment, so in every component's
 }
 
@@ -40,7 +41,7 @@ func startServe(t *testing.T, components ...string) *served {
 // startServeWith is startServe with more flags for serve.
 func startServeWith(t *testing.T, flags []string, components ...string) *served {
 	t.Helper()
-	s := &served{log: &lockedBuffer{}, marker: newMarker()}
+	s := &served{log: &testio.Buffer{}, marker: newMarker()}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--shutdown-grace", "1s", "--max-connections", "64"}, flags...)
 	args = append(append(args, "--"), components...)
 	s.cmd = exec.Command(conductor, args...)
@@ -236,7 +237,7 @@ func startSDKServer(t *testing.T, marker string, flags ...string) string {
 	cmd := exec.Command(nodeBin, append([]string{filepath.Join(peersDir, "agent.mjs"), "--name", "remote-agent", "--listen", "127.0.0.1:0"}, flags...)...)
 	cmd.Dir = peersDir
 	cmd.Env = append(cmd.Environ(), markerVar+"="+marker)
-	stderr := &lockedBuffer{}
+	stderr := &testio.Buffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
@@ -156,7 +157,7 @@ func warnedOnceEachSide(t *testing.T, log, what string) (logged int) {
 // result dropped, the rest logged at debug level. A result beside
 // "error": null is the result.
 func TestResponseWithBothMembers(t *testing.T) {
-	var log syncBuffer
+	var log testio.Buffer
 	c := serve(t, &proxy.Proxy{
 		Logger:          slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		FromPredecessor: map[string]proxy.Handler{"session/load": forwardHandler},
@@ -191,7 +192,7 @@ func TestResponseWithBothMembers(t *testing.T) {
 // came. The first malformed error from each side is warned of, the rest
 // logged at debug level.
 func TestResponseWithMalformedError(t *testing.T) {
-	var log syncBuffer
+	var log testio.Buffer
 	c := serve(t, &proxy.Proxy{
 		Name:   "tester",
 		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,10 +8,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
@@ -210,7 +209,7 @@ func TestHandlerErrors(t *testing.T) {
 // "result": null, and the proxy warns of it once for each method; a null
 // returned as JSON is taken as meant.
 func TestHandlerNilResultWarns(t *testing.T) {
-	var log syncBuffer
+	var log testio.Buffer
 	nothing := func(context.Context, *proxy.Request) (json.RawMessage, error) { return nil, nil }
 	c := serve(t, &proxy.Proxy{
 		Logger: slog.New(slog.NewTextHandler(&log, nil)),
@@ -246,29 +245,10 @@ func TestHandlerNilResultWarns(t *testing.T) {
 	}
 }
 
-// A syncBuffer is a bytes.Buffer that a logger may write to while a test
-// reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Serve warns of each handler keyed where it can never run, and of no
 // other; the proxy serves all the same.
 func TestHandlerNeverRunsWarns(t *testing.T) {
-	var log syncBuffer
+	var log testio.Buffer
 	c := serve(t, &proxy.Proxy{
 		Logger: slog.New(slog.NewTextHandler(&log, nil)),
 		FromPredecessor: map[string]proxy.Handler{

@@ -17,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
 
@@ -814,7 +815,7 @@ func endedOrNot(t *testing.T, conns map[string]served, ended map[string]bool) {
 // sessions in use keep theirs.
 func TestMCPSessionsBounded(t *testing.T) {
 	t.Cleanup(proxy.SetMaxSessions(3))
-	var log syncBuffer
+	var log testio.Buffer
 	p, tables := tablesProxy()
 	p.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	h := serveMCP(t, p, "tools")
@@ -1033,7 +1034,7 @@ func TestMCPServerMalformedError(t *testing.T) {
 // agent's mcp/message with the error, as a peer's would, and is warned of
 // once, naming the server.
 func TestMCPServerBothMembers(t *testing.T) {
-	var log syncBuffer
+	var log testio.Buffer
 	h := serveMCP(t, &proxy.Proxy{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}, "tools")
 	sv, conn := h.connectS1()
 	for _, id := range []string{"m1", "m2"} {

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"sync"
 	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 )
 
 // An editor drives a conductor on its stdin and stdout, as an ACP client.
@@ -18,7 +19,7 @@ type editor struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan []byte // the conductor's stdout, line by line; closed at its end
-	stderr *syncBuffer
+	stderr *testio.Buffer
 	lastID int
 }
 
@@ -42,7 +43,7 @@ func startEditor(t *testing.T, cmd *exec.Cmd) *editor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &editor{t: t, cmd: cmd, stdin: stdin, lines: make(chan []byte, 100), stderr: &syncBuffer{}}
+	e := &editor{t: t, cmd: cmd, stdin: stdin, lines: make(chan []byte, 100), stderr: &testio.Buffer{}}
 	cmd.Stderr = e.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -138,22 +139,4 @@ func (e *editor) wait(ctx context.Context) error {
 		<-done
 		return fmt.Errorf("the conductor did not exit: %w", ctx.Err())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

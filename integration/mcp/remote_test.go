@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 )
 
 // TestMCPOverACPRemote crosses a network hop: editor → acp-conductor →
@@ -37,7 +39,7 @@ func TestMCPOverACPRemote(t *testing.T) {
 	srv := exec.Command(conductor, "serve", "--listen", "127.0.0.1:0", "--shutdown-grace", "10s", "--",
 		"ACP_IT_TRACE=1 "+quote(goProxy)+" passthrough", quote(sdkAgent)+" --advertise acp")
 	srv.Env = append(os.Environ(), markerVar+"="+marker, "ACP_CONDUCTOR_TOKEN="+token)
-	srvLog := &syncBuffer{}
+	srvLog := &testio.Buffer{}
 	stderr, err := srv.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

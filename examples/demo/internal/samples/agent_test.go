@@ -1,16 +1,15 @@
 package samples
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/acp-conductor/acp-conductor/internal/testio"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -189,7 +188,7 @@ func TestAgentErrors(t *testing.T) {
 // neither; and the agent reads on.
 func TestAgentOversize(t *testing.T) {
 	const limit = 1 << 10
-	var log syncBuffer
+	var log testio.Buffer
 	r, w := startAgentLimited(t, limit, &log)
 	p := &rawPeer{t, wire.NewLineChannel(r, w, 0)}
 	long := func(head, tail string) {
@@ -329,23 +328,4 @@ func TestClientTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Run error = %v, want a deadline", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that the agent's goroutine may write while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
