@@ -69,7 +69,8 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 		return nil
 	}
 
-	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()))
+	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()),
+		zap.Bool("spin", spinBeforeWaits()))
 	cc := cfg.Conductor(log)
 	cc.Abort = abort
 	var stopTrace func()
