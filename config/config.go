@@ -27,7 +27,8 @@ type Config struct {
 	MCPBridge         string
 	MCPHTTPIdle       time.Duration // 0: sessions end only when their client ends them
 	Trace             Trace
-	File              string // the chain file, or "" if the chain came from arguments
+	Spin              time.Duration // how long the relay polls before it sleeps; 0: it does not
+	File              string        // the chain file, or "" if the chain came from arguments
 }
 
 // Conductor returns the conductor's configuration for c, logging to log.

@@ -29,6 +29,7 @@ type File struct {
 	MCPBridge         string        `yaml:"mcp_bridge"`
 	MCPHTTPIdle       time.Duration `yaml:"mcp_http_idle_timeout"`
 	Trace             Trace         `yaml:"trace"`
+	Spin              time.Duration `yaml:"spin"`
 
 	path  string
 	nodes index // where each key sits, for messages and for layering
@@ -60,6 +61,16 @@ var (
 // MinMessageBytes is the smallest max_message_bytes accepted: below it not
 // even an initialize exchange fits.
 const MinMessageBytes = 1 << 10
+
+// DefaultSpin is how long, unless the spin setting says otherwise, the relay
+// of an agent or proxy chain polls its inputs before it sleeps, so that a
+// proxy's or a local agent's reply within it wakes nothing. MaxSpin is the
+// longest spin accepted: a reply later than that is not a fast one, and a
+// longer spin would only hold a CPU.
+const (
+	DefaultSpin = 50 * time.Microsecond
+	MaxSpin     = time.Millisecond
+)
 
 // Parse decodes and checks the chain file data, read from path (used only in
 // messages). It checks everything that does not depend on the mode; see

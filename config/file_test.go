@@ -35,8 +35,8 @@ func TestParseFullFile(t *testing.T) {
 	if p.Origin != "chain.yaml:4" || f.Proxies[1].Origin != "chain.yaml:10" || f.Agent.Origin != "chain.yaml:12" {
 		t.Errorf("origins = %q, %q, %q", p.Origin, f.Proxies[1].Origin, f.Agent.Origin)
 	}
-	if f.Logging != (Logging{Level: "debug", Format: "json"}) || f.ShutdownGrace != 5*time.Second || f.MaxMessageBytes != 1<<20 {
-		t.Errorf("settings = %+v %v %d", f.Logging, f.ShutdownGrace, f.MaxMessageBytes)
+	if f.Logging != (Logging{Level: "debug", Format: "json"}) || f.ShutdownGrace != 5*time.Second || f.MaxMessageBytes != 1<<20 || f.Spin != 20*time.Microsecond {
+		t.Errorf("settings = %+v %v %d %v", f.Logging, f.ShutdownGrace, f.MaxMessageBytes, f.Spin)
 	}
 }
 
@@ -180,6 +180,7 @@ func TestOneProblemPerValue(t *testing.T) {
 		"max_message_bytes: \"1000000\"\n",
 		"shutdown_grace: 2\n",
 		"restart_backoff: [1s]\n",
+		"spin: 1\n",
 	} {
 		_, err := Parse("chain.yaml", []byte("agent: {command: a}\n"+y))
 		if ps, _ := err.(Problems); len(ps) != 1 {
@@ -207,6 +208,9 @@ func TestFailureSettings(t *testing.T) {
 		{"restart_backoff_max: -1s\n", "chain.yaml:1: restart_backoff_max: must be positive"},
 		{"mcp_bridge: carrier-pigeon\n", `chain.yaml:1: mcp_bridge: invalid bridge "carrier-pigeon"`},
 		{"mcp_http_idle_timeout: -1s\n", `chain.yaml:1: mcp_http_idle_timeout: must not be negative`},
+		{"spin: -1us\n", `chain.yaml:1: spin: must not be negative, got -1µs`},
+		{"agent: {command: a}\nspin: 2ms\n", `chain.yaml:2: spin: must be at most 1ms, got 2ms (0 turns spinning off)`},
+		{"spin: 50\n", `chain.yaml:1: spin: want a duration such as 2s or 500ms, got a number ("50")`},
 	} {
 		_, err := Parse("chain.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -174,6 +174,7 @@ func (f *File) settings() map[string]any {
 		"trace.file":            f.Trace.File,
 		"trace.detail":          f.Trace.Detail,
 		"trace.serve":           f.Trace.Serve,
+		"spin":                  f.Spin,
 	}
 	m := make(map[string]any)
 	for key, val := range vals {
@@ -237,6 +238,7 @@ func (c *Config) settle(v *viper.Viper, fs *pflag.FlagSet) error {
 	c.MCPBridge = v.GetString("mcp_bridge")
 	c.MCPHTTPIdle, _ = duration(v.Get("mcp_http_idle_timeout"))
 	c.Trace = Trace{File: v.GetString("trace.file"), Detail: v.GetString("trace.detail"), Serve: v.GetString("trace.serve")}
+	c.Spin, _ = duration(v.Get("spin"))
 	return nil
 }
 
@@ -260,6 +262,7 @@ var checks = map[string]func(v any) error{
 	"trace.file":            func(v any) error { return checkTraceFile(fmt.Sprint(v)) },
 	"trace.detail":          func(v any) error { return checkDetail(fmt.Sprint(v)) },
 	"trace.serve":           func(v any) error { return checkServe(fmt.Sprint(v)) },
+	"spin":                  checkDuration(checkSpin),
 }
 
 func checkDuration(check func(time.Duration) error) func(any) error {

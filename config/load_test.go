@@ -65,6 +65,7 @@ func TestLoadDefaults(t *testing.T) {
 		MCPBridge:         string(conductor.BridgeAuto),
 		MCPHTTPIdle:       mcpbridge.DefaultHTTPIdleTimeout,
 		Trace:             Trace{Detail: "full"},
+		Spin:              DefaultSpin,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", c, want)
@@ -174,6 +175,12 @@ func TestLoadBadSettings(t *testing.T) {
 			`logging.level: invalid level "loud": want one of debug, info, warn, error (from environment variable ACP_CONDUCTOR_LOGGING_LEVEL)`},
 		{"negative MCP idle timeout from environment", map[string]string{"ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT": "-5m"}, nil,
 			`mcp_http_idle_timeout: must not be negative, got -5m0s (from environment variable ACP_CONDUCTOR_MCP_HTTP_IDLE_TIMEOUT)`},
+		{"negative spin from environment", map[string]string{"ACP_CONDUCTOR_SPIN": "-1us"}, nil,
+			`spin: must not be negative, got -1µs (from environment variable ACP_CONDUCTOR_SPIN)`},
+		{"long spin from flag", nil, []string{"--spin=2ms"},
+			`spin: must be at most 1ms, got 2ms (0 turns spinning off) (from flag --spin)`},
+		{"long spin from environment under a good flag", map[string]string{"ACP_CONDUCTOR_SPIN": "1001us"}, []string{"--spin=0"},
+			`spin: must be at most 1ms, got 1.001ms (0 turns spinning off) (from environment variable ACP_CONDUCTOR_SPIN)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearEnv(t)
@@ -183,6 +190,50 @@ func TestLoadBadSettings(t *testing.T) {
 			_, err := Load(Options{Mode: conductor.AgentMode, Components: []string{"a"}, Flags: flags(t, tc.flags...)})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Load error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLoadSpin layers the spin setting: a set flag beats the environment,
+// which beats the file, which beats the default; 0 (no spinning) and the
+// bound itself are accepted from each.
+func TestLoadSpin(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		file  string // "" means components from arguments
+		env   string
+		flags []string
+		want  time.Duration
+	}{
+		{name: "default", want: DefaultSpin},
+		{name: "default when file is silent", file: "agent: {command: a}\n", want: DefaultSpin},
+		{name: "file over default", file: "agent: {command: a}\nspin: 20us\n", want: 20 * time.Microsecond},
+		{name: "environment over file", file: "agent: {command: a}\nspin: 20us\n", env: "30µs", want: 30 * time.Microsecond},
+		{name: "flag over environment", file: "agent: {command: a}\nspin: 20us\n", env: "30us", flags: []string{"--spin=40us"}, want: 40 * time.Microsecond},
+		{name: "zero from file", file: "agent: {command: a}\nspin: 0s\n"},
+		{name: "zero from environment", env: "0"},
+		{name: "zero from flag", env: "30us", flags: []string{"--spin=0"}},
+		{name: "the bound from flag", flags: []string{"--spin=1ms"}, want: MaxSpin},
+		{name: "the bound from file", file: "agent: {command: a}\nspin: 1ms\n", want: MaxSpin},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			if tc.env != "" {
+				t.Setenv("ACP_CONDUCTOR_SPIN", tc.env)
+			}
+			opts := Options{Mode: conductor.AgentMode, Flags: flags(t, tc.flags...)}
+			if tc.file != "" {
+				opts.File = writeChain(t, tc.file)
+			} else {
+				opts.Components = []string{"a"}
+			}
+			c, err := Load(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Spin != tc.want {
+				t.Errorf("spin = %v, want %v", c.Spin, tc.want)
 			}
 		})
 	}

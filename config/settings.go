@@ -43,6 +43,7 @@ var settings = []setting{
 	{"trace.file", "trace", "", "write a trace of every message the chain relays to this file, one JSON event per line (view it with acp-conductor trace view)"},
 	{"trace.detail", "trace-detail", string(trace.Full), "how much of each message a trace keeps: full, or metadata (no params, results or error data: safe to share)"},
 	{"trace.serve", "trace-serve", "", "serve a live trace viewer on this loopback address, such as 127.0.0.1:0; the URL, with its access token, is logged"},
+	{"spin", "spin", DefaultSpin, "how long the relay polls its inputs before it sleeps, so that a fast reply (a proxy's, a local agent's) wakes nothing: lower latency for some CPU while replies come fast; 0 turns spinning off; at most 1ms; agent and proxy only (serve does not spin)"},
 }
 
 // envVar returns the environment variable that sets key.

@@ -20,6 +20,7 @@ func settingOf(c *Config, key string) any {
 		"restart_limit": c.RestartLimit, "restart_window": c.RestartWindow, "restart_backoff": c.RestartBackoff,
 		"restart_backoff_max": c.RestartBackoffMax, "mcp_bridge": c.MCPBridge, "mcp_http_idle_timeout": c.MCPHTTPIdle,
 		"trace.file": c.Trace.File, "trace.detail": c.Trace.Detail, "trace.serve": c.Trace.Serve,
+		"spin": c.Spin,
 	}[key]
 }
 
@@ -34,6 +35,8 @@ func FuzzSettings(f *testing.F) {
 	f.Add(uint8(1), "debug", true)
 	f.Add(uint8(12), "0", false)
 	f.Add(uint8(15), "127.0.0.1:0", false)
+	f.Add(uint8(16), "1001us", true)
+	f.Add(uint8(16), "0", false)
 	f.Fuzz(func(t *testing.T, which uint8, value string, byFlag bool) {
 		s := settings[int(which)%len(settings)]
 		if strings.ContainsRune(value, 0) {

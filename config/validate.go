@@ -118,6 +118,9 @@ func (f *File) validate() Problems {
 	if err := checkNotNegative(f.MCPHTTPIdle); err != nil {
 		add("mcp_http_idle_timeout", "%v", err)
 	}
+	if err := checkSpin(f.Spin); err != nil {
+		add("spin", "%v", err)
+	}
 	return ps
 }
 
@@ -167,6 +170,14 @@ func checkNotNegative(d time.Duration) error {
 		return fmt.Errorf("must not be negative, got %v", d)
 	}
 	return nil
+}
+
+// checkSpin accepts 0, no spinning, up to MaxSpin.
+func checkSpin(d time.Duration) error {
+	if d > MaxSpin {
+		return fmt.Errorf("must be at most %v, got %v (0 turns spinning off)", MaxSpin, d)
+	}
+	return checkNotNegative(d)
 }
 
 func checkBridge(s string) error {

@@ -70,7 +70,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	}
 
 	log.Info("starting", zap.Stringer("mode", mode), zap.String("chain", cfg.Summary()), zap.String("version", version()),
-		zap.Bool("spin", spinBeforeWaits()))
+		zap.Bool("spin", spinBeforeWaits(cfg.Spin)))
 	cc := cfg.Conductor(log)
 	cc.Abort = abort
 	var stopTrace func()

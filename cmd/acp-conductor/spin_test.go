@@ -11,8 +11,8 @@ import (
 
 // The relay spins before its waits (wire.EnableSpin) only where that pays:
 // on two CPUs or more, as the outermost conductor of a chain, on the one P
-// it sets, unless the benchmark turns it off. The "starting" line says
-// which.
+// it sets, unless the benchmark turns it off or the spin setting is 0. The
+// "starting" line says which.
 func TestSpinDecision(t *testing.T) {
 	manyCPUs := runtime.NumCPU() >= 2
 	for _, c := range []struct {
@@ -25,6 +25,8 @@ func TestSpinDecision(t *testing.T) {
 		{"with GOMAXPROCS set", []string{"GOMAXPROCS=2"}, false},
 		{"with the trick off", []string{"ACP_BENCH_DISABLE=spin"}, false},
 		{"with another trick off", []string{"ACP_BENCH_DISABLE=writev"}, manyCPUs},
+		{"with spin 0", []string{"ACP_CONDUCTOR_SPIN=0"}, false},
+		{"with spin 100us", []string{"ACP_CONDUCTOR_SPIN=100us"}, manyCPUs},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "acp.log")

@@ -32,9 +32,9 @@ const (
 	// in non-blocking mode and read and written through Go's poller.
 	Pollable = "pollable"
 	// Spin: a reader that finds its input empty polls the inputs that wait
-	// for up to 50 µs before it sleeps, adaptively, and the conductor runs
-	// Go code on one P, so that a reply that comes soon wakes nothing
-	// (wire.EnableSpin).
+	// for up to the spin setting (50 µs by default) before it sleeps,
+	// adaptively, and the conductor runs Go code on one P, so that a reply
+	// that comes soon wakes nothing (wire.EnableSpin).
 	Spin = "spin"
 	// Supervisor: each chain has a watchdog process and marks its
 	// components, so that nothing they start outlives the conductor, even
