@@ -29,7 +29,10 @@ import (
 // agent thinking for seconds, cost nothing). One reader spins at a time,
 // and only in a process that runs Go code on one P (GOMAXPROCS=1): with a
 // second P, its thread would wait in the poller meanwhile and be woken by
-// every line, the spinner's own included. See EnableSpin.
+// every line, the spinner's own included. See EnableSpin. Where the CPUs
+// are busy with other work, it buys nothing and costs CPU (bench/README.md):
+// the setting that bounds it can turn it off. Closing an input whose
+// reader spins waits for the spin to end, the bound at most.
 type spinner struct {
 	limit int64 // nanoseconds
 
