@@ -127,7 +127,13 @@
 // (session/load of one it knows) replaces the ids its earlier set-up
 // declared, though connections opened to them stay until it closes. A
 // late mcp/disconnect for a connection that has ended so, or one sent
-// again, succeeds.
+// again, succeeds. Nor does an agent that connects to a session's servers
+// and never disconnects grow the proxy: each session holds at most 256
+// connections to the proxy's servers, counting those to what its earlier
+// set-ups declared, and past that the least recently used (opened, or
+// sent on by the agent) ends as if its client had disconnected, with a
+// warning the first time; the agent's messages on it are refused as on
+// any unknown connection, and its mcp/disconnect succeeds.
 // Each connection runs the server's
 // Serve function with an [MCPConn], a pipe of whole MCP JSON-RPC messages, so
 // any MCP implementation can serve it; package

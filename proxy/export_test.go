@@ -25,3 +25,7 @@ func SetMaxUntied(n int) (restore func()) {
 	maxUntied = n
 	return func() { maxUntied = old }
 }
+
+// MaxSessionConns is how many connections to the proxy's servers one
+// session holds.
+const MaxSessionConns = maxSessionConns

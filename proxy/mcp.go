@@ -44,7 +44,10 @@ import (
 // for maxSessions counting as closed. One tied to no session that way, or
 // only to a session the proxy does not keep (never seen set up, or
 // forgotten), may end only when disconnected, so the proxy keeps at most
-// maxUntied of them, and refuses a connect past that.
+// maxUntied of them, and refuses a connect past that. A connection to the
+// proxy's own servers ends with its session, but a session open for long
+// could hold any number, so each session holds at most maxSessionConns,
+// the least recently used ending past that.
 
 // MCP-over-ACP methods, and the requests that set up a session and so carry
 // mcpServers.
@@ -148,6 +151,8 @@ type mcpHost struct {
 	upstream map[string]upstreamConn     // connections opened with someone before the proxy, by id
 	opening  map[*openingConn]bool       // connects to someone before the proxy awaiting their answer
 	untied   int                         // of upstream, those untied, and of opening, those counted (see maxUntied)
+	clock    uint64                      // counts the uses of conns, to find a session's least recently used
+	trimmed  bool                        // a connection was ended for maxSessionConns
 	ended    endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
 	sessions sessionTable                // the set-ups whose declarations are kept
 }
@@ -275,6 +280,7 @@ func (h *mcpHost) keep(rec *sessionRecord, ids, theirs []string) {
 	id := rec.get().ID
 	if old := t.byID[id]; id != "" && old != nil {
 		h.replaced(old, id)
+		ended = append(ended, h.adopt(rec, old)...)
 	}
 	t.push(rec)
 	if id != "" {
@@ -475,7 +481,7 @@ func (h *mcpHost) end(match func(*sessionRecord) bool, session string) []*MCPCon
 	}
 	for id, mc := range h.conns {
 		if match(mc.session) {
-			delete(h.conns, id)
+			h.dropConn(mc)
 			h.ended.Add(id, false)
 			ended = append(ended, mc)
 		}
@@ -578,8 +584,12 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params, extra json.
 	}
 	mc := newMCPConn(h, d, proposed)
 	h.conns[mc.id] = mc
+	trimmed := h.hold(d.session, mc)
 	h.touch(d.session)
 	h.mu.Unlock()
+	for _, old := range trimmed {
+		old.end(io.EOF)
+	}
 	answer := `{"connectionId":` + mc.quotedID + `}`
 	if h.c.getDialect().MCPByURL {
 		answer = `{"connectionId":` + mc.quotedID + `,"connection_id":` + mc.quotedID + `}`
@@ -680,13 +690,14 @@ func (h *mcpHost) onConn(id json.RawMessage, method string, params json.RawMessa
 	mc := h.conns[cid]
 	if mc != nil {
 		h.touch(mc.session)
+		h.use(mc)
 	}
 	_, up := h.upstream[cid]
 	var endedUp, ended bool
 	if method == methodMCPDisconnect {
 		switch {
 		case mc != nil:
-			delete(h.conns, cid)
+			h.dropConn(mc)
 			h.ended.Add(cid, false)
 		case up:
 			h.dropUpstream(cid)

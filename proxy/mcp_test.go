@@ -857,6 +857,97 @@ func TestMCPSessionsBounded(t *testing.T) {
 	}
 }
 
+// Nor does an agent whose MCP client connects to a session's servers and
+// never disconnects: each session holds at most MaxSessionConns
+// connections to the proxy's servers, counting those to what its earlier
+// set-ups declared, and past that the least recently used (opened, or
+// sent on by the agent) ends as if its client had disconnected, with a
+// warning the first time naming it. Its pending requests are answered, the
+// agent's messages on it are refused as on any unknown connection and its
+// mcp/disconnect succeeds; the session's other connections, the new one
+// and those of other sessions go on.
+func TestMCPSessionConnsBounded(t *testing.T) {
+	const limit = proxy.MaxSessionConns
+	var log testio.Buffer
+	p, tables := tablesProxy()
+	p.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	h := serveMCP(t, p, "tools")
+	h.newSession(1, "s1") // ID1
+	h.newSession(2, "s2") // ID2
+	connect := func(id, server string) served {
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + server + `"}}}`)
+		if line := h.recv(); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"`+id+`","result":{"connectionId":`) {
+			t.Fatalf("connect %s: the proxy sent %s", id, line)
+		}
+		return h.conn()
+	}
+	ping := func(id string, sv served) {
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"` + sv.conn.ID() + `","method":"ping"}}}`)
+		line := sv.read(t)
+		sv.write(t, strings.Replace(line, `"method":"ping"`, `"result":{}`, 1))
+		h.expect(`{"jsonrpc":"2.0","id":"` + id + `","result":{}}`)
+	}
+	s1 := h.s.id("ID1")
+	conns := make([]served, limit)
+	conns[0] = connect("c0", s1)
+	// A request on c0 that its server leaves pending.
+	h.send(`{"jsonrpc":"2.0","id":"slow","method":"proxy/successor","params":{"method":"mcp/message","params":{"connectionId":"` + conns[0].conn.ID() + `","method":"tools/call","params":{"name":"slow"}}}}`)
+	conns[0].expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
+	for i := 1; i < limit; i++ {
+		conns[i] = connect(fmt.Sprint("c", i), s1)
+	}
+	ping("p1", conns[1]) // c1 is used last: c0 is the least recently used, then c2
+	other := connect("other", h.s.id("ID2"))
+
+	// One more for s1: c0 ends, its pending request answered first.
+	h.send(`{"jsonrpc":"2.0","id":"over","method":"proxy/successor","params":{"method":"mcp/connect","params":{"acpId":"` + s1 + `"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"slow","error":{"code":-32000,"message":"MCP connection closed"}}`)
+	if line := h.recv(); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"over","result":{"connectionId":`) {
+		t.Fatalf("a connect past the bound: the proxy sent %s; want it answered", line)
+	}
+	over := h.conn()
+	all := map[string]served{"c0": conns[0], "c1": conns[1], "c2": conns[2], "over": over, "other": other}
+	endedOrNot(t, all, map[string]bool{"c0": true, "c1": false, "c2": false, "over": false, "other": false})
+	c0 := `"connectionId":"` + conns[0].conn.ID() + `"`
+	h.send(`{"jsonrpc":"2.0","id":"m","method":"proxy/successor","params":{"method":"mcp/message","params":{` + c0 + `,"method":"ping"}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m","error":{"code":-32602,"message":"mcp/message: unknown MCP connection","data":{` + c0 + `}}}`)
+	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{` + c0 + `}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
+	ping("p2", conns[1])
+	ping("p3", over)
+	ping("p4", other)
+
+	// One more ends c2, the next least recently used.
+	conns = append(conns, connect("over2", s1))
+	endedOrNot(t, all, map[string]bool{"c1": false, "c2": true, "over": false, "other": false})
+
+	// s1 loaded again: a connection to what the load declares counts among
+	// those to what the earlier set-up did, and ends c3.
+	h.send(`{"jsonrpc":"2.0","id":"l","method":"session/load","params":{"sessionId":"s1","cwd":"/w","mcpServers":[]}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"l","result":{}}`)
+	loaded := connect("loaded", uuid.FindString(fwd))
+	all["c3"], all["loaded"] = conns[3], loaded
+	endedOrNot(t, all, map[string]bool{"c1": false, "c3": true, "over": false, "loaded": false, "other": false})
+	ping("p5", loaded)
+
+	if got, _ := tables(h); got["conns"] != limit+1 {
+		t.Errorf("the proxy keeps %d connections to its servers; want %d, s1's %d and s2's", got["conns"], limit+1, limit)
+	}
+	var warned []string
+	for line := range strings.Lines(log.String()) {
+		if strings.Contains(line, "least recently used MCP connection") && strings.Contains(line, "level=WARN") {
+			warned = append(warned, line)
+		}
+	}
+	if want := fmt.Sprintf("connectionId=%s server=tools session=s1 limit=%d", conns[0].conn.ID(), limit); len(warned) != 1 || !strings.Contains(warned[0], want) {
+		t.Errorf("warned %q; want once, with %q\nlog:\n%s", warned, want, log.String())
+	}
+}
+
 // A session set up again (loaded, say, each time the client shows it) gets
 // fresh declarations, and the proxy forgets the earlier ones, of its own
 // servers and of those before it: the agent connects to what the latest

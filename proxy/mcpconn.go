@@ -48,6 +48,10 @@ type MCPConn struct {
 	ctx      context.Context // Serve's: done when the connection ends
 	cancel   context.CancelFunc
 
+	// Guarded by mcpHost.mu.
+	holder *sessionRecord // whose connections it counts among (see maxSessionConns)
+	used   uint64         // mcpHost.clock when it was last used
+
 	mu      sync.Mutex
 	inbox   [][]byte                  // messages for Read
 	ready   chan struct{}             // signalled when inbox grows

@@ -13,6 +13,22 @@ import (
 // forgotten as if it had closed. A variable, for tests.
 var maxSessions = 1024
 
+// maxSessionConns bounds the connections to the proxy's servers that one
+// session holds. Each ends with its session, but a session may stay open
+// for the proxy's life, and an agent whose MCP client connects and never
+// disconnects (or a hostile one) would grow it, and the proxy, a goroutine
+// running Serve for each. An agent opens one connection to each server it
+// uses in a session, and again when its MCP client restarts: 256, a
+// quarter of the bounds on sessions and on untied connections, is far
+// more than that for a proxy of a few servers, and one session's
+// connections stay fewer than the ended ones the proxy remembers
+// (maxEnded). Past it, the least recently used of the
+// session's connections (opened, or sent on by the agent) ends as if its
+// client had disconnected, as the least recently used session is
+// forgotten past maxSessions: the session, and the connections it uses,
+// go on.
+const maxSessionConns = 256
+
 // A sessionTable holds the set-ups that succeeded and declared anything,
 // the most recently used first: at most one for each session, the latest
 // (a session loaded again gets fresh declarations, and the old ones are of
@@ -105,12 +121,13 @@ type sessionRecord struct {
 	s  MCPSession
 
 	// Guarded by mcpHost.mu.
-	ids, theirs []string       // the proxy's servers it declared, and those before the proxy
-	settled     bool           // it succeeded
-	dropped     bool           // its declarations were forgotten (its session closed)
-	kept        bool           // in the sessionTable
-	key         string         // the id it is kept under there, if any
-	prev, next  *sessionRecord // its neighbours there
+	ids, theirs []string          // the proxy's servers it declared, and those before the proxy
+	conns       map[*MCPConn]bool // the open connections to its servers, and to those of the set-ups it replaced (see maxSessionConns)
+	settled     bool              // it succeeded
+	dropped     bool              // its declarations were forgotten (its session closed)
+	kept        bool              // in the sessionTable
+	key         string            // the id it is kept under there, if any
+	prev, next  *sessionRecord    // its neighbours there
 }
 
 // metaSessionID is the _meta key under which acp-conductor names the ACP
@@ -135,4 +152,78 @@ func (r *sessionRecord) get() MCPSession {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.s
+}
+
+// hold counts mc, just opened to a server r declared, among r's
+// connections, as used, and returns the connections to end for
+// maxSessionConns. h.mu is held.
+func (h *mcpHost) hold(r *sessionRecord, mc *MCPConn) []*MCPConn {
+	if r.conns == nil {
+		r.conns = make(map[*MCPConn]bool)
+	}
+	r.conns[mc], mc.holder = true, r
+	h.use(mc)
+	return h.trim(r)
+}
+
+// adopt moves the connections old holds to r, which replaced it as its
+// session's set-up: they end with the session, and so count among its
+// own, lest a session set up again and again hold maxSessionConns for
+// each set-up. It returns the connections to end for the bound. h.mu is
+// held.
+func (h *mcpHost) adopt(r, old *sessionRecord) []*MCPConn {
+	if len(old.conns) == 0 {
+		return nil
+	}
+	if r.conns == nil {
+		r.conns = make(map[*MCPConn]bool)
+	}
+	for mc := range old.conns {
+		r.conns[mc], mc.holder = true, r
+	}
+	old.conns = nil
+	return h.trim(r)
+}
+
+// use marks mc as used now. h.mu is held.
+func (h *mcpHost) use(mc *MCPConn) {
+	h.clock++
+	mc.used = h.clock
+}
+
+// trim forgets, past maxSessionConns, the least recently used of r's
+// connections, as mcp/disconnect would: they are remembered as ended, so
+// that the agent's later messages on them are refused as on any unknown
+// connection and its mcp/disconnect of them succeeds. It warns the first
+// time, and returns the connections to end. h.mu is held.
+func (h *mcpHost) trim(r *sessionRecord) []*MCPConn {
+	var ended []*MCPConn
+	for len(r.conns) > maxSessionConns {
+		var lru *MCPConn
+		for mc := range r.conns {
+			if lru == nil || mc.used < lru.used {
+				lru = mc
+			}
+		}
+		h.dropConn(lru)
+		h.ended.Add(lru.id, false)
+		ended = append(ended, lru)
+		args := []any{"connectionId", lru.id, "server", lru.server, "session", r.get().ID, "limit", maxSessionConns}
+		if !h.trimmed {
+			h.trimmed = true
+			h.c.log.Warn("ended the least recently used MCP connection of a session, as if its client had disconnected, to keep no more than limit per session: the agent's messages on it are refused as on an unknown connection, and later ones are logged at debug level", args...)
+		} else {
+			h.c.log.Debug("ended the least recently used MCP connection of a session", args...)
+		}
+	}
+	return ended
+}
+
+// dropConn forgets mc, one of the connections to the proxy's servers.
+// h.mu is held.
+func (h *mcpHost) dropConn(mc *MCPConn) {
+	delete(h.conns, mc.id)
+	if mc.holder != nil {
+		delete(mc.holder.conns, mc)
+	}
 }
