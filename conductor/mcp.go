@@ -128,8 +128,9 @@ func (e *endedConns) lookup(id []byte) (*wire.Error, bool) {
 	if why, ok := e.Get(string(id)); ok {
 		return why, true
 	}
+	want := wire.ReadID(id)
 	for k, why := range e.All() {
-		if wire.SameID(json.RawMessage(k), id) {
+		if want.Same(json.RawMessage(k)) {
 			return why, true
 		}
 	}
@@ -664,8 +665,9 @@ func (r *mcpRoutes) byAgent(id []byte) *mcpConn {
 	if c := r.conns[string(id)]; c != nil {
 		return c
 	}
+	want := wire.ReadID(id)
 	for k, c := range r.conns {
-		if wire.SameID(json.RawMessage(k), id) {
+		if want.Same(json.RawMessage(k)) {
 			return c
 		}
 	}

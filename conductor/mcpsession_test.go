@@ -928,6 +928,43 @@ func TestMCPRoutesForgetNativeConnections(t *testing.T) {
 	}
 }
 
+// TestMCPEndedConnSpelledOtherwise: the agent may name a connection that
+// ended as its own encoder spells the connectionId, not as it was given
+// ("c\u00261" for "c&1", 7.0 for 7): the same JSON value finds why it
+// ended, as byAgent finds a live one; another value, or a string for a
+// number, finds nothing.
+func TestMCPEndedConnSpelledOtherwise(t *testing.T) {
+	var e endedConns
+	e.Limit = maxEndedConns
+	for _, id := range []string{`"c&1"`, `"\u00e9t\u00e9"`, `"c-1"`, `7`} {
+		e.Add(id, wire.Errorf(codeInvalidParams, "%s", id))
+	}
+	for _, tt := range []struct {
+		id, want string // want is the connection found, "" for none
+	}{
+		{`"c&1"`, `"c&1"`},
+		{`"c\u00261"`, `"c&1"`},
+		{`"été"`, `"\u00e9t\u00e9"`},
+		{`"\u00e9t\u00e9"`, `"\u00e9t\u00e9"`},
+		{`"c\u002d1"`, `"c-1"`},
+		{`7.0`, `7`},
+		{`7e0`, `7`},
+		{`"7"`, ""},
+		{`"c&2"`, ""},
+		{`8`, ""},
+		{``, ""},
+	} {
+		why, ok := e.lookup([]byte(tt.id))
+		got := ""
+		if ok {
+			got = why.Message
+		}
+		if got != tt.want {
+			t.Errorf("lookup(%s) found %q, want %q", tt.id, got, tt.want)
+		}
+	}
+}
+
 // TestMCPSessionEndsNativeConnection: a native agent's own connection to
 // a server (opened by mcp/connect, which a connect-binding owner answers,
 // or the conductor for one that binds per request) ends with the last

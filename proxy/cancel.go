@@ -51,8 +51,9 @@ func (c *Conn) cancelServed(params, extra json.RawMessage) {
 // SDK reads a cancel; or nil. It is looked for only when no request has
 // the very bytes. c.mu is held.
 func (c *Conn) servedAs(id json.RawMessage) *served {
+	want := wire.ReadID(id)
 	for k, s := range c.served {
-		if wire.SameID(json.RawMessage(k), id) {
+		if want.Same(json.RawMessage(k)) {
 			return s
 		}
 	}

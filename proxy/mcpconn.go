@@ -424,8 +424,9 @@ func idGiven(m map[int64]json.RawMessage, id json.RawMessage) int64 {
 			return n
 		}
 	}
+	want := wire.ReadID(id)
 	for n, known := range m {
-		if wire.SameID(known, id) {
+		if want.Same(known) {
 			return n
 		}
 	}
