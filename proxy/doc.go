@@ -156,5 +156,12 @@
 // open at once, an mcp/connect that would open another is refused with an
 // error saying so, lest a client that never disconnects grow the proxy.
 // Such a connection stops counting once its session is set up through the
-// proxy and kept.
+// proxy and kept. Nor do those a kept session's end would end (to a
+// server it declared, or named for it) grow with a session that stays
+// open: each session holds at most 256 of them, counting those to what
+// its earlier set-ups declared, and past that an mcp/connect that would
+// open another is refused likewise, with a warning the first time; the
+// session's connections open, and other sessions', go on. A connection
+// open or opening whose session is kept, or set up again, while that
+// session holds 256 counts among the 1024 instead.
 package proxy

@@ -47,7 +47,9 @@ import (
 // maxUntied of them, and refuses a connect past that. A connection to the
 // proxy's own servers ends with its session, but a session open for long
 // could hold any number, so each session holds at most maxSessionConns,
-// the least recently used ending past that.
+// the least recently used ending past that. So could one tied by its end
+// to a session kept: each session holds at most maxSessionConns of those
+// too, and a connect past that, which the proxy cannot end, is refused.
 
 // MCP-over-ACP methods, and the requests that set up a session and so carry
 // mcpServers.
@@ -144,17 +146,18 @@ type mcpHost struct {
 	// grow the proxy. Nor must one that never closes them: sessions
 	// bounds the sessions kept, and a session set up again replaces what
 	// its earlier set-up declared.
-	mu       sync.Mutex
-	declared map[string]declaration      // by server id
-	conns    map[string]*MCPConn         // by connection id
-	theirs   map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
-	upstream map[string]upstreamConn     // connections opened with someone before the proxy, by id
-	opening  map[*openingConn]bool       // connects to someone before the proxy awaiting their answer
-	untied   int                         // of upstream, those untied, and of opening, those counted (see maxUntied)
-	clock    uint64                      // counts the uses of conns, to find a session's least recently used
-	trimmed  bool                        // a connection was ended for maxSessionConns
-	ended    endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
-	sessions sessionTable                // the set-ups whose declarations are kept
+	mu          sync.Mutex
+	declared    map[string]declaration      // by server id
+	conns       map[string]*MCPConn         // by connection id
+	theirs      map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
+	upstream    map[string]upstreamConn     // connections opened with someone before the proxy, by id
+	opening     map[*openingConn]bool       // connects to someone before the proxy awaiting their answer
+	untied      int                         // of upstream and of opening, those counted as untied (see maxUntied, count)
+	clock       uint64                      // counts the uses of conns, to find a session's least recently used
+	trimmed     bool                        // a connection was ended for maxSessionConns
+	refusedTied bool                        // an upstream connect was refused for maxSessionConns
+	ended       endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
+	sessions    sessionTable                // the set-ups whose declarations are kept
 }
 
 func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
@@ -285,7 +288,7 @@ func (h *mcpHost) keep(rec *sessionRecord, ids, theirs []string) {
 	t.push(rec)
 	if id != "" {
 		rec.key, t.byID[id] = id, rec
-		h.retie(id) // those named for it before it was kept
+		h.recount() // those named for it before it was kept, and those the set-up it replaced held
 	}
 	for t.n > t.limit {
 		victim := t.tail
@@ -331,7 +334,7 @@ func (h *mcpHost) replaced(old *sessionRecord, session string) {
 	}
 	for o := range h.opening {
 		if gone[o.up.server] {
-			o.up = upstreamConn{session: session}
+			o.up.server, o.up.session = "", session // still counted as it was: keep recounts it
 		}
 	}
 }
@@ -512,6 +515,7 @@ func (h *mcpHost) end(match func(*sessionRecord) bool, session string) []*MCPCon
 		}
 		r = next
 	}
+	h.recount() // those left that the set-ups ended held (their server declared elsewhere too)
 	return ended
 }
 
@@ -553,6 +557,7 @@ func (h *mcpHost) forget(ids, theirs []string, rec *sessionRecord) {
 			h.ended.Add(id, true)
 		}
 	}
+	h.recount() // those left that rec held (their server declared elsewhere too)
 }
 
 // connect opens a connection to one of the proxy's servers and starts
@@ -604,7 +609,9 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params, extra json.
 
 // connectUpstream wraps the handler for an mcp/connect that is not the
 // proxy's (nil: forwarding) to note the connection it opens. One that
-// would be untied past the host's maxUntied is refused before fn runs.
+// would be untied past the host's maxUntied, or tied to a session that
+// holds maxSessionConns such connections already, is refused before fn
+// runs.
 func (h *mcpHost) connectUpstream(fn Handler) Handler {
 	if fn == nil {
 		fn = forward
@@ -617,27 +624,38 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 		if len(h.theirs[server]) > 0 {
 			o.up.server = server
 		}
-		if o.counted = h.untiedConn(o.up); o.counted {
+		if h.untiedConn(o.up) {
 			if h.untied >= h.maxUntied {
 				h.mu.Unlock()
 				return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
 					"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps) are open, the most it keeps; disconnect one first",
 					h.c.p.name(), r.Method, server, h.maxUntied)}
 			}
-			// Counted while pending too, so that connects at once cannot
-			// pass the bound.
-			h.untied++
+		} else if rec := h.tiedTo(o.up); rec != nil && rec.upstream >= maxSessionConns {
+			session := rec.get().ID
+			args := []any{"method", r.Method, "server", server, "session", session, "limit", maxSessionConns}
+			if !h.refusedTied {
+				h.refusedTied = true
+				h.c.log.Warn("refused an mcp/connect through the proxy: the session holds limit connections to MCP servers declared before the proxy, the most the proxy keeps for one session; later ones are logged at debug level", args...)
+			} else {
+				h.c.log.Debug("refused an mcp/connect through the proxy for the bound on a session's connections", args...)
+			}
+			h.mu.Unlock()
+			return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
+				"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that session %q's end ends are open, the most it keeps for one session; disconnect one first",
+				h.c.p.name(), r.Method, server, maxSessionConns, session)}
 		}
+		// Counted while pending too, so that connects at once cannot
+		// pass a bound.
+		h.count(&o.up)
 		h.opening[o] = true
 		h.mu.Unlock()
 		withdraw := func() { // h.mu held
 			delete(h.opening, o)
-			if o.counted {
-				h.untied--
-			}
+			h.uncount(&o.up)
 		}
 		// A handler that panics must withdraw it too: pending for ever,
-		// it would hold a place under the bound.
+		// it would hold a place under a bound.
 		panicked := true
 		defer func() {
 			if panicked {

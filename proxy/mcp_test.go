@@ -1204,6 +1204,104 @@ func TestMCPUntiedUpstreamBounded(t *testing.T) {
 	}
 }
 
+// Nor do the upstream connections a kept session's end ends (to a server
+// it declared, or named for it on mcp/connect) grow with a session that
+// stays open: each session holds at most MaxSessionConns of them, open or
+// pending, and past that a connect that would be tied to it is refused,
+// saying why, with a warning the first time, and goes no further; the
+// proxy cannot end them, as they are its predecessor's. A load of the
+// session, pending or done, adds no room; other sessions' connects, and
+// untied ones, go on; a disconnect, or the session's end, makes room.
+func TestMCPTiedUpstreamBounded(t *testing.T) {
+	const limit = proxy.MaxSessionConns
+	var log testio.Buffer
+	p, tables := tablesProxy()
+	p.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	h := serveMCP(t, p, "tools")
+	h.send(`{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-1"}]}}`)
+	fwd := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"sessionId":"s1"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"n","result":{"sessionId":"s1"}}`)
+	h.newSession(2, "s2")
+	const named = `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"s1"}}`
+	refused := func(id, params string) {
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/connect","params":` + params + `}}`)
+		line := h.recv()
+		if !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"`+id+`","error":{"code":-32603,`) ||
+			!strings.Contains(line, fmt.Sprintf(`%d connections through the proxy to MCP servers that session \"s1\"'s end ends are open`, limit)) ||
+			!strings.Contains(line, "disconnect one first") {
+			t.Fatalf("connect %s past the bound: the proxy sent %s; want it refused, saying why", id, line)
+		}
+	}
+	disconnect := func(cid string) {
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"` + cid + `"}}}`)
+		fwd := h.recv()
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+		h.expect(`{"jsonrpc":"2.0","id":"d","result":{}}`)
+	}
+
+	// Tied by the server s1 declared, and by s1's id; the last one pending.
+	for n := range limit - 1 {
+		params := named
+		if n%2 == 0 {
+			params = `{"serverId":"ed-1"}`
+		}
+		h.upConnect(fmt.Sprint("t", n), params)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"pending","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"ed-1"}}}`)
+	pending := h.recv()
+	refused("over0", named)
+	refused("over1", `{"serverId":"ed-1"}`)
+	h.upConnect("other", `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"s2"}}`)
+	h.upConnect("untied", `{"serverId":"elsewhere"}`)
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, pending) + `,"result":{"connectionId":"pending"}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"pending","result":{"connectionId":"pending"}}`)
+	refused("over2", named)
+
+	// s1 loaded again, declaring ed-2: while the load is pending and once
+	// it is done, a connect to what it declares counts among s1's.
+	h.send(`{"jsonrpc":"2.0","id":"l","method":"session/load","params":{"sessionId":"s1","cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-2"}]}}`)
+	load := h.recv()
+	refused("over3", `{"serverId":"ed-2"}`)
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, load) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"l","result":{}}`)
+	refused("over4", `{"serverId":"ed-2"}`)
+	refused("over5", named)
+	h.onUpstream("m0", "t0", true)
+
+	disconnect("t0")
+	h.upConnect("again", `{"serverId":"ed-2"}`)
+	refused("over6", named)
+	if got, _ := tables(h); got["upstream"] != limit+2 {
+		t.Errorf("the proxy keeps %d upstream connections; want %d, s1's %d, s2's and the untied one", got["upstream"], limit+2, limit)
+	}
+
+	// s1 closes, ending its connections: set up again, it has room.
+	h.send(`{"jsonrpc":"2.0","id":"x","method":"session/close","params":{"sessionId":"s1"}}`)
+	fwd = h.recv()
+	h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"x","result":{}}`)
+	h.onUpstream("m1", "t1", false)
+	h.newSession(3, "s1")
+	h.upConnect("after", named)
+	h.onUpstream("m2", "other", true)
+	if got, _ := tables(h); got["upstream"] != 3 {
+		t.Errorf("the proxy keeps %d upstream connections; want 3 (other, untied, after)", got["upstream"])
+	}
+
+	var warned []string
+	for line := range strings.Lines(log.String()) {
+		if strings.Contains(line, "refused an mcp/connect") && strings.Contains(line, "level=WARN") {
+			warned = append(warned, line)
+		}
+	}
+	if want := fmt.Sprintf("session=s1 limit=%d", limit); len(warned) != 1 || !strings.Contains(warned[0], want) {
+		t.Errorf("warned %q; want once, with %q\nlog:\n%s", warned, want, log.String())
+	}
+}
+
 // A connection through the proxy to a server of a session that closes
 // while the connection opens is forgotten once opened, as the close
 // forgets those open: messages on it are refused as on any unknown

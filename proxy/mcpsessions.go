@@ -27,6 +27,19 @@ var maxSessions = 1024
 // client had disconnected, as the least recently used session is
 // forgotten past maxSessions: the session, and the connections it uses,
 // go on.
+//
+// It bounds too, apart, the connections through the proxy to servers
+// declared before it that the session's end would end (tied to it, see
+// upstreamConn), with the connects for them pending: each is only a table
+// entry, but a session open for the proxy's life would keep any number,
+// as untied ones would but for maxUntied. The proxy cannot end those (they
+// are its predecessor's), so past the bound an mcp/connect that would be
+// tied to the session is refused, saying so, as one past maxUntied is,
+// and the session's others go on. The same bound serves, not one of its
+// own: an agent connects to a session's servers before the proxy as often
+// as to the proxy's, and a session's end remembers each connection it
+// ends, of either kind, as ended, so that twice the bound must stay within
+// maxEnded lest one session's end push its own first connections out.
 const maxSessionConns = 256
 
 // A sessionTable holds the set-ups that succeeded and declared anything,
@@ -100,11 +113,11 @@ func (t *sessionTable) touch(r *sessionRecord) (keyed string) {
 }
 
 // touch touches r in the table, and ties to it the upstream connections
-// named for its session if it is now kept under the session's id. h.mu is
-// held.
+// named for its session if it is now kept under the session's id (see
+// recount). h.mu is held.
 func (h *mcpHost) touch(r *sessionRecord) {
-	if id := h.sessions.touch(r); id != "" {
-		h.retie(id)
+	if h.sessions.touch(r) != "" {
+		h.recount()
 	}
 }
 
@@ -123,6 +136,7 @@ type sessionRecord struct {
 	// Guarded by mcpHost.mu.
 	ids, theirs []string          // the proxy's servers it declared, and those before the proxy
 	conns       map[*MCPConn]bool // the open connections to its servers, and to those of the set-ups it replaced (see maxSessionConns)
+	upstream    int               // the upstream connections, open or pending, counted as tied to it (see maxSessionConns, upstreamConn.holder)
 	settled     bool              // it succeeded
 	dropped     bool              // its declarations were forgotten (its session closed)
 	kept        bool              // in the sessionTable

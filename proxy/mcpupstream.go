@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/acp-conductor/acp-conductor/internal/recent"
+import (
+	"slices"
+
+	"github.com/acp-conductor/acp-conductor/internal/recent"
+)
 
 // maxUntied bounds the upstream connections the proxy keeps, and the
 // connects for them pending, that no kept session's end ends (untied):
@@ -30,19 +34,25 @@ type endedConns = recent.Map[string, bool] // by connection id: whether upstream
 // that declared it through the proxy is open, or else the session the
 // conductor's _meta named on mcp/connect, if any, or the one whose
 // set-up that declared the server was replaced.
+//
+// Each is counted under one bound (by count): as untied (see maxUntied),
+// or among the tied ones of the session whose end would end it (holder,
+// see maxSessionConns).
 type upstreamConn struct {
 	server  string // in theirs when opened, or ""
 	session string
-	counted bool // in mcpHost.untied (set by setUpstream)
+	counted bool           // in mcpHost.untied
+	holder  *sessionRecord // whose tied count (sessionRecord.upstream) it is in
 }
 
 // An openingConn is an mcp/connect to someone before the proxy awaiting
 // its answer. The sessions' ends and set-ups update its tie as they update
 // those of the connections open, so that, once open, it is kept, or
-// forgotten, as it would have been had it opened at once.
+// forgotten, as it would have been had it opened at once. It is counted
+// (up.counted, up.holder) while pending, so that connects at once cannot
+// pass a bound.
 type openingConn struct {
 	up        upstreamConn
-	counted   bool // untied when it was sent, and so counted in untied
 	forgotten bool // what tied it ended meanwhile
 }
 
@@ -56,28 +66,103 @@ func (h *mcpHost) untiedConn(c upstreamConn) bool {
 	return c.server == "" && (c.session == "" || h.sessions.byID[c.session] == nil)
 }
 
-// setUpstream records c as the upstream connection id, in place of any
-// that had the id, keeping the count of untied ones. h.mu is held.
-func (h *mcpHost) setUpstream(id string, c upstreamConn) {
-	h.dropUpstream(id)
-	c.counted = h.untiedConn(c)
-	h.upstream[id] = c
-	if c.counted {
+// tiedTo returns the set-up whose session's end would end c, tied, and
+// whose tied connections c counts among: the latest that declared its
+// server, or, if that one is a set-up still pending of a session kept,
+// the kept one, whose connections the pending one adopts if it succeeds;
+// or else the kept one of the session named for it. nil if nothing ties c
+// any more (the set-ups that declared its server failed while it opened).
+// h.mu is held.
+func (h *mcpHost) tiedTo(c upstreamConn) *sessionRecord {
+	if c.server == "" {
+		if c.session == "" {
+			return nil
+		}
+		return h.sessions.byID[c.session]
+	}
+	recs := h.theirs[c.server]
+	if len(recs) == 0 {
+		return nil
+	}
+	r := recs[len(recs)-1]
+	if k := h.sessions.byID[r.get().ID]; k != nil {
+		return k
+	}
+	return r
+}
+
+// count counts c under its bound: as untied if it is, or else among the
+// tied connections of tiedTo(c). A connection whose tie passes, once it is
+// open or pending, to a session that holds maxSessionConns already (a
+// session kept meanwhile, or set up again) counts as untied instead: it
+// cannot be refused any more, and the proxy cannot end it, but it must
+// not take a session past its bound. h.mu is held.
+func (h *mcpHost) count(c *upstreamConn) {
+	c.counted, c.holder = false, nil
+	if h.untiedConn(*c) {
+		c.counted = true
 		h.untied++
+		return
+	}
+	switch r := h.tiedTo(*c); {
+	case r == nil: // pending, and forgotten once open
+	case r.upstream >= maxSessionConns:
+		c.counted = true
+		h.untied++
+	default:
+		c.holder = r
+		r.upstream++
 	}
 }
 
-// retie stops counting as untied the upstream connections tied to
-// session, now kept: its end, or its being forgotten, ends them. h.mu is
-// held.
-func (h *mcpHost) retie(session string) {
+// uncount undoes count. h.mu is held.
+func (h *mcpHost) uncount(c *upstreamConn) {
+	if c.counted {
+		h.untied--
+	}
+	if c.holder != nil {
+		c.holder.upstream--
+	}
+	c.counted, c.holder = false, nil
+}
+
+// miscounted reports whether c is counted under a bound that is no longer
+// its own: as untied though a kept session now ties it, or among the tied
+// connections of a set-up no longer kept (closed, forgotten, or replaced
+// by a set-up of its session) nor pending with its server declared. h.mu
+// is held.
+func (h *mcpHost) miscounted(c upstreamConn) bool {
+	if c.holder != nil {
+		return !c.holder.kept && (c.server == "" || !slices.Contains(h.theirs[c.server], c.holder))
+	}
+	return c.counted && !h.untiedConn(c)
+}
+
+// recount counts again, under its own bound, each upstream connection,
+// open or pending, that is miscounted after the sessions' set-ups or ends
+// changed what ties it. h.mu is held.
+func (h *mcpHost) recount() {
 	for id, c := range h.upstream {
-		if c.counted && c.session == session && !h.untiedConn(c) {
-			c.counted = false
+		if h.miscounted(c) {
+			h.uncount(&c)
+			h.count(&c)
 			h.upstream[id] = c
-			h.untied--
 		}
 	}
+	for o := range h.opening {
+		if !o.forgotten && h.miscounted(o.up) {
+			h.uncount(&o.up)
+			h.count(&o.up)
+		}
+	}
+}
+
+// setUpstream records c as the upstream connection id, in place of any
+// that had the id, keeping the counts under the bounds. h.mu is held.
+func (h *mcpHost) setUpstream(id string, c upstreamConn) {
+	h.dropUpstream(id)
+	h.count(&c)
+	h.upstream[id] = c
 }
 
 // dropUpstream forgets the upstream connection id, if it is one. h.mu is
@@ -85,8 +170,6 @@ func (h *mcpHost) retie(session string) {
 func (h *mcpHost) dropUpstream(id string) {
 	if c, ok := h.upstream[id]; ok {
 		delete(h.upstream, id)
-		if c.counted {
-			h.untied--
-		}
+		h.uncount(&c)
 	}
 }
