@@ -227,3 +227,28 @@ func BenchmarkInflightFindMiss(b *testing.B) {
 		}
 	}
 }
+
+// A first request refused while the chain stops tells the shutdown's
+// drain it was made only once its refusal is queued (refused, after
+// refuseCall): told at track, the drain could close the client's output
+// first, and the refusal, the only answer telling the editor why the chain
+// failed (TestFailureBeforeFirstRequest), would be dropped.
+func TestRefusedRequestToldAfterItsRefusal(t *testing.T) {
+	p := newPeer("client", 0, nil, zap.NewNop())
+	p.stopTaking(wire.Errorf(codeInternalError, "the agent failed"))
+	if e := p.track(&call{from: p, method: "initialize"}); e == nil {
+		t.Fatal("a request tracked while the peer may start no more")
+	}
+	select {
+	case <-p.asked:
+		t.Fatal("the drain was told of the request before its refusal was queued")
+	default:
+	}
+	p.refused()
+	select {
+	case <-p.asked:
+	default:
+		t.Fatal("the drain was not told of the refused request")
+	}
+	p.refused() // a second refusal closes nothing twice
+}

@@ -210,18 +210,34 @@ func (p *peer) register(c *call) error {
 func (p *peer) track(c *call) *wire.Error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.hasAsked {
-		p.hasAsked = true
-		close(p.asked)
-	}
 	if p.refusing != nil {
+		// The shutdown's drain, told of a first request, may close p's
+		// output at once: it hears of this one from refused, once its
+		// refusal is queued.
 		return p.refusing
 	}
+	p.askedLocked()
 	if p.inflight.n >= p.maxInFlight {
 		return p.tooMany(c)
 	}
 	p.inflight.push(c)
 	return nil
+}
+
+// refused tells the shutdown's drain (runner.drain) that p has made a
+// request, after the refusal track returned for it has been queued.
+func (p *peer) refused() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.askedLocked()
+}
+
+// askedLocked closes p.asked at p's first request. p.mu is held.
+func (p *peer) askedLocked() {
+	if !p.hasAsked {
+		p.hasAsked = true
+		close(p.asked)
+	}
 }
 
 // logTooMany is the diagnostic, logged once per peer, for a request

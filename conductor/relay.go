@@ -174,6 +174,7 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 	if cl.from != nil {
 		if e := cl.from.track(cl); e != nil {
 			refuseCall(cl, e) // the conductor is stopping, or cl.from asks too much
+			cl.from.refused()
 			return
 		}
 	}
