@@ -252,3 +252,30 @@ func TestRefusedRequestToldAfterItsRefusal(t *testing.T) {
 	}
 	p.refused() // a second refusal closes nothing twice
 }
+
+// An initialize in flight that retrack takes off because the chain stops
+// leaves its peer idle, for the shutdown's drain, only once its refusal is
+// queued (refusedOne): idle at once, the drain could close the client's
+// output before the refusal reached it.
+func TestRetrackRefusalKeepsDrainWaiting(t *testing.T) {
+	p := newPeer("client", 0, nil, zap.NewNop())
+	old := &call{from: p, method: "initialize", fromID: []byte("1")}
+	if e := p.track(old); e != nil {
+		t.Fatal(e)
+	}
+	idle := p.stopTaking(wire.Errorf(codeInternalError, "stopping"))
+	if ok, e := p.retrack(old, &call{from: p, method: "initialize", fromID: []byte("1")}); ok || e == nil {
+		t.Fatalf("retrack while stopping = %v, %v; want the refusal", ok, e)
+	}
+	select {
+	case <-idle:
+		t.Fatal("the peer was idle before its refusal was queued")
+	default:
+	}
+	p.refusedOne()
+	select {
+	case <-idle:
+	default:
+		t.Fatal("the peer is not idle once its refusal is queued")
+	}
+}

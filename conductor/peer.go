@@ -41,6 +41,7 @@ type peer struct {
 	gone     error           // set once the peer can no longer answer
 	refusing *wire.Error     // set once the peer may start no more requests
 	idle     chan struct{}   // closed when inflight empties, once someone waits
+	refusals int             // requests taken off inflight whose refusal is not queued yet (retrack)
 	asked    chan struct{}   // closed at the peer's first request
 	hasAsked bool
 	restarts []time.Time // when it was restarted, within the window
@@ -272,7 +273,7 @@ func (p *peer) untrack(c *call) bool {
 // idleIfNone tells stopTaking's waiter once p has no request in flight.
 // p.mu is held.
 func (p *peer) idleIfNone() {
-	if p.inflight.n == 0 && p.idle != nil {
+	if p.inflight.n == 0 && p.refusals == 0 && p.idle != nil {
 		close(p.idle)
 		p.idle = nil
 	}
@@ -286,7 +287,7 @@ func (p *peer) stopTaking(e *wire.Error) <-chan struct{} {
 	p.refusing = e
 	if p.idle == nil {
 		p.idle = make(chan struct{})
-		if p.inflight.n == 0 {
+		if p.inflight.n == 0 && p.refusals == 0 {
 			close(p.idle)
 		}
 	}
