@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -37,19 +34,7 @@ func TestSpinOneCPU(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := strings.Cut(string(data), "\n")
-	var entry struct {
-		Msg  string
-		Spin *bool
-	}
-	if err := json.Unmarshal([]byte(first), &entry); err != nil || entry.Msg != "starting" || entry.Spin == nil {
-		t.Fatalf("first log line = %q (%v), want the starting line with its spin field", first, err)
-	}
-	if *entry.Spin {
+	if spun(t, logFile) {
 		t.Error("a conductor confined to one CPU spins")
 	}
 }

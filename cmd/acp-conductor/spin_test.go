@@ -34,21 +34,28 @@ func TestSpinDecision(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 			}
-			data, err := os.ReadFile(logFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, _, _ := strings.Cut(string(data), "\n")
-			var entry struct {
-				Msg  string
-				Spin *bool
-			}
-			if err := json.Unmarshal([]byte(first), &entry); err != nil || entry.Msg != "starting" || entry.Spin == nil {
-				t.Fatalf("first log line = %q (%v), want the starting line with its spin field", first, err)
-			}
-			if *entry.Spin != c.want {
-				t.Errorf("spin = %v, want %v", *entry.Spin, c.want)
+			if got := spun(t, logFile); got != c.want {
+				t.Errorf("spin = %v, want %v", got, c.want)
 			}
 		})
 	}
+}
+
+// spun reads, from the JSON log file of a conductor that has run, whether
+// its "starting" line, the first, says it spun.
+func spun(t *testing.T, logFile string) bool {
+	t.Helper()
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	var entry struct {
+		Msg  string
+		Spin *bool
+	}
+	if err := json.Unmarshal([]byte(first), &entry); err != nil || entry.Msg != "starting" || entry.Spin == nil {
+		t.Fatalf("first log line = %q (%v), want the starting line with its spin field", first, err)
+	}
+	return *entry.Spin
 }

@@ -169,10 +169,7 @@ func TestSpinClose(t *testing.T) {
 	if res := <-got; !errors.Is(res.err, os.ErrClosed) {
 		t.Fatalf("read after close: %q, %v; want os.ErrClosed", res.s, res.err)
 	}
-	s.mu.Lock()
-	n := len(s.readers)
-	s.mu.Unlock()
-	if n != 0 {
+	if n := listed(s); n != 0 {
 		t.Errorf("%d readers left in the spinner's list after their input closed", n)
 	}
 }
@@ -188,12 +185,16 @@ func TestSpinEOF(t *testing.T) {
 	if r := <-got; r.err != io.EOF {
 		t.Fatalf("read at EOF: %q, %v; want io.EOF", r.s, r.err)
 	}
-	s.mu.Lock()
-	n := len(s.readers)
-	s.mu.Unlock()
-	if n != 0 {
+	if n := listed(s); n != 0 {
 		t.Errorf("%d readers left in the spinner's list at EOF", n)
 	}
+}
+
+// listed returns how many readers s polls for.
+func listed(s *spinner) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.readers)
 }
 
 // EnableSpin refuses where its spinner would be woken by a second P.
