@@ -132,22 +132,31 @@ max_message_bytes: 2048
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			opts := Options{Mode: conductor.AgentMode, Flags: flags(t, tc.flags...)}
-			if tc.file != "" {
-				opts.File = writeChain(t, tc.file)
-			} else {
-				opts.Components = []string{"a"}
-			}
-			c, err := Load(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadLayered(t, tc.file, tc.flags)
 			got := want{c.Name, c.Logging.Level, c.Logging.Format, c.Logging.File, c.ShutdownGrace, c.MaxMessageBytes}
 			if got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
 	}
+}
+
+// loadLayered loads an agent-mode chain from file, or from one component
+// given as an argument when file is "", with the flags set as in args and
+// whatever environment the test has set.
+func loadLayered(t *testing.T, file string, args []string) *Config {
+	t.Helper()
+	opts := Options{Mode: conductor.AgentMode, Flags: flags(t, args...)}
+	if file != "" {
+		opts.File = writeChain(t, file)
+	} else {
+		opts.Components = []string{"a"}
+	}
+	c, err := Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestLoadBadSettings(t *testing.T) {
@@ -222,16 +231,7 @@ func TestLoadSpin(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv("ACP_CONDUCTOR_SPIN", tc.env)
 			}
-			opts := Options{Mode: conductor.AgentMode, Flags: flags(t, tc.flags...)}
-			if tc.file != "" {
-				opts.File = writeChain(t, tc.file)
-			} else {
-				opts.Components = []string{"a"}
-			}
-			c, err := Load(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadLayered(t, tc.file, tc.flags)
 			if c.Spin != tc.want {
 				t.Errorf("spin = %v, want %v", c.Spin, tc.want)
 			}

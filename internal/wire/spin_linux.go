@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -72,12 +73,8 @@ func (s *spinner) add(r *nonblockReader) {
 
 func (s *spinner) remove(r *nonblockReader) {
 	s.mu.Lock()
-	for i, x := range s.readers {
-		if x == r {
-			s.readers = append(s.readers[:i], s.readers[i+1:]...)
-			clear(s.readers[len(s.readers):cap(s.readers)])
-			break
-		}
+	if i := slices.Index(s.readers, r); i >= 0 {
+		s.readers = slices.Delete(s.readers, i, i+1) // clears the freed slot
 	}
 	s.mu.Unlock()
 }
