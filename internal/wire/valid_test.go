@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,39 @@ func TestValidDepth(t *testing.T) {
 			_, object := eachValidMember(data, func(k, v []byte) {})
 			if want := open != "[" && n <= maxDepth; object != want {
 				t.Errorf("eachValidMember(%d times %s): object %v, want %v", n, open, object, want)
+			}
+		}
+	}
+}
+
+// TestValidKinds: past the 64 containers whose kinds the validator keeps
+// in one word, it still tells an array's close from an object's, as
+// encoding/json does.
+func TestValidKinds(t *testing.T) {
+	for _, depth := range []int{63, 64, 65, 130, 200} {
+		var open, close []string
+		for i := range depth {
+			if i%3 == 1 {
+				open, close = append(open, `{"k":`), append(close, "}")
+			} else {
+				open, close = append(open, "["), append(close, "]")
+			}
+		}
+		for _, swap := range []int{-1, 0, 40, 64, 65, 100, depth - 1} {
+			if swap >= depth {
+				continue
+			}
+			c := slices.Clone(close)
+			if swap >= 0 { // the close of the container opened swap-th
+				c[swap] = map[string]string{"]": "}", "}": "]"}[c[swap]]
+			}
+			slices.Reverse(c)
+			data := []byte(strings.Join(open, "") + "1" + strings.Join(c, ""))
+			if got, want := Valid(data), json.Valid(data); got != want {
+				t.Errorf("depth %d, close %d swapped: Valid = %v, encoding/json says %v", depth, swap, got, want)
+			}
+			if want := swap < 0; Valid(data) != want {
+				t.Errorf("depth %d, close %d swapped: Valid = %v, want %v", depth, swap, Valid(data), want)
 			}
 		}
 	}
