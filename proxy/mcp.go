@@ -146,18 +146,19 @@ type mcpHost struct {
 	// grow the proxy. Nor must one that never closes them: sessions
 	// bounds the sessions kept, and a session set up again replaces what
 	// its earlier set-up declared.
-	mu          sync.Mutex
-	declared    map[string]declaration      // by server id
-	conns       map[string]*MCPConn         // by connection id
-	theirs      map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
-	upstream    map[string]upstreamConn     // connections opened with someone before the proxy, by id
-	opening     map[*openingConn]bool       // connects to someone before the proxy awaiting their answer
-	untied      int                         // of upstream and of opening, those counted as untied (see maxUntied, count)
-	clock       uint64                      // counts the uses of conns, to find a session's least recently used
-	trimmed     bool                        // a connection was ended for maxSessionConns
-	refusedTied bool                        // an upstream connect was refused for maxSessionConns
-	ended       endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
-	sessions    sessionTable                // the set-ups whose declarations are kept
+	mu            sync.Mutex
+	declared      map[string]declaration      // by server id
+	conns         map[string]*MCPConn         // by connection id
+	theirs        map[string][]*sessionRecord // servers declared before the proxy, by id: the sessions that declared them
+	upstream      map[string]upstreamConn     // connections opened with someone before the proxy, by id
+	opening       map[*openingConn]bool       // connects to someone before the proxy awaiting their answer
+	untied        int                         // of upstream and of opening, those counted as untied (see maxUntied, count)
+	clock         uint64                      // counts the uses of conns, to find a session's least recently used
+	trimmed       bool                        // a connection was ended for maxSessionConns
+	refusedTied   bool                        // an upstream connect was refused for maxSessionConns
+	refusedUntied bool                        // an upstream connect was refused for maxUntied
+	ended         endedConns                  // connections the proxy ended or forgot, for their late mcp/disconnect
+	sessions      sessionTable                // the set-ups whose declarations are kept
 }
 
 func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
@@ -626,6 +627,17 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 		}
 		if h.untiedConn(o.up) {
 			if h.untied >= h.maxUntied {
+				args := []any{"method", r.Method, "server", server}
+				if o.up.session != "" {
+					args = append(args, "session", o.up.session) // one it does not keep
+				}
+				args = append(args, "limit", h.maxUntied)
+				if !h.refusedUntied {
+					h.refusedUntied = true
+					h.c.log.Warn("refused an mcp/connect through the proxy: limit connections to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps) are open, the most the proxy keeps; later ones are logged at debug level", args...)
+				} else {
+					h.c.log.Debug("refused an mcp/connect through the proxy for the bound on connections that only mcp/disconnect ends", args...)
+				}
 				h.mu.Unlock()
 				return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
 					"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps) are open, the most it keeps; disconnect one first",

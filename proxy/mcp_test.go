@@ -1163,10 +1163,13 @@ func TestMCPUpstreamUnknownMembers(t *testing.T) {
 // mcp/connect) ends only with its mcp/disconnect: a peer that connects and
 // never disconnects would grow the proxy for as long as its connection to
 // the conductor lasts. The proxy keeps 1024 of them; a connect past that
-// is refused, saying why, and goes no further, until one is disconnected.
-// A connect tied to a session still goes on.
+// is refused, saying why, with a warning the first time naming the bound
+// (later ones at debug level), and goes no further, until one is
+// disconnected. A connect tied to a session still goes on.
 func TestMCPUntiedUpstreamBounded(t *testing.T) {
+	var log testio.Buffer
 	p, tables := tablesProxy()
+	p.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := serveMCP(t, p, "tools")
 	connect := func(n int, params string) {
 		t.Helper()
@@ -1186,12 +1189,18 @@ func TestMCPUntiedUpstreamBounded(t *testing.T) {
 	for n := range limit {
 		connect(n, `{"serverId":"elsewhere"}`)
 	}
-	h.send(`{"jsonrpc":"2.0","id":"over","method":"proxy/successor","params":{"method":"mcp/connect","params":{"serverId":"elsewhere"}}}`)
-	line := h.recv()
-	if !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"over","error":{"code":-32603,`) ||
-		!strings.Contains(line, `1024 connections through the proxy to MCP servers that only mcp/disconnect ends`) || !strings.Contains(line, "disconnect one first") {
-		t.Fatalf("connect past the bound: the proxy sent %s; want it refused, saying why", line)
+	refused := func(id, params string) {
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"proxy/successor","params":{"method":"mcp/connect","params":` + params + `}}`)
+		line := h.recv()
+		if !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"`+id+`","error":{"code":-32603,`) ||
+			!strings.Contains(line, `1024 connections through the proxy to MCP servers that only mcp/disconnect ends`) || !strings.Contains(line, "disconnect one first") {
+			t.Fatalf("connect %s past the bound: the proxy sent %s; want it refused, saying why", id, line)
+		}
 	}
+	refused("over", `{"serverId":"elsewhere"}`)
+	// Named for a session the proxy does not keep: untied too.
+	refused("over-unkept", `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"gone"}}`)
 	connect(limit+1, `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"s1"}}`)
 
 	h.send(`{"jsonrpc":"2.0","id":"d","method":"proxy/successor","params":{"method":"mcp/disconnect","params":{"connectionId":"up-c0"}}}`)
@@ -1201,6 +1210,26 @@ func TestMCPUntiedUpstreamBounded(t *testing.T) {
 	connect(limit+2, `{"serverId":"elsewhere"}`)
 	if got, _ := tables(h); got["upstream"] != limit+1 {
 		t.Errorf("the proxy keeps %d upstream connections; want %d", got["upstream"], limit+1)
+	}
+
+	// One line a refusal: a warning for the first, naming the bound, and
+	// the second at debug level.
+	var warned, debug []string
+	for line := range strings.Lines(log.String()) {
+		switch {
+		case !strings.Contains(line, "refused an mcp/connect"):
+		case strings.Contains(line, "level=WARN"):
+			warned = append(warned, line)
+		case strings.Contains(line, "level=DEBUG"):
+			debug = append(debug, line)
+		}
+	}
+	if want := fmt.Sprintf("method=mcp/connect server=elsewhere limit=%d", limit); len(warned) != 1 ||
+		!strings.Contains(warned[0], "only mcp/disconnect ends") || !strings.Contains(warned[0], want) {
+		t.Errorf("warned %q; want once, of the bound, with %q\nlog:\n%s", warned, want, log.String())
+	}
+	if want := fmt.Sprintf("server=elsewhere session=gone limit=%d", limit); len(debug) != 1 || !strings.Contains(debug[0], want) {
+		t.Errorf("logged %q at debug level; want once, with %q\nlog:\n%s", debug, want, log.String())
 	}
 }
 

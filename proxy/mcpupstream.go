@@ -11,7 +11,8 @@ import (
 // only their mcp/disconnect surely does, since a session the proxy does
 // not keep may never be closed, nor forgotten again. A peer that connects and never disconnects
 // must not grow the proxy; past the bound such an mcp/connect is refused,
-// saying so, and goes no further. A variable, for tests.
+// saying so, with a warning the first time (later ones at debug level),
+// and goes no further. A variable, for tests.
 var maxUntied = 1024
 
 // maxEnded bounds how many ended connections the proxy remembers: a
