@@ -28,6 +28,7 @@ type Config struct {
 	MCPHTTPIdle       time.Duration // 0: sessions end only when their client ends them
 	Trace             Trace
 	Spin              time.Duration // how long the relay polls before it sleeps; 0: it does not
+	SpinFrom          string        // where Spin was set ("environment variable ACP_CONDUCTOR_SPIN", say), or "" for its default
 	File              string        // the chain file, or "" if the chain came from arguments
 }
 

@@ -41,8 +41,10 @@
 //	spin               --spin               ACP_CONDUCTOR_SPIN                50µs (0: no spinning; at most 1ms)
 //
 // spin bounds how long the relay of an agent or proxy chain, finding its
-// inputs empty, polls them before it sleeps (serve does not spin): lower
-// latency for fast replies against some CPU while they come fast.
+// inputs empty, polls them before it sleeps: lower latency for fast replies
+// against some CPU while they come fast. serve does not spin: it defines
+// no --spin (AddFlags' except), and Config.SpinFrom lets it say that it
+// ignores a spin the file or the environment sets.
 //
 // Each component may also say what happens when it fails (on_failure: fail,
 // the default; restart or bypass, for proxies only).

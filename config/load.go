@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +78,31 @@ func Load(opts Options) (*Config, error) {
 	if err := c.settle(v, opts.Flags); err != nil {
 		return nil, err
 	}
+	c.SpinFrom = origin("spin", f, opts.Flags)
 	return c, nil
+}
+
+// origin names where the setting key was set, as settle's messages name
+// it, from the layer viper takes it from: its flag if set, else its
+// environment variable, else the chain file f; "" if none sets it, and
+// it has its default.
+func origin(key string, f *File, fs *pflag.FlagSet) string {
+	i := slices.IndexFunc(settings, func(s setting) bool { return s.key == key })
+	if i < 0 {
+		return ""
+	}
+	if fs != nil {
+		if fl := fs.Lookup(settings[i].flag); fl != nil && fl.Changed {
+			return "flag --" + settings[i].flag
+		}
+	}
+	if os.Getenv(envVar(key)) != "" { // empty counts as unset, as viper has it
+		return "environment variable " + envVar(key)
+	}
+	if f != nil && f.nodes.has(key) {
+		return fmt.Sprintf("chain file %s:%d", f.path, f.nodes.line(key))
+	}
+	return ""
 }
 
 // ReadFile reads and parses the chain file at path.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -206,25 +207,31 @@ func TestLoadBadSettings(t *testing.T) {
 
 // TestLoadSpin layers the spin setting: a set flag beats the environment,
 // which beats the file, which beats the default; 0 (no spinning) and the
-// bound itself are accepted from each.
+// bound itself are accepted from each. SpinFrom names the layer it came
+// from.
 func TestLoadSpin(t *testing.T) {
+	const (
+		env    = "environment variable ACP_CONDUCTOR_SPIN"
+		inFile = "the chain file, line 2"
+	)
 	for _, tc := range []struct {
 		name  string
 		file  string // "" means components from arguments
 		env   string
 		flags []string
 		want  time.Duration
+		from  string
 	}{
 		{name: "default", want: DefaultSpin},
 		{name: "default when file is silent", file: "agent: {command: a}\n", want: DefaultSpin},
-		{name: "file over default", file: "agent: {command: a}\nspin: 20us\n", want: 20 * time.Microsecond},
-		{name: "environment over file", file: "agent: {command: a}\nspin: 20us\n", env: "30µs", want: 30 * time.Microsecond},
-		{name: "flag over environment", file: "agent: {command: a}\nspin: 20us\n", env: "30us", flags: []string{"--spin=40us"}, want: 40 * time.Microsecond},
-		{name: "zero from file", file: "agent: {command: a}\nspin: 0s\n"},
-		{name: "zero from environment", env: "0"},
-		{name: "zero from flag", env: "30us", flags: []string{"--spin=0"}},
-		{name: "the bound from flag", flags: []string{"--spin=1ms"}, want: MaxSpin},
-		{name: "the bound from file", file: "agent: {command: a}\nspin: 1ms\n", want: MaxSpin},
+		{name: "file over default", file: "agent: {command: a}\nspin: 20us\n", want: 20 * time.Microsecond, from: inFile},
+		{name: "environment over file", file: "agent: {command: a}\nspin: 20us\n", env: "30µs", want: 30 * time.Microsecond, from: env},
+		{name: "flag over environment", file: "agent: {command: a}\nspin: 20us\n", env: "30us", flags: []string{"--spin=40us"}, want: 40 * time.Microsecond, from: "flag --spin"},
+		{name: "zero from file", file: "agent: {command: a}\nspin: 0s\n", from: inFile},
+		{name: "zero from environment", env: "0", from: env},
+		{name: "zero from flag", env: "30us", flags: []string{"--spin=0"}, from: "flag --spin"},
+		{name: "the bound from flag", flags: []string{"--spin=1ms"}, want: MaxSpin, from: "flag --spin"},
+		{name: "the bound from file", file: "agent: {command: a}\nspin: 1ms\n", want: MaxSpin, from: inFile},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearEnv(t)
@@ -235,7 +242,38 @@ func TestLoadSpin(t *testing.T) {
 			if c.Spin != tc.want {
 				t.Errorf("spin = %v, want %v", c.Spin, tc.want)
 			}
+			from := tc.from
+			if from == inFile {
+				from = "chain file " + c.File + ":2"
+			}
+			if c.SpinFrom != from {
+				t.Errorf("spin from %q, want %q", c.SpinFrom, from)
+			}
 		})
+	}
+}
+
+// A command that does not spin (serve) defines no --spin: the flag is
+// refused as unknown, and the environment and the file still layer.
+func TestAddFlagsExcept(t *testing.T) {
+	clearEnv(t)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	AddFlags(fs, "spin")
+	if fs.Lookup("spin") != nil || fs.Lookup("log-level") == nil {
+		t.Fatalf("AddFlags(fs, \"spin\") defines --spin %v, --log-level %v; want only the latter",
+			fs.Lookup("spin") != nil, fs.Lookup("log-level") != nil)
+	}
+	if err := fs.Parse([]string{"--spin=1ms"}); err == nil || !strings.Contains(err.Error(), "unknown flag: --spin") {
+		t.Errorf("parsing --spin: %v; want it refused as unknown", err)
+	}
+	t.Setenv("ACP_CONDUCTOR_SPIN", "30us")
+	c, err := Load(Options{Mode: conductor.AgentMode, File: writeChain(t, "agent: {command: a}\nspin: 20us\n"), Flags: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Spin != 30*time.Microsecond || c.SpinFrom != "environment variable ACP_CONDUCTOR_SPIN" {
+		t.Errorf("spin %v from %q; want 30µs from the environment", c.Spin, c.SpinFrom)
 	}
 }
 

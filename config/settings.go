@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -51,10 +52,16 @@ func envVar(key string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
-// AddFlags defines on fs a flag for each layered setting, for Load to find
-// through Options.Flags. Each flag's help names its environment variable.
-func AddFlags(fs *pflag.FlagSet) {
+// AddFlags defines on fs a flag for each layered setting but those whose
+// keys except names, for Load to find through Options.Flags. Each flag's
+// help names its environment variable. A command leaves out the settings
+// it does not use, so that a flag for one is refused as unknown rather
+// than taken and ignored.
+func AddFlags(fs *pflag.FlagSet, except ...string) {
 	for _, s := range settings {
+		if slices.Contains(except, s.key) {
+			continue
+		}
 		usage := s.usage + " (env " + envVar(s.key) + ")"
 		switch def := s.def.(type) {
 		case string:

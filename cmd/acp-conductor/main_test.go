@@ -95,7 +95,8 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"--help"}, []string{"Agent Client Protocol", "Available Commands:", "agent", "proxy", "validate", "Examples:"}},
 		{[]string{"agent", "--help"}, []string{"Usage:\n  acp-conductor agent [flags] [PROXY...] AGENT", "Examples:", "--config", "--log-level", "ACP_CONDUCTOR_LOGGING_LEVEL", "--log-format", "--log-file", "--shutdown-grace", "--max-message-bytes", "--name"}},
-		{[]string{"proxy", "--help"}, []string{"proxy/initialize", "Examples:", "--config", "--shutdown-grace"}},
+		{[]string{"proxy", "--help"}, []string{"proxy/initialize", "Examples:", "--config", "--shutdown-grace", "--spin"}},
+		{[]string{"serve", "--help"}, []string{"--listen", "Examples:", "--config", "--shutdown-grace", "serve does not spin: it takes no\n--spin"}},
 		{[]string{"validate", "--help"}, []string{"--mode", "Examples:", "max_message_bytes:", "env: {API_KEY: abc}"}},
 		{[]string{"help", "agent"}, []string{"Usage:"}},
 	} {
@@ -108,6 +109,10 @@ func TestHelp(t *testing.T) {
 				t.Errorf("%q: help lacks %q:\n%s", tc.args, w, r.stdout)
 			}
 		}
+	}
+	// serve does not spin, and has no flag that would say it does.
+	if r := acp(t, "", nil, "serve", "--help"); strings.Contains(r.stdout, "--spin ") {
+		t.Errorf("serve --help lists --spin:\n%s", r.stdout)
 	}
 	// The root help lists every environment variable.
 	r := acp(t, "", nil, "--help")

@@ -16,10 +16,11 @@ import (
 	"github.com/acp-conductor/acp-conductor/internal/trick"
 )
 
-// addChainFlags defines the flags shared by the commands that run a chain.
-func addChainFlags(cmd *cobra.Command) {
+// addChainFlags defines the flags shared by the commands that run a chain,
+// but for the settings (config keys) that cmd does not use, except.
+func addChainFlags(cmd *cobra.Command, except ...string) {
 	cmd.Flags().StringP("config", "c", "", "read the chain from this YAML file instead of the arguments")
-	config.AddFlags(cmd.Flags())
+	config.AddFlags(cmd.Flags(), except...)
 	cmd.Flags().SortFlags = false
 }
 

@@ -75,7 +75,11 @@ The address is loopback by default. A non-loopback address needs
 --tls-cert and --tls-key (HTTP/2 over TLS); on loopback, plain HTTP serves
 HTTP/1.1 and cleartext HTTP/2 (h2c). Who connected, over which HTTP version,
 and when each connection ended is logged. With --trace, one trace holds
-every connection's chain, each event marked with its "connection".`,
+every connection's chain, each event marked with its "connection".
+
+Settings are layered as for "agent", but serve does not spin: it takes no
+--spin, and a spin that a chain file or ACP_CONDUCTOR_SPIN sets (for
+"agent" or "proxy", which do) is ignored, as serve logs at start.`,
 		Example: `  # A chain on a dev box, reached through an SSH tunnel to its loopback port:
   ACP_CONDUCTOR_TOKEN=$(cat ~/.acp-token) acp-conductor serve --listen 127.0.0.1:8765 \
       -- "ctx-proxy --flag x" "npx -y some-agent --acp"
@@ -99,7 +103,7 @@ every connection's chain, each event marked with its "connection".`,
 	fs.StringSliceVar(&f.allowHosts, "allow-host", nil, "further host names accepted in Host and Origin (repeatable)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", transport.DefaultIdleTimeout, "end a Streamable HTTP connection with no request and no open stream for this long; a TCP connection kept alive with no request is closed after this or 2m, whichever is shorter")
 	fs.DurationVar(&f.pingInterval, "ping-interval", transport.DefaultPingInterval, "ping a WebSocket client this often and end its connection when no pong comes within it; 0 turns pings off")
-	addChainFlags(cmd)
+	addChainFlags(cmd, "spin") // serve does not spin: see runServe
 	return cmd
 }
 
@@ -174,6 +178,12 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	defer closeLog()
 	for _, name := range config.UnknownEnv(os.Environ()) {
 		log.Warn("ignored an unknown setting in the environment", zap.String("variable", name))
+	}
+	// A chain file or an environment shared with agent and proxy may set
+	// spin, which serve cannot refuse as it does --spin; it says it does
+	// not apply. A spin of 0 asks for what serve does anyway.
+	if cfg.SpinFrom != "" && cfg.Spin > 0 {
+		log.Info("ignored the spin setting: serve does not spin", zap.String("from", cfg.SpinFrom), zap.Duration("spin", cfg.Spin))
 	}
 	if ctx.Err() != nil {
 		log.Info("stopped before serving", zap.Error(context.Cause(ctx)))

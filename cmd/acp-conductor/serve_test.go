@@ -34,6 +34,8 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"no TLS off loopback", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "0.0.0.0:0", "--", agent}, "over TLS"},
 		{"no idle timeout", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--idle-timeout", "0s", "--", agent}, "--idle-timeout must be positive"},
 		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", agent}, "is empty"},
+		// serve does not spin: --spin is no flag of its own, not one ignored.
+		{"spin", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--spin", "1ms", "--", agent}, "unknown flag: --spin\nRun 'acp-conductor serve --help' for usage."},
 	} {
 		r := acp(t, "", tc.env, tc.args...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
@@ -524,6 +526,38 @@ func TestServeWarnsUnknownEnv(t *testing.T) {
 	log.wait(cmd)
 	if !strings.Contains(log.String(), `ignored an unknown setting in the environment	{"variable": "ACP_CONDUCTOR_SHUTDOWN_GARCE"}`) {
 		t.Errorf("serve's log does not name the unknown variable:\n%s", log)
+	}
+}
+
+// TestServeIgnoresSpin: serve does not spin, and takes no --spin
+// (TestServeRefusesToStart), but a chain file or an environment shared
+// with agent may set spin; serve says, once, that it ignores it, naming
+// where it was set. A spin of 0, or none, says nothing.
+func TestServeIgnoresSpin(t *testing.T) {
+	chain := writeFile(t, "chain.yaml", "agent: {command: cat}\nspin: 200us\n")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		from string // "" for no line
+	}{
+		{"from the environment", []string{"ACP_CONDUCTOR_SPIN=100us"}, []string{"--", "cat"}, `"from": "environment variable ACP_CONDUCTOR_SPIN"`},
+		{"from the chain file", nil, []string{"--config", chain}, `"from": "chain file ` + chain + `:2"`},
+		{"zero", []string{"ACP_CONDUCTOR_SPIN=0"}, []string{"--config", chain}, ""},
+		{"unset", nil, []string{"--", "cat"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cmd, log := startServe(t, append([]string{"ACP_CONDUCTOR_TOKEN=tok-123"}, tc.env...), tc.args...)
+			cmd.Process.Signal(syscall.SIGTERM)
+			log.wait(cmd)
+			lines := strings.Count(log.String(), "ignored the spin setting: serve does not spin")
+			switch {
+			case tc.from == "" && lines != 0:
+				t.Errorf("serve says it ignores spin, which is not set:\n%s", log)
+			case tc.from != "" && (lines != 1 || !strings.Contains(log.String(), tc.from)):
+				t.Errorf("serve says %d times that it ignores spin, want once, with %s:\n%s", lines, tc.from, log)
+			}
+		})
 	}
 }
 
