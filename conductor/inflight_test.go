@@ -255,7 +255,7 @@ func TestRefusedRequestToldAfterItsRefusal(t *testing.T) {
 
 // An initialize in flight that retrack takes off because the chain stops
 // leaves its peer idle, for the shutdown's drain, only once its refusal is
-// queued (refusedOne): idle at once, the drain could close the client's
+// queued (answerQueued): idle at once, the drain could close the client's
 // output before the refusal reached it.
 func TestRetrackRefusalKeepsDrainWaiting(t *testing.T) {
 	p := newPeer("client", 0, nil, zap.NewNop())
@@ -272,7 +272,7 @@ func TestRetrackRefusalKeepsDrainWaiting(t *testing.T) {
 		t.Fatal("the peer was idle before its refusal was queued")
 	default:
 	}
-	p.refusedOne()
+	p.answerQueued()
 	select {
 	case <-idle:
 	default:

@@ -168,7 +168,7 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 	if ok, e := cl.from.retrack(cl, next); !ok {
 		if e != nil {
 			cl.answer(encodeError(cl.fromID, e)) // the conductor is stopping
-			cl.from.refusedOne()
+			cl.from.answerQueued()
 		}
 		return // or its caller's process was restarted since
 	}

@@ -41,7 +41,7 @@ type peer struct {
 	gone     error           // set once the peer can no longer answer
 	refusing *wire.Error     // set once the peer may start no more requests
 	idle     chan struct{}   // closed when inflight empties, once someone waits
-	refusals int             // requests taken off inflight whose refusal is not queued yet (retrack)
+	owed     int             // requests taken off inflight whose answer is not queued yet (retrack)
 	asked    chan struct{}   // closed at the peer's first request
 	hasAsked bool
 	restarts []time.Time // when it was restarted, within the window
@@ -270,10 +270,19 @@ func (p *peer) untrack(c *call) bool {
 	return true
 }
 
+// answerQueued says the answer to a request that retrack took off p's
+// requests in flight is queued.
+func (p *peer) answerQueued() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.owed--
+	p.idleIfNone()
+}
+
 // idleIfNone tells stopTaking's waiter once p has no request in flight.
 // p.mu is held.
 func (p *peer) idleIfNone() {
-	if p.inflight.n == 0 && p.refusals == 0 && p.idle != nil {
+	if p.inflight.n == 0 && p.owed == 0 && p.idle != nil {
 		close(p.idle)
 		p.idle = nil
 	}
@@ -287,7 +296,7 @@ func (p *peer) stopTaking(e *wire.Error) <-chan struct{} {
 	p.refusing = e
 	if p.idle == nil {
 		p.idle = make(chan struct{})
-		if p.inflight.n == 0 && p.refusals == 0 {
+		if p.inflight.n == 0 && p.owed == 0 {
 			close(p.idle)
 		}
 	}

@@ -357,26 +357,18 @@ func (p *peer) resendHeld(cl *call, send func()) bool {
 // step, so that a cancel by their id finds one or the other. It reports
 // false if old is not there (p's process was restarted since), or, once p
 // may start no more requests, takes old off and returns the error to
-// refuse it with; the caller queues the refusal and then calls refusedOne,
-// for until then the shutdown's drain, which may close p's output as soon
-// as p is idle, must not see p idle.
+// refuse it with; the caller queues the refusal and then calls
+// answerQueued, for until then the shutdown's drain, which may close p's
+// output as soon as p is idle, must not see p idle.
 func (p *peer) retrack(old, c *call) (bool, *wire.Error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.refusing != nil {
 		if p.inflight.remove(old) {
-			p.refusals++
+			p.owed++
 			return false, p.refusing
 		}
 		return false, nil
 	}
 	return p.inflight.replace(old, c), nil
-}
-
-// refusedOne says the refusal of a request retrack took off is queued.
-func (p *peer) refusedOne() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.refusals--
-	p.idleIfNone()
 }
