@@ -201,6 +201,14 @@ func (w *logWatch) logged(s string) []string {
 // test after a generous bound rather than hanging.
 func (w *logWatch) wait(t *testing.T, s string) {
 	t.Helper()
+	if !w.waitFor(s) {
+		t.Fatalf("%q was never logged", s)
+	}
+}
+
+// waitFor is wait for a hook, off the test's goroutine, which may not
+// fail the test: it reports false when the bound passes first.
+func (w *logWatch) waitFor(s string) bool {
 	bound := time.After(20 * time.Second)
 	for {
 		w.mu.Lock()
@@ -208,14 +216,14 @@ func (w *logWatch) wait(t *testing.T, s string) {
 		for _, m := range w.seen {
 			if strings.Contains(m, s) {
 				w.mu.Unlock()
-				return
+				return true
 			}
 		}
 		w.mu.Unlock()
 		select {
 		case <-changed:
 		case <-bound:
-			t.Fatalf("%q was never logged", s)
+			return false
 		}
 	}
 }

@@ -41,7 +41,7 @@ type peer struct {
 	gone     error           // set once the peer can no longer answer
 	refusing *wire.Error     // set once the peer may start no more requests
 	idle     chan struct{}   // closed when inflight empties, once someone waits
-	owed     int             // requests taken off inflight whose answer is not queued yet (retrack)
+	owed     int             // requests taken off inflight whose answer is not queued yet (call.take, retrack)
 	asked    chan struct{}   // closed at the peer's first request
 	hasAsked bool
 	restarts []time.Time // when it was restarted, within the window
@@ -168,6 +168,25 @@ func (c *call) done() bool {
 	return c.from == nil || c.from.untrack(c)
 }
 
+// take is done for an answer the conductor gives c itself (failCalls,
+// answerWith, abandon), which may be queued on a goroutine the shutdown
+// does not wait for (a restart's back-off given up, a timer): until told
+// says the answer is queued, c's caller does not look idle to the
+// shutdown's drain, which may close its output as soon as it does. A
+// peer's own answer needs no such care (relayAnswer): that peer's reader
+// queues it, and stopAll waits for the reader before the output closes.
+func (c *call) take() bool {
+	return c.from == nil || c.from.untrackOwed(c)
+}
+
+// told says that c's answer, which take held its caller's drain for, is
+// queued (or that c's hook took it).
+func (c *call) told() {
+	if c.from != nil {
+		c.from.answerQueued()
+	}
+}
+
 // answer sends the response line for c to whoever asked; a call the
 // conductor made itself has no one to tell.
 func (c *call) answer(line ...[]byte) {
@@ -270,8 +289,20 @@ func (p *peer) untrack(c *call) bool {
 	return true
 }
 
-// answerQueued says the answer to a request that retrack took off p's
-// requests in flight is queued.
+// untrackOwed is untrack for call.take: c, taken off, still keeps p from
+// looking idle, until answerQueued.
+func (p *peer) untrackOwed(c *call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.inflight.remove(c) {
+		return false
+	}
+	p.owed++
+	return true
+}
+
+// answerQueued says the answer to a request that call.take or retrack
+// took off p's requests in flight is queued.
 func (p *peer) answerQueued() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

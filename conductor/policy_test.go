@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // TestBackoffSchedule: each restart within the window of earlier ones
@@ -360,5 +362,104 @@ func TestRestartBackoffShutdown(t *testing.T) {
 		}
 	} else if left := goneSoon(t, marker); len(left) > 0 {
 		t.Errorf("signalled %v, and processes left %v after Run returned: %v", sigs, lateness, left)
+	}
+}
+
+// TestRestartBackoffShutdownFirst ends the chain while the first proxy,
+// crashed, waits out its back-off: startAfter answers the prompt queued
+// for it, on a goroutine the shutdown does not wait for, so the client
+// must not look idle to the drain until that answer is queued, or its
+// output could close first and the editor never hear. A hook on the
+// prompt's call runs between its being taken off the client's requests
+// and its answer being queued; if the drain sees the client idle there,
+// the hook lets the shutdown end first, as a slow goroutine could. The
+// back-off gives up only once the drain watches the client.
+func TestRestartBackoffShutdownFirst(t *testing.T) {
+	dir := t.TempDir()
+	log, logs := watchLogs(t)
+	began := make(chan struct{}, 1)
+	var ch *chain
+	e := startChain(t, Config{
+		Proxies: []Component{restartedCrasher(t, dir)},
+		Agent:   fake(t, dir, "agent", "streamer"),
+		Logger:  log,
+		restartWait: func(_ time.Duration, stop <-chan struct{}) bool {
+			began <- struct{}{}
+			<-stop
+			logs.waitFor("draining: the client's new requests are refused")
+			return false
+		},
+		running: func(c *chain) { ch = c },
+	})
+	initAndCrash(t, e)
+	select {
+	case <-began:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no restart back-off began")
+	}
+	e.send(promptLine(2, false))
+	e.sync() // the prompt is pending on the crasher's next process
+
+	client, crasher := ch.peers[0], ch.peers[1]
+	crasher.mu.Lock()
+	var prompt *call
+	for _, c := range crasher.calls {
+		if c.from == client && string(c.fromID) == "2" {
+			prompt = c
+		}
+	}
+	if prompt == nil {
+		crasher.mu.Unlock()
+		t.Fatal("the prompt is not pending on the crasher")
+	}
+	own := prompt.onResponse
+	prompt.onResponse = func(m *wire.Message) bool {
+		client.mu.Lock()
+		idle := client.refusing != nil && client.idle == nil // the drain's channel is closed
+		client.mu.Unlock()
+		if idle {
+			logs.waitFor("stopped:") // logged once the client's output is closed
+		}
+		return own != nil && own(m)
+	}
+	crasher.mu.Unlock()
+
+	e.in.Close()
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		for {
+			l, err := e.ch.Recv()
+			if err != nil {
+				return
+			}
+			lines <- l
+		}
+	}()
+	answered := false
+	for read := true; read; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				read = false
+				break
+			}
+			m, err := wire.Parse(l)
+			if err != nil || !m.IsResponse() || string(m.ID) != "2" {
+				continue
+			}
+			answered = true
+			if m.Error == nil || !strings.Contains(string(m.Error), "crasher") || !strings.Contains(string(m.Error), errStopped.Error()) {
+				t.Errorf("the prompt queued during the back-off was answered %s", l)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the conductor's output never ended")
+		}
+	}
+	if !answered {
+		t.Error("the prompt queued during the back-off got no answer before the client's output ended")
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run = %v", err)
 	}
 }

@@ -551,16 +551,19 @@ func failCalls(calls []*call, e *wire.Error) {
 		if cl.to.trace != nil {
 			cl.traceReply(nil, e.Encode())
 		}
-		if !cl.done() {
+		if !cl.take() {
 			continue // its caller's process was restarted since
 		}
+		hooked := false
 		if cl.onResponse != nil {
+			// The hook may take the failure, as it would an answer.
 			shown := &wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()} // the hook's to change; never sent
-			if cl.onResponse(shown) {
-				continue // its hook took the failure, as it would an answer
-			}
+			hooked = cl.onResponse(shown)
 		}
-		cl.answer(encodeError(cl.fromID, e))
+		if !hooked {
+			cl.answer(encodeError(cl.fromID, e))
+		}
+		cl.told()
 	}
 }
 
@@ -584,9 +587,10 @@ func answerWith(cl *call, resp *wire.Message) {
 	if cl.to.trace != nil {
 		cl.traceReply(resp.Result, resp.Error)
 	}
-	if !cl.done() {
+	if !cl.take() {
 		return // its caller's process was restarted since
 	}
+	defer cl.told()
 	m := new(wire.Message(*resp)) // its hook may change it, and others get it too
 	if cl.onResponse != nil && cl.onResponse(m) {
 		return
@@ -600,9 +604,10 @@ func answerWith(cl *call, resp *wire.Message) {
 // after all, relayAnswer drops it, as cl is gone from that peer's calls.
 func abandon(cl *call, e *wire.Error) {
 	cl.to.forget(cl)
-	if !cl.done() {
+	if !cl.take() {
 		return // answered meanwhile, or its caller's process was restarted since
 	}
+	defer cl.told()
 	if cl.to.trace != nil {
 		cl.traceReply(nil, e.Encode())
 	}
