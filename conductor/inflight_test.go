@@ -279,3 +279,50 @@ func TestRetrackRefusalKeepsDrainWaiting(t *testing.T) {
 		t.Fatal("the peer is not idle once its refusal is queued")
 	}
 }
+
+// A request the conductor answers itself (failCalls, answerWith, abandon),
+// which it may do on a goroutine the shutdown does not wait for (a
+// restart's back-off given up, an initialize or replay timer's failure
+// and the bypass it leads to), leaves its peer idle, for the shutdown's
+// drain, only once its answer is queued: the write of that answer finds
+// the drain still waiting.
+func TestConductorAnswerKeepsDrainWaiting(t *testing.T) {
+	for name, answer := range map[string]func(*call){
+		"failCalls":  func(cl *call) { failCalls([]*call{cl}, wire.Errorf(codeInternalError, "gone")) },
+		"answerWith": func(cl *call) { answerWith(cl, &wire.Message{Result: json.RawMessage(`{}`)}) },
+		"abandon":    func(cl *call) { abandon(cl, errCancelled) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := &link{out: newOutbox(nil, nil), readDone: closedChan}
+			p := newPeer("client", 0, l, zap.NewNop())
+			var idle <-chan struct{}
+			written, idleAtWrite := 0, false
+			l.out.try = func(segs [][]byte) ([][]byte, error) {
+				written++
+				select {
+				case <-idle:
+					idleAtWrite = true
+				default:
+				}
+				return nil, nil
+			}
+			cl := &call{from: p, fromID: []byte("1"), to: newPeer("agent", 1, nil, zap.NewNop()), method: "session/prompt"}
+			if e := p.track(cl); e != nil {
+				t.Fatal(e)
+			}
+			idle = p.stopTaking(wire.Errorf(codeInternalError, "stopping"))
+			answer(cl)
+			if written != 1 {
+				t.Fatalf("%d answers written, want 1", written)
+			}
+			if idleAtWrite {
+				t.Error("the peer was idle before its answer was queued")
+			}
+			select {
+			case <-idle:
+			default:
+				t.Error("the peer is not idle once its answer is queued")
+			}
+		})
+	}
+}
