@@ -139,8 +139,11 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 	}
 	dc := c.topo.Load().resend(cl.from.pos, c)
 	if dc.act == actRefuse {
-		if cl.done() {
+		// take, not done: a bypass may run on a timer's goroutine, which
+		// the shutdown does not wait for.
+		if cl.take() {
 			cl.answer(encodeError(cl.fromID, dc.err))
+			cl.told()
 		}
 		return
 	}
@@ -155,8 +158,9 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 	if dc.proxyInit != nil {
 		var err error
 		if params, err = dc.proxyInit.InitializeParams(params); err != nil {
-			if cl.done() {
+			if cl.take() {
 				cl.answer(encodeError(cl.fromID, wire.Errorf(codeInvalidParams, "%s: %v", dc.d.method, err)))
+				cl.told()
 			}
 			return
 		}
@@ -168,7 +172,7 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 	if ok, e := cl.from.retrack(cl, next); !ok {
 		if e != nil {
 			cl.answer(encodeError(cl.fromID, e)) // the conductor is stopping
-			cl.from.answerQueued()
+			cl.told()
 		}
 		return // or its caller's process was restarted since
 	}
