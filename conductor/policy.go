@@ -164,10 +164,11 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	first, most := r.cfg.restartBackoff()
 	delay := backoff(earlier, first, most)
 	endMCP := r.chain.ownerGone(p.pos, "restarted")
-	// What replace takes off is answered here, under r.mu: the drain may
-	// see the client idle once failCalls takes its request off, but the
-	// client's output closes only after stopAll, which takes r.mu first.
-	// The orphaned are p's own requests, which no one awaits any more.
+	// What replace takes off cannot be lost to the shutdown's drain: the
+	// client does not look idle until failCalls has queued its answer
+	// (call.take), and its output closes only after stopAll, which takes
+	// r.mu first. The orphaned are p's own requests, which no one awaits
+	// any more.
 	unanswered, cancelled, orphaned := p.replace(next, rp)
 	r.settle(p, unanswered, report, afterFailure{})
 	for _, cl := range cancelled {
