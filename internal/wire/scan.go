@@ -8,9 +8,11 @@ import (
 // The validator checks JSON in one forward pass, accepting exactly what
 // encoding/json.Valid accepts (fuzzed against it): any bytes of 0x80 and
 // above in strings, valid UTF-8 or not, repeated member names, and nesting
-// as deep as 10000. It is a small recursive descent that decodes nothing
-// and allocates nothing; strings, most of a streamed message, are scanned
-// eight bytes at a time. Every message the relay forwards goes through it
+// as deep as 10000. It decodes nothing, and allocates nothing for a line
+// nested up to 64 deep: the top level and a message's params are
+// walked member by member (Parse notes where they lie), what nests in
+// them by one loop (checkNested), and strings, most of a streamed
+// message, eight bytes at a time. Every message the relay forwards goes through it
 // once, so it is on the hot path: BenchmarkMembers and BenchmarkRelay show
 // what it costs against jsontext's general decoder, which it replaced.
 //

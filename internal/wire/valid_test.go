@@ -152,3 +152,18 @@ func TestValidKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestValidAllocs: validating allocates nothing up to 64 containers deep,
+// and past that only as the nesting doubles (the open containers' kinds
+// grow by append): a few allocations at encoding/json's deepest.
+func TestValidAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		depth int
+		most  float64
+	}{{1, 0}, {64, 0}, {maxDepth, 16}} {
+		data := []byte(strings.Repeat("[", tc.depth) + strings.Repeat("]", tc.depth))
+		if got := testing.AllocsPerRun(10, func() { Valid(data) }); got > tc.most {
+			t.Errorf("Valid(%d deep) makes %v allocations, want at most %v", tc.depth, got, tc.most)
+		}
+	}
+}
