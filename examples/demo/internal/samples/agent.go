@@ -22,6 +22,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -122,9 +123,14 @@ func (a *agent) dispatch(ctx context.Context, m *wire.Message) error {
 // be one, is answered with the error, under its id or null. A line too
 // long to keep that is a notification or a response is only logged, as
 // the conductor does: JSON-RPC answers neither, and an answer to the
-// agent's own call has failed that call already (link.recv).
+// agent's own call has failed that call already (link.recv). A batch too
+// long to keep is answered by oversizeBatch.
 func (a *agent) bad(b *badMessage) error {
-	if big, ok := errors.AsType[*wire.OversizeError](b.err); ok && !big.IsBatch && (big.Method == "" || big.ID == nil && !big.IDUnread) {
+	big, ok := errors.AsType[*wire.OversizeError](b.err)
+	if ok && big.IsBatch {
+		return a.oversizeBatch(big)
+	}
+	if ok && (big.Method == "" || big.ID == nil && !big.IDUnread) {
 		kind := "notification " + big.Method
 		switch {
 		case big.IsResponse:
@@ -136,6 +142,40 @@ func (a *agent) bad(b *badMessage) error {
 		return err
 	}
 	return a.fail(b.id(), b.rpcError())
+}
+
+// oversizeBatch answers a batch too long to keep as the conductor answers
+// one (chain.oversizeBatch), and as JSON-RPC 2.0 answers a batch: with one
+// array holding an error for each request in it, under the request's id,
+// naming the limit; the requests whose ids could not be kept (see
+// wire.OversizeError.BatchUnkept) get one error more, under null. A batch
+// with no request in it is only logged: JSON-RPC answers none, and an
+// answer in it to the agent's own call has failed that call already
+// (link.recv).
+func (a *agent) oversizeBatch(big *wire.OversizeError) error {
+	refusal := wire.Errorf(jrpc2.InvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit).Encode()
+	out := []byte{'['}
+	for _, en := range big.Batch {
+		if en.IsResponse {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = (&wire.Message{ID: en.ID, Error: refusal}).Append(out)
+	}
+	if n := big.BatchUnkept; n > 0 {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		e := wire.Errorf(jrpc2.InvalidRequest, "batch longer than the limit of %d bytes was discarded; this answers %d of its requests whose ids the agent could not keep", big.Limit, n)
+		out = wire.ErrorResponse(nil, e).Append(out)
+	}
+	if len(out) == 1 {
+		_, err := fmt.Fprintf(a.logw, "sample agent: dropped a batch with no request in it: %v\n", big)
+		return err
+	}
+	return a.ch.Send(append(out, ']'))
 }
 
 func (a *agent) initialize(m *wire.Message) error {
@@ -476,12 +516,18 @@ func (l *link) recv(ctx context.Context) (*wire.Message, error) {
 				return nil, l.err
 			}
 			// An answer to the call awaited that was too long to keep
-			// fails the call, which would otherwise wait for ever.
-			if big, ok := errors.AsType[*wire.OversizeError](r.err); ok && big.IsResponse && l.calling != nil && wire.SameID(big.ID, l.calling) {
+			// fails the call, which would otherwise wait for ever; the
+			// requests of a batch it came in are answered first.
+			var bad *badMessage
+			if big, ok := errors.AsType[*wire.OversizeError](r.err); ok && l.calling != nil && answers(big, l.calling) {
+				if big.IsBatch && errors.As(r.err, &bad) && l.onBad != nil {
+					if err := l.onBad(bad); err != nil {
+						return nil, err
+					}
+				}
 				e := wire.Errorf(jrpc2.InternalError, "the response was discarded: %v", big)
 				return &wire.Message{ID: l.calling, Error: e.Encode()}, nil
 			}
-			var bad *badMessage
 			if errors.As(r.err, &bad) && l.onBad != nil {
 				if err := l.onBad(bad); err != nil {
 					return nil, err
@@ -493,6 +539,15 @@ func (l *link) recv(ctx context.Context) (*wire.Message, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// answers reports whether a line too long to keep was, or held in its
+// batch, a response under id.
+func answers(big *wire.OversizeError, id json.RawMessage) bool {
+	if !big.IsBatch {
+		return big.IsResponse && wire.SameID(big.ID, id)
+	}
+	return slices.ContainsFunc(big.Batch, func(en wire.OversizeEntry) bool { return en.IsResponse && wire.SameID(en.ID, id) })
 }
 
 // close stops reading and closes the writing side, which tells the peer we

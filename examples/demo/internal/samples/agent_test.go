@@ -256,6 +256,92 @@ func TestAgentOversizeAnswer(t *testing.T) {
 	p.expect(`"id":2`, `"end_turn"`)
 }
 
+// TestAgentOversizeBatch: a batch longer than the agent's line limit is
+// answered as the conductor answers one, and as JSON-RPC answers a batch:
+// by one array with an error for each request in it, under its id, that
+// names the limit, and one under null for those whose ids could not be
+// read; a batch with no request is only logged; an answer in one to the
+// agent's own call fails that call, after the batch's requests are
+// answered.
+func TestAgentOversizeBatch(t *testing.T) {
+	const limit = 1 << 10
+	var log testio.Buffer
+	r, w := startAgentLimited(t, limit, &log)
+	p := &rawPeer{t, wire.NewLineChannel(r, w, 0)}
+	pad := strings.Repeat("x", limit)
+	send := func(line string) {
+		t.Helper()
+		if err := p.ch.Send([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectLine := func(want string) {
+		t.Helper()
+		line, err := p.ch.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if string(line) != want {
+			t.Fatalf("the agent sent\n%s\nwant\n%s", line, want)
+		}
+	}
+	const refused = `"error":{"code":-32600,"message":"batch longer than the limit of 1024 bytes was discarded"}}`
+
+	send(`[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"pad":"` + pad + `"}},` +
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{}},` +
+		`{"jsonrpc":"2.0","id":99,"result":{}},` +
+		`{"jsonrpc":"2.0","method":"x","id":"two"}]`)
+	expectLine(`[{"jsonrpc":"2.0","id":1,` + refused + `,{"jsonrpc":"2.0","id":"two",` + refused + `]`)
+
+	send(`[{"jsonrpc":"2.0","id":[3],"method":"x","params":{"pad":"` + pad + `"}},{"jsonrpc":"2.0","id":4,"method":"x"}]`)
+	expectLine(`[{"jsonrpc":"2.0","id":4,` + refused + `,{"jsonrpc":"2.0","id":null,"error":{"code":-32600,` +
+		`"message":"batch longer than the limit of 1024 bytes was discarded; this answers 1 of its requests whose ids the agent could not keep"}}]`)
+
+	// A batch of a notification and a response to no call of the agent's
+	// is not answered: the next line the agent writes is the answer to
+	// initialize. Sent from a goroutine, so that an answer the agent
+	// should not write fails the test rather than block both.
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for _, line := range []string{
+			`[{"jsonrpc":"2.0","method":"session/cancel","params":{"pad":"` + pad + `"}},{"jsonrpc":"2.0","id":99,"result":{}}]`,
+			`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`,
+		} {
+			if err == nil {
+				err = p.ch.Send([]byte(line))
+			}
+		}
+		sent <- err
+	}()
+	p.expect(`"id":0`, `"protocolVersion":1`)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if want := "dropped a batch with no request in it: message exceeds 1024 bytes"; !strings.Contains(log.String(), want) {
+		t.Errorf("the agent logged %q; want %q", log.String(), want)
+	}
+
+	// The answer to the agent's permission request, in a batch too long
+	// to keep with a request: the request is refused, then the turn goes
+	// on as with an error answer.
+	send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	p.expect(`"sessionId":"sess_1"`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
+	var perm *wire.Message
+	for perm == nil {
+		if m, _ := p.recv(); m.Method == "session/request_permission" {
+			perm = m
+		}
+	}
+	send(`[{"jsonrpc":"2.0","id":5,"method":"x"},{"jsonrpc":"2.0","id":` + string(perm.ID) +
+		`,"result":{"outcome":{"outcome":"selected","optionId":"allow-once","pad":"` + pad + `"}}}]`)
+	expectLine(`[{"jsonrpc":"2.0","id":5,` + refused + `]`)
+	p.expect(`"tool_call_update"`, `"failed"`)
+	p.expect(`The permission request failed`, `exceeds`)
+	p.expect(`"id":2`, `"end_turn"`)
+}
+
 func TestAgentCancel(t *testing.T) {
 	p := newRawPeer(t)
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
