@@ -163,5 +163,9 @@
 // open another is refused likewise, with a warning the first time; the
 // session's connections open, and other sessions', go on. A connection
 // open or opening whose session is kept, or set up again, while that
-// session holds 256 counts among the 1024 instead.
+// session holds 256 counts among the 1024 instead, and may take them past
+// it: while they are at or past it with any such among them, an
+// mcp/connect that would be tied to a session is refused too, so that the
+// connections noted stay at most 1024 and 256 for each session holding
+// some.
 package proxy

@@ -153,6 +153,7 @@ type mcpHost struct {
 	upstream      map[string]upstreamConn     // connections opened with someone before the proxy, by id
 	opening       map[*openingConn]bool       // connects to someone before the proxy awaiting their answer
 	untied        int                         // of upstream and of opening, those counted as untied (see maxUntied, count)
+	passed        int                         // of those, the ones whose tie passed to a session that held its most
 	clock         uint64                      // counts the uses of conns, to find a session's least recently used
 	trimmed       bool                        // a connection was ended for maxSessionConns
 	refusedTied   bool                        // an upstream connect was refused for maxSessionConns
@@ -182,7 +183,7 @@ func newMCPHost(c *Conn, servers []*MCPServer) *mcpHost {
 func (h *mcpHost) stop() {
 	h.mu.Lock()
 	h.declared, h.conns = map[string]declaration{}, map[string]*MCPConn{}
-	h.theirs, h.upstream, h.untied = map[string][]*sessionRecord{}, map[string]upstreamConn{}, 0
+	h.theirs, h.upstream, h.untied, h.passed = map[string][]*sessionRecord{}, map[string]upstreamConn{}, 0, 0
 	h.opening = map[*openingConn]bool{}
 	h.ended = endedConns{Limit: maxEnded}
 	h.sessions = sessionTable{limit: h.sessions.limit, byID: map[string]*sessionRecord{}}
@@ -610,9 +611,10 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params, extra json.
 
 // connectUpstream wraps the handler for an mcp/connect that is not the
 // proxy's (nil: forwarding) to note the connection it opens. One that
-// would be untied past the host's maxUntied, or tied to a session that
-// holds maxSessionConns such connections already, is refused before fn
-// runs.
+// would be untied with the host's maxUntied counted already, or tied
+// then with some of those passed from full sessions (see maxUntied), or
+// tied to a session that holds maxSessionConns such connections already,
+// is refused before fn runs.
 func (h *mcpHost) connectUpstream(fn Handler) Handler {
 	if fn == nil {
 		fn = forward
@@ -625,25 +627,28 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 		if len(h.theirs[server]) > 0 {
 			o.up.server = server
 		}
-		if h.untiedConn(o.up) {
-			if h.untied >= h.maxUntied {
-				args := []any{"method", r.Method, "server", server}
-				if o.up.session != "" {
-					args = append(args, "session", o.up.session) // one it does not keep
-				}
-				args = append(args, "limit", h.maxUntied)
-				if !h.refusedUntied {
-					h.refusedUntied = true
-					h.c.log.Warn("refused an mcp/connect through the proxy: limit connections to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps) are open, the most the proxy keeps; later ones are logged at debug level", args...)
-				} else {
-					h.c.log.Debug("refused an mcp/connect through the proxy for the bound on connections that only mcp/disconnect ends", args...)
-				}
-				h.mu.Unlock()
-				return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
-					"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps) are open, the most it keeps; disconnect one first",
-					h.c.p.name(), r.Method, server, h.maxUntied)}
+		untied := h.untiedConn(o.up)
+		if (untied || h.passed > 0) && h.untied >= h.maxUntied {
+			args := []any{"method", r.Method, "server", server}
+			if o.up.session != "" {
+				args = append(args, "session", o.up.session) // one it does not keep, if untied
 			}
-		} else if rec := h.tiedTo(o.up); rec != nil && rec.upstream >= maxSessionConns {
+			args = append(args, "limit", h.maxUntied)
+			if h.passed > 0 {
+				args = append(args, "passed", h.passed)
+			}
+			if !h.refusedUntied {
+				h.refusedUntied = true
+				h.c.log.Warn("refused an mcp/connect through the proxy: limit connections to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps), or tied past their sessions' bound, are open, the most the proxy keeps; later ones are logged at debug level", args...)
+			} else {
+				h.c.log.Debug("refused an mcp/connect through the proxy for the bound on connections that only mcp/disconnect ends", args...)
+			}
+			h.mu.Unlock()
+			return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
+				"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps), or tied past their sessions' bound, are open, the most it keeps; disconnect one first",
+				h.c.p.name(), r.Method, server, h.maxUntied)}
+		}
+		if rec := h.tiedTo(o.up); !untied && rec != nil && rec.upstream >= maxSessionConns {
 			session := rec.get().ID
 			args := []any{"method", r.Method, "server", server, "session", session, "limit", maxSessionConns}
 			if !h.refusedTied {

@@ -1359,6 +1359,73 @@ func TestMCPUpstreamOpenedAsSessionCloses(t *testing.T) {
 	}
 }
 
+// A connection whose tie passes to a session that holds MaxSessionConns
+// already (its session closed, and the session left that declared its
+// server is full) cannot be refused any more: it is kept, and counted as
+// untied, here past the bound. While the count is at or past it with
+// such among it, an untied connect is refused, and so is one that would
+// be tied to a session with room, lest sessions that fill their room and
+// close pass on connections without end. A session set up that declares
+// their server takes them in, as far as it has room, and connects go on.
+func TestMCPUpstreamPassedToFullSession(t *testing.T) {
+	const limit = proxy.MaxSessionConns
+	t.Cleanup(proxy.SetMaxUntied(1))
+	p, tables := tablesProxy()
+	p.Logger = slog.New(slog.DiscardHandler)
+	h := serveMCP(t, p, "tools")
+	setUp := func(sid string) { // declaring ed-1, a server before the proxy
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"n-` + sid + `","method":"session/new","params":{"cwd":"/w","mcpServers":[{"type":"acp","name":"ed","serverId":"ed-1"}]}}`)
+		fwd := h.recv()
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{"sessionId":"` + sid + `"}}`)
+		h.expect(`{"jsonrpc":"2.0","id":"n-` + sid + `","result":{"sessionId":"` + sid + `"}}`)
+	}
+	closeSession := func(sid string) {
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"x-` + sid + `","method":"session/close","params":{"sessionId":"` + sid + `"}}`)
+		fwd := h.recv()
+		h.send(`{"jsonrpc":"2.0","id":` + idOf(t, fwd) + `,"result":{}}`)
+		h.expect(`{"jsonrpc":"2.0","id":"x-` + sid + `","result":{}}`)
+	}
+	upstream := func(want int) {
+		t.Helper()
+		if got, _ := tables(h); got["upstream"] != want {
+			t.Fatalf("the proxy keeps %d upstream connections; want %d", got["upstream"], want)
+		}
+	}
+	const named = `{"serverId":"elsewhere","_meta":{"acp-conductor/sessionId":"g"}}` // tied to g
+
+	setUp("a")
+	for n := range limit {
+		h.upConnect(fmt.Sprint("a", n), `{"serverId":"ed-1"}`) // a is full
+	}
+	setUp("f")
+	for n := range limit {
+		h.upConnect(fmt.Sprint("f", n), `{"serverId":"ed-1"}`) // tied to f, the latest to declare ed-1
+	}
+	closeSession("f") // f's pass to a, which is full: untied, past the bound
+	h.onUpstream("m0", "f0", true)
+	upstream(2 * limit)
+	h.untiedRefused("over0")
+	h.newSession(1, "g")
+	h.send(`{"jsonrpc":"2.0","id":"tied","method":"proxy/successor","params":{"method":"mcp/connect","params":` + named + `}}`)
+	if line := h.recv(); !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"tied","error":{"code":-32603,`) ||
+		!strings.Contains(line, "1 connections through the proxy to MCP servers that only mcp/disconnect ends") || !strings.Contains(line, "or tied past their sessions' bound") {
+		t.Fatalf("a connect tied to g, with connections passed past the bound: the proxy sent %s; want it refused for the bound", line)
+	}
+
+	setUp("e") // takes in f's: none is untied any more
+	h.upConnect("g0", named)
+	h.upConnect("u0", `{"serverId":"elsewhere"}`)
+	h.untiedRefused("over1")
+	upstream(2*limit + 2)
+
+	closeSession("a")
+	closeSession("e") // no session declares ed-1 any more: a's and f's end
+	h.onUpstream("m1", "f1", false)
+	upstream(2)
+}
+
 // upConnect connects through the proxy to a server it did not declare,
 // with params, and checks that the connect goes on and the answer, naming
 // connection id, comes back.

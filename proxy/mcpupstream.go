@@ -10,9 +10,21 @@ import (
 // connects for them pending, that no kept session's end ends (untied):
 // only their mcp/disconnect surely does, since a session the proxy does
 // not keep may never be closed, nor forgotten again. A peer that connects and never disconnects
-// must not grow the proxy; past the bound such an mcp/connect is refused,
+// must not grow the proxy; at the bound such an mcp/connect is refused,
 // saying so, with a warning the first time (later ones at debug level),
 // and goes no further. A variable, for tests.
+//
+// Counted as untied too are the connections whose tie passed, open or
+// pending, to a session that held maxSessionConns already (see count):
+// they cannot be refused any more, and may take the count past the
+// bound. While the count is at or past it with any of those in it, a
+// connect that would be tied is refused as an untied one is, so that
+// sessions cannot fill their room, close and pass their connections on
+// without end: the connections kept, open or pending, are never more
+// than at the last connect let through, when they were at most maxUntied
+// and maxSessionConns for each set-up then holding some tied (a session
+// kept, at most maxSessions, or a set-up pending); so the count passes
+// the bound by at most maxSessionConns for each of those set-ups.
 var maxUntied = 1024
 
 // maxEnded bounds how many ended connections the proxy remembers: a
@@ -43,6 +55,7 @@ type upstreamConn struct {
 	server  string // in theirs when opened, or ""
 	session string
 	counted bool           // in mcpHost.untied
+	passed  bool           // and in mcpHost.passed: its tie passed to a session that held its most
 	holder  *sessionRecord // whose tied count (sessionRecord.upstream) it is in
 }
 
@@ -97,9 +110,9 @@ func (h *mcpHost) tiedTo(c upstreamConn) *sessionRecord {
 // open or pending, to a session that holds maxSessionConns already (a
 // session kept meanwhile, or set up again) counts as untied instead: it
 // cannot be refused any more, and the proxy cannot end it, but it must
-// not take a session past its bound. h.mu is held.
+// not take a session past its bound (see maxUntied). h.mu is held.
 func (h *mcpHost) count(c *upstreamConn) {
-	c.counted, c.holder = false, nil
+	c.counted, c.passed, c.holder = false, false, nil
 	if h.untiedConn(*c) {
 		c.counted = true
 		h.untied++
@@ -108,8 +121,9 @@ func (h *mcpHost) count(c *upstreamConn) {
 	switch r := h.tiedTo(*c); {
 	case r == nil: // pending, and forgotten once open
 	case r.upstream >= maxSessionConns:
-		c.counted = true
+		c.counted, c.passed = true, true
 		h.untied++
+		h.passed++
 	default:
 		c.holder = r
 		r.upstream++
@@ -121,10 +135,13 @@ func (h *mcpHost) uncount(c *upstreamConn) {
 	if c.counted {
 		h.untied--
 	}
+	if c.passed {
+		h.passed--
+	}
 	if c.holder != nil {
 		c.holder.upstream--
 	}
-	c.counted, c.holder = false, nil
+	c.counted, c.passed, c.holder = false, false, nil
 }
 
 // miscounted reports whether c is counted under a bound that is no longer
