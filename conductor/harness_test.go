@@ -71,6 +71,11 @@ func startChainCtx(t *testing.T, ctx context.Context, cfg Config) *editor {
 	t.Cleanup(func() {
 		cancel()
 		inW.Close()
+		// Read what is left, as a live editor would: a write to the pipe
+		// waits for a reader, and the shutdown gives an editor that stops
+		// reading until a second past the grace period (3s by default).
+		// The pipe's reads may run beside a reader the test left behind.
+		go io.Copy(io.Discard, outR)
 		select {
 		case <-e.done:
 		case <-time.After(20 * time.Second):
