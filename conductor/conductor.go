@@ -40,6 +40,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 		cfg:      cfg,
 		log:      log,
 		stopping: make(chan struct{}),
+		cut:      make(chan struct{}),
 		chain:    &chain{log: log, mcp: newMCPRoutes(), initTimeout: cfg.initTimeout(), hb: new(holdback), flow: newFlow(), trace: cfg.Trace},
 	}
 	r.chain.topo.Store(topo)
@@ -137,9 +138,11 @@ type runner struct {
 	failure error      // the first component failure
 	failed  *peer      // the component that failed, if one did
 	told    error      // why the chain stops when no component failed: a signal, the client's input ending
+	retired []*link    // the links of restarted and bypassed processes, being stopped (see retire)
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins
+	cut      chan struct{} // closed when stopAll has waited for the components: see retire
 }
 
 func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {

@@ -179,10 +179,22 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 		r.chain.relay(nil, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
 	}
 	endMCP()
-	r.wg.Go(func() { old.stop(r.cfg.grace()) })
+	r.retire(old)
 	r.log.Warn("restarting component", zap.String("component", p.name), zap.Duration("backoff", delay))
 	r.wg.Go(func() { r.startAfter(delay, p, next, rp, answered) })
 	return nil
+}
+
+// retire stops old, the link of a component restarted or bypassed, with
+// r.mu held. Its process gets the grace period to exit once its input
+// closes, but no longer than the components get at shutdown: stopAll waits
+// for it with them, then closes cut, which sends it on to SIGTERM.
+// Otherwise Run, which waits for this stop, could outlast the shutdown's
+// deadline, and a second signal, by a grace period of the process's own.
+func (r *runner) retire(old *link) {
+	r.retired = slices.DeleteFunc(r.retired, func(l *link) bool { return l.proc.hasExited() })
+	r.retired = append(r.retired, old)
+	r.wg.Go(func() { old.stop(r.cfg.grace(), r.cut) })
 }
 
 // closedChan is the readDone of a link that has no reader.
@@ -399,8 +411,7 @@ func (r *runner) bypass(p *peer) bool {
 		return false
 	}
 	r.chain.bypass(p.pos)
-	old := p.link.Load()
-	r.wg.Go(func() { old.stop(r.cfg.grace()) })
+	r.retire(p.link.Load())
 	r.log.Error("BYPASSED component: the chain now runs without it", zap.String("component", p.name))
 	return true
 }

@@ -463,3 +463,45 @@ func TestRestartBackoffShutdownFirst(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 }
+
+// TestRestartReplacedAbort restarts a proxy whose first process closes
+// its output and then lingers, deaf to the end of its input. The shutdown
+// is told to stop at once (Abort): the replaced process is signalled with
+// the chain's components, not left to wait out its own grace period, an
+// hour here, which Run would wait for. Run returns well within the bound
+// of editor.close, and every process is gone.
+func TestRestartReplacedAbort(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_LINGER=%d", rand.Int64())
+	dir := t.TempDir()
+	proxy := fake(t, dir, "proxy", "proxy", marker)
+	proxy.OnFailure = PolicyRestart
+	// The first start leaves a mark, closes its output and sleeps; the
+	// next runs the fake proxy.
+	proxy.Args = []string{"-c", `if [ -e "$1" ]; then exec "$0"; fi; : >"$1"; exec >&-; exec sleep 3600`, proxy.Command, filepath.Join(dir, "ran")}
+	proxy.Command = "sh"
+	log, logs := watchLogs(t)
+	abort := make(chan struct{})
+	e := startChain(t, Config{
+		Proxies:        []Component{proxy},
+		Agent:          fake(t, dir, "agent", "streamer", marker),
+		GracePeriod:    time.Hour,
+		RestartBackoff: time.Millisecond,
+		Abort:          abort,
+		Logger:         log,
+	})
+	logs.wait(t, "restarted component")
+	e.send(initLine)
+	if m := e.recvMsg(); m.Error != nil {
+		t.Fatalf("initialize failed: %s", m.Error)
+	}
+	if left := markedProcesses(t, marker); len(left) != 3 {
+		t.Fatalf("processes running: %v, want the replaced proxy's, its successor's and the agent", left)
+	}
+	close(abort)
+	if err := e.close(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if left := goneSoon(t, marker); len(left) > 0 {
+		t.Errorf("processes left after Run returned: %v", left)
+	}
+}

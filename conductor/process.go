@@ -228,16 +228,17 @@ const (
 
 // stop ends the process and its group once its stdin has been closed (by
 // its peer's writer, after flushing what was queued): wait up to grace for
-// it to exit on its own, then SIGTERM the group, then SIGKILL it. It
-// returns once the process has been reaped, or after the bounds above if
-// not even SIGKILL could end it (wait must be running).
-func (p *process) stop(grace time.Duration) {
+// it to exit on its own, or until cut is closed, then SIGTERM the group,
+// then SIGKILL it. It returns once the process has been reaped, or after
+// the bounds above if not even SIGKILL could end it (wait must be running).
+func (p *process) stop(grace time.Duration, cut <-chan struct{}) {
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
 	case <-p.exited:
 		return
 	case <-timer.C:
+	case <-cut:
 	}
 	p.signal(syscall.SIGTERM)
 	timer.Reset(termBound)
@@ -280,10 +281,11 @@ func (p *process) closeOutputs() {
 // stop closes a component's input and stops its process, as process.stop
 // does, kills what it started outside its group (see Watch.Sweep), and
 // returns once its outputs have been read to the end. It ends the link of
-// a component that failed mid-session, to be restarted or bypassed.
-func (l *link) stop(grace time.Duration) {
+// a component that failed mid-session, to be restarted or bypassed (see
+// retire).
+func (l *link) stop(grace time.Duration, cut <-chan struct{}) {
 	l.out.close()
-	l.proc.stop(grace)
+	l.proc.stop(grace, cut)
 	if l.proc.watch != nil {
 		l.proc.watch.Sweep(l.proc.component)
 	}

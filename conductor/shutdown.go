@@ -214,6 +214,7 @@ const minEOF = 100 * time.Millisecond
 func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signalled, cutShort bool) {
 	r.mu.Lock()
 	r.stopped = true // no restart from here on
+	retired := r.retired
 	r.mu.Unlock()
 	if r.watch != nil {
 		// Before any component may exit and orphan what it started: the
@@ -254,6 +255,17 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 		case <-ctx.Done():
 		}
 	}
+	// The processes of restarted and bypassed components, whose input
+	// closed when they were replaced, get no longer than the components:
+	// those still running go on to the signals now, as the components do
+	// (link.stop, whose end Run waits for).
+	for _, l := range retired {
+		select {
+		case <-l.proc.exited:
+		case <-ctx.Done():
+		}
+	}
+	close(r.cut)
 
 	cutShort = stop.Err() != nil
 	escalate := func(sig string, send func(*process), bound time.Duration) {
