@@ -212,16 +212,19 @@ func (w *logWatch) wait(t *testing.T, s string) {
 }
 
 // waitFor is wait for a hook, off the test's goroutine, which may not
-// fail the test: it reports false when the bound passes first.
-func (w *logWatch) waitFor(s string) bool {
+// fail the test: it reports false when the bound passes first. Given
+// several strings, it returns at the first message containing any.
+func (w *logWatch) waitFor(s ...string) bool {
 	bound := time.After(20 * time.Second)
 	for {
 		w.mu.Lock()
 		changed := w.changed
 		for _, m := range w.seen {
-			if strings.Contains(m, s) {
-				w.mu.Unlock()
-				return true
+			for _, s := range s {
+				if strings.Contains(m, s) {
+					w.mu.Unlock()
+					return true
+				}
 			}
 		}
 		w.mu.Unlock()

@@ -326,3 +326,29 @@ func TestConductorAnswerKeepsDrainWaiting(t *testing.T) {
 		})
 	}
 }
+
+// The shutdown waits for an answer owed to the client before closing its
+// output (awaitOwed), but not for ever: one that never comes is counted
+// as lost once owedBound has passed.
+func TestAwaitOwedBounded(t *testing.T) {
+	r := &runner{log: zap.NewNop()}
+	p := newPeer("client", 0, nil, zap.NewNop())
+	cl := &call{from: p, fromID: []byte("1"), method: "session/prompt"}
+	if e := p.track(cl); e != nil {
+		t.Fatal(e)
+	}
+	p.stopTaking(wire.Errorf(codeInternalError, "stopping"))
+	if n := r.awaitOwed(p); n != 0 {
+		t.Fatalf("awaitOwed = %d for a request in flight, which abandonAll answers; want 0", n)
+	}
+	if !cl.take() {
+		t.Fatal("take found no request in flight")
+	}
+	if n := r.awaitOwed(p); n != 1 {
+		t.Errorf("awaitOwed = %d with an answer owed that never came, want 1", n)
+	}
+	cl.told()
+	if n := r.awaitOwed(p); n != 0 {
+		t.Errorf("awaitOwed = %d once the answer is queued, want 0", n)
+	}
+}

@@ -172,9 +172,11 @@ func (c *call) done() bool {
 // answerWith, abandon), which may be queued on a goroutine the shutdown
 // does not wait for (a restart's back-off given up, a timer): until told
 // says the answer is queued, c's caller does not look idle to the
-// shutdown's drain, which may close its output as soon as it does. A
-// peer's own answer needs no such care (relayAnswer): that peer's reader
-// queues it, and stopAll waits for the reader before the output closes.
+// shutdown's drain, which may close its output as soon as it does; a
+// drain that ends otherwise (deadline, Abort) leaves the answer to
+// awaitOwed, before the output closes. A peer's own answer needs no such
+// care (relayAnswer): that peer's reader queues it, and stopAll waits for
+// the reader before the output closes.
 func (c *call) take() bool {
 	return c.from == nil || c.from.untrackOwed(c)
 }
@@ -325,6 +327,21 @@ func (p *peer) stopTaking(e *wire.Error) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refusing = e
+	return p.idleLocked()
+}
+
+// owing returns how many answers to p's requests taken off its requests
+// in flight are not queued yet (see owed), and a channel that is closed
+// once none is, and none of its requests is in flight.
+func (p *peer) owing() (int, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owed, p.idleLocked()
+}
+
+// idleLocked returns the channel idleIfNone closes, closed already if p
+// is idle. p.mu is held.
+func (p *peer) idleLocked() <-chan struct{} {
 	if p.idle == nil {
 		p.idle = make(chan struct{})
 		if p.inflight.n == 0 && p.owed == 0 {

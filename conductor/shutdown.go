@@ -63,8 +63,10 @@ func (r *runner) isStopped() bool {
 //  2. input is closed along the chain, and the components exit;
 //
 // then every process group still alive gets SIGTERM, and SIGKILL a moment
-// later. Abort skips to the signals. What is left for the client gets until
-// one second past the deadline to be written.
+// later. Abort skips to the signals. The answers the conductor still owes
+// the client get a moment to be queued (awaitOwed) before its output
+// closes, and what is left for it gets until one second past the deadline
+// to be written.
 func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 	start := time.Now()
 	grace := r.cfg.grace()
@@ -93,6 +95,7 @@ func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 	for _, p := range r.comps {
 		failCalls(p.fail(errStopped), r.stopError(p))
 	}
+	out.lost = r.awaitOwed(client)
 	cl := client.link.Load()
 	cl.out.close()
 	flush := time.NewTimer(max(time.Until(start.Add(grace+time.Second)), outputBound))
@@ -196,6 +199,35 @@ func (r *runner) stopReason() string {
 		return fmt.Sprintf("%v: %v", errStopped, r.told)
 	}
 	return errStopped.Error()
+}
+
+// owedBound bounds awaitOwed: whoever owes the client an answer only
+// queues it, never waits, so it comes at once; the bound only keeps one
+// that never comes from holding the shutdown.
+const owedBound = 100 * time.Millisecond
+
+// awaitOwed waits, up to owedBound, until the answers the conductor owes
+// the client (call.take) are queued, and returns how many were not. The
+// goroutines that owe them (a restart's back-off given up, a timer) are
+// not the shutdown's to wait for, and a drain that ended at its deadline
+// or on Abort, rather than with the client idle, did not wait for them
+// either; abandonAll passed their calls by, as they were no longer in
+// flight. Closed first, the client's output would drop those answers.
+func (r *runner) awaitOwed(client *peer) int {
+	n, idle := client.owing()
+	if n == 0 {
+		return 0
+	}
+	r.log.Debug("waiting for the answers the conductor owes the client before its output closes", zap.Int("owed", n))
+	t := time.NewTimer(owedBound)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return 0
+	case <-t.C:
+		n, _ = client.owing()
+		return n
+	}
 }
 
 // minEOF is how long components get to exit after their input closes when
@@ -316,6 +348,7 @@ type signalled struct{ component, signal string }
 type outcome struct {
 	unanswered  int
 	aborted     bool // told to stop at once before the drain was over
+	lost        int  // answers owed to the client that were not queued when its output closed
 	signalled   []signalled
 	cutShort    bool // told to stop at once before the components' time was up
 	clientStuck bool
@@ -329,6 +362,9 @@ func (o outcome) log(log *zap.Logger, grace time.Duration) {
 		problems = append(problems, fmt.Sprintf("%d request(s) from the client were still unanswered when it was told to stop at once", o.unanswered))
 	case o.unanswered > 0:
 		problems = append(problems, fmt.Sprintf("%d request(s) from the client were still unanswered after the %v grace period", o.unanswered, grace))
+	}
+	if o.lost > 0 {
+		problems = append(problems, fmt.Sprintf("%d answer(s) the conductor owed the client were still not queued after %v, and were lost when its output closed", o.lost, owedBound))
 	}
 	killed := map[string]bool{}
 	for _, s := range o.signalled {
