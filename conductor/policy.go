@@ -188,7 +188,8 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 // retire stops old, the link of a component restarted or bypassed, with
 // r.mu held. Its process gets the grace period to exit once its input
 // closes, but no longer than the components get at shutdown: stopAll waits
-// for it with them, then closes cut, which sends it on to SIGTERM.
+// for it with them, then closes cut and signals it with them, naming it
+// in the outcome as the component's replaced process.
 // Otherwise Run, which waits for this stop, could outlast the shutdown's
 // deadline, and a second signal, by a grace period of the process's own.
 func (r *runner) retire(old *link) {

@@ -581,8 +581,9 @@ func TestRestartBackoffOwedCutShort(t *testing.T) {
 // its output and then lingers, deaf to the end of its input. The shutdown
 // is told to stop at once (Abort): the replaced process is signalled with
 // the chain's components, not left to wait out its own grace period, an
-// hour here, which Run would wait for. Run returns well within the bound
-// of editor.close, and every process is gone.
+// hour here, which Run would wait for, and the shutdown's outcome names
+// it. Run returns well within the bound of editor.close, and every
+// process is gone.
 func TestRestartReplacedAbort(t *testing.T) {
 	marker := fmt.Sprintf("ACP_TEST_LINGER=%d", rand.Int64())
 	dir := t.TempDir()
@@ -616,5 +617,9 @@ func TestRestartReplacedAbort(t *testing.T) {
 	}
 	if left := goneSoon(t, marker); len(left) > 0 {
 		t.Errorf("processes left after Run returned: %v", left)
+	}
+	const named = "proxy (replaced) was still running when the conductor was told to stop at once, and was stopped with SIGTERM"
+	if outcome := logs.logged("stopped:"); len(outcome) != 1 || !strings.Contains(outcome[0], named) {
+		t.Errorf("the shutdown's outcome is %q, want it to say %q", outcome, named)
 	}
 }

@@ -228,9 +228,12 @@ const (
 
 // stop ends the process and its group once its stdin has been closed (by
 // its peer's writer, after flushing what was queued): wait up to grace for
-// it to exit on its own, or until cut is closed, then SIGTERM the group,
-// then SIGKILL it. It returns once the process has been reaped, or after
-// the bounds above if not even SIGKILL could end it (wait must be running).
+// it to exit on its own, then SIGTERM the group, then SIGKILL it. Once cut
+// is closed first, the shutdown signals it with the components (stopAll),
+// and names it in its outcome: stop then only waits for its end, as long
+// as those signals take, so that it is not signalled twice. It returns
+// once the process has been reaped, or after the bounds above if not even
+// SIGKILL could end it (wait must be running).
 func (p *process) stop(grace time.Duration, cut <-chan struct{}) {
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
@@ -239,6 +242,12 @@ func (p *process) stop(grace time.Duration, cut <-chan struct{}) {
 		return
 	case <-timer.C:
 	case <-cut:
+		timer.Reset(termBound + killBound)
+		select {
+		case <-p.exited:
+		case <-timer.C:
+		}
+		return
 	}
 	p.signal(syscall.SIGTERM)
 	timer.Reset(termBound)

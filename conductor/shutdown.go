@@ -239,7 +239,8 @@ const minEOF = 100 * time.Millisecond
 // Input is closed along the chain, nearest the client first, each once its
 // predecessor has closed its output (what a proxy forwards on its way out
 // still reaches its successor), or all at once when the deadline passes.
-// Components still running at the deadline get SIGTERM to their process
+// Components still running at the deadline, and the replaced processes
+// of restarted and bypassed ones (retire), get SIGTERM to their process
 // groups, all at once, and SIGKILL after termBound. It returns when every
 // component has been reaped and its output read to the end, or after
 // bounds that nothing can stretch.
@@ -289,8 +290,9 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	}
 	// The processes of restarted and bypassed components, whose input
 	// closed when they were replaced, get no longer than the components:
-	// those still running go on to the signals now, as the components do
-	// (link.stop, whose end Run waits for).
+	// those still running are signalled with them below, and named in the
+	// outcome; cut tells their link.stop, whose end Run waits for, to
+	// leave the signals to this.
 	for _, l := range retired {
 		select {
 		case <-l.proc.exited:
@@ -303,12 +305,18 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	escalate := func(sig string, send func(*process), bound time.Duration) {
 		var left []*process
 		var names []string
-		for _, p := range r.comps {
-			if proc := p.proc(); !proc.hasExited() {
+		add := func(proc *process, name string) {
+			if !proc.hasExited() {
 				left = append(left, proc)
-				names = append(names, p.name)
-				sent = append(sent, signalled{component: p.name, signal: sig})
+				names = append(names, name)
+				sent = append(sent, signalled{component: name, signal: sig})
 			}
+		}
+		for _, p := range r.comps {
+			add(p.proc(), p.name)
+		}
+		for _, l := range retired {
+			add(l.proc, l.proc.name+" (replaced)")
 		}
 		if len(left) == 0 {
 			return
