@@ -276,7 +276,7 @@ func refuseBridged(conn *mcpbridge.Conn, e *wire.Error) {
 				if big.BatchUnkept > 0 {
 					unkept = e
 				}
-				if out := refuseBatch(big.Batch, e, unkept); out != nil {
+				if out := wire.RefuseBatch(big.Batch, e, unkept); out != nil {
 					conn.Send(out)
 					return
 				}

@@ -491,37 +491,9 @@ func (c *chain) oversizeBatch(from *peer, big *wire.OversizeError) {
 	if n := big.BatchUnkept; n > 0 {
 		unkept = wire.Errorf(codeInvalidRequest, "batch longer than the limit of %d bytes was discarded; this answers %d of its requests whose ids the conductor could not keep", big.Limit, n)
 	}
-	if out := refuseBatch(big.Batch, e, unkept); out != nil {
+	if out := wire.RefuseBatch(big.Batch, e, unkept); out != nil {
 		from.send(append(out, '\n'))
 	}
-}
-
-// refuseBatch returns the batch that answers each request of a batch too
-// long to keep with e, and with unkept, if set, under null, those whose
-// ids were not kept; or nil when it held no request.
-func refuseBatch(entries []wire.OversizeEntry, e, unkept *wire.Error) []byte {
-	refusal := e.Encode()
-	out := []byte{'['}
-	for _, en := range entries {
-		if en.IsResponse {
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		m := wire.Message{ID: en.ID, Error: refusal}
-		out = m.Append(out)
-	}
-	if unkept != nil {
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = wire.ErrorResponse(nil, unkept).Append(out)
-	}
-	if len(out) == 1 {
-		return nil
-	}
-	return append(out, ']')
 }
 
 // failAnswered fails, with e, the call that the response from peer under

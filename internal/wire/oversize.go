@@ -257,3 +257,35 @@ func (s *memberScan) entries() []OversizeEntry {
 	}
 	return out
 }
+
+// RefuseBatch returns the answer to a batch too long to keep, as JSON-RPC
+// answers a batch: one array holding, under each request's id in entries,
+// the error e, and, if unkept is set, unkept under null for the requests
+// whose ids were not kept (OversizeError.BatchUnkept); nil when there is
+// no request to answer. Responses in entries are skipped: they answer the
+// receiver's own calls, which it fails itself. The conductor and the
+// sample agent answer an over-long batch with it alike.
+func RefuseBatch(entries []OversizeEntry, e, unkept *Error) []byte {
+	refusal := e.Encode()
+	out := []byte{'['}
+	for _, en := range entries {
+		if en.IsResponse {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		m := Message{ID: en.ID, Error: refusal}
+		out = m.Append(out)
+	}
+	if unkept != nil {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = ErrorResponse(nil, unkept).Append(out)
+	}
+	if len(out) == 1 {
+		return nil
+	}
+	return append(out, ']')
+}

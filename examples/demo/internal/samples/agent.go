@@ -145,37 +145,25 @@ func (a *agent) bad(b *badMessage) error {
 }
 
 // oversizeBatch answers a batch too long to keep as the conductor answers
-// one (chain.oversizeBatch), and as JSON-RPC 2.0 answers a batch: with one
-// array holding an error for each request in it, under the request's id,
-// naming the limit; the requests whose ids could not be kept (see
-// wire.OversizeError.BatchUnkept) get one error more, under null. A batch
-// with no request in it is only logged: JSON-RPC answers none, and an
-// answer in it to the agent's own call has failed that call already
-// (link.recv).
+// one (chain.oversizeBatch), with the same wire.RefuseBatch, and as
+// JSON-RPC 2.0 answers a batch: with one array holding an error for each
+// request in it, under the request's id, naming the limit; the requests
+// whose ids could not be kept (see wire.OversizeError.BatchUnkept) get one
+// error more, under null. A batch with no request in it is only logged:
+// JSON-RPC answers none, and an answer in it to the agent's own call has
+// failed that call already (link.recv).
 func (a *agent) oversizeBatch(big *wire.OversizeError) error {
-	refusal := wire.Errorf(jrpc2.InvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit).Encode()
-	out := []byte{'['}
-	for _, en := range big.Batch {
-		if en.IsResponse {
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = (&wire.Message{ID: en.ID, Error: refusal}).Append(out)
-	}
+	e := wire.Errorf(jrpc2.InvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit)
+	var unkept *wire.Error // answers, under null, the requests whose ids were not kept
 	if n := big.BatchUnkept; n > 0 {
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		e := wire.Errorf(jrpc2.InvalidRequest, "batch longer than the limit of %d bytes was discarded; this answers %d of its requests whose ids the agent could not keep", big.Limit, n)
-		out = wire.ErrorResponse(nil, e).Append(out)
+		unkept = wire.Errorf(jrpc2.InvalidRequest, "batch longer than the limit of %d bytes was discarded; this answers %d of its requests whose ids the agent could not keep", big.Limit, n)
 	}
-	if len(out) == 1 {
+	out := wire.RefuseBatch(big.Batch, e, unkept)
+	if out == nil {
 		_, err := fmt.Fprintf(a.logw, "sample agent: dropped a batch with no request in it: %v\n", big)
 		return err
 	}
-	return a.ch.Send(append(out, ']'))
+	return a.ch.Send(out)
 }
 
 func (a *agent) initialize(m *wire.Message) error {
