@@ -428,7 +428,9 @@ func describe(content string) string {
 // reads and parses incoming lines and hands them over in order; everything
 // else, sending included, happens on the caller's goroutine, so messages
 // leave in program order: an agent's updates always precede the response
-// that ends its turn.
+// that ends its turn. A batch's entries are handed over one by one, each as
+// a single message would be, and the answers to its requests go back
+// together (see batch).
 type link struct {
 	ch      *wire.LineChannel
 	in      chan received // closed when the stream ends
@@ -437,13 +439,62 @@ type link struct {
 	nextID  int64
 	calling json.RawMessage // the id of the call awaiting its answer, if any
 
+	// batch is the batch that the message being handled came in, if any:
+	// reply and fail answer into it. recv sets it for each message it
+	// hands over, and call puts back the caller's when its wait ends, so
+	// that a message handled meanwhile (a request in another batch, or
+	// none) does not take the answer of the one the caller is handling.
+	batch *batch
+
 	// onBad, if set, answers an unparsable message so reading can go on.
 	onBad func(*badMessage) error
 }
 
 type received struct {
-	msg *wire.Message
-	err error // *badMessage for a line that could not be parsed
+	msg   *wire.Message
+	err   error  // *badMessage for a line that could not be parsed
+	batch *batch // the batch msg came in, if it did
+}
+
+// A batch gathers the answers to the requests of a JSON-RPC batch, which go
+// back as one array once the last of them is answered (JSON-RPC 2.0,
+// section 6), as the conductor's batch does: in the order they are given,
+// which JSON-RPC leaves free, so that a request whose turn calls the
+// client is answered after those of its batch handled while it waits.
+// Nothing goes back for a batch with no request.
+type batch struct {
+	waiting int    // entries still owed an answer
+	out     []byte // "[" and the answers so far
+}
+
+// errEmptyBatch refuses "[]", which JSON-RPC answers with one invalid
+// request error under null, not with an empty array.
+var errEmptyBatch = fmt.Errorf("%w: empty batch", wire.ErrNotJSONRPC)
+
+// splitBatch returns the entries of line, a batch, to be handed over one
+// by one. Those owed an answer (requests, and entries that are no valid
+// message, each answered with its own error) are counted before any is
+// handed over, so that no early answer can complete the batch.
+func splitBatch(line []byte) []received {
+	b := new(batch)
+	var rs []received
+	wire.EachElement(line, func(v []byte) {
+		r := received{batch: b}
+		m, err := wire.Parse(v)
+		switch {
+		case err != nil:
+			r.err = &badMessage{err}
+			b.waiting++
+		case m.IsRequest():
+			b.waiting++
+		}
+		r.msg = m
+		rs = append(rs, r)
+	})
+	if len(rs) == 0 {
+		return []received{{err: &badMessage{errEmptyBatch}}}
+	}
+	return rs
 }
 
 // A badMessage is an incoming line that is not a usable JSON-RPC message.
@@ -480,16 +531,32 @@ func (l *link) read() {
 		case err != nil:
 			l.err = err // published to recv by closing l.in
 			return
+		case wire.IsBatch(line):
+			for _, r := range splitBatch(line) {
+				if !l.hand(r) {
+					return
+				}
+			}
+			continue
 		default:
 			if r.msg, err = wire.Parse(line); err != nil {
 				r.err = &badMessage{err}
 			}
 		}
-		select {
-		case l.in <- r:
-		case <-l.done:
+		if !l.hand(r) {
 			return
 		}
+	}
+}
+
+// hand hands r over to recv, and reports false if the link was closed
+// first.
+func (l *link) hand(r received) bool {
+	select {
+	case l.in <- r:
+		return true
+	case <-l.done:
+		return false
 	}
 }
 
@@ -503,6 +570,7 @@ func (l *link) recv(ctx context.Context) (*wire.Message, error) {
 			if !ok {
 				return nil, l.err
 			}
+			l.batch = r.batch
 			// An answer to the call awaited that was too long to keep
 			// fails the call, which would otherwise wait for ever; the
 			// requests of a batch it came in are answered first.
@@ -560,11 +628,30 @@ func (l *link) reply(id json.RawMessage, result any) error {
 	if err != nil {
 		return fmt.Errorf("reply: %w", err)
 	}
-	return l.send(&wire.Message{ID: id, Result: r})
+	return l.answer(&wire.Message{ID: id, Result: r})
 }
 
 func (l *link) fail(id json.RawMessage, e *wire.Error) error {
-	return l.send(wire.ErrorResponse(id, e))
+	return l.answer(wire.ErrorResponse(id, e))
+}
+
+// answer sends m, the answer to the message being handled, or adds it to
+// the batch that message came in, which it sends once m is the last owed.
+func (l *link) answer(m *wire.Message) error {
+	b := l.batch
+	if b == nil {
+		return l.send(m)
+	}
+	l.batch = nil // one answer each: anything more goes on its own
+	sep := byte(',')
+	if len(b.out) == 0 {
+		sep = '['
+	}
+	b.out = m.Append(append(b.out, sep))
+	if b.waiting--; b.waiting > 0 {
+		return nil
+	}
+	return l.ch.Send(append(b.out, ']'))
 }
 
 // call sends a request and waits for its response, passing everything else
@@ -580,9 +667,9 @@ func (l *link) call(ctx context.Context, method string, params any, handle func(
 	if err := l.send(&wire.Message{ID: id, Method: method, Params: p}); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", method, err)
 	}
-	prev := l.calling
+	prev, batch := l.calling, l.batch
 	l.calling = id
-	defer func() { l.calling = prev }()
+	defer func() { l.calling, l.batch = prev, batch }()
 	for {
 		m, err := l.recv(ctx)
 		if err != nil {

@@ -415,3 +415,87 @@ func TestClientTimeout(t *testing.T) {
 		t.Errorf("Run error = %v, want a deadline", err)
 	}
 }
+
+// TestAgentBatch: a batch is answered as JSON-RPC 2.0 answers one, each
+// entry handled as a single message would be: one array with the answers
+// to its requests, none for its notifications and responses, and its own
+// error under null for an entry that is no message; nothing for a batch
+// of notifications; one error, not an array, for an empty batch. A
+// request whose turn calls the client is answered when its turn ends, in
+// the same array as the requests handled meanwhile, after the turn's
+// updates, each on its own line.
+func TestAgentBatch(t *testing.T) {
+	p := newRawPeer(t)
+	expectLine := func(want string) {
+		t.Helper()
+		line, err := p.ch.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if string(line) != want {
+			t.Fatalf("the agent sent\n%s\nwant\n%s", line, want)
+		}
+	}
+	const notObject = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: not an object"}}`
+
+	// A mixed batch.
+	p.send(`[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}},` +
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess_1"}},` +
+		`{"jsonrpc":"2.0","id":99,"result":{}},` +
+		`{"jsonrpc":"2.0","id":"b","method":"terminal/create","params":{}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"relative"}},` +
+		`{"jsonrpc":"1.0","id":3,"method":"x"}]`)
+	expectLine(`[{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_1"}},` +
+		`{"jsonrpc":"2.0","id":"b","error":{"code":-32601,"message":"method not found: terminal/create"}},` +
+		`{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"session/new: cwd \"relative\" is not an absolute path"}},` +
+		`{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}}]`)
+
+	// Entries that are not objects, each answered under null.
+	p.send(`[1,{"jsonrpc":"2.0","id":4,"method":"x"},"a",[]]`)
+	expectLine(`[` + notObject + `,{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method not found: x"}},` + notObject + `,` + notObject + `]`)
+
+	// An empty batch is one invalid request, not an empty array.
+	p.send(` [ ] `)
+	expectLine(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: empty batch"}}`)
+
+	// A batch of notifications and a response to no call is not answered:
+	// the next line the agent writes is the answer to the request after
+	// it. Sent from a goroutine, so that an answer the agent should not
+	// write fails the test rather than block both.
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for _, line := range []string{
+			`[{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess_1"}},{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":98,"result":null}]`,
+			`{"jsonrpc":"2.0","id":5,"method":"x"}`,
+		} {
+			if err == nil {
+				err = p.ch.Send([]byte(line))
+			}
+		}
+		sent <- err
+	}()
+	expectLine(`{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"method not found: x"}}`)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+
+	// A prompt in a batch: its turn's updates and its call to the client
+	// go out on their own lines; the session/new after it, handled while
+	// the turn waits for the client, is answered with the prompt, once
+	// the turn ends. The answer to the agent's call comes in a batch too,
+	// whose request is answered on its own after the turn.
+	p.send(`[{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}},` +
+		`{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"/v","mcpServers":[]}}]`)
+	p.expect(`"agent_message_chunk"`, `I received your prompt`)
+	p.expect(`"agent_message_chunk"`, `> go`)
+	p.expect(`"agent_message_chunk"`, `To answer`)
+	p.expect(`"sessionUpdate":"tool_call"`)
+	perm := p.expect(`"method":"session/request_permission"`)
+	p.send(`[{"jsonrpc":"2.0","id":` + string(perm.ID) + `,"result":{"outcome":{"outcome":"selected","optionId":"allow-once"}}},` +
+		`{"jsonrpc":"2.0","id":8,"method":"x"}]`)
+	p.expect(`"tool_call_update"`, `"failed"`)
+	p.expect(`"agent_message_chunk"`, `does not offer fs/read_text_file`)
+	expectLine(`[{"jsonrpc":"2.0","id":7,"result":{"sessionId":"sess_2"}},{"jsonrpc":"2.0","id":6,"result":{"stopReason":"end_turn"}}]`)
+	expectLine(`[{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"method not found: x"}}]`)
+}
