@@ -369,28 +369,79 @@ func TestRestartBackoffShutdown(t *testing.T) {
 // crashed, waits out its back-off: startAfter answers the prompt queued
 // for it, on a goroutine the shutdown does not wait for, so the client
 // must not look idle to the drain until that answer is queued, or its
-// output could close first and the editor never hear. A hook on the
-// prompt's call runs between its being taken off the client's requests
-// and its answer being queued; if the drain sees the client idle there,
-// the hook lets the shutdown end first, as a slow goroutine could. The
-// back-off gives up only once the drain watches the client.
+// output could close first and the editor never hear. The hook on the
+// prompt's call (see owedPrompt) runs between its being taken off the
+// client's requests and its answer being queued; if the drain sees the
+// client idle there, the hook lets the shutdown end first, as a slow
+// goroutine could.
 func TestRestartBackoffShutdownFirst(t *testing.T) {
+	owedPrompt(t, Config{}, func(logs *logWatch, client *peer) {
+		client.mu.Lock()
+		idle := client.refusing != nil && client.idle == nil // the drain's channel is closed
+		client.mu.Unlock()
+		if idle {
+			logs.waitFor("stopped:") // logged once the client's output is closed
+		}
+	})
+}
+
+// TestRestartBackoffOwedCutShort is TestRestartBackoffShutdownFirst with
+// a drain that does not end because the client went idle: the answer to
+// the prompt queued during the back-off is owed (taken off the client's
+// requests, not queued yet) until the drain has ended on Abort, or at its
+// deadline, and abandonAll, which answers only the requests still in
+// flight, has passed it by. The answer must still reach the editor before
+// its output ends. The hook on the prompt's call holds the answer until
+// the shutdown waits for it, or, should it not, until the client's output
+// is closed.
+func TestRestartBackoffOwedCutShort(t *testing.T) {
+	for _, how := range []string{"abort", "deadline"} {
+		t.Run(how, func(t *testing.T) {
+			abort := make(chan struct{})
+			grace := time.Hour // the drain ends on Abort
+			if how == "deadline" {
+				grace = 200 * time.Millisecond // the drain, held by the hook, ends at its deadline
+			}
+			logs := owedPrompt(t, Config{GracePeriod: grace, Abort: abort}, func(logs *logWatch, _ *peer) {
+				// The drain watches the client (restartWait), which owes
+				// this answer until the hook returns.
+				if how == "abort" {
+					close(abort)
+				}
+				logs.waitFor("answers the conductor owes the client", "stopped:")
+			})
+			if len(logs.logged("stopping at once")) > 0 != (how == "abort") {
+				t.Errorf("the drain did not end by %s", how)
+			}
+		})
+	}
+}
+
+// owedPrompt plays the scene of the two tests above, in a chain run with
+// cfg: the first proxy crashes, and its restart's back-off lasts until the
+// drain watches the client; prompt 2, queued for it meanwhile, is answered
+// by startAfter, and hold runs in the hook of its call, between the call's
+// being taken off the client's requests and its answer being queued. The
+// editor's input is then closed, and the prompt's answer, an error naming
+// the crasher and the stop, must reach the editor before its output ends,
+// and Run return nil. It returns the chain's logs.
+func owedPrompt(t *testing.T, cfg Config, hold func(logs *logWatch, client *peer)) *logWatch {
+	t.Helper()
 	dir := t.TempDir()
 	log, logs := watchLogs(t)
 	began := make(chan struct{}, 1)
 	var ch *chain
-	e := startChain(t, Config{
-		Proxies: []Component{restartedCrasher(t, dir)},
-		Agent:   fake(t, dir, "agent", "streamer"),
-		Logger:  log,
-		restartWait: func(_ time.Duration, stop <-chan struct{}) bool {
-			began <- struct{}{}
-			<-stop
-			logs.waitFor("draining: the client's new requests are refused")
-			return false
-		},
-		running: func(c *chain) { ch = c },
-	})
+	cfg.Proxies = []Component{restartedCrasher(t, dir)}
+	cfg.Agent = fake(t, dir, "agent", "streamer")
+	cfg.Logger = log
+	cfg.restartWait = func(_ time.Duration, stop <-chan struct{}) bool {
+		began <- struct{}{}
+		<-stop
+		logs.waitFor("draining: the client's new requests are refused")
+		return false
+	}
+	cfg.running = func(c *chain) { ch = c }
+	e := startChain(t, cfg)
 	initAndCrash(t, e)
 	select {
 	case <-began:
@@ -414,12 +465,7 @@ func TestRestartBackoffShutdownFirst(t *testing.T) {
 	}
 	own := prompt.onResponse
 	prompt.onResponse = func(m *wire.Message) bool {
-		client.mu.Lock()
-		idle := client.refusing != nil && client.idle == nil // the drain's channel is closed
-		client.mu.Unlock()
-		if idle {
-			logs.waitFor("stopped:") // logged once the client's output is closed
-		}
+		hold(logs, client)
 		return own != nil && own(m)
 	}
 	crasher.mu.Unlock()
@@ -462,119 +508,7 @@ func TestRestartBackoffShutdownFirst(t *testing.T) {
 	if err := e.close(); err != nil {
 		t.Errorf("Run = %v", err)
 	}
-}
-
-// TestRestartBackoffOwedCutShort is TestRestartBackoffShutdownFirst with
-// a drain that does not end because the client went idle: the answer to
-// the prompt queued during the back-off is owed (taken off the client's
-// requests, not queued yet) until the drain has ended on Abort, or at its
-// deadline, and abandonAll, which answers only the requests still in
-// flight, has passed it by. The answer must still reach the editor before
-// its output ends. The hook on the prompt's call holds the answer until
-// the shutdown waits for it, or, should it not, until the client's output
-// is closed.
-func TestRestartBackoffOwedCutShort(t *testing.T) {
-	for _, how := range []string{"abort", "deadline"} {
-		t.Run(how, func(t *testing.T) {
-			dir := t.TempDir()
-			log, logs := watchLogs(t)
-			began := make(chan struct{}, 1)
-			abort := make(chan struct{})
-			grace := time.Hour // the drain ends on Abort
-			if how == "deadline" {
-				grace = 200 * time.Millisecond // the drain, held by the hook, ends at its deadline
-			}
-			var ch *chain
-			e := startChain(t, Config{
-				Proxies:     []Component{restartedCrasher(t, dir)},
-				Agent:       fake(t, dir, "agent", "streamer"),
-				Logger:      log,
-				GracePeriod: grace,
-				Abort:       abort,
-				restartWait: func(_ time.Duration, stop <-chan struct{}) bool {
-					began <- struct{}{}
-					<-stop
-					logs.waitFor("draining: the client's new requests are refused")
-					return false
-				},
-				running: func(c *chain) { ch = c },
-			})
-			initAndCrash(t, e)
-			select {
-			case <-began:
-			case <-time.After(20 * time.Second):
-				t.Fatal("no restart back-off began")
-			}
-			e.send(promptLine(2, false))
-			e.sync() // the prompt is pending on the crasher's next process
-
-			client, crasher := ch.peers[0], ch.peers[1]
-			crasher.mu.Lock()
-			var prompt *call
-			for _, c := range crasher.calls {
-				if c.from == client && string(c.fromID) == "2" {
-					prompt = c
-				}
-			}
-			if prompt == nil {
-				crasher.mu.Unlock()
-				t.Fatal("the prompt is not pending on the crasher")
-			}
-			own := prompt.onResponse
-			prompt.onResponse = func(m *wire.Message) bool {
-				// The drain watches the client (restartWait), which owes
-				// this answer until the hook returns.
-				if how == "abort" {
-					close(abort)
-				}
-				logs.waitFor("answers the conductor owes the client", "stopped:")
-				return own != nil && own(m)
-			}
-			crasher.mu.Unlock()
-
-			e.in.Close()
-			lines := make(chan []byte)
-			go func() {
-				defer close(lines)
-				for {
-					l, err := e.ch.Recv()
-					if err != nil {
-						return
-					}
-					lines <- l
-				}
-			}()
-			answered := false
-			for read := true; read; {
-				select {
-				case l, ok := <-lines:
-					if !ok {
-						read = false
-						break
-					}
-					m, err := wire.Parse(l)
-					if err != nil || !m.IsResponse() || string(m.ID) != "2" {
-						continue
-					}
-					answered = true
-					if m.Error == nil || !strings.Contains(string(m.Error), "crasher") || !strings.Contains(string(m.Error), errStopped.Error()) {
-						t.Errorf("the prompt queued during the back-off was answered %s", l)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatal("the conductor's output never ended")
-				}
-			}
-			if !answered {
-				t.Error("the prompt owed when the drain ended got no answer before the client's output ended")
-			}
-			if err := e.close(); err != nil {
-				t.Errorf("Run = %v", err)
-			}
-			if len(logs.logged("stopping at once")) > 0 != (how == "abort") {
-				t.Errorf("the drain did not end by %s", how)
-			}
-		})
-	}
+	return logs
 }
 
 // TestRestartReplacedAbort restarts a proxy whose first process closes
