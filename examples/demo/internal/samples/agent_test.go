@@ -135,6 +135,19 @@ func (p *rawPeer) send(line string) {
 	}
 }
 
+// expectLine reads the agent's next line, which must be want, byte for
+// byte.
+func (p *rawPeer) expectLine(want string) {
+	p.t.Helper()
+	line, err := p.ch.Recv()
+	if err != nil {
+		p.t.Fatalf("Recv: %v", err)
+	}
+	if string(line) != want {
+		p.t.Fatalf("the agent sent\n%s\nwant\n%s", line, want)
+	}
+}
+
 func (p *rawPeer) recv() (*wire.Message, string) {
 	p.t.Helper()
 	line, err := p.ch.Recv()
@@ -269,32 +282,16 @@ func TestAgentOversizeBatch(t *testing.T) {
 	r, w := startAgentLimited(t, limit, &log)
 	p := &rawPeer{t, wire.NewLineChannel(r, w, 0)}
 	pad := strings.Repeat("x", limit)
-	send := func(line string) {
-		t.Helper()
-		if err := p.ch.Send([]byte(line)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	expectLine := func(want string) {
-		t.Helper()
-		line, err := p.ch.Recv()
-		if err != nil {
-			t.Fatalf("Recv: %v", err)
-		}
-		if string(line) != want {
-			t.Fatalf("the agent sent\n%s\nwant\n%s", line, want)
-		}
-	}
 	const refused = `"error":{"code":-32600,"message":"batch longer than the limit of 1024 bytes was discarded"}}`
 
-	send(`[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"pad":"` + pad + `"}},` +
+	p.send(`[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"pad":"` + pad + `"}},` +
 		`{"jsonrpc":"2.0","method":"session/cancel","params":{}},` +
 		`{"jsonrpc":"2.0","id":99,"result":{}},` +
 		`{"jsonrpc":"2.0","method":"x","id":"two"}]`)
-	expectLine(`[{"jsonrpc":"2.0","id":1,` + refused + `,{"jsonrpc":"2.0","id":"two",` + refused + `]`)
+	p.expectLine(`[{"jsonrpc":"2.0","id":1,` + refused + `,{"jsonrpc":"2.0","id":"two",` + refused + `]`)
 
-	send(`[{"jsonrpc":"2.0","id":[3],"method":"x","params":{"pad":"` + pad + `"}},{"jsonrpc":"2.0","id":4,"method":"x"}]`)
-	expectLine(`[{"jsonrpc":"2.0","id":4,` + refused + `,{"jsonrpc":"2.0","id":null,"error":{"code":-32600,` +
+	p.send(`[{"jsonrpc":"2.0","id":[3],"method":"x","params":{"pad":"` + pad + `"}},{"jsonrpc":"2.0","id":4,"method":"x"}]`)
+	p.expectLine(`[{"jsonrpc":"2.0","id":4,` + refused + `,{"jsonrpc":"2.0","id":null,"error":{"code":-32600,` +
 		`"message":"batch longer than the limit of 1024 bytes was discarded; this answers 1 of its requests whose ids the agent could not keep"}}]`)
 
 	// A batch of a notification and a response to no call of the agent's
@@ -325,18 +322,18 @@ func TestAgentOversizeBatch(t *testing.T) {
 	// The answer to the agent's permission request, in a batch too long
 	// to keep with a request: the request is refused, then the turn goes
 	// on as with an error answer.
-	send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
 	p.expect(`"sessionId":"sess_1"`)
-	send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
 	var perm *wire.Message
 	for perm == nil {
 		if m, _ := p.recv(); m.Method == "session/request_permission" {
 			perm = m
 		}
 	}
-	send(`[{"jsonrpc":"2.0","id":5,"method":"x"},{"jsonrpc":"2.0","id":` + string(perm.ID) +
+	p.send(`[{"jsonrpc":"2.0","id":5,"method":"x"},{"jsonrpc":"2.0","id":` + string(perm.ID) +
 		`,"result":{"outcome":{"outcome":"selected","optionId":"allow-once","pad":"` + pad + `"}}}]`)
-	expectLine(`[{"jsonrpc":"2.0","id":5,` + refused + `]`)
+	p.expectLine(`[{"jsonrpc":"2.0","id":5,` + refused + `]`)
 	p.expect(`"tool_call_update"`, `"failed"`)
 	p.expect(`The permission request failed`, `exceeds`)
 	p.expect(`"id":2`, `"end_turn"`)
@@ -426,16 +423,6 @@ func TestClientTimeout(t *testing.T) {
 // updates, each on its own line.
 func TestAgentBatch(t *testing.T) {
 	p := newRawPeer(t)
-	expectLine := func(want string) {
-		t.Helper()
-		line, err := p.ch.Recv()
-		if err != nil {
-			t.Fatalf("Recv: %v", err)
-		}
-		if string(line) != want {
-			t.Fatalf("the agent sent\n%s\nwant\n%s", line, want)
-		}
-	}
 	const notObject = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: not an object"}}`
 
 	// A mixed batch.
@@ -445,18 +432,18 @@ func TestAgentBatch(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"b","method":"terminal/create","params":{}},` +
 		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"relative"}},` +
 		`{"jsonrpc":"1.0","id":3,"method":"x"}]`)
-	expectLine(`[{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_1"}},` +
+	p.expectLine(`[{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_1"}},` +
 		`{"jsonrpc":"2.0","id":"b","error":{"code":-32601,"message":"method not found: terminal/create"}},` +
 		`{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"session/new: cwd \"relative\" is not an absolute path"}},` +
 		`{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\""}}]`)
 
 	// Entries that are not objects, each answered under null.
 	p.send(`[1,{"jsonrpc":"2.0","id":4,"method":"x"},"a",[]]`)
-	expectLine(`[` + notObject + `,{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method not found: x"}},` + notObject + `,` + notObject + `]`)
+	p.expectLine(`[` + notObject + `,{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method not found: x"}},` + notObject + `,` + notObject + `]`)
 
 	// An empty batch is one invalid request, not an empty array.
 	p.send(` [ ] `)
-	expectLine(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: empty batch"}}`)
+	p.expectLine(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC 2.0 message: empty batch"}}`)
 
 	// A batch of notifications and a response to no call is not answered:
 	// the next line the agent writes is the answer to the request after
@@ -475,7 +462,7 @@ func TestAgentBatch(t *testing.T) {
 		}
 		sent <- err
 	}()
-	expectLine(`{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"method not found: x"}}`)
+	p.expectLine(`{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"method not found: x"}}`)
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
@@ -496,6 +483,6 @@ func TestAgentBatch(t *testing.T) {
 		`{"jsonrpc":"2.0","id":8,"method":"x"}]`)
 	p.expect(`"tool_call_update"`, `"failed"`)
 	p.expect(`"agent_message_chunk"`, `does not offer fs/read_text_file`)
-	expectLine(`[{"jsonrpc":"2.0","id":7,"result":{"sessionId":"sess_2"}},{"jsonrpc":"2.0","id":6,"result":{"stopReason":"end_turn"}}]`)
-	expectLine(`[{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"method not found: x"}}]`)
+	p.expectLine(`[{"jsonrpc":"2.0","id":7,"result":{"sessionId":"sess_2"}},{"jsonrpc":"2.0","id":6,"result":{"stopReason":"end_turn"}}]`)
+	p.expectLine(`[{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"method not found: x"}}]`)
 }
