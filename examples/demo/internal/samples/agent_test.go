@@ -135,6 +135,21 @@ func (p *rawPeer) send(line string) {
 	}
 }
 
+// promptToPermission opens a session (id 1) and prompts in it (id 2),
+// then reads until the agent asks the client's permission, and returns
+// that request.
+func (p *rawPeer) promptToPermission() *wire.Message {
+	p.t.Helper()
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	p.expect(`"sessionId":"sess_1"`)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
+	for {
+		if m, _ := p.recv(); m.Method == "session/request_permission" {
+			return m
+		}
+	}
+}
+
 // expectLine reads the agent's next line, which must be want, byte for
 // byte.
 func (p *rawPeer) expectLine(want string) {
@@ -254,15 +269,7 @@ func TestAgentOversizeAnswer(t *testing.T) {
 	p := &rawPeer{t, wire.NewLineChannel(r, w, 0)}
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
 	p.expect(`"id":0`)
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
-	p.expect(`"sessionId":"sess_1"`)
-	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
-	var perm *wire.Message
-	for perm == nil {
-		if m, _ := p.recv(); m.Method == "session/request_permission" {
-			perm = m
-		}
-	}
+	perm := p.promptToPermission()
 	p.send(`{"jsonrpc":"2.0","result":{"outcome":{"outcome":"selected","optionId":"allow-once","pad":"` + strings.Repeat("x", limit) + `"}},"id":` + string(perm.ID) + `}`)
 	p.expect(`"tool_call_update"`, `"failed"`)
 	p.expect(`The permission request failed`, `exceeds`)
@@ -322,15 +329,7 @@ func TestAgentOversizeBatch(t *testing.T) {
 	// The answer to the agent's permission request, in a batch too long
 	// to keep with a request: the request is refused, then the turn goes
 	// on as with an error answer.
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
-	p.expect(`"sessionId":"sess_1"`)
-	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
-	var perm *wire.Message
-	for perm == nil {
-		if m, _ := p.recv(); m.Method == "session/request_permission" {
-			perm = m
-		}
-	}
+	perm := p.promptToPermission()
 	p.send(`[{"jsonrpc":"2.0","id":5,"method":"x"},{"jsonrpc":"2.0","id":` + string(perm.ID) +
 		`,"result":{"outcome":{"outcome":"selected","optionId":"allow-once","pad":"` + pad + `"}}}]`)
 	p.expectLine(`[{"jsonrpc":"2.0","id":5,` + refused + `]`)
