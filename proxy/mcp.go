@@ -609,6 +609,18 @@ func (h *mcpHost) connect(id json.RawMessage, method string, params, extra json.
 	return true
 }
 
+// logOnce logs what a bound made the proxy do: a warning the first time,
+// which *warned records, and the same at debug level after, so that a peer
+// pressing against a bound does not flood the log.
+func (h *mcpHost) logOnce(warned *bool, warn, debug string, args ...any) {
+	if *warned {
+		h.c.log.Debug(debug, args...)
+		return
+	}
+	*warned = true
+	h.c.log.Warn(warn, args...)
+}
+
 // connectUpstream wraps the handler for an mcp/connect that is not the
 // proxy's (nil: forwarding) to note the connection it opens. One that
 // would be untied with the host's maxUntied counted already, or tied
@@ -637,12 +649,8 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 			if h.passed > 0 {
 				args = append(args, "passed", h.passed)
 			}
-			if !h.refusedUntied {
-				h.refusedUntied = true
-				h.c.log.Warn("refused an mcp/connect through the proxy: limit connections to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps), or tied past their sessions' bound, are open, the most the proxy keeps; later ones are logged at debug level", args...)
-			} else {
-				h.c.log.Debug("refused an mcp/connect through the proxy for the bound on connections that only mcp/disconnect ends", args...)
-			}
+			h.logOnce(&h.refusedUntied, "refused an mcp/connect through the proxy: limit connections to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps), or tied past their sessions' bound, are open, the most the proxy keeps; later ones are logged at debug level",
+				"refused an mcp/connect through the proxy for the bound on connections that only mcp/disconnect ends", args...)
 			h.mu.Unlock()
 			return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
 				"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that only mcp/disconnect ends (declared in none of its open sessions, for no session it keeps), or tied past their sessions' bound, are open, the most it keeps; disconnect one first",
@@ -651,12 +659,8 @@ func (h *mcpHost) connectUpstream(fn Handler) Handler {
 		if rec := h.tiedTo(o.up); !untied && rec != nil && rec.upstream >= maxSessionConns {
 			session := rec.get().ID
 			args := []any{"method", r.Method, "server", server, "session", session, "limit", maxSessionConns}
-			if !h.refusedTied {
-				h.refusedTied = true
-				h.c.log.Warn("refused an mcp/connect through the proxy: the session holds limit connections to MCP servers declared before the proxy, the most the proxy keeps for one session; later ones are logged at debug level", args...)
-			} else {
-				h.c.log.Debug("refused an mcp/connect through the proxy for the bound on a session's connections", args...)
-			}
+			h.logOnce(&h.refusedTied, "refused an mcp/connect through the proxy: the session holds limit connections to MCP servers declared before the proxy, the most the proxy keeps for one session; later ones are logged at debug level",
+				"refused an mcp/connect through the proxy for the bound on a session's connections", args...)
 			h.mu.Unlock()
 			return nil, &Error{Code: int(jrpc2.InternalError), Message: fmt.Sprintf(
 				"proxy %s: %s to %q refused: %d connections through the proxy to MCP servers that session %q's end ends are open, the most it keeps for one session; disconnect one first",

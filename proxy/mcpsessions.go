@@ -223,12 +223,8 @@ func (h *mcpHost) trim(r *sessionRecord) []*MCPConn {
 		h.ended.Add(lru.id, false)
 		ended = append(ended, lru)
 		args := []any{"connectionId", lru.id, "server", lru.server, "session", r.get().ID, "limit", maxSessionConns}
-		if !h.trimmed {
-			h.trimmed = true
-			h.c.log.Warn("ended the least recently used MCP connection of a session, as if its client had disconnected, to keep no more than limit per session: the agent's messages on it are refused as on an unknown connection, and later ones are logged at debug level", args...)
-		} else {
-			h.c.log.Debug("ended the least recently used MCP connection of a session", args...)
-		}
+		h.logOnce(&h.trimmed, "ended the least recently used MCP connection of a session, as if its client had disconnected, to keep no more than limit per session: the agent's messages on it are refused as on an unknown connection, and later ones are logged at debug level",
+			"ended the least recently used MCP connection of a session", args...)
 	}
 	return ended
 }
