@@ -11,11 +11,11 @@ import (
 // The platform tricks on the hot path (internal/trick) each stay only while
 // this run shows what they buy in their own scenario, measured against the
 // conductor with every trick on, in interleaved rounds: the relay's system
-// calls and scheduling (rawio, writev, pollable, spin) with the stream scenario
-// and 0 proxies; large messages (scratch, collect) with the 16 MiB prompt
-// through 3 proxies.
+// calls, scheduling and copies (rawio, writev, pollable, spin, lend) with the
+// stream scenario and 0 proxies; large messages (scratch, collect) with the
+// 16 MiB prompt through 3 proxies.
 var (
-	streamTricks = []string{trick.RawIO, trick.Writev, trick.Pollable, trick.Spin}
+	streamTricks = []string{trick.RawIO, trick.Writev, trick.Pollable, trick.Spin, trick.Lend}
 	bigTricks    = []string{trick.Scratch, trick.Collect}
 )
 

@@ -2,9 +2,12 @@ package conductor
 
 import (
 	"net"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // An outbox is a peer's FIFO of encoded lines. Readers of other peers append
@@ -32,6 +35,12 @@ type outbox struct {
 	try    func([][]byte) ([][]byte, error)
 	hb     *holdback // nil: never hold lines back
 
+	// Lent lines (lend.go): the channels whose read buffers the queue
+	// may hold lines of, and whether a write of them is under way.
+	lenders     []*wire.LineChannel
+	writingLent bool
+	lentWritten *sync.Cond // on mu: writingLent went false
+
 	// What it holds, for flow control (flow.go): in the queue, and taken
 	// by a write still under way.
 	queued, writing size
@@ -51,7 +60,9 @@ func (s size) add(segs [][]byte) size {
 }
 
 func newOutbox(hb *holdback, fl *flow) *outbox {
-	return &outbox{ready: make(chan struct{}, 1), hb: hb, fl: fl}
+	o := &outbox{ready: make(chan struct{}, 1), hb: hb, fl: fl}
+	o.lentWritten = sync.NewCond(&o.mu)
+	return o
 }
 
 // full returns, while the outbox is past its bound, a channel closed when
@@ -84,10 +95,19 @@ func (o *outbox) account(in bool) {
 // put appends one line, given as segments that only together end in a
 // newline, and reports whether the outbox still accepts messages.
 func (o *outbox) put(segments ...[]byte) bool {
+	return o.putFrom(nil, segments)
+}
+
+// putFrom is put for segments that lie in lc's read buffer, lent, or none
+// if lc is nil.
+func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return false
+	}
+	if lc != nil && !slices.Contains(o.lenders, lc) {
+		o.lenders = append(o.lenders, lc)
 	}
 	o.queue = append(o.queue, segments...)
 	o.queued = o.queued.add(segments)
@@ -131,6 +151,8 @@ func (o *outbox) writeNow() {
 	o.queue = nil
 	o.busy = true
 	o.writing, o.queued = o.queued, size{}
+	lent := len(o.lenders) > 0
+	o.writingLent = lent
 	o.mu.Unlock()
 	large := largeBytes(segs)
 	rest, err := o.try(segs) // never blocks
@@ -141,6 +163,14 @@ func (o *outbox) writeNow() {
 	o.mu.Lock()
 	o.busy = false
 	o.writing = size{}
+	if lent {
+		o.ownLent(rest) // left for the writer, whose write may block
+		o.writingLent = false
+		o.lentWritten.Broadcast()
+		if written && len(o.queue) == 0 {
+			o.forgetLenders()
+		}
+	}
 	if written && len(o.queue) == 0 && !o.closed {
 		if o.queue == nil && cap(segs) <= keptSegments {
 			o.queue = segs[:0] // the next burst's, without growing it anew
@@ -193,6 +223,10 @@ func (o *outbox) take(done <-chan struct{}, spare [][]byte) ([][]byte, bool) {
 	for {
 		o.mu.Lock()
 		if len(o.queue) > 0 && !o.busy && (!o.held || o.closed) {
+			if len(o.lenders) > 0 {
+				o.ownLent(o.queue) // the writer's write may block
+				o.forgetLenders()
+			}
 			lines := o.queue
 			o.queue = spare[:0]
 			o.busy = true

@@ -46,30 +46,36 @@ type chain struct {
 type reader struct {
 	m  wire.Message      // each line's, parsed in turn (see dispatch)
 	lc *wire.LineChannel // what it reads from, if a LineChannel
+
+	// Where lines are lent (lend.go): reclaim, made once, and the outboxes
+	// given lines of lc's buffer since it was last refilled.
+	reclaim func()
+	lent    []*outbox
 }
 
 // receive handles one line read from peer from by its reader rd.
 func (c *chain) receive(from *peer, line []byte, rd *reader) {
 	pos := from.pos
 	if wire.IsBatch(line) {
-		c.receiveBatch(from, pos, line)
+		c.receiveBatch(from, pos, rd.own(line))
 		return
 	}
 	if err := wire.ParseInto(&rd.m, line); err != nil {
-		c.badInput(from, pos, line, err, nil)
+		c.badInput(from, pos, rd.own(line), err, nil)
 	} else {
-		c.dispatch(pos, from, &rd.m, nil, rd.lc)
+		c.dispatch(pos, from, &rd.m, nil, rd)
 	}
 	rd.m = wire.Message{} // keeps no line alive until the next one comes
 }
 
 // dispatch carries out what route decides for one message; b is the batch
-// it came in, if any, and lc the LineChannel it was read from, if it was.
+// it came in, if any, and rd the reader of its line, if it was read alone.
 // m stays the caller's, who reuses it for the next line: what is relayed
 // takes only slices of the line, which is the message's own, so m itself
 // is copied only where it may be kept past dispatch (by the MCP router's
-// calls, and by an answer's hook: see relayAnswer).
-func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wire.LineChannel) {
+// calls, and by an answer's hook: see relayAnswer). A line lent by its
+// reader is passed on from where it was read, or else owned first.
+func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, rd *reader) {
 	dc := c.topo.Load().route(inbound{from: pos, msg: m, restarted: from.restarted()}, c)
 	if dc.learn != nil {
 		from.setDialect(dc.learn)
@@ -81,12 +87,13 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, lc *wir
 		if c.trace != nil {
 			c.traceSend(from, c.peers[dc.d.to], nil, dc.d.method, dc.raw)
 		}
-		if whole := lc.WithNewline(m.Raw); whole != nil {
-			c.peers[dc.d.to].send(whole) // one segment to queue and write
-		} else {
-			c.peers[dc.d.to].send(m.Raw, newline)
-		}
+		rd.pass(c.peers[dc.d.to], m.Raw)
 		return
+	}
+	if rd.lends(m.Raw) {
+		old := m.Raw
+		m.Own()
+		dc.raw = wire.Moved(old, m.Raw, dc.raw)
 	}
 	switch dc.act {
 	case actComplete:
@@ -694,8 +701,17 @@ func (c *chain) readLoop(p *peer, l *link) {
 	hb, holding := c.hb, false
 	rd := new(reader)
 	rd.lc, _ = l.ch.(*wire.LineChannel)
+	if rd.lc != nil && c.trace == nil && lending {
+		rd.reclaim = rd.reclaimLent
+	}
 	for {
-		line, err := l.ch.Recv()
+		var line []byte
+		var err error
+		if rd.reclaim != nil {
+			line, err = rd.lc.Lend(rd.reclaim)
+		} else {
+			line, err = l.ch.Recv()
+		}
 		burst := more != nil && err == nil && more.More()
 		if burst && !holding {
 			hb.hold()

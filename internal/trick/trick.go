@@ -36,6 +36,9 @@ const (
 	// adaptively, and the conductor runs Go code on one P, so that a reply
 	// that comes soon wakes nothing (wire.EnableSpin).
 	Spin = "spin"
+	// Lend: a line relayed as it came is written from the read buffer it
+	// was read into, not from a copy (wire.LineChannel.Lend).
+	Lend = "lend"
 	// Supervisor: each chain has a watchdog process and marks its
 	// components, so that nothing they start outlives the conductor, even
 	// killed with SIGKILL (package supervisor). Not a trick but a

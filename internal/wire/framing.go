@@ -75,6 +75,7 @@ type LineChannel struct {
 	limit int // what a line may hold: the configured limit, plus slack
 	slack int
 	long  []byte // scratch region for lines longer than r's buffer; see readLong
+	lent  span   // r's buffer, once a line has been lent from it (see Lend)
 
 	wmu sync.Mutex
 	w   io.WriteCloser
@@ -122,8 +123,13 @@ func (c *LineChannel) AllowEnvelope() *LineChannel {
 // *OversizeError; the next call continues with the next line.
 // A final line without a newline is returned before io.EOF.
 func (c *LineChannel) Recv() ([]byte, error) {
+	return c.recv(nil)
+}
+
+// recv is Recv, or Lend where reclaim is not nil.
+func (c *LineChannel) recv(reclaim func()) ([]byte, error) {
 	for {
-		line, err := c.readLine()
+		line, err := c.readLine(reclaim)
 		if err != nil {
 			if _, skipped := err.(*OversizeError); !skipped {
 				c.long = unmapScratch(c.long) // reading is over
@@ -160,14 +166,25 @@ func (c *LineChannel) More() bool {
 	return bytes.IndexByte(buf, '\n') >= 0
 }
 
-func (c *LineChannel) readLine() ([]byte, error) {
-	frag, err := c.r.ReadSlice('\n')
+// readLine reads a line, lent where reclaim is not nil (see Lend).
+func (c *LineChannel) readLine(reclaim func()) ([]byte, error) {
+	var frag []byte
+	var err error
+	if reclaim == nil {
+		frag, err = c.r.ReadSlice('\n')
+	} else {
+		frag, err = c.lendSlice(reclaim)
+	}
 	switch {
 	case err == nil:
 		// The common case: the whole line sat in the read buffer.
 		line := trimCR(frag[:len(frag)-1])
 		if len(line) > c.limit {
 			return nil, c.oversize(nil, frag, nil)
+		}
+		if reclaim != nil {
+			// Its newline, or CR, lies just past its end (see WithNewline).
+			return line[: len(line) : len(line)+1], nil
 		}
 		// The copy keeps the newline past its end (see WithNewline).
 		out := make([]byte, len(line)+1)

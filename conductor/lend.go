@@ -1,0 +1,122 @@
+package conductor
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/acp-conductor/acp-conductor/internal/trick"
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// Lent lines. A line that goes on as it came (actRelayLine: a streamed
+// session/update, most of all) is queued as the slice of its reader's read
+// buffer it lies in (wire.LineChannel.Lend), not a copy. The one rule: a
+// lent line is read only by its own reader's goroutine, or under its
+// outbox's lock. So
+//   - a write from the reader's goroutine (put's writeNow, its burst's
+//     flush) writes it where it lies;
+//   - any other goroutine's non-blocking write (another reader's flush)
+//     marks the outbox as writing lent lines, which the reader waits out
+//     before its buffer is refilled;
+//   - the writer goroutine, whose write may block, takes copies;
+//   - what a write leaves unwritten is copied back into the queue;
+//   - before its buffer is refilled, the reader copies what is still
+//     queued of its lines (reclaim).
+// So nothing reads a buffer its reader overwrites. A peer that is not a
+// LineChannel, or a traced chain, gets copies as before.
+
+// lending: relayed lines are lent (see trick.Lend).
+var lending = trick.On(trick.Lend)
+
+// pass sends raw, the line of a message that goes on as it came, to p:
+// lent where rd lends it, and with its newline in one segment where it
+// lies just past it.
+func (rd *reader) pass(p *peer, raw []byte) {
+	var lc *wire.LineChannel
+	if rd != nil {
+		lc = rd.lc
+	}
+	segs := [2][]byte{raw, newline}
+	line := segs[:]
+	if whole := lc.WithNewline(raw); whole != nil {
+		line = segs[:1]
+		line[0] = whole // one segment to queue and write
+	}
+	if !rd.lends(raw) {
+		p.send(line...)
+		return
+	}
+	o := p.link.Load().out
+	if !o.lend(lc, line) {
+		p.log.Debug("dropped message for closed peer")
+		return
+	}
+	if n := len(rd.lent); n == 0 || rd.lent[n-1] != o {
+		rd.lent = append(rd.lent, o)
+	}
+}
+
+// lends reports whether b lies in rd's read buffer, lent.
+func (rd *reader) lends(b []byte) bool {
+	return rd != nil && rd.reclaim != nil && rd.lc.Lends(b)
+}
+
+// own returns line, copied if rd lent it.
+func (rd *reader) own(line []byte) []byte {
+	if rd.lends(line) {
+		return bytes.Clone(line)
+	}
+	return line
+}
+
+// reclaimLent takes back every line rd lent, before its buffer is
+// refilled: the LineChannel calls it (rd.reclaim).
+func (rd *reader) reclaimLent() {
+	for _, o := range rd.lent {
+		o.reclaim(rd.lc)
+	}
+	clear(rd.lent)
+	rd.lent = rd.lent[:0]
+}
+
+// lend is put for a line that lies in lc's read buffer.
+func (o *outbox) lend(lc *wire.LineChannel, line [][]byte) bool {
+	return o.putFrom(lc, line)
+}
+
+// reclaim leaves o holding none of lc's lines: it waits for a write of lent
+// lines under way on another goroutine, and copies those still queued.
+func (o *outbox) reclaim(lc *wire.LineChannel) {
+	o.mu.Lock()
+	for o.writingLent {
+		o.lentWritten.Wait()
+	}
+	if i := slices.Index(o.lenders, lc); i >= 0 {
+		for j, s := range o.queue {
+			if lc.Lends(s) {
+				o.queue[j] = bytes.Clone(s)
+			}
+		}
+		o.lenders = slices.Delete(o.lenders, i, i+1)
+	}
+	o.mu.Unlock()
+}
+
+// ownLent replaces, in segs, every lent segment by a copy, with o.mu held.
+func (o *outbox) ownLent(segs [][]byte) {
+	for j, s := range segs {
+		for _, lc := range o.lenders {
+			if lc.Lends(s) {
+				segs[j] = bytes.Clone(s)
+				break
+			}
+		}
+	}
+}
+
+// forgetLenders empties the list of lenders, with o.mu held, once the queue
+// holds none of their lines: a restarted peer's channel is not kept.
+func (o *outbox) forgetLenders() {
+	clear(o.lenders)
+	o.lenders = o.lenders[:0]
+}
