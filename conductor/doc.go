@@ -69,9 +69,11 @@
 // write, when the destination is idle; the writer goroutine takes only what
 // a full pipe would not. A reader that got several lines from one read
 // holds writes back until it has routed them all (holdback.go), so a burst
-// costs one write per destination. Large params and results are written
-// from the line they arrived in, and once large lines have gone out their
-// memory is collected at once (memory.go).
+// costs one write per destination. A line that goes on as it came is
+// written from the read buffer it was read into, and copied only where it
+// would still be queued when that buffer is refilled (lend.go). Large params
+// and results are written from the line they arrived in, and once large
+// lines have gone out their memory is collected at once (memory.go).
 //
 // MCP-over-ACP is routed by the ids it carries rather than by position
 // (mcp.go; route.go names the rule): straight from the agent to the
