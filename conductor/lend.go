@@ -10,20 +10,18 @@ import (
 
 // Lent lines. A line that goes on as it came (actRelayLine: a streamed
 // session/update, most of all) is queued as the slice of its reader's read
-// buffer it lies in (wire.LineChannel.Lend), not a copy. The one rule: a
-// lent line is read only by its own reader's goroutine, or under its
-// outbox's lock. So
+// buffer it lies in (wire.LineChannel.Lend), not a copy. The one rule:
+// nothing may read a lent line once its reader refills that buffer, and
+// the reader refills it only after its reclaim. So
 //   - a write from the reader's goroutine (put's writeNow, its burst's
-//     flush) writes it where it lies;
-//   - any other goroutine's non-blocking write (another reader's flush)
-//     marks the outbox as writing lent lines, which the reader waits out
-//     before its buffer is refilled;
+//     flush) writes the line where it lies;
+//   - another goroutine's non-blocking write (another reader's flush)
+//     marks the outbox as writing lent lines, which reclaim waits out;
 //   - the writer goroutine, whose write may block, takes copies;
 //   - what a write leaves unwritten is copied back into the queue;
-//   - before its buffer is refilled, the reader copies what is still
-//     queued of its lines (reclaim).
-// So nothing reads a buffer its reader overwrites. A peer that is not a
-// LineChannel, or a traced chain, gets copies as before.
+//   - reclaim copies what is still queued of the reader's lines.
+// Copies are made under the outbox's lock, which reclaim takes too. A
+// peer that is not a LineChannel, or a traced chain, gets copies as before.
 
 // lending: relayed lines are lent (see trick.Lend).
 var lending = trick.On(trick.Lend)
@@ -51,7 +49,7 @@ func (rd *reader) pass(p *peer, raw []byte) {
 		p.log.Debug("dropped message for closed peer")
 		return
 	}
-	if n := len(rd.lent); n == 0 || rd.lent[n-1] != o {
+	if !slices.Contains(rd.lent, o) {
 		rd.lent = append(rd.lent, o)
 	}
 }
