@@ -18,11 +18,22 @@ func (nopWriteCloser) Close() error { return nil }
 func TestLineChannelRecv(t *testing.T) {
 	in := "first\n\n  \r\nsecond\r\n" + strings.Repeat("x", 100) + "\nthird\n" + strings.Repeat("y", 11) + "\nlast-without-newline"
 	ch := NewLineChannel(strings.NewReader(in), nopWriteCloser{io.Discard}, 100)
+	got := readLines(t, len(in)+2, ch.Recv, nil)
+	want := []string{"first", "second", strings.Repeat("x", 100), "third", strings.Repeat("y", 11), "last-without-newline"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// readLines reads lines with next until io.EOF, at most n times, and
+// returns them as strings, oversize lines as "<oversize>"; seen, if not
+// nil, is shown each line as it was returned.
+func readLines(t *testing.T, n int, next func() ([]byte, error), seen func([]byte)) []string {
+	t.Helper()
 	var got []string
-	for {
-		line, err := ch.Recv()
-		var big *OversizeError
-		if errors.As(err, &big) {
+	for range n {
+		line, err := next()
+		if _, ok := errors.AsType[*OversizeError](err); ok {
 			got = append(got, "<oversize>")
 			continue
 		}
@@ -32,12 +43,12 @@ func TestLineChannelRecv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if seen != nil {
+			seen(line)
+		}
 		got = append(got, string(line))
 	}
-	want := []string{"first", "second", strings.Repeat("x", 100), "third", strings.Repeat("y", 11), "last-without-newline"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
+	return got
 }
 
 // TestLineChannelOversize checks that a line over the limit is skipped

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -53,27 +52,14 @@ func (r *lendCheck) reclaim() {
 func lendAll(t *testing.T, data []byte, limit int, chunks ...int) []string {
 	r := &lendCheck{t: t, data: data, chunks: chunks}
 	r.ch = NewLineChannel(r, nopWriteCloser{io.Discard}, limit)
-	var got []string
-	for range len(data) + 2 {
-		line, err := r.ch.Lend(r.reclaim)
-		if _, ok := errors.AsType[*OversizeError](err); ok {
-			got = append(got, "<oversize>")
-			continue
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	got := readLines(t, len(data)+2, func() ([]byte, error) { return r.ch.Lend(r.reclaim) }, func(line []byte) {
 		if r.ch.Lends(line) {
 			if end := line[:len(line)+1][len(line)]; end != '\n' && end != '\r' {
 				t.Fatalf("lent line %q is followed by %q, not its line's end", line, end)
 			}
 			r.held = append(r.held, [2][]byte{line, bytes.Clone(line)})
 		}
-		got = append(got, string(line))
-	}
+	})
 	r.reclaim()
 	return got
 }
