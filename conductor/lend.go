@@ -26,6 +26,26 @@ import (
 // lending: relayed lines are lent (see trick.Lend).
 var lending = trick.On(trick.Lend)
 
+// newReader returns the reader of l's lines, which lends them where it
+// can: where l reads a LineChannel, and the chain is not traced (a trace
+// keeps what it records).
+func (c *chain) newReader(l *link) *reader {
+	rd := new(reader)
+	rd.lc, _ = l.ch.(*wire.LineChannel)
+	if rd.lc != nil && c.trace == nil && lending {
+		rd.reclaim = rd.reclaimLent
+	}
+	return rd
+}
+
+// next reads the next line from ch, rd's channel: lent, where rd lends.
+func (rd *reader) next(ch channel) ([]byte, error) {
+	if rd.reclaim != nil {
+		return rd.lc.Lend(rd.reclaim)
+	}
+	return ch.Recv()
+}
+
 // pass sends raw, the line of a message that goes on as it came, to p:
 // lent where rd lends it, and with its newline in one segment where it
 // lies just past it.

@@ -699,19 +699,9 @@ func (c *chain) bypass(pos int) {
 func (c *chain) readLoop(p *peer, l *link) {
 	more, _ := l.ch.(interface{ More() bool })
 	hb, holding := c.hb, false
-	rd := new(reader)
-	rd.lc, _ = l.ch.(*wire.LineChannel)
-	if rd.lc != nil && c.trace == nil && lending {
-		rd.reclaim = rd.reclaimLent
-	}
+	rd := c.newReader(l)
 	for {
-		var line []byte
-		var err error
-		if rd.reclaim != nil {
-			line, err = rd.lc.Lend(rd.reclaim)
-		} else {
-			line, err = l.ch.Recv()
-		}
+		line, err := rd.next(l.ch)
 		burst := more != nil && err == nil && more.More()
 		if burst && !holding {
 			hb.hold()
