@@ -38,7 +38,7 @@
 //	trace.file         --trace              ACP_CONDUCTOR_TRACE_FILE          "" (no trace)
 //	trace.detail       --trace-detail       ACP_CONDUCTOR_TRACE_DETAIL        full (or metadata)
 //	trace.serve        --trace-serve        ACP_CONDUCTOR_TRACE_SERVE         "" (no live viewer)
-//	spin               --spin               ACP_CONDUCTOR_SPIN                50µs (0: no spinning; at most 1ms)
+//	spin               --spin               ACP_CONDUCTOR_SPIN                100µs (0: no spinning; at most 1ms)
 //
 // spin bounds how long the relay of an agent or proxy chain, finding its
 // inputs empty, polls them before it sleeps: lower latency for fast replies

@@ -64,11 +64,14 @@ const MinMessageBytes = 1 << 10
 
 // DefaultSpin is how long, unless the spin setting says otherwise, the relay
 // of an agent or proxy chain polls its inputs before it sleeps, so that a
-// proxy's or a local agent's reply within it wakes nothing. MaxSpin is the
-// longest spin accepted: a reply later than that is not a fast one, and a
-// longer spin would only hold a CPU.
+// proxy's or a local agent's reply within it wakes nothing. It was 50µs
+// until a slower VM's replies through 3 and 10 proxies came later than
+// that: spinning then stayed off, as it turns back on only after a wait
+// ends within the bound (bench/README.md). MaxSpin is the longest spin
+// accepted: a reply later than that is not a fast one, and a longer spin
+// would only hold a CPU.
 const (
-	DefaultSpin = 50 * time.Microsecond
+	DefaultSpin = 100 * time.Microsecond
 	MaxSpin     = time.Millisecond
 )
 

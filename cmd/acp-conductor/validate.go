@@ -63,7 +63,7 @@ file reference" and "Remote chains" say more.
                               # call MCP servers over ACP reaches them
   mcp_http_idle_timeout: 30m  # a bridged MCP HTTP session with no request
                               # for this long ends; 0s: never
-  spin: 50us                  # how long the relay polls for a fast reply before
+  spin: 100us                 # how long the relay polls for a fast reply before
                               # it sleeps, for some CPU; 0s: never; at most 1ms;
                               # agent and proxy only (serve does not spin)
   trace:

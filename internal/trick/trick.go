@@ -32,7 +32,7 @@ const (
 	// in non-blocking mode and read and written through Go's poller.
 	Pollable = "pollable"
 	// Spin: a reader that finds its input empty polls the inputs that wait
-	// for up to the spin setting (50 µs by default) before it sleeps,
+	// for up to the spin setting (100 µs by default) before it sleeps,
 	// adaptively, and the conductor runs Go code on one P, so that a reply
 	// that comes soon wakes nothing (wire.EnableSpin).
 	Spin = "spin"
