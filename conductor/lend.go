@@ -65,7 +65,7 @@ func (rd *reader) pass(p *peer, raw []byte) {
 		return
 	}
 	o := p.link.Load().out
-	if !o.lend(lc, line) {
+	if !o.putFrom(lc, line) {
 		p.log.Debug("dropped message for closed peer")
 		return
 	}
@@ -95,11 +95,6 @@ func (rd *reader) reclaimLent() {
 	}
 	clear(rd.lent)
 	rd.lent = rd.lent[:0]
-}
-
-// lend is put for a line that lies in lc's read buffer.
-func (o *outbox) lend(lc *wire.LineChannel, line [][]byte) bool {
-	return o.putFrom(lc, line)
 }
 
 // reclaim leaves o holding none of lc's lines: it waits for a write of lent

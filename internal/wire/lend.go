@@ -42,22 +42,18 @@ func (c *LineChannel) Lends(b []byte) bool {
 // taken without a read, and reclaim is called before any read.
 func (c *LineChannel) lendSlice(reclaim func()) ([]byte, error) {
 	buf, _ := c.r.Peek(c.r.Buffered()) // never reads
+	if c.lent.hi == 0 {
+		// bufio's slices, even empty ones, run to the end of its buffer,
+		// which is Size long.
+		c.lent.hi = uintptr(unsafe.Pointer(unsafe.SliceData(buf))) + uintptr(cap(buf))
+		c.lent.lo = c.lent.hi - uintptr(c.r.Size())
+	}
 	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-		if c.lent.hi == 0 {
-			// bufio's slices run to the end of its buffer, of its Size.
-			c.lent.hi = uintptr(unsafe.Pointer(unsafe.SliceData(buf))) + uintptr(cap(buf))
-			c.lent.lo = c.lent.hi - uintptr(c.r.Size())
-		}
 		c.r.Discard(i + 1)
 		return buf[:i+1], nil
 	}
 	reclaim()
-	frag, err := c.r.ReadSlice('\n')
-	if err == nil && c.lent.hi == 0 {
-		c.lent.hi = uintptr(unsafe.Pointer(unsafe.SliceData(frag))) + uintptr(cap(frag))
-		c.lent.lo = c.lent.hi - uintptr(c.r.Size())
-	}
-	return frag, err
+	return c.r.ReadSlice('\n')
 }
 
 // Own makes m independent of the memory it was parsed from, such as a line
