@@ -96,10 +96,16 @@ var useScratch = trick.On(trick.Scratch)
 // NewLineChannel returns a channel reading lines from r and writing them to w.
 // A limit <= 0 selects DefaultMaxMessageBytes.
 func NewLineChannel(r io.Reader, w io.WriteCloser, limit int) *LineChannel {
+	return newLineChannel(r, w, limit, readBufferSize)
+}
+
+// newLineChannel is NewLineChannel with a read buffer of size bytes (at
+// least 16): the fuzz tests cross its edges with inputs of a few bytes.
+func newLineChannel(r io.Reader, w io.WriteCloser, limit, size int) *LineChannel {
 	if limit <= 0 {
 		limit = DefaultMaxMessageBytes
 	}
-	return &LineChannel{r: bufio.NewReaderSize(nonblocking(r), readBufferSize), limit: limit, w: w}
+	return &LineChannel{r: bufio.NewReaderSize(nonblocking(r), size), limit: limit, w: w}
 }
 
 // EnvelopeOverhead is as much as relaying a message can add to it: a

@@ -46,12 +46,12 @@ func (r *lendCheck) reclaim() {
 	r.held = r.held[:0]
 }
 
-// lendAll reads every line of data through Lend, checking each lent line
-// as lendCheck does, and returns them, copied, oversize lines as
-// "<oversize>".
-func lendAll(t *testing.T, data []byte, limit int, chunks ...int) []string {
+// lendAll reads every line of data through Lend, from a channel whose read
+// buffer holds size bytes, checking each lent line as lendCheck does, and
+// returns them, copied, oversize lines as "<oversize>".
+func lendAll(t *testing.T, data []byte, limit, size int, chunks ...int) []string {
 	r := &lendCheck{t: t, data: data, chunks: chunks}
-	r.ch = NewLineChannel(r, nopWriteCloser{io.Discard}, limit)
+	r.ch = newLineChannel(r, nopWriteCloser{io.Discard}, limit, size)
 	got := readLines(t, len(data)+2, func() ([]byte, error) { return r.ch.Lend(r.reclaim) }, func(line []byte) {
 		if r.ch.Lends(line) {
 			if end := line[:len(line)+1][len(line)]; end != '\n' && end != '\r' {
@@ -86,7 +86,7 @@ func TestLend(t *testing.T) {
 		want = append(want, line)
 	}
 	for _, chunks := range [][]int{{1 << 20}, {37}, {1, 2, 3, 5000}, {readBufferSize - 1, 10}} {
-		got := lendAll(t, []byte(in.String()), 1<<20, chunks...)
+		got := lendAll(t, []byte(in.String()), 1<<20, readBufferSize, chunks...)
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("reads of %v: lent lines differ from the input", chunks)
 		}
@@ -115,15 +115,15 @@ func must[T any](v T, err error) T {
 // FuzzLend is FuzzLineChannel's check for Lend, with reads in chunks of
 // every size, and lendCheck's.
 func FuzzLend(f *testing.F) {
-	f.Add([]byte("a\nb\r\n\nccc"), 2, 1)
-	f.Add([]byte(strings.Repeat("x", 70000)+"\ny\n"), 65536, 4096)
-	f.Add([]byte("ab\r\nabc\r\nab\r"), 2, 3)
-	f.Add([]byte(strings.Repeat("x", 70000)+"\r\n"+strings.Repeat("y", 70001)+"\r\nz"), 70000, 65535)
-	f.Fuzz(func(t *testing.T, data []byte, limit, chunk int) {
+	f.Add([]byte("a\nb\r\n\nccc"), 2, 1, 0)
+	f.Add([]byte(strings.Repeat("x", 40)+"\ny\n"), 32, 7, 0)
+	f.Add([]byte("ab\r\nabc\r\nab\r"), 2, 3, 0)
+	f.Add([]byte(strings.Repeat("x", 40)+"\r\n"+strings.Repeat("y", 41)+"\r\nz"), 40, 15, 1)
+	f.Fuzz(func(t *testing.T, data []byte, limit, chunk, size int) {
 		if limit <= 0 || limit > 1<<20 {
 			return
 		}
-		got := lendAll(t, data, limit, chunk, chunk/3+1)
+		got := lendAll(t, data, limit, fuzzBufferSize(size), chunk, chunk/3+1)
 		var want []string
 		for _, l := range bytes.Split(data, []byte("\n")) {
 			l = bytes.TrimSuffix(l, []byte("\r"))
