@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -523,9 +524,10 @@ func TestRestartReplacedAbort(t *testing.T) {
 	dir := t.TempDir()
 	proxy := fake(t, dir, "proxy", "proxy", marker)
 	proxy.OnFailure = PolicyRestart
-	// The first start leaves a mark, closes its output and sleeps; the
+	// The first start leaves its pid, closes its output and sleeps; the
 	// next runs the fake proxy.
-	proxy.Args = []string{"-c", `if [ -e "$1" ]; then exec "$0"; fi; : >"$1"; exec >&-; exec sleep 3600`, proxy.Command, filepath.Join(dir, "ran")}
+	ran := filepath.Join(dir, "ran")
+	proxy.Args = []string{"-c", `if [ -e "$1" ]; then exec "$0"; fi; echo $$ >"$1"; exec >&-; exec sleep 3600`, proxy.Command, ran}
 	proxy.Command = "sh"
 	log, logs := watchLogs(t)
 	abort := make(chan struct{})
@@ -545,6 +547,14 @@ func TestRestartReplacedAbort(t *testing.T) {
 	if left := markedProcesses(t, marker); len(left) != 3 {
 		t.Fatalf("processes running: %v, want the replaced proxy's, its successor's and the agent", left)
 	}
+	mark, err := os.ReadFile(ran)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstPID, err := strconv.Atoi(strings.TrimSpace(string(mark)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	close(abort)
 	if err := e.close(); err != nil {
 		t.Errorf("Run = %v", err)
@@ -552,7 +562,7 @@ func TestRestartReplacedAbort(t *testing.T) {
 	if left := goneSoon(t, marker); len(left) > 0 {
 		t.Errorf("processes left after Run returned: %v", left)
 	}
-	const named = "proxy (replaced) was still running when the conductor was told to stop at once, and was stopped with SIGTERM"
+	named := fmt.Sprintf("proxy (replaced, pid %d) was still running when the conductor was told to stop at once, and was stopped with SIGTERM", firstPID)
 	if outcome := logs.logged("stopped:"); len(outcome) != 1 || !strings.Contains(outcome[0], named) {
 		t.Errorf("the shutdown's outcome is %q, want it to say %q", outcome, named)
 	}

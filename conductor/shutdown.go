@@ -316,7 +316,9 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 			add(p.proc(), p.name)
 		}
 		for _, l := range retired {
-			add(l.proc, l.proc.name+" (replaced)")
+			// A component restarted twice may leave two: its pid tells
+			// them apart, as the log of its restart has it.
+			add(l.proc, fmt.Sprintf("%s (replaced, pid %d)", l.proc.name, l.proc.pid))
 		}
 		if len(left) == 0 {
 			return
