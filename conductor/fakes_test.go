@@ -292,6 +292,31 @@ func fakeAgent(send func(*wire.Message)) func(*wire.Message) {
 // fakeStreamer answers every prompt at once with the number of updates the
 // prompt's _meta asks for, each naming the prompt's id and its index, then
 // the response: the editor can check that none overtook another.
+// streamedUpdate is the streamer's update i of the prompt tagged tag: its
+// text is padded, where sizes is not 0, as updatePad says.
+func streamedUpdate(session, tag string, i int, sizes uint64) *wire.Message {
+	text := fmt.Sprintf("%s#%d", tag, i) + strings.Repeat(".", updatePad(sizes, i))
+	return &wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
+		`{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}`, session, text))}
+}
+
+// updatePad is how many bytes pad update i of a stream whose sizes are
+// seeded with seed (0: none): mostly a few hundred at most, and one in
+// twenty about as long as a read buffer (64 KiB), on either side of it.
+func updatePad(seed uint64, i int) int {
+	if seed == 0 {
+		return 0
+	}
+	x := seed*0x9e3779b97f4a7c15 + uint64(i)*0xbf58476d1ce4e5b9
+	x ^= x >> 31
+	x *= 0x94d049bb133111eb
+	x ^= x >> 29
+	if x%20 == 0 {
+		return 60000 + int(x/20%12000)
+	}
+	return int(x / 20 % 300)
+}
+
 func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
 	sessions := 0
 	return func(m *wire.Message) {
@@ -309,6 +334,7 @@ func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mes
 					Updates int    `json:"updates"`
 					Pad     int    `json:"pad"`    // bytes of padding in the result
 					IDLast  bool   `json:"idLast"` // answer with the id as the last member
+					Sizes   uint64 `json:"sizes"`  // pads each update's text, as updatePad says
 				} `json:"_meta"`
 			}
 			if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -323,8 +349,7 @@ func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mes
 				}
 			}
 			for i := range p.Meta.Updates {
-				send(&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
-					`{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s#%d"}}}`, p.SessionID, p.Meta.Tag, i))})
+				send(streamedUpdate(p.SessionID, p.Meta.Tag, i, p.Meta.Sizes))
 			}
 			result := json.RawMessage(fmt.Sprintf(`{"stopReason":"end_turn","_meta":{"tag":%q,"pad":%q}}`,
 				p.Meta.Tag, strings.Repeat("x", p.Meta.Pad)))

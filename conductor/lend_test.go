@@ -3,10 +3,11 @@ package conductor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -208,15 +209,132 @@ func TestLentLinesStalledEditor(t *testing.T) {
 	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[],"_meta":{"tag":"p","updates":%d}}}`, updates))
 	watch.wait(t, "paused reading") // the editor's queue is full
 	for i := range updates {
-		want := (&wire.Message{Method: "session/update", Params: json.RawMessage(fmt.Sprintf(
-			`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"p#%d"}}}`, i))}).Bytes()
-		if got := recv(); !bytes.Equal(got, want) {
+		if got, want := recv(), streamedUpdate("s1", "p", i, 0).Bytes(); !bytes.Equal(got, want) {
 			t.Fatalf("update %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
 	if m, err := wire.Parse(recv()); err != nil || !m.IsResponse() {
 		t.Fatalf("after the updates: %v, %v", m, err)
 	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the conductor did not stop")
+	}
+	outR.Close()
+}
+
+// pacedReader reads at most a random number of bytes at a time, and now
+// and then lets the conductor run ahead before it reads, so that what the
+// conductor writes to the editor comes out in every kind of burst: written
+// at once, queued, taken by the writer goroutine, left half written.
+type pacedReader struct {
+	r   io.Reader
+	rng *rand.Rand
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if p.rng.IntN(8) == 0 {
+		time.Sleep(time.Duration(p.rng.IntN(300)) * time.Microsecond)
+	}
+	return p.r.Read(b[:min(len(b), 1+p.rng.IntN(80000))])
+}
+
+// TestLentLinesVariedSizes: an agent streams updates of every size, a few
+// about as long as the conductor's read buffer, on either side of it, in
+// two prompts, while the editor, on real pipes, reads in bursts of random
+// sizes and pace, and sends requests of its own meanwhile. Every update
+// arrives as the agent wrote it, in order, and every answer comes.
+func TestLentLinesVariedSizes(t *testing.T) {
+	dir := t.TempDir()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := Run(ctx, Config{Agent: fake(t, dir, "agent", "streamer")}, inR, outW)
+		outW.Close()
+		inR.Close()
+		done <- err
+	}()
+	ed := wire.NewLineChannel(&pacedReader{outR, rand.New(rand.NewPCG(1, 2))}, inW, 0)
+	send := func(line string) {
+		if err := ed.Send([]byte(line)); err != nil {
+			t.Error(err)
+		}
+	}
+	send(initLine)
+	for i := range 2 {
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"new%d","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`, i))
+	}
+	type stream struct {
+		session, tag string
+		updates      int
+		sizes        uint64
+	}
+	streams := []stream{{"s1", "a", 2000, 1}, {"s2", "b", 1000, 2}}
+	prompted := make(chan struct{})
+	go func() {
+		defer close(prompted)
+		for i, s := range streams {
+			send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","method":"session/prompt","params":{"sessionId":%q,"prompt":[],"_meta":{"tag":%q,"updates":%d,"sizes":%d}}}`,
+				i, s.session, s.tag, s.updates, s.sizes))
+		}
+		for i := range 50 { // queued behind the prompts, answered after them
+			send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"x%d","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`, i))
+		}
+	}()
+
+	next := make([]int, len(streams)) // each stream's next update
+	answers := map[string]bool{}
+	for len(answers) < 1+2+len(streams)+50 {
+		line, err := ed.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers and updates %v: %v", len(answers), next, err)
+		}
+		m, err := wire.Parse(line)
+		if err != nil {
+			t.Fatalf("unparsable line of %d bytes: %v", len(line), err)
+		}
+		if m.IsResponse() {
+			if m.Error != nil {
+				t.Fatalf("answer %s: %s", m.ID, m.Error)
+			}
+			for i, s := range streams {
+				if string(m.ID) == fmt.Sprintf(`"p%d"`, i) && next[i] != s.updates {
+					t.Fatalf("%s answered after %d of its %d updates", s.session, next[i], s.updates)
+				}
+			}
+			answers[string(m.ID)] = true
+			continue
+		}
+		i := slices.IndexFunc(streams, func(s stream) bool { return bytes.Contains(m.Params, []byte(`"sessionId":"`+s.session+`"`)) })
+		if i < 0 {
+			t.Fatalf("an update of no stream: %.200s", line)
+		}
+		s := streams[i]
+		if want := streamedUpdate(s.session, s.tag, next[i], s.sizes).Bytes(); !bytes.Equal(line, want) {
+			t.Fatalf("%s update %d: got %d bytes %.120q..., want %d bytes %.120q...", s.session, next[i], len(line), line, len(want), want)
+		}
+		next[i]++
+	}
+	for i, s := range streams {
+		if next[i] != s.updates {
+			t.Errorf("%s: %d updates before every answer, want %d", s.session, next[i], s.updates)
+		}
+	}
+	<-prompted
 	inW.Close()
 	select {
 	case err := <-done:
