@@ -18,8 +18,9 @@ import (
 // work is judged here, and the chain's figures say what it is worth.
 
 // countedBenchmarks are the small in-process benchmarks whose ops are
-// counted; copy is the baseline of the ratios.
-var countedBenchmarks = []string{"copy", "notify", "wrap", "unwrap", "request"}
+// counted; copy is the baseline of the ratios. written and lent, the same
+// update relayed with the lend trick off and on, show what it saves.
+var countedBenchmarks = []string{"copy", "notify", "wrap", "unwrap", "request", "written", "lent"}
 
 // Each benchmark runs twice, countLow and countHigh ops: the difference
 // leaves out the test binary's start and the benchmark's set-up.

@@ -32,7 +32,8 @@ echo "==7== I   refs:      $((1000000 + n * per))" | sed 's/\([0-9]\)\([0-9][0-9
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"small/copy": 1500, "small/notify": 4000, "small/wrap": 4000, "small/unwrap": 4000, "small/request": 10000}
+	want := map[string]float64{"small/copy": 1500, "small/notify": 4000, "small/wrap": 4000, "small/unwrap": 4000, "small/request": 10000,
+		"small/written": 4000, "small/lent": 4000}
 	if len(counts) != len(want) {
 		t.Errorf("counts %v, want %v", counts, want)
 	}

@@ -33,6 +33,13 @@ import (
 //	request  a session/prompt from the client to the agent and its answer
 //	         back: two relayed messages per op, with per-hop id tracking.
 //	         The prompt carries the payload; the answer is small.
+//	written  notify as a chain's reader relays it (wire.LineChannel's lines,
+//	         written at once, as to a pipe with room, by the reading
+//	         goroutine), its line copied out of the read buffer: the
+//	         lend trick off. Small only, as is
+//	lent     the same, the line written from the read buffer it was read
+//	         into (see lend.go). A line longer than the buffer, such as
+//	         1 MiB, is never lent.
 //	notify_traced, request_traced
 //	         notify and request with a trace being recorded (package
 //	         trace, full detail, to io.Discard): what tracing costs the
@@ -56,6 +63,10 @@ func BenchmarkRelay(b *testing.B) {
 			b.Run("wrap", func(b *testing.B) { benchOneWay(b, 1, 2, 1, update) })
 			b.Run("unwrap", func(b *testing.B) { benchOneWay(b, 1, 1, 2, envelope) })
 			b.Run("request", func(b *testing.B) { benchRequest(b, prompt, answer) })
+			if size.name == "small" {
+				b.Run("written", func(b *testing.B) { benchPass(b, update, false) })
+				b.Run("lent", func(b *testing.B) { benchPass(b, update, true) })
+			}
 			b.Run("notify_traced", func(b *testing.B) { traced(b, func(b *testing.B) { benchOneWay(b, 0, 1, 0, update) }) })
 			b.Run("request_traced", func(b *testing.B) { traced(b, func(b *testing.B) { benchRequest(b, prompt, answer) }) })
 		})
@@ -210,6 +221,40 @@ func benchOneWay(b *testing.B, proxies, from, to int, line string) {
 	}
 	if outs[to].lines != n {
 		b.Fatalf("%d messages reached position %d, want %d", outs[to].lines, to, n)
+	}
+}
+
+// benchPass relays a notification from the agent to the client as
+// readLoop does (without its holdback), to a writer that takes every line
+// at once: lent, or copied out of the read buffer.
+func benchPass(b *testing.B, line string, lend bool) {
+	defer func(was bool) { lending = was }(lending)
+	lending = lend
+	c, outs := benchChain(0, map[int]string{1: line})
+	agent := c.peers[1].link.Load()
+	c.peers[0].link.Load().out.attach(func(segs [][]byte) ([][]byte, error) {
+		for _, s := range segs {
+			outs[0].Write(s)
+		}
+		return nil, nil
+	})
+	rd := c.newReader(agent)
+	if lend != (rd.reclaim != nil) {
+		b.Fatalf("the reader lends %v, want %v", rd.reclaim != nil, lend)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	n := 0
+	for b.Loop() {
+		l, err := rd.next(agent.ch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.receive(c.peers[1], l, rd)
+		n++
+	}
+	if outs[0].lines != n {
+		b.Fatalf("%d messages reached the client, want %d", outs[0].lines, n)
 	}
 }
 
