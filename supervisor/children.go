@@ -45,8 +45,10 @@ func record(pid int) {
 	ours.pids[pid]++
 }
 
-// Wait waits for cmd, started by Start, to exit.
+// Wait waits for cmd, started by Start, to exit, holding no thread while
+// it runs where the platform allows (see awaitExit).
 func Wait(cmd *exec.Cmd) error {
+	awaitExit(cmd.Process.Pid)
 	err := cmd.Wait()
 	forget(cmd.Process.Pid)
 	return err
