@@ -289,9 +289,6 @@ func fakeAgent(send func(*wire.Message)) func(*wire.Message) {
 	}
 }
 
-// fakeStreamer answers every prompt at once with the number of updates the
-// prompt's _meta asks for, each naming the prompt's id and its index, then
-// the response: the editor can check that none overtook another.
 // streamedUpdate is the streamer's update i of the prompt tagged tag: its
 // text is padded, where sizes is not 0, as updatePad says.
 func streamedUpdate(session, tag string, i int, sizes uint64) *wire.Message {
@@ -317,6 +314,9 @@ func updatePad(seed uint64, i int) int {
 	return int(x / 20 % 300)
 }
 
+// fakeStreamer answers every prompt at once with the number of updates the
+// prompt's _meta asks for, each naming the prompt's id and its index, then
+// the response: the editor can check that none overtook another.
 func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
 	sessions := 0
 	return func(m *wire.Message) {
