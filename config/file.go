@@ -36,6 +36,10 @@ type File struct {
 	// mistyped holds the keys whose values had the wrong type: their
 	// fields hold zero values, which validate does not judge.
 	mistyped map[string]bool
+	// bareZeros counts the durations written as a bare 0, which the
+	// decoder refuses as numbers but which are 0 in any unit: their
+	// fields hold 0, as meant.
+	bareZeros int
 }
 
 // Logging says where diagnostics go and how much of them.
@@ -103,8 +107,9 @@ func Parse(path string, data []byte) (*File, error) {
 		}
 		// The decoder found keys or values File cannot take; the nodes say
 		// which, and where. Should they not (the decoder is the judge), its
-		// own words are better than none.
-		if ps = f.typeProblems(&root); len(ps) == 0 {
+		// own words are better than none, unless what it refused was only
+		// durations written as a bare 0.
+		if ps = f.typeProblems(&root); len(ps) == 0 && len(te.Errors) > f.bareZeros {
 			for _, msg := range te.Errors {
 				ps = append(ps, f.problem(0, "%s", msg))
 			}

@@ -65,6 +65,11 @@ func TestParseGood(t *testing.T) {
 		}},
 		{"same command twice without names", "proxies:\n  - command: npx\n  - command: npx\n", conductor.ProxyMode, nil},
 		{"explicit stderr log file", "logging: {file: \"\"}\n", conductor.ProxyMode, nil},
+		{"durations written as a bare 0", "spin: 0\nmcp_http_idle_timeout: 0x0\n", conductor.ProxyMode, func(t *testing.T, f *File) {
+			if f.Spin != 0 || f.MCPHTTPIdle != 0 || f.nodes.line("spin") != 1 {
+				t.Errorf("spin %v (line %d), mcp_http_idle_timeout %v; want both 0", f.Spin, f.nodes.line("spin"), f.MCPHTTPIdle)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse("chain.yaml", []byte(tc.yaml))
@@ -211,6 +216,8 @@ func TestFailureSettings(t *testing.T) {
 		{"spin: -1us\n", `chain.yaml:1: spin: must not be negative, got -1µs`},
 		{"agent: {command: a}\nspin: 2ms\n", `chain.yaml:2: spin: must be at most 1ms, got 2ms (0 turns spinning off)`},
 		{"spin: 50\n", `chain.yaml:1: spin: want a duration such as 2s or 500ms, got a number ("50")`},
+		{"shutdown_grace: 0\n", "chain.yaml:1: shutdown_grace: must be positive, got 0s"},
+		{"spin: 0\nrestart_backoff: 1\n", `chain.yaml:2: restart_backoff: want a duration such as 2s or 500ms, got a number ("1")`},
 	} {
 		_, err := Parse("chain.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -228,6 +228,7 @@ func TestLoadSpin(t *testing.T) {
 		{name: "environment over file", file: "agent: {command: a}\nspin: 20us\n", env: "30µs", want: 30 * time.Microsecond, from: env},
 		{name: "flag over environment", file: "agent: {command: a}\nspin: 20us\n", env: "30us", flags: []string{"--spin=40us"}, want: 40 * time.Microsecond, from: "flag --spin"},
 		{name: "zero from file", file: "agent: {command: a}\nspin: 0s\n", from: inFile},
+		{name: "bare zero from file", file: "agent: {command: a}\nspin: 0\n", from: inFile},
 		{name: "zero from environment", env: "0", from: env},
 		{name: "zero from flag", env: "30us", flags: []string{"--spin=0"}, from: "flag --spin"},
 		{name: "the bound from flag", flags: []string{"--spin=1ms"}, want: MaxSpin, from: "flag --spin"},

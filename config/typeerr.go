@@ -85,6 +85,8 @@ func (f *File) checkNode(ps *Problems, path string, n *yaml.Node, t reflect.Type
 		switch {
 		case n.Kind != yaml.ScalarNode:
 			wrong()
+		case t == durationType && tag == "!!int" && isZero(n.Value):
+			f.bareZeros++ // 0 in any unit
 		case t == durationType: // a string that parses, never a bare number
 			if _, err := time.ParseDuration(n.Value); tag != "!!str" || err != nil {
 				wrong()
@@ -93,6 +95,12 @@ func (f *File) checkNode(ps *Problems, path string, n *yaml.Node, t reflect.Type
 			wrong()
 		}
 	}
+}
+
+// isZero reports whether the YAML integer v is 0 (0, -0, 0x0, 0o0, ...).
+func isZero(v string) bool {
+	n, err := strconv.ParseInt(strings.ReplaceAll(v, "_", ""), 0, 64)
+	return err == nil && n == 0
 }
 
 // checkUnique reports each key of mapping n written a second time.
