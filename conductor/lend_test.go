@@ -169,25 +169,8 @@ func TestReclaimWaitsForWrite(t *testing.T) {
 // arrives as the agent wrote it, in order: the lines lent from the agent's
 // read buffer were written from it, or copied before it was refilled.
 func TestLentLinesStalledEditor(t *testing.T) {
-	dir := t.TempDir()
 	log, watch := watchLogs(t)
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		err := Run(ctx, Config{Agent: fake(t, dir, "agent", "streamer"), Logger: log}, inR, outW)
-		outW.Close()
-		inR.Close()
-		done <- err
-	}()
+	inW, outR, stop := runOnPipes(t, Config{Agent: fake(t, t.TempDir(), "agent", "streamer"), Logger: log})
 	ed := wire.NewLineChannel(outR, inW, 0)
 	send := func(line string) {
 		if err := ed.Send([]byte(line)); err != nil {
@@ -216,16 +199,9 @@ func TestLentLinesStalledEditor(t *testing.T) {
 	if m, err := wire.Parse(recv()); err != nil || !m.IsResponse() {
 		t.Fatalf("after the updates: %v, %v", m, err)
 	}
-	inW.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the conductor did not stop")
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
 	}
-	outR.Close()
 }
 
 // pacedReader reads at most a random number of bytes at a time, and now
@@ -250,24 +226,7 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 // sizes and pace, and sends requests of its own meanwhile. Every update
 // arrives as the agent wrote it, in order, and every answer comes.
 func TestLentLinesVariedSizes(t *testing.T) {
-	dir := t.TempDir()
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		err := Run(ctx, Config{Agent: fake(t, dir, "agent", "streamer")}, inR, outW)
-		outW.Close()
-		inR.Close()
-		done <- err
-	}()
+	inW, outR, stop := runOnPipes(t, Config{Agent: fake(t, t.TempDir(), "agent", "streamer")})
 	ed := wire.NewLineChannel(&pacedReader{outR, rand.New(rand.NewPCG(1, 2))}, inW, 0)
 	send := func(line string) {
 		if err := ed.Send([]byte(line)); err != nil {
@@ -335,14 +294,43 @@ func TestLentLinesVariedSizes(t *testing.T) {
 		}
 	}
 	<-prompted
-	inW.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the conductor did not stop")
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
 	}
-	outR.Close()
+}
+
+// runOnPipes runs the conductor on real pipes, as an editor starts it, and
+// returns the editor's ends of them, and stop, which closes the editor's
+// end of the conductor's input and returns Run's error once it has
+// stopped.
+func runOnPipes(t *testing.T, cfg Config) (in, out *os.File, stop func() error) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a test that fails before stop
+	done := make(chan error, 1)
+	go func() {
+		err := Run(ctx, cfg, inR, outW)
+		outW.Close()
+		inR.Close()
+		done <- err
+	}()
+	return inW, outR, func() error {
+		defer outR.Close()
+		inW.Close()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			t.Fatal("the conductor did not stop")
+			return nil
+		}
+	}
 }
