@@ -36,10 +36,10 @@ import (
 //	written  notify as a chain's reader relays it (wire.LineChannel's lines,
 //	         written at once, as to a pipe with room, by the reading
 //	         goroutine), its line copied out of the read buffer: the
-//	         lend trick off. Small only, as is
+//	         lend trick off.
 //	lent     the same, the line written from the read buffer it was read
-//	         into (see lend.go). A line longer than the buffer, such as
-//	         1 MiB, is never lent.
+//	         into (see lend.go). Both are small only: a line longer than
+//	         the buffer, such as 1 MiB, is never lent.
 //	notify_traced, request_traced
 //	         notify and request with a trace being recorded (package
 //	         trace, full detail, to io.Discard): what tracing costs the
