@@ -198,17 +198,29 @@ func (r *results) markdown(e env) string {
 	}
 
 	// The targets.
-	fmt.Fprintf(&w, "\n### Targets\n\nEach target is judged on the medians over the rounds; beside it, in how many rounds it passed judged on that round's figures alone.\n\n")
-	fmt.Fprintf(&w, "| target | measured | result | rounds passed |\n|---|---|---|---|\n")
-	tally := r.roundTally()
-	for i, t := range r.targets(p) {
-		rounds := "–" // not run in rounds
-		if i < len(tally) {
-			rounds = tally[i]
-		}
-		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", t.name, t.measured, passMiss(t.ok), rounds)
-	}
+	fmt.Fprintf(&w, "\n### Targets\n\n%s\n\n", targetsHelp)
+	writeTargets(&w, r.targets(p))
 	return w.String()
+}
+
+// targetsHelp says how the targets table judges.
+const targetsHelp = "A target measured in every round (the chain sweep, the TypeScript SDK scenario) is judged round by round, " +
+	"each round's chains against the floors measured minutes apart in the same round, and passes when it passes in more than half the rounds. " +
+	"Its figures are the medians over the rounds; where those alone would judge it otherwise, the result says so."
+
+// writeTargets writes the targets table.
+func writeTargets(w *strings.Builder, ts []target) {
+	fmt.Fprintf(w, "| target | measured | result | rounds passed |\n|---|---|---|---|\n")
+	for _, t := range ts {
+		result, rounds := passMiss(t.ok), "–" // not run in rounds
+		if t.rounds > 0 {
+			rounds = fmt.Sprintf("%d of %d", t.passed, t.rounds)
+			if t.medians != t.ok {
+				result += " (on the medians: " + strings.Trim(passMiss(t.medians), "*") + ")"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.name, t.measured, result, rounds)
+	}
 }
 
 func (r *results) sweepRow(proxies int) sweepRow {
@@ -293,14 +305,21 @@ func (r *results) startRow(name string) float64 {
 type target struct {
 	name, measured string
 	ok             bool
+	// every: the target must hold in every round (a count of errors), not
+	// in most.
+	every bool
+	// A target judged round by round (judgedRoundTargets) passed in passed
+	// of rounds, and medians says whether the medians pass it.
+	passed, rounds int
+	medians        bool
 }
 
 // targets checks every target: first those judged on the chain sweep and
-// the sdk scenario (roundTargets), then those of the other scenarios.
+// the sdk scenario (judgedRoundTargets), then those of the other scenarios.
 func (r *results) targets(p plan) []target {
-	ts := r.roundTargets()
+	ts := r.judgedRoundTargets()
 	own := r.conductorStartup()
-	ts = append(ts, target{"start-up: the conductor's own share of a 3-proxy chain ≤ 20 ms", fmtNs(own), own <= 20e6})
+	ts = append(ts, target{name: "start-up: the conductor's own share of a 3-proxy chain ≤ 20 ms", measured: fmtNs(own), ok: own <= 20e6})
 	var allocs []string
 	grow := false
 	for _, b := range r.relay {
@@ -318,14 +337,14 @@ func (r *results) targets(p plan) []target {
 		allocs = append(allocs, fmt.Sprintf("%s %d → %d", kind, b.allocs, big.allocs))
 		grow = grow || big.allocs > b.allocs
 	}
-	ts = append(ts, target{"allocations per relayed message do not grow with payload size (small → 1 MiB)", strings.Join(allocs, "; "), !grow})
+	ts = append(ts, target{name: "allocations per relayed message do not grow with payload size (small → 1 MiB)", measured: strings.Join(allocs, "; "), ok: !grow})
 	b3 := r.big[1]
 	limit := 3 * int64(p.bigBytes)
-	ts = append(ts, target{fmt.Sprintf("%d MiB through 3 proxies: conductor peak RSS ≤ 3 × payload (%s)", p.bigBytes>>20, fmtBytes(float64(limit))),
-		fmt.Sprintf("%s (%.2f × payload)", fmtBytes(float64(b3.hwm)), float64(b3.hwm)/float64(p.bigBytes)), b3.hwm <= limit})
+	ts = append(ts, target{name: fmt.Sprintf("%d MiB through 3 proxies: conductor peak RSS ≤ 3 × payload (%s)", p.bigBytes>>20, fmtBytes(float64(limit))),
+		measured: fmt.Sprintf("%s (%.2f × payload)", fmtBytes(float64(b3.hwm)), float64(b3.hwm)/float64(p.bigBytes)), ok: b3.hwm <= limit})
 	for _, s := range r.start {
 		if s.name == conductorChain(3).name {
-			ts = append(ts, target{"idle conductor with 3 proxies ≤ 20 MiB RSS", fmtBytes(float64(s.idleRSS)), s.idleRSS <= 20<<20})
+			ts = append(ts, target{name: "idle conductor with 3 proxies ≤ 20 MiB RSS", measured: fmtBytes(float64(s.idleRSS)), ok: s.idleRSS <= 20<<20})
 		}
 	}
 	c2 := r.conc[1]
@@ -334,13 +353,13 @@ func (r *results) targets(p plan) []target {
 		first, _, _ := strings.Cut(c2.firstError, "\n")
 		m += ": " + strings.ReplaceAll(first, "|", "\\|")
 	}
-	ts = append(ts, target{fmt.Sprintf("%d concurrent sessions × %d prompts through 2 proxies: 0 errors", p.sessions, p.prompts), m, c2.errors == 0})
+	ts = append(ts, target{name: fmt.Sprintf("%d concurrent sessions × %d prompts through 2 proxies: 0 errors", p.sessions, p.prompts), measured: m, ok: c2.errors == 0})
 	return ts
 }
 
 // roundTargets are the targets judged on the chain sweep and the sdk
 // scenario: those whose figures each round has of its own, so that they can
-// be judged round by round too (see roundTally).
+// be judged round by round (see judgedRoundTargets).
 func (r *results) roundTargets() []target {
 	if len(r.sweep) == 0 { // -only sdk
 		return r.thinkwellTargets()
@@ -359,17 +378,17 @@ func (r *results) roundTargets() []target {
 	added := func(s sweepRow) float64 { return s.lat50 - base.lat50 }
 	var ts []target
 	if goCopier != nil {
-		ts = append(ts, target{"0 proxies: added median latency ≤ 1.25 × the Go copier's",
-			fmt.Sprintf("%s vs %s: ×%.2f", fmtNs(added(c0)), fmtNs(added(*goCopier)), added(c0)/added(*goCopier)),
-			added(c0) <= 1.25*added(*goCopier)})
+		ts = append(ts, target{name: "0 proxies: added median latency ≤ 1.25 × the Go copier's",
+			measured: fmt.Sprintf("%s vs %s: ×%.2f", fmtNs(added(c0)), fmtNs(added(*goCopier)), added(c0)/added(*goCopier)),
+			ok:       added(c0) <= 1.25*added(*goCopier)})
 	}
 	if cCopier != nil {
-		ts = append(ts, target{"0 proxies: added median latency ≤ 2 × the C copier's",
-			fmt.Sprintf("%s vs %s: ×%.2f", fmtNs(added(c0)), fmtNs(added(*cCopier)), added(c0)/added(*cCopier)),
-			added(c0) <= 2*added(*cCopier)})
-		ts = append(ts, target{"0 proxies: updates/s at 100 per prompt ≥ 0.95 × the C copier's",
-			fmt.Sprintf("%s vs %s: %s", fmtRate(c0.tp100), fmtRate(cCopier.tp100), ratio(c0.tp100, cCopier.tp100)),
-			c0.tp100 >= 0.95*cCopier.tp100})
+		ts = append(ts, target{name: "0 proxies: added median latency ≤ 2 × the C copier's",
+			measured: fmt.Sprintf("%s vs %s: ×%.2f", fmtNs(added(c0)), fmtNs(added(*cCopier)), added(c0)/added(*cCopier)),
+			ok:       added(c0) <= 2*added(*cCopier)})
+		ts = append(ts, target{name: "0 proxies: updates/s at 100 per prompt ≥ 0.95 × the C copier's",
+			measured: fmt.Sprintf("%s vs %s: %s", fmtRate(c0.tp100), fmtRate(cCopier.tp100), ratio(c0.tp100, cCopier.tp100)),
+			ok:       c0.tp100 >= 0.95*cCopier.tp100})
 	}
 	ts = append(ts, r.thinkwellTargets()...)
 	if goCopier != nil {
@@ -394,7 +413,7 @@ func (r *results) roundTargets() []target {
 				m += "; " + kind.lang + " copiers making a proxy's crossings: " + strings.Join(floors, ", ")
 			}
 		}
-		ts = append(ts, target{"each added proxy-library passthrough adds ≤ 2 × the Go copier's added latency", m, worst <= limit})
+		ts = append(ts, target{name: "each added proxy-library passthrough adds ≤ 2 × the Go copier's added latency", measured: m, ok: worst <= limit})
 		if t, ok := r.hopFloorTarget(); ok {
 			ts = append(ts, t)
 		}
@@ -425,17 +444,25 @@ func (r *results) hopFloorTarget() (target, bool) {
 	if parts == nil {
 		return target{}, false
 	}
-	return target{"each proxy-library hop ≤ 1.25 × the same crossings through Go copiers (the hop limit against a measured floor; not issue 16's)",
-		strings.Join(parts, ", "), ok}, true
+	return target{name: "each proxy-library hop ≤ 1.25 × the same crossings through Go copiers (the hop limit against a measured floor; not issue 16's)",
+		measured: strings.Join(parts, ", "), ok: ok}, true
 }
 
-// roundTally says, for each of roundTargets, in how many of the rounds it
-// passed when judged on that round's figures alone: a target that passes in
-// some rounds and misses in others sits at its floor, within the machine's
-// noise.
-func (r *results) roundTally() []string {
+// judgedRoundTargets judges each of roundTargets round by round: it passes
+// when it passes, on that round's figures alone, in more than half the
+// rounds (in all of them, if it is one that must hold in every round).
+// Each round runs every chain within minutes, but the machine's speed moves
+// between rounds (on the development VM, by half), so that the medians of
+// two chains can come from different rounds, and a ratio of them set one
+// round's figure against another's. Judged round by round, a chain meets
+// only the floors measured beside it. The figures shown stay the medians,
+// and so does the verdict when no round was recorded apart.
+func (r *results) judgedRoundTargets() []target {
+	ts := r.roundTargets()
 	rounds := max(len(r.sweepRounds), len(r.sdkRounds))
-	passed := make([]int, len(r.roundTargets()))
+	if rounds == 0 {
+		return ts
+	}
 	for i := range rounds {
 		var one results
 		if i < len(r.sweepRounds) {
@@ -445,14 +472,18 @@ func (r *results) roundTally() []string {
 			one.sdk = r.sdkRounds[i]
 		}
 		for j, t := range one.roundTargets() {
-			if j < len(passed) && t.ok {
-				passed[j]++
+			if j < len(ts) && t.ok {
+				ts[j].passed++
 			}
 		}
 	}
-	tally := make([]string, len(passed))
-	for j, n := range passed {
-		tally[j] = fmt.Sprintf("%d of %d", n, rounds)
+	for j := range ts {
+		t := &ts[j]
+		t.rounds, t.medians = rounds, t.ok
+		t.ok = 2*t.passed > rounds
+		if t.every {
+			t.ok = t.medians && t.passed == rounds
+		}
 	}
-	return tally
+	return ts
 }

@@ -95,7 +95,7 @@ type benchRow struct {
 type results struct {
 	sweep []sweepRow
 	// The sweep's and the sdk scenario's rows of each round alone, in the
-	// order of the rounds, for roundTally.
+	// order of the rounds, for judgedRoundTargets.
 	sweepRounds [][]sweepRow
 	sdkRounds   [][]sdkRow
 	big         []bigRow

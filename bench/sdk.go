@@ -175,11 +175,8 @@ func (b *bench) sdkOnly(out string) error {
 	r := results{sdk: rows, sdkRounds: rounds}
 	var w strings.Builder
 	r.sdkTable(&w, b.plan)
-	fmt.Fprintf(&w, "\n### Targets\n\n| target | measured | result | rounds passed |\n|---|---|---|---|\n")
-	tally := r.roundTally()
-	for i, t := range r.roundTargets() {
-		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", t.name, t.measured, passMiss(t.ok), tally[i])
-	}
+	fmt.Fprintf(&w, "\n### Targets\n\n%s\n\n", targetsHelp)
+	writeTargets(&w, r.judgedRoundTargets())
 	return emit(w.String(), out)
 }
 
@@ -245,15 +242,15 @@ func (r *results) thinkwellTargets() []target {
 				kind = "proxy-library"
 			}
 			a, b := ours.lat50-base.lat50, tw.lat50-base.lat50
-			ts = append(ts, target{fmt.Sprintf("%d proxies (ours %s): added latency ≤ 0.70 × @thinkwell/conductor's, and more updates/s", n, kind),
-				fmt.Sprintf("%s vs %s (×%.2f); %s vs %s", fmtNs(a), fmtNs(b), a/b, fmtRate(ours.tp100), fmtRate(tw.tp100)),
-				a <= 0.70*b && ours.tp100 > tw.tp100})
+			ts = append(ts, target{name: fmt.Sprintf("%d proxies (ours %s): added latency ≤ 0.70 × @thinkwell/conductor's, and more updates/s", n, kind),
+				measured: fmt.Sprintf("%s vs %s (×%.2f); %s vs %s", fmtNs(a), fmtNs(b), a/b, fmtRate(ours.tp100), fmtRate(tw.tp100)),
+				ok:       a <= 0.70*b && ours.tp100 > tw.tp100})
 		}
 	}
 	errs := 0
 	for _, s := range r.sdk {
 		errs += s.errors
 	}
-	ts = append(ts, target{"TypeScript SDK scenario: 0 errors on every chain", fmt.Sprintf("%d errors", errs), errs == 0})
+	ts = append(ts, target{name: "TypeScript SDK scenario: 0 errors on every chain", measured: fmt.Sprintf("%d errors", errs), ok: errs == 0, every: true})
 	return ts
 }
