@@ -205,7 +205,7 @@ func (r *results) markdown(e env) string {
 
 // targetsHelp says how the targets table judges.
 const targetsHelp = "A target measured in every round (the chain sweep, the TypeScript SDK scenario) is judged round by round, " +
-	"each round's chains against the floors measured minutes apart in the same round, and passes when it passes in more than half the rounds. " +
+	"each round's chains against the floors measured in the same round, and passes when it passes in more than half the rounds. " +
 	"Its figures are the medians over the rounds; where those alone would judge it otherwise, the result says so."
 
 // writeTargets writes the targets table.
