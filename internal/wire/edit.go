@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unicode/utf8"
 )
 
 // EditMember returns a copy of the JSON object obj with the value of its
@@ -17,6 +18,14 @@ import (
 // or empty obj counts as {}.
 func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	orig := obj
+	// JSON spells a name that is not valid UTF-8 with U+FFFD for each
+	// invalid byte, as encoding/json writes and reads it: the member the
+	// name stands for is the one so named, or the edit would add a second
+	// member that reads as the first.
+	key, _ := json.Marshal(name)
+	if !utf8.ValidString(name) {
+		json.Unmarshal(key, &name) // valid, so cannot fail
+	}
 	if t := bytes.TrimSpace(obj); len(t) == 0 || string(t) == "null" {
 		obj = json.RawMessage("{}")
 	}
@@ -69,7 +78,6 @@ func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage)
 		out = append(append(append(out, obj[:start]...), val...), obj[end:]...)
 		return out, nil
 	}
-	key, _ := json.Marshal(name)
 	out = make([]byte, 0, len(obj)+len(key)+len(val)+2)
 	out = append(out, obj[:closing]...)
 	if members > 0 {

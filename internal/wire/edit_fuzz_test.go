@@ -38,6 +38,9 @@ func FuzzEditMember(f *testing.F) {
 			old = o
 			return val, nil
 		})
+		// The member name stands for, as JSON spells it (see EditMember).
+		key, _ := json.Marshal(name)
+		json.Unmarshal(key, &name)
 		ref := map[string]json.RawMessage{}
 		if t := bytes.TrimSpace(obj); len(t) > 0 && string(t) != "null" {
 			if json.Unmarshal(obj, &ref) != nil || ref == nil {

@@ -24,6 +24,10 @@ func TestEditMember(t *testing.T) {
 		{`{"a":"\u00e9\n"}`, "b", set("[1,\n2]"), `{"a":"\u00e9\n","b":[1,2]}`},
 		{`{"a":1}`, "a", set(``), `{"a":1}`},
 		{`{"a":1}`, "a", func(json.RawMessage) (json.RawMessage, error) { return nil, nil }, `{"a":1}`},
+		// A name JSON cannot spell is the one it reads as: U+FFFD for each
+		// invalid byte, so "\xfe" is the member named "\xff" (or "\ufffd").
+		{"{\"\xff\":1}", "\xfe", set(`2`), "{\"\xff\":2}"},
+		{`{"a":1}`, "\xfe", set(`2`), `{"a":1,"\ufffd":2}`},
 		{`{"a":[1]}`, "a", func(old json.RawMessage) (json.RawMessage, error) {
 			return append(json.RawMessage(`[0,`), old[1:]...), nil
 		}, `{"a":[0,1]}`},
