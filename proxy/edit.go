@@ -12,7 +12,8 @@ import (
 // edit returns an empty value, obj is returned unchanged. Every other byte of
 // obj is kept, so a handler can change one field of a message's params, or of
 // an answer, without decoding or disturbing the rest (such as _meta). A null
-// or empty obj counts as {}.
+// or empty obj counts as {}. Names match as encoding/json reads them:
+// escapes decoded, and each byte that is not valid UTF-8 read as U+FFFD.
 func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
 	return wire.EditMember(obj, name, edit)
 }
