@@ -1102,6 +1102,31 @@ func TestMCPConnConn(t *testing.T) {
 	h.expect(`{"jsonrpc":"2.0","id":"m1","result":{"content":[]}}`)
 }
 
+// An MCP server's response names the request it answers by the id the
+// server read, however the server spells it (1.0 or 1e0 for 1, as one
+// that re-encodes numbers writes it), as a peer's response names a call
+// (TestResponseIDSpelledOtherwise): it answers the agent's mcp/message,
+// rather than being dropped and leaving the mcp/message unanswered. A
+// different id, "1" for 1, answers nothing.
+func TestMCPServerAnswerSpelledOtherwise(t *testing.T) {
+	for _, id := range []string{`1.0`, `1e0`, `0.1e1`, `1.00`} {
+		t.Run(id, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testMCPServerAnswerSpelledOtherwise(t, id) })
+		})
+	}
+}
+
+func testMCPServerAnswerSpelledOtherwise(t *testing.T, id string) {
+	h := serveMCP(t, &proxy.Proxy{Logger: slog.New(slog.DiscardHandler)}, "tools")
+	sv, conn := h.connectS1()
+	h.send(`{"jsonrpc":"2.0","id":"m1","method":"proxy/successor","params":{"method":"mcp/message","params":{` + conn + `,"method":"tools/list"}}}`)
+	sv.expect(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	sv.write(t, `{"jsonrpc":"2.0","id":"1","result":{"wrong":true}}`)
+	sv.write(t, `{"jsonrpc":"2.0","id":`+id+`,"result":{"tools":[]}}`)
+	h.expect(`{"jsonrpc":"2.0","id":"m1","result":{"tools":[]}}`)
+	h.quiet()
+}
+
 // An MCP server's answer whose error is malformed answers the agent's
 // mcp/message with the proxy's -32603, naming the server, the error as it
 // came in data, as an answer from a peer would; and the agent's malformed

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/creachadair/jrpc2"
@@ -339,12 +338,18 @@ func (c *MCPConn) push(msg []byte) {
 
 // relayAnswer answers the client's request that the server's response m is for.
 func (c *MCPConn) relayAnswer(m *wire.Message) error {
-	n, err := strconv.ParseInt(string(m.ID), 10, 64)
+	n, given := ownID(m.ID)
+	if !given {
+		// Spelled otherwise (1.0 for 1) by a server that re-encodes
+		// numbers: the same id, as a peer's response to a call is
+		// (Conn.complete), lest the client's request go unanswered.
+		n, given = wire.IntOf(m.ID)
+	}
 	c.mu.Lock()
 	id, ok := c.pending[n]
 	delete(c.pending, n)
 	c.mu.Unlock()
-	if err != nil || !ok {
+	if !given || !ok {
 		c.h.c.log.Debug("dropped an MCP response to no pending request", "connectionId", c.id, "id", string(m.ID))
 		return nil
 	}
