@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -84,6 +85,54 @@ func TestShutdownOnCancel(t *testing.T) {
 		t.Error("handler's context not cancelled")
 	}
 	for range c.lines { // closed
+	}
+}
+
+// Cancelling Serve's context stops it even while a write to the conductor
+// is blocked, as it is while the conductor does not read: the output is
+// closed to interrupt the write, as the input is to interrupt a read.
+// Otherwise a proxy told to stop (by SIGTERM, say) while its conductor
+// does not read would stop only when killed.
+func TestShutdownOnCancelWhileWriting(t *testing.T) {
+	for name, pipe := range map[string]func() (io.ReadCloser, io.WriteCloser, error){
+		"io.Pipe": func() (io.ReadCloser, io.WriteCloser, error) { r, w := io.Pipe(); return r, w, nil },
+		"os.Pipe": func() (io.ReadCloser, io.WriteCloser, error) { return os.Pipe() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			inR, inW, err := pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inW.Close()
+			outR, outW, err := pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outR.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- (&proxy.Proxy{}).Serve(ctx, inR, outW) }()
+
+			// A notification far longer than a pipe holds, relayed: once
+			// its first byte is read, the rest of its write waits for a
+			// reader that never comes.
+			big := `{"jsonrpc":"2.0","method":"_big","params":{"s":"` + strings.Repeat("x", 1<<20) + `"}}` + "\n"
+			go io.WriteString(inW, big)
+			if _, err := io.ReadFull(outR, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("Serve: got %v, want context.Canceled", err)
+				}
+			case <-time.After(timeout):
+				t.Fatal("Serve did not return after its context was cancelled, its write blocked")
+			}
+		})
 	}
 }
 

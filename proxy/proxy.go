@@ -139,9 +139,10 @@ func (p *Proxy) handler(from Side, method string) Handler {
 //
 // Serve returns nil at the end of in, ctx.Err() if ctx is done first, and
 // otherwise the error that stopped it, such as a failed write. When ctx is
-// done Serve closes in, if in is an io.Closer, to interrupt a pending read;
-// if in is not, or closing does not interrupt it (as with a blocking file
-// such as os.Stdin), Serve returns only once that read does.
+// done Serve closes in, if in is an io.Closer, to interrupt a pending read,
+// and out, to interrupt a pending write; if in is not a Closer, or closing
+// does not interrupt the read or the write (as with a blocking file such
+// as os.Stdin), Serve returns only once it does.
 func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) error {
 	if p == nil {
 		p = new(Proxy)
@@ -157,7 +158,11 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 	p.checkHandlers(c.log)
 	c.out.try = wire.TryWriterOf(ch) // nil unless out can be written without blocking
 
-	g.Go(func() error { return c.out.run(gctx, ch) })
+	written := make(chan struct{})
+	g.Go(func() error {
+		defer close(written)
+		return c.out.run(gctx, ch)
+	})
 	stopped := make(chan struct{})
 	g.Go(func() error {
 		defer close(stopped)
@@ -172,7 +177,18 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 				in.Close()
 			}
 		case <-stopped:
+			// The rest is written as the conductor reads it, unless
+			// gctx is done first.
+			select {
+			case <-gctx.Done():
+			case <-written:
+				return nil
+			}
 		}
+		// Nothing more is written once gctx is done, but a write may be
+		// blocked, the conductor not reading: closing out interrupts it,
+		// as closing in does a read. ch.Close, below, would wait for it.
+		out.Close()
 		return nil
 	})
 
