@@ -27,7 +27,7 @@ func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage)
 	if !utf8.ValidString(name) {
 		json.Unmarshal(key, &name) // valid, so cannot fail
 	}
-	if t := bytes.TrimSpace(obj); len(t) == 0 || string(t) == "null" {
+	if t := bytes.Trim(obj, jsonSpace); len(t) == 0 || string(t) == "null" {
 		obj = json.RawMessage("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(obj))
@@ -57,6 +57,11 @@ func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage)
 		return nil, fmt.Errorf("%w: %v", errNotObject, err)
 	}
 	closing := int(dec.InputOffset()) - 1
+	if len(bytes.TrimLeft(obj[closing+1:], jsonSpace)) > 0 {
+		// A decoder reading a stream would stop at the object; a message's
+		// params end with it, so whatever follows is not JSON.
+		return nil, fmt.Errorf("%w: data after the object", errNotObject)
+	}
 
 	val, err := edit(old)
 	if err != nil {
@@ -89,6 +94,9 @@ func EditMember(obj json.RawMessage, name string, edit func(old json.RawMessage)
 }
 
 var errNotObject = errors.New("not a JSON object")
+
+// jsonSpace is what JSON counts as white space (bytes.TrimSpace counts more).
+const jsonSpace = " \t\r\n"
 
 // SetPath sets the member at path inside the object obj to val, creating
 // objects on the way, and keeps every other byte of obj.

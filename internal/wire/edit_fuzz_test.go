@@ -22,22 +22,29 @@ func decodeAny(data []byte) (any, error) {
 // FuzzEditMember holds EditMember to encoding/json: for any valid JSON
 // object (null and nothing count as {}) and valid value, the result reads
 // as the object with that member set, keeps every other byte, and stays
-// one line; what is not an object is refused.
+// one line; what is not an object, or not JSON at all, is refused.
 func FuzzEditMember(f *testing.F) {
 	f.Add([]byte(`{"a":1, "b" : [1, 2] ,"c":3}`), "b", []byte(`"x"`))
 	f.Add([]byte(`{"\u0061":1,"a":2}`), "a", []byte("[1,\n2]"))
 	f.Add([]byte(` null `), "z", []byte(`{}`))
 	f.Add([]byte(`{"\xff":1}`), "\ufffd", []byte(`2`))
 	f.Add([]byte(`[]`), "a", []byte(`1`))
+	f.Add([]byte(`{"a":1} x`), "a", []byte(`3`))
 	f.Fuzz(func(t *testing.T, obj []byte, name string, val []byte) {
-		if !json.Valid(obj) && len(bytes.TrimSpace(obj)) > 0 || !json.Valid(val) {
-			return // the relay edits only what it parsed
+		if !json.Valid(val) {
+			return
 		}
 		var old json.RawMessage
 		out, err := EditMember(obj, name, func(o json.RawMessage) (json.RawMessage, error) {
 			old = o
 			return val, nil
 		})
+		if len(bytes.Trim(obj, " \t\r\n")) > 0 && !json.Valid(obj) {
+			if err == nil {
+				t.Fatalf("EditMember(%q), not JSON, = %s", obj, out)
+			}
+			return
+		}
 		// The member name stands for, as JSON spells it (see EditMember).
 		key, _ := json.Marshal(name)
 		json.Unmarshal(key, &name)

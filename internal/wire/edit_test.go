@@ -39,7 +39,7 @@ func TestEditMember(t *testing.T) {
 		}
 	}
 
-	for _, bad := range []string{`[]`, `"s"`, `{"a":`} {
+	for _, bad := range []string{`[]`, `"s"`, `{"a":`, `{"a":1,}`, `{"a":1} x`, `{"a":1}{}`} {
 		if _, err := EditMember(json.RawMessage(bad), "a", set(`1`)); err == nil {
 			t.Errorf("EditMember(%s) succeeded; want an error", bad)
 		}
