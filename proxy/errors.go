@@ -41,6 +41,14 @@ func (e *cutOff) Error() string {
 
 func (e *cutOff) Unwrap() error { return ErrClosed }
 
+// A writeError is the failed write that ended the connection. It is
+// ErrClosed to errors.Is, as is every call it cuts off, and the write's
+// error too.
+type writeError struct{ err error }
+
+func (e writeError) Error() string   { return "proxy: writing: " + e.err.Error() }
+func (e writeError) Unwrap() []error { return []error{e.err, ErrClosed} }
+
 // An Error is a JSON-RPC error object. [Conn.Call] and [Request.Forward]
 // return one when the peer answers with an error, and a handler that returns
 // one (or an error wrapping one) answers with it. An Error received from a

@@ -147,8 +147,8 @@ func TestShutdownOnWriteError(t *testing.T) {
 	io.WriteString(inW, `{"jsonrpc":"2.0","method":"session/cancel","params":{}}`+"\n")
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "conductor gone") {
-			t.Errorf("Serve: got %v, want the write error", err)
+		if err == nil || !strings.Contains(err.Error(), "conductor gone") || !errors.Is(err, proxy.ErrClosed) {
+			t.Errorf("Serve: got %v, want the write error, as ErrClosed", err)
 		}
 	case <-time.After(timeout):
 		t.Fatal("Serve did not return")

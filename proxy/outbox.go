@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -284,7 +283,7 @@ func (o *outbox) run(ctx context.Context, ch *wire.LineChannel) error {
 		o.busy = false
 		o.writing = 0
 		if err != nil {
-			o.closed, o.err, o.queue = true, fmt.Errorf("proxy: writing: %w", err), nil
+			o.closed, o.err, o.queue = true, writeError{err}, nil
 			o.queued, o.lines = 0, 0
 			o.wakeReader()
 			o.mu.Unlock()
