@@ -22,6 +22,11 @@ type Options struct {
 	Mode conductor.Mode
 	// File is a chain file to read; empty means none.
 	File string
+	// Data is File's contents, when the caller has read them already
+	// (with Read); nil means Load reads File. A file may be readable only
+	// once (a pipe: validate <(generate-chain)), so what was read of it
+	// is all there is.
+	Data []byte
 	// Components are command-line components: the proxies in order, then in
 	// AgentMode the agent. They cannot be combined with File, since merging
 	// two partial chains has no obvious meaning.
@@ -45,7 +50,12 @@ func Load(opts Options) (*Config, error) {
 	var f *File
 	if opts.File != "" {
 		var err error
-		if f, err = ReadFile(opts.File); err != nil {
+		if opts.Data != nil {
+			f, err = Parse(opts.File, opts.Data)
+		} else {
+			f, err = ReadFile(opts.File)
+		}
+		if err != nil {
 			return nil, err
 		}
 		if err := f.Check(opts.Mode); err != nil {
@@ -107,6 +117,16 @@ func origin(key string, f *File, fs *pflag.FlagSet) string {
 
 // ReadFile reads and parses the chain file at path.
 func ReadFile(path string) (*File, error) {
+	data, err := Read(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Read reads the chain file at path, refusing one longer than
+// MaxFileBytes without reading on (it may be a device that never ends).
+func Read(path string) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: chain file: %w", err)
@@ -119,7 +139,7 @@ func ReadFile(path string) (*File, error) {
 	if len(data) > MaxFileBytes {
 		return nil, Problems{{File: path, Msg: fmt.Sprintf("larger than %d bytes; is this a chain file?", MaxFileBytes)}}
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // fromArgs fills in the components from command-line strings.

@@ -299,13 +299,10 @@ func (c *Config) Lint() (errs, warnings Problems) {
 	return errs, warnings
 }
 
-// TabProblems reports the lines of the file at path indented with a tab,
-// which YAML does not allow, and which its parser reports in other words.
-func TabProblems(path string) Problems {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
+// TabProblems reports the lines of data, the chain file at path, indented
+// with a tab, which YAML does not allow, and which its parser reports in
+// other words.
+func TabProblems(path string, data []byte) Problems {
 	var ps Problems
 	for i, line := range strings.Split(string(data), "\n") {
 		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]

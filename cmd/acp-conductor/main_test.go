@@ -216,6 +216,31 @@ agent:
 	}
 }
 
+// TestValidateReadsOnce: validate reads the chain file once, and no more
+// of it than a chain file may hold, so that a file that can be read only
+// once (validate <(generate-chain), /dev/stdin) is judged on what it holds,
+// as agent --config judges it, and one that never ends is refused as too
+// long rather than read until memory runs out.
+func TestValidateReadsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, stdin string
+		code        int
+		stdout      string
+		stderrHas   string
+	}{
+		{"good chain", "agent: {command: sh}\n", 0, "ok: 0 proxies, agent sh\n", ""},
+		{"bad chain", "agent: {command: sh, agrs: [x]}\n", 1, "", `/dev/stdin:1: unknown key "agrs" in agent`},
+		{"too long", strings.Repeat("#", config.MaxFileBytes+1), 1, "", "/dev/stdin: larger than 1048576 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, tc.stdin, nil, "validate", "/dev/stdin")
+			if r.code != tc.code || r.stdout != tc.stdout || !strings.Contains(r.stderr, tc.stderrHas) {
+				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit %d, stdout %q, stderr with %q", r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderrHas)
+			}
+		})
+	}
+}
+
 // TestChainErrors checks that a chain that cannot run fails at once, with a
 // clear message on stderr, a non-zero exit, and nothing at all on stdout.
 func TestChainErrors(t *testing.T) {

@@ -97,11 +97,18 @@ file reference" and "Remote chains" say more.
 			}
 
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if tabs := config.TabProblems(file); len(tabs) > 0 {
+			// Read once, for the tabs and for Load: the file may be a
+			// pipe (validate <(generate-chain)), empty when read again.
+			data, err := config.Read(file)
+			if err != nil {
+				fmt.Fprintln(errOut, err)
+				return reportedError{err}
+			}
+			if tabs := config.TabProblems(file, data); len(tabs) > 0 {
 				fmt.Fprintln(errOut, tabs)
 				return reportedError{tabs}
 			}
-			cfg, err := config.Load(config.Options{Mode: m, File: file})
+			cfg, err := config.Load(config.Options{Mode: m, File: file, Data: data})
 			if err != nil {
 				fmt.Fprintln(errOut, err)
 				return reportedError{err}
