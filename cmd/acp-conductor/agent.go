@@ -53,5 +53,6 @@ It exits 0 after a clean stop and 1 otherwise, with the reason logged.`,
 		},
 	}
 	addChainFlags(cmd)
+	refuseOnFlagError(cmd)
 	return cmd
 }

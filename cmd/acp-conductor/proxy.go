@@ -28,5 +28,6 @@ agent section.`,
 		},
 	}
 	addChainFlags(cmd)
+	refuseOnFlagError(cmd)
 	return cmd
 }

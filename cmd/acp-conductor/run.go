@@ -24,6 +24,26 @@ func addChainFlags(cmd *cobra.Command, except ...string) {
 	cmd.Flags().SortFlags = false
 }
 
+// refuseOnFlagError makes a mistake in the flags of cmd, a command that
+// serves a chain on stdio, answer the editor's first request, as runChain
+// answers a bad setting from the environment or the chain file: the flags
+// are settings too, and an editor shows the answer where a closed pipe
+// says nothing. cobra parses them before runChain runs.
+func refuseOnFlagError(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) // as in runChain
+		ctx, abort, stopSignals := onSignals(cmd.Context())
+		defer stopSignals()
+		untilAbort, cancel := abortContext(ctx, abort)
+		defer cancel()
+		file, _ := cmd.Flags().GetString("config")
+		// The editor's error names the command whose flags are wrong: it
+		// may be a conductor nested in a chain (acp-conductor proxy).
+		_ = refuseChain(untilAbort, cmd, nil, file, fmt.Errorf("%s: %w", cmd.CommandPath(), err))
+		return fmt.Errorf("%w\nRun '%s --help' for usage.", err, cmd.CommandPath())
+	})
+}
+
 // runChain loads the chain for mode from the command line, starts logging,
 // and runs the conductor on stdin and stdout until the client hangs up, a
 // component fails, or SIGINT, SIGTERM or SIGHUP arrives.

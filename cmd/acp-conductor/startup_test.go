@@ -35,6 +35,8 @@ func TestStartupErrorsReachEditor(t *testing.T) {
 		{"program not in PATH", nil, []string{"agent", "cat", "no-such-agent-xyz --acp"}, []string{"no-such-agent-xyz", "not found in PATH"}},
 		{"missing cwd", nil, []string{"agent", "--config", writeFile(t, "cwd.yaml", "agent: {command: cat, cwd: /no/such/dir}\n")}, []string{"/no/such/dir", "working directory"}},
 		{"bad environment value", []string{"ACP_CONDUCTOR_SHUTDOWN_GRACE=soon"}, []string{"agent", "cat"}, []string{"ACP_CONDUCTOR_SHUTDOWN_GRACE", "soon"}},
+		{"bad flag value", nil, []string{"agent", "--shutdown-grace", "soon", "cat"}, []string{"invalid argument", "soon", "--shutdown-grace"}},
+		{"unknown flag", nil, []string{"proxy", "--log-levle", "debug"}, []string{"acp-conductor proxy: unknown flag: --log-levle"}},
 		{"bad chain file", nil, []string{"agent", "--config", writeFile(t, "bad.yaml", "agent: {command: cat\n")}, []string{"bad.yaml"}},
 		{"cannot exec", nil, []string{"agent", "--config", writeFile(t, "exec.yaml", "agent: {name: locked, command: "+notExec+"}\n")}, []string{"locked", "not executable"}},
 		{"dies before answering", nil, []string{"agent", "sh -c 'echo going away >&2; exit 3'"}, []string{`sh`, "exit status 3"}},
