@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,6 +191,24 @@ func TestOneProblemPerValue(t *testing.T) {
 		_, err := Parse("chain.yaml", []byte("agent: {command: a}\n"+y))
 		if ps, _ := err.(Problems); len(ps) != 1 {
 			t.Errorf("%q: want one problem, got:\n%v", y, err)
+		}
+	}
+}
+
+// TestProblemsInOrder: the problems of a file come in the same order at
+// every parse, the order of the checks, so that the editor's error and
+// validate's list read the same from one run to the next.
+func TestProblemsInOrder(t *testing.T) {
+	y := "agent: {command: a}\ninit_timeout: -1s\nrestart_window: -1s\nrestart_backoff: -1s\nrestart_backoff_max: -1s\n"
+	for range 20 {
+		_, err := Parse("chain.yaml", []byte(y))
+		ps, _ := err.(Problems)
+		var lines []int
+		for _, p := range ps {
+			lines = append(lines, p.Line)
+		}
+		if !slices.Equal(lines, []int{2, 3, 4, 5}) {
+			t.Fatalf("problems on lines %v, want 2, 3, 4, 5:\n%v", lines, err)
 		}
 	}
 }

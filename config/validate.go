@@ -94,10 +94,14 @@ func (f *File) validate() Problems {
 	if err := checkMaxBytes(f.MaxMessageBytes); err != nil && f.nodes.has("max_message_bytes") {
 		add("max_message_bytes", "%v", err)
 	}
-	for key, d := range map[string]time.Duration{"init_timeout": f.InitTimeout, "restart_window": f.RestartWindow,
-		"restart_backoff": f.RestartBackoff, "restart_backoff_max": f.RestartBackoffMax} {
-		if err := checkPositive(d); err != nil && f.nodes.has(key) {
-			add(key, "%v", err)
+	// A slice, not a map: the problems come in the same order every time.
+	for _, s := range []struct {
+		key string
+		d   time.Duration
+	}{{"init_timeout", f.InitTimeout}, {"restart_window", f.RestartWindow},
+		{"restart_backoff", f.RestartBackoff}, {"restart_backoff_max", f.RestartBackoffMax}} {
+		if err := checkPositive(s.d); err != nil && f.nodes.has(s.key) {
+			add(s.key, "%v", err)
 		}
 	}
 	if f.RestartLimit < 1 && f.nodes.has("restart_limit") {
