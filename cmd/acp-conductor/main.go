@@ -116,6 +116,14 @@ only the protocol; logs go to stderr or to --log-file.
 				sh.Example = completionExamples[sh.Name()]
 			}
 		}
+		// cobra shows the help of a command that only groups others (trace,
+		// completion) for any word after it, and exits 0, so that a typo
+		// (trace vew) looks like success to a script; such a command
+		// refuses one instead, as the root refuses an unknown command.
+		if c.HasSubCommands() && !c.Runnable() {
+			c.Args = cobra.NoArgs
+			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		}
 	}
 	return root
 }

@@ -153,6 +153,25 @@ func TestExamples(t *testing.T) {
 	walk(root)
 }
 
+// TestUnknownSubcommand: a command that only groups others (trace,
+// completion) refuses a word that names none of them, as the root refuses
+// an unknown command, rather than showing its help and exiting 0, which a
+// script takes for success; alone, it shows its help.
+func TestUnknownSubcommand(t *testing.T) {
+	for _, args := range [][]string{{"trace", "vew", "chain.jsons"}, {"completion", "fsh"}} {
+		r := acp(t, "", nil, args...)
+		want := fmt.Sprintf("unknown command %q for \"acp-conductor %s\"", args[1], args[0])
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout, %q on stderr", args, r.code, r.stdout, r.stderr, want)
+		}
+	}
+	for _, c := range []string{"trace", "completion"} {
+		if r := acp(t, "", nil, c); r.code != 0 || !strings.Contains(r.stdout, "Available Commands:") {
+			t.Errorf("%q: exit %d, want 0 and its help:\n%s%s", c, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	good := writeFile(t, "chain.yaml", `
 name: my-chain
