@@ -1,8 +1,11 @@
 package conductor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"slices"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -23,7 +26,13 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 	ctx, cancel := context.WithTimeout(ctx, cfg.grace())
 	defer cancel()
 	ch := wire.NewLineChannel(in, nopCloser{out}, cfg.MaxMessageBytes)
-	first := make(chan *wire.Message, 1)
+	// first carries the ids of the first line's requests: one, or those of
+	// a batch, which a running chain would answer together in a batch.
+	type requests struct {
+		ids   []json.RawMessage
+		batch bool
+	}
+	first := make(chan requests, 1)
 	go func() { // owned: refuse waits for first to close
 		defer close(first)
 		for {
@@ -31,20 +40,38 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 			if err != nil {
 				return
 			}
-			if m, err := wire.Parse(line); err == nil && m.IsRequest() {
-				first <- m
+			var r requests
+			if r.batch = wire.IsBatch(line); r.batch {
+				wire.EachElement(line, func(v []byte) {
+					if m, err := wire.Parse(v); err == nil && m.IsRequest() {
+						r.ids = append(r.ids, m.ID)
+					}
+				})
+			} else if m, err := wire.Parse(line); err == nil && m.IsRequest() {
+				r.ids = append(r.ids, m.ID)
+			}
+			if len(r.ids) > 0 {
+				first <- r
 				return
 			}
 		}
 	}()
 	select {
-	case m, ok := <-first:
+	case r, ok := <-first:
 		if ok {
 			e := wire.Errorf(codeInternalError, "%v", cause)
 			if component != "" {
 				e = e.WithData(exitError{Component: component, Status: "did not start"})
 			}
-			_ = ch.Send(wire.ErrorResponse(m.ID, e).Bytes())
+			answers := make([][]byte, len(r.ids))
+			for i, id := range r.ids {
+				answers[i] = wire.ErrorResponse(id, e).Bytes()
+			}
+			line := answers[0]
+			if r.batch {
+				line = slices.Concat([]byte("["), bytes.Join(answers, []byte(",")), []byte("]"))
+			}
+			_ = ch.Send(line)
 		}
 	case <-ctx.Done():
 	}

@@ -71,3 +71,27 @@ func TestStartupErrorsReachEditor(t *testing.T) {
 		})
 	}
 }
+
+// TestStartupErrorAnswersBatch: a chain that cannot start answers the
+// requests of a batch that comes first, together in a batch, as a running
+// chain would, rather than leaving them unanswered and waiting for a
+// request that comes alone.
+func TestStartupErrorAnswersBatch(t *testing.T) {
+	in := `[{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}},{"jsonrpc":"2.0","id":"b","method":"authenticate"}]` + "\n"
+	r := acp(t, in, nil, "agent", "no-such-agent-xyz")
+	var resp []struct {
+		ID    json.RawMessage
+		Error *struct{ Message string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || len(resp) != 2 {
+		t.Fatalf("exit %d, stdout %q: want a batch of two errors (%v)\nstderr: %s", r.code, r.stdout, err, r.stderr)
+	}
+	for i, id := range []string{`0`, `"b"`} {
+		if string(resp[i].ID) != id || resp[i].Error == nil || !strings.Contains(resp[i].Error.Message, "no-such-agent-xyz") {
+			t.Errorf("answer %d: %s; want an error naming no-such-agent-xyz under id %s", i, r.stdout, id)
+		}
+	}
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+}
