@@ -1,7 +1,9 @@
 package conductor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -216,6 +218,26 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 		}
 		// synctest.Test fails the test if any goroutine Run started is left.
 	})
+}
+
+// TestStartFailureAnswersLongRequest: a chain that cannot start answers a
+// first request longer than max_message_bytes, which a running chain
+// answers under its id too, with why it did not start.
+func TestStartFailureAnswersLongRequest(t *testing.T) {
+	long := `{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 2000) + `"}}` + "\n"
+	var out bytes.Buffer
+	err := Run(t.Context(), Config{Agent: Component{Name: "missing", Command: filepath.Join(t.TempDir(), "no-such-agent")}, MaxMessageBytes: 1024},
+		strings.NewReader(long), &out)
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("Run = %v", err)
+	}
+	var resp struct {
+		ID    json.RawMessage
+		Error *struct{ Message string }
+	}
+	if json.Unmarshal(out.Bytes(), &resp) != nil || string(resp.ID) != "8" || resp.Error == nil || !strings.Contains(resp.Error.Message, "missing") {
+		t.Errorf("wrote %q; want an error naming the agent under id 8", out.String())
+	}
 }
 
 // TestRestartReplayTimeout has a proxy crash mid-prompt and, restarted,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"slices"
 
@@ -37,18 +38,27 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 		defer close(first)
 		for {
 			line, err := ch.Recv()
-			if err != nil {
-				return
-			}
 			var r requests
-			if r.batch = wire.IsBatch(line); r.batch {
+			switch big, ok := errors.AsType[*wire.OversizeError](err); {
+			case ok:
+				// Skipped, but a request all the same, as the relay
+				// answers it (c.oversize); a batch's ids are not kept.
+				if id := wire.ParseErrorID(big); id != nil {
+					r.ids = append(r.ids, id)
+				}
+			case err != nil:
+				return
+			case wire.IsBatch(line):
+				r.batch = true
 				wire.EachElement(line, func(v []byte) {
-					if m, err := wire.Parse(v); err == nil && m.IsRequest() {
-						r.ids = append(r.ids, m.ID)
+					if id, ok := owed(v); ok {
+						r.ids = append(r.ids, id)
 					}
 				})
-			} else if m, err := wire.Parse(line); err == nil && m.IsRequest() {
-				r.ids = append(r.ids, m.ID)
+			default:
+				if id, ok := owed(line); ok {
+					r.ids = append(r.ids, id)
+				}
 			}
 			if len(r.ids) > 0 {
 				first <- r
@@ -91,3 +101,16 @@ func (nopCloser) Close() error { return nil }
 
 // Unwrap lets the channel find the file behind, to write to it directly.
 func (n nopCloser) Unwrap() io.Writer { return n.Writer }
+
+// owed returns the id of line if line is a request, or would be one but for
+// a flaw Parse names under its id (no "jsonrpc", say): a running chain
+// answers either, the second with -32600, and a refusing one answers both
+// with why the chain did not start, which is what the editor needs to show.
+func owed(line []byte) (json.RawMessage, bool) {
+	m, err := wire.Parse(line)
+	if err != nil {
+		id := wire.ParseErrorID(err)
+		return id, id != nil
+	}
+	return m.ID, m.IsRequest()
+}

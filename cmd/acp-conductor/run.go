@@ -86,7 +86,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 		// the editor still hears why.
 		log.Info("stopped before the chain started", zap.Error(context.Cause(ctx)))
 		cause := fmt.Errorf("the conductor is shutting down: %w", context.Cause(ctx))
-		_ = conductor.Refuse(untilAbort, conductor.Config{GracePeriod: cfg.ShutdownGrace}, conductor.Stdin(), conductor.Stdout(), cause)
+		_ = conductor.Refuse(untilAbort, conductor.Config{GracePeriod: cfg.ShutdownGrace, MaxMessageBytes: cfg.MaxMessageBytes}, conductor.Stdin(), conductor.Stdout(), cause)
 		return nil
 	}
 
@@ -97,7 +97,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	var stopTrace func()
 	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, log); err != nil {
 		log.Error("the chain cannot start", zap.Error(err))
-		return conductor.Refuse(untilAbort, conductor.Config{GracePeriod: cfg.ShutdownGrace}, conductor.Stdin(), conductor.Stdout(), err)
+		return conductor.Refuse(untilAbort, conductor.Config{GracePeriod: cfg.ShutdownGrace, MaxMessageBytes: cfg.MaxMessageBytes}, conductor.Stdin(), conductor.Stdout(), err)
 	}
 	defer stopTrace()
 	if exe, err := os.Executable(); err == nil && trick.On(trick.Supervisor) {
@@ -131,11 +131,14 @@ func refuseChain(ctx context.Context, cmd *cobra.Command, cfg *config.Config, fi
 			closeLog()
 		}
 	}
-	grace := conductor.DefaultGracePeriod
-	if cfg != nil && cfg.ShutdownGrace > 0 {
-		grace = cfg.ShutdownGrace
+	rc := conductor.Config{GracePeriod: conductor.DefaultGracePeriod}
+	if cfg != nil {
+		rc.MaxMessageBytes = cfg.MaxMessageBytes
+		if cfg.ShutdownGrace > 0 {
+			rc.GracePeriod = cfg.ShutdownGrace
+		}
 	}
-	return conductor.Refuse(ctx, conductor.Config{GracePeriod: grace}, conductor.Stdin(), conductor.Stdout(), cause)
+	return conductor.Refuse(ctx, rc, conductor.Stdin(), conductor.Stdout(), cause)
 }
 
 // abortContext returns a context, not done with ctx, that is done once

@@ -95,3 +95,32 @@ func TestStartupErrorAnswersBatch(t *testing.T) {
 		t.Errorf("exit %d, want 1", r.code)
 	}
 }
+
+// TestStartupErrorAnswersFlawedRequest: a chain that cannot start answers
+// a first request that a running chain would refuse under its id (no
+// "jsonrpc") with why the chain did not start; a line with no id to answer
+// is passed over for the next. TestStartFailureAnswersLongRequest has one
+// longer than the limit.
+func TestStartupErrorAnswersFlawedRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, id string
+	}{
+		{"no jsonrpc", `{"id":7,"method":"initialize","params":{}}` + "\n", `7`},
+		{"not JSON, then a request", "hello\n" + initRequest, `0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, tc.in, nil, "agent", "no-such-agent-xyz")
+			var resp struct {
+				ID    json.RawMessage
+				Error *struct{ Message string }
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || string(resp.ID) != tc.id ||
+				resp.Error == nil || !strings.Contains(resp.Error.Message, "no-such-agent-xyz") {
+				t.Fatalf("exit %d, stdout %q: want an error naming no-such-agent-xyz under id %s (%v)\nstderr: %s", r.code, r.stdout, tc.id, err, r.stderr)
+			}
+			if r.code != 1 {
+				t.Errorf("exit %d, want 1", r.code)
+			}
+		})
+	}
+}
