@@ -144,6 +144,10 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return err
 	}
 	loopback := isLoopbackAddr(f.listen)
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		// Said first: 127.0.0.1 alone would read as not loopback below.
+		return fmt.Errorf("--listen %q: want HOST:PORT, such as 127.0.0.1:8765: %w", f.listen, err)
+	}
 	switch {
 	case token == "" && !f.insecureNoAuth:
 		return fmt.Errorf("no token: give --token-file or set %s (or, on a loopback address only, --insecure-no-auth)", envToken)
