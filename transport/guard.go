@@ -16,7 +16,8 @@ import (
 // token and names a host a DNS rebinding page cannot: with a loopback
 // listener, Host and any Origin must be loopback names (or AllowedHosts);
 // otherwise an Origin must match Host or AllowedHosts. Refusals are logged
-// with the client's address and the reason, never the token.
+// with the client's address and the reason, never the token, and answered
+// at once, without waiting for the request's body.
 type Guard struct {
 	// Token is the bearer token every request must carry; empty admits
 	// any request (serve allows that only on loopback).
@@ -45,6 +46,15 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 				zap.String("host", r.Host), zap.String("origin", r.Header.Get("Origin")), zap.String("reason", reason))
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="acp"`)
+			}
+			// Over HTTP/1.x, net/http reads an unread body of up to 256
+			// KiB before it answers, to reuse the connection: a refused
+			// client that never sends the body it announced would get
+			// no answer and hold the connection for ever. Closing it
+			// after the answer skips that read. (HTTP/2 resets the
+			// stream instead, and would take this for a GOAWAY.)
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
 			}
 			http.Error(w, reason, status)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -319,6 +320,38 @@ func TestGuard(t *testing.T) {
 		}
 		if err == nil {
 			c.Close()
+		}
+	}
+}
+
+// TestGuardRefusesWithoutBody: a refused request is answered at once, even
+// when its body never comes. net/http reads a small unread body before it
+// answers, to keep the connection alive; a client without the token that
+// sends its headers and never its body would otherwise be left unanswered
+// and hold its TCP connection for as long as it likes, which anyone who can
+// reach the port could repeat until serve runs out of descriptors.
+func TestGuardRefusesWithoutBody(t *testing.T) {
+	_, u := newTestServer(t, &Guard{Token: "s3cret", Loopback: true})
+	addr := strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/acp")
+	for _, tc := range []struct {
+		name, header string
+		want         string
+	}{
+		{"no token", "", "401"},
+		{"wrong token", "Authorization: Bearer nope\r\n", "401"},
+		{"foreign Origin", "Authorization: Bearer s3cret\r\nOrigin: https://evil.example\r\n", "403"},
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /acp HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", addr, tc.header)
+		// The deadline only bounds a failure: the answer comes at once.
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		status, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || !strings.Contains(status, " "+tc.want+" ") {
+			t.Errorf("%s, its body not sent: %q, %v; want %s at once", tc.name, status, err, tc.want)
 		}
 	}
 }
