@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -88,7 +89,7 @@ func Dial(ctx context.Context, rawURL string, opts DialOptions) (Conn, error) {
 		}
 		return nil, fmt.Errorf("%s: %s", display(u), resp.Status)
 	}
-	return nil, fmt.Errorf("%s: %w", display(u), err)
+	return nil, fmt.Errorf("%s: %w", display(u), hideQuery(err))
 }
 
 // A RefusedError is a server's refusal of a connection for its credentials
@@ -174,3 +175,30 @@ func display(u *url.URL) string {
 	v.RawQuery, v.Fragment = "", ""
 	return v.Redacted()
 }
+
+// hideQuery returns err with the query and fragment of the URL that a
+// *url.Error in it names removed from its text, as display removes them:
+// net/http's errors name a request's URL with them (without its password
+// only), and they may hold a token. The URL is in the text of every error
+// that wraps the *url.Error too, written when each was made, so the text
+// is rewritten, not the *url.Error.
+func hideQuery(err error) error {
+	ue, ok := errors.AsType[*url.Error](err)
+	if !ok {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil || u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery {
+		return err
+	}
+	return &hiddenQuery{err, strings.ReplaceAll(err.Error(), ue.URL, display(u))}
+}
+
+// A hiddenQuery is an error whose text hides a URL's query (hideQuery).
+type hiddenQuery struct {
+	err error
+	msg string
+}
+
+func (e *hiddenQuery) Error() string { return e.msg }
+func (e *hiddenQuery) Unwrap() error { return e.err }

@@ -108,7 +108,8 @@ func (c *httpClient) request(ctx context.Context, method string, body []byte, h 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return c.hc.Do(req)
+	resp, err := c.hc.Do(req)
+	return resp, hideQuery(err)
 }
 
 // setHeaders gives req the dial's headers, then h, then the negotiated
@@ -261,7 +262,7 @@ func (c *httpClient) openStream(ctx context.Context, session string) error {
 		err  error
 	}
 	got := make(chan result, 1)
-	go func() { resp, err := c.hc.Do(req); got <- result{resp, err} }()
+	go func() { resp, err := c.hc.Do(req); got <- result{resp, hideQuery(err)} }()
 	var r result
 	select {
 	case r = <-got:

@@ -395,6 +395,37 @@ func TestDialRefused(t *testing.T) {
 	}
 }
 
+// TestDialErrorsHideQuery: a failure to reach a server, over a WebSocket or
+// Streamable HTTP, names the URL without its query or fragment, which may
+// hold a token: net/http's errors name the request's URL with them.
+func TestDialErrorsHideQuery(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "://" + ln.Addr().String() + "/acp?token=s3cret#s3cretfrag"
+	ln.Close() // nothing listens there now
+	for _, tc := range []struct {
+		url  string
+		opts DialOptions
+	}{
+		{"ws" + u, DialOptions{}},
+		{"http" + u, DialOptions{}},
+		{"http" + u, DialOptions{StreamableHTTP: true}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := Dial(ctx, tc.url, tc.opts)
+		if err == nil { // Streamable HTTP: fails at initialize
+			err = c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+			c.Close()
+		}
+		cancel()
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "/acp") {
+			t.Errorf("Dial(%s, StreamableHTTP: %v): %v, want an error naming the URL without its query", tc.url, tc.opts.StreamableHTTP, err)
+		}
+	}
+}
+
 // TestMaxConnections: a connection beyond the bound is refused with 503,
 // over either profile, and a slot frees when a connection ends.
 func TestMaxConnections(t *testing.T) {
