@@ -358,6 +358,27 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 	if rc.Flush() != nil {
 		return
 	}
+	// Once the connection has ended, what is left on the stream goes to a
+	// client that reads it, or not at all: a client that reads nothing of
+	// it for StallTimeout is gone, and its write fails. Else the GET, and
+	// all that is queued on it, would wait as long as the client keeps its
+	// TCP connection, which over HTTP/2 it keeps alive while it reads none
+	// of the stream.
+	watched, left := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-c.done:
+			_ = rc.SetWriteDeadline(time.Now().Add(c.s.StallTimeout))
+		case <-left:
+		}
+	}()
+	defer func() {
+		close(left)
+		<-watched
+		// An HTTP/1.1 connection kept alive keeps its deadline.
+		_ = rc.SetWriteDeadline(time.Time{})
+	}()
 	tick := time.NewTicker(keepalive)
 	defer tick.Stop()
 	var buf []byte
@@ -377,6 +398,11 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 			c.mu.Unlock()
 			select {
 			case c.room <- struct{}{}:
+			default:
+			}
+			select {
+			case <-c.done: // read from: another StallTimeout
+				_ = rc.SetWriteDeadline(time.Now().Add(c.s.StallTimeout))
 			default:
 			}
 		}

@@ -634,3 +634,76 @@ func TestHTTPBackpressure(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreadStreamEnds: once its connection has ended, a stream whose
+// client reads nothing of it for StallTimeout ends, over HTTP/1.1 and
+// HTTP/2 alike, rather than hold its GET, and all that is queued on it,
+// for as long as the client keeps its TCP connection open: over HTTP/2 a
+// client keeps a connection alive while it reads none of a stream, and
+// could pin a connection's worth of messages with each stream it leaves
+// unread after the connection ends (for not reading, or by DELETE).
+func TestUnreadStreamEnds(t *testing.T) {
+	const size, n = 64 << 10, 160 // 10 MiB, past the client's buffers
+	payload := strings.Repeat("x", size)
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
+			ended := make(chan string, 1)
+			s := &Server{MaxBuffered: 1 << 20, StallTimeout: 100 * time.Millisecond, Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+				for {
+					msg, err := c.Read(ctx)
+					if err != nil {
+						return
+					}
+					c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+string(wire.Member(msg, "id"))+`,"result":{}}`))
+					if !strings.Contains(string(msg), `"flood"`) {
+						continue
+					}
+					for i := range n {
+						if c.Write(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"x/update","params":{"sessionId":"s","i":%d,"t":"%s"}}`, i, payload))) != nil {
+							return
+						}
+					}
+				}
+			}}
+			s.streamEnded = func(session string) { ended <- session }
+			ts := httptest.NewUnstartedServer(s)
+			client := &http.Client{}
+			if h2 {
+				ts.Config.Protocols = new(http.Protocols)
+				ts.Config.Protocols.SetUnencryptedHTTP2(true)
+				tr := &http.Transport{Protocols: new(http.Protocols)}
+				tr.Protocols.SetUnencryptedHTTP2(true)
+				client.Transport = tr
+			}
+			ts.Start()
+			defer func() { s.Close(); ts.Close() }()
+			post := func(h http.Header, body string) *http.Response {
+				t.Helper()
+				req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(body))
+				req.Header = h
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp
+			}
+			h := http.Header{"Content-Type": {"application/json"}}
+			h.Set(HeaderConnectionID, post(h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`).Header.Get(HeaderConnectionID))
+			get, _ := http.NewRequest("GET", ts.URL, nil)
+			get.Header = http.Header{"Accept": {"text/event-stream"}, HeaderConnectionID: h[HeaderConnectionID], HeaderSessionID: {"s"}}
+			resp, err := client.Do(get)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close() // never read
+			h.Set(HeaderSessionID, "s")
+			post(h, `{"jsonrpc":"2.0","id":2,"method":"flood","params":{"sessionId":"s"}}`)
+			select {
+			case <-ended:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the unread stream still runs 10s after its connection was taken for gone (connections served: %d)", s.Active())
+			}
+		})
+	}
+}
