@@ -141,6 +141,21 @@ func (c *httpConn) setRoute(id json.RawMessage, r route) bool {
 	return true
 }
 
+// dropRoute forgets the route of request id, which never reached the
+// chain (its client gave up on its POST): else its session would count
+// among those awaiting an answer for the connection's life.
+func (c *httpConn) dropRoute(id json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := idKey(id)
+	if r, ok := c.routes[key]; ok {
+		delete(c.routes, key)
+		if r.session != "" {
+			c.unawait(r.session)
+		}
+	}
+}
+
 // buffering counts the sessions whose messages would wait for a GET: those
 // with a stream no GET receives (a stream left empty by its GET is
 // dropped), and those without a stream that responses are routed to. c.mu

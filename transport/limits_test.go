@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -399,4 +400,70 @@ func TestClientLetsGoOfClosedSession(t *testing.T) {
 	if gets != 1 {
 		t.Errorf("the client opened busy's stream %d times, want once: a refused close left it open", gets)
 	}
+}
+
+// TestAbandonedPostCountsNothing: a request whose POST its client gave up
+// on while the chain was not reading (it timed out) never reached the
+// chain, so no answer will come for it: it holds no place among the
+// sessions a connection may buffer, and a later prompt for another session
+// is not refused for it.
+func TestAbandonedPostCountsNothing(t *testing.T) {
+	gate := make(chan struct{})
+	s := &Server{MaxSessionStreams: 2, Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+		msg, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+string(wire.Member(msg, "id"))+`,"result":{}}`))
+		<-gate // busy: what the client sends waits
+		for {
+			if _, err := c.Read(ctx); err != nil {
+				return
+			}
+		}
+	}}
+	ts := httptest.NewServer(s)
+	defer func() { s.Close(); ts.Close() }()
+	u := ts.URL
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	cid := init.Header.Get(HeaderConnectionID)
+	hc := s.lookup(cid)
+	// Fill what the connection takes before the chain reads it.
+	for i := 0; i < cap(hc.in); i++ {
+		post(t, u, cid, `{"jsonrpc":"2.0","method":"x/note","params":{}}`, nil).Body.Close()
+	}
+	for i, session := range []string{"a", "b"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", u, strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q}}`, 10+i, session)))
+		req.Header = http.Header{"Content-Type": {"application/json"}, HeaderConnectionID: {cid}, HeaderSessionID: {session}}
+		gaveUp := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			gaveUp <- err
+		}()
+		// Give up once the POST waits for the chain.
+		for deadline, waiting := time.Now().Add(10*time.Second), false; !waiting; runtime.Gosched() {
+			hc.mu.Lock()
+			waiting = hc.awaited[session] > 0
+			hc.mu.Unlock()
+			if time.Now().After(deadline) {
+				t.Fatalf("the POST for %s never waited for the chain", session)
+			}
+		}
+		cancel()
+		if err := <-gaveUp; err == nil {
+			t.Fatalf("the POST for %s was taken, not given up on", session)
+		}
+	}
+	close(gate)
+	r := post(t, u, cid, `{"jsonrpc":"2.0","id":12,"method":"session/prompt","params":{"sessionId":"c"}}`, map[string]string{HeaderSessionID: "c"})
+	if body := readAll(r); r.StatusCode != http.StatusAccepted {
+		t.Errorf("a prompt for c after the POSTs for a and b were given up on: %s %q, want 202", r.Status, body)
+	}
+	del(t, u, cid)
+	waitIdle(t, s)
 }

@@ -387,6 +387,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := c.receive(r.Context(), m.Raw); err != nil {
+		if m.Method != "" && m.ID != nil {
+			c.dropRoute(m.ID) // not delivered: no answer will come to route
+		}
 		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
 		return
 	}
