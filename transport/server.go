@@ -234,16 +234,23 @@ func isUpgrade(r *http.Request) bool {
 	return false
 }
 
-// acquire takes a connection slot, or reports that none is free.
-func (s *Server) acquire() bool {
+// errTooMany refuses a connection beyond MaxConnections.
+var errTooMany = errors.New("too many connections")
+
+// acquire takes a connection slot, or returns why it cannot: the server is
+// stopping (ErrServerStopped), or has MaxConnections (errTooMany).
+func (s *Server) acquire() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ctx.Err() != nil || s.MaxConnections > 0 && s.active >= s.MaxConnections {
-		return false
+	switch {
+	case s.ctx.Err() != nil:
+		return ErrServerStopped
+	case s.MaxConnections > 0 && s.active >= s.MaxConnections:
+		return errTooMany
 	}
 	s.active++
 	s.wg.Add(1)
-	return true
+	return nil
 }
 
 func (s *Server) release() {
@@ -281,8 +288,8 @@ func (s *Server) run(c Conn, info ConnInfo) {
 func newID() string { return rand.Text() }
 
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
-	if !s.acquire() {
-		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+	if err := s.acquire(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	id := newID()
@@ -399,8 +406,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 // initialize creates an HTTP connection, starts serving it, and answers the
 // POST with the initialize response.
 func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Message) {
-	if !s.acquire() {
-		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+	if err := s.acquire(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	c := newHTTPConn(s, newID(), idKey(m.ID))

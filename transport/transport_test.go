@@ -426,6 +426,38 @@ func TestDialErrorsHideQuery(t *testing.T) {
 	}
 }
 
+// TestStoppingRefusesNew: a connection opened while the server stops is
+// refused with 503 saying that it is stopping, not that it has too many.
+func TestStoppingRefusesNew(t *testing.T) {
+	release := make(chan struct{})
+	s := &Server{Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+		msg, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+string(wire.Member(msg, "id"))+`,"result":{}}`))
+		<-release // a chain still draining
+	}}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	post(t, ts.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil).Body.Close()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(context.Background()) }()
+	for deadline := time.Now().Add(10 * time.Second); s.ctx.Err() == nil; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never began to stop")
+		}
+	}
+	r := post(t, ts.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	if body := readAll(r); r.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "the server is stopping") {
+		t.Errorf("initialize while the server stops: %s %q, want 503 saying it is stopping", r.Status, body)
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
 // TestMaxConnections: a connection beyond the bound is refused with 503,
 // over either profile, and a slot frees when a connection ends.
 func TestMaxConnections(t *testing.T) {
