@@ -69,7 +69,9 @@ func ParseComponent(s string) (Component, error) {
 	if IsRemote(s) {
 		c := Component{URL: strings.TrimSpace(s)}
 		if err := checkURL(c.URL); err != nil {
-			return Component{}, fmt.Errorf("component %q: %w", s, err)
+			// Not s: the error shows the URL without the credentials
+			// it may be refused for.
+			return Component{}, fmt.Errorf("component: %w", err)
 		}
 		return c, nil
 	}

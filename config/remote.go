@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -52,24 +53,37 @@ func IsRemote(s string) bool {
 	return false
 }
 
-// checkURL reports a URL a remote component cannot connect to.
+// checkURL reports a URL a remote component cannot connect to. Its errors
+// show the URL as shownURL does: they are logged and reach the editor, and
+// the credentials a URL is refused for must not come with them.
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			return fmt.Errorf("not a valid URL: %w", ue.Err) // ue's own text holds s
+		}
 		return err
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "ws", "wss", "http", "https":
 	default:
-		return fmt.Errorf("%q: want a ws, wss, http or https URL", s)
+		return fmt.Errorf("%q: want a ws, wss, http or https URL", shownURL(u))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%q: no host", s)
+		return fmt.Errorf("%q: no host", shownURL(u))
 	}
 	if u.User != nil {
-		return fmt.Errorf("%s: credentials go in headers, not in the URL", u.Redacted())
+		return fmt.Errorf("%s: credentials go in headers, not in the URL", shownURL(u))
 	}
 	return nil
+}
+
+// shownURL is u for messages: no password, query or fragment, which may
+// hold credentials.
+func shownURL(u *url.URL) string {
+	v := *u
+	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
+	return v.Redacted()
 }
 
 // urlName is a remote component's default name: its URL without query.

@@ -27,6 +27,30 @@ func TestRemoteComponentArgs(t *testing.T) {
 	}
 }
 
+// TestRemoteURLErrorsHideCredentials: a URL refused as a component, on the
+// command line or in a chain file, is shown in the error (which is logged,
+// and sent to the editor) without its password, query or fragment, where
+// credentials may be: refusing them must not print them.
+func TestRemoteURLErrorsHideCredentials(t *testing.T) {
+	for _, in := range []string{
+		"https://user:s3cretpw@box.example/acp?token=s3crettok#s3cretfrag",
+		"ws://user:s3cretpw@/acp?token=s3crettok",
+		"ftp://user:s3cretpw@box.example/acp?token=s3crettok",
+		"ws://user:s3cretpw@box.example:port/acp?token=s3crettok",
+	} {
+		if IsRemote(in) { // ftp:// is a command there
+			_, err := ParseComponent(in)
+			if err == nil || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("ParseComponent(%q) error = %v, want one without the credentials", in, err)
+			}
+		}
+		_, err := Parse("chain.yaml", []byte("agent:\n  url: "+in+"\n"))
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("a chain file's url %s: error = %v, want one without the credentials", in, err)
+		}
+	}
+}
+
 // TestRemoteComponentRuns checks what the conductor is given for a remote
 // component: this binary's RemoteCommand with the URL as its argument and
 // the headers, secrets included, in its environment only.
