@@ -78,12 +78,13 @@ func checkURL(s string) error {
 	return nil
 }
 
-// shownURL is u for messages: no password, query or fragment, which may
-// hold credentials.
+// shownURL is u for messages: no user information (a token may be the
+// user name), query or fragment, which may hold credentials.
 func shownURL(u *url.URL) string {
 	v := *u
+	v.User = nil
 	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
-	return v.Redacted()
+	return v.String()
 }
 
 // urlName is a remote component's default name: its URL without query.

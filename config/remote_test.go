@@ -34,6 +34,7 @@ func TestRemoteComponentArgs(t *testing.T) {
 func TestRemoteURLErrorsHideCredentials(t *testing.T) {
 	for _, in := range []string{
 		"https://user:s3cretpw@box.example/acp?token=s3crettok#s3cretfrag",
+		"wss://s3crettoken@box.example/acp", // a token as the user name
 		"ws://user:s3cretpw@/acp?token=s3crettok",
 		"ftp://user:s3cretpw@box.example/acp?token=s3crettok",
 		"ws://user:s3cretpw@box.example:port/acp?token=s3crettok",
