@@ -35,6 +35,7 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"no idle timeout", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--idle-timeout", "0s", "--", agent}, "--idle-timeout must be positive"},
 		// A host with no port is loopback, but no address to listen on.
 		{"no port", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "127.0.0.1", "--", agent}, `--listen "127.0.0.1": want HOST:PORT`},
+		{"no port, no auth", nil, []string{"serve", "--insecure-no-auth", "--listen", "localhost", "--", agent}, `--listen "localhost": want HOST:PORT`},
 		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", agent}, "is empty"},
 		// serve does not spin: --spin is no flag of its own, not one ignored.
 		{"spin", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--spin", "1ms", "--", agent}, "unknown flag: --spin\nRun 'acp-conductor serve --help' for usage."},
