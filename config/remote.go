@@ -32,6 +32,10 @@ const (
 	// components (a chain file sets headers instead). Load removes it from
 	// the environment, so that no other component inherits it.
 	EnvRemoteToken = "ACP_CONDUCTOR_REMOTE_TOKEN"
+	// EnvRemoteURL passes RemoteCommand a URL with a query or fragment,
+	// which may hold a token (?token=...): argv, which every user of the
+	// machine can read, then holds the URL without them.
+	EnvRemoteURL = "ACP_CONDUCTOR_REMOTE_URL"
 	// EnvExtraCACerts names a PEM file of certificate authorities that
 	// RemoteCommand trusts besides the system's, on every platform (Go
 	// reads SSL_CERT_FILE on Linux only, where it replaces the system's).
@@ -159,7 +163,12 @@ func (c Component) remoteConductor(maxBytes int, level string) conductor.Compone
 	if level != "" && level != "info" {
 		args = append(args, "--log-level", level)
 	}
-	args = append(args, c.URL)
+	shown := c.URL
+	if u, err := url.Parse(c.URL); err == nil && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
+		env[EnvRemoteURL] = c.URL
+		shown = shownURL(u)
+	}
+	args = append(args, shown)
 	return conductor.Component{
 		Name:      name,
 		Command:   exe,

@@ -54,7 +54,8 @@ func TestRemoteURLErrorsHideCredentials(t *testing.T) {
 
 // TestRemoteComponentRuns checks what the conductor is given for a remote
 // component: this binary's RemoteCommand with the URL as its argument and
-// the headers, secrets included, in its environment only.
+// the headers, secrets included, in its environment only, as is a URL with
+// a query, its argument then the URL without it.
 func TestRemoteComponentRuns(t *testing.T) {
 	t.Setenv(EnvRemoteToken, "t0k")
 	cfg, err := Load(Options{Mode: conductor.AgentMode, Components: []string{"wss://a.example/acp?x=1", "ws://b.example:9/acp"}})
@@ -71,6 +72,13 @@ func TestRemoteComponentRuns(t *testing.T) {
 	}
 	if a.Env[EnvRemoteHeaders] != `{"Authorization":"Bearer t0k"}` {
 		t.Errorf("agent env %q", a.Env)
+	}
+	// A query may hold a token too: argv shows the URL without it.
+	if !reflect.DeepEqual(p.Args, []string{RemoteCommand, "wss://a.example/acp"}) || p.Env[EnvRemoteURL] != "wss://a.example/acp?x=1" {
+		t.Errorf("proxy args %q, env %q", p.Args, p.Env)
+	}
+	if _, ok := a.Env[EnvRemoteURL]; ok {
+		t.Errorf("agent env %q: a URL with no query is in argv alone", a.Env)
 	}
 	if v, ok := lookupEnv(EnvRemoteToken); ok {
 		t.Errorf("%s still set (%q): every component would inherit it", EnvRemoteToken, v)

@@ -207,7 +207,7 @@ func UnknownEnv(environ []string) []string {
 	// for the processes it starts: a nested conductor inherits its
 	// chain's marker and its component's.
 	known := map[string]bool{mcpbridge.EnvSocket: true, mcpbridge.EnvToken: true, EnvRemoteHeaders: true,
-		supervisor.MarkerEnv: true, supervisor.ComponentEnv: true}
+		EnvRemoteURL: true, supervisor.MarkerEnv: true, supervisor.ComponentEnv: true}
 	for _, v := range Environment() {
 		known[v.Name] = true
 	}

@@ -34,8 +34,9 @@ func newRemoteConnectCmd() *cobra.Command {
 		Long: `Connect stdin and stdout to the ACP endpoint at URL, over WebSocket (or
 Streamable HTTP when an http(s) server refuses the upgrade), one message per
 line. The conductor runs it for a component given as a URL, with the
-component's headers in ` + config.EnvRemoteHeaders + `; it is not meant to be run
-by hand. It exits 0 when stdin ends, and 1, naming the URL, when the
+component's headers in ` + config.EnvRemoteHeaders + ` (and a URL with a query in
+` + config.EnvRemoteURL + `, URL then being the same without it); it is not
+meant to be run by hand. It exits 0 when stdin ends, and 1, naming the URL, when the
 connection cannot be made or is lost: a WebSocket whose pong does not come
 within --ping-interval is lost, so a server whose network vanished fails the
 component in seconds rather than when TCP gives up. What the transport
@@ -101,6 +102,10 @@ func runRemoteConnect(ctx context.Context, url string, pingInterval time.Duratio
 	defer stop()
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
+	if full, ok := os.LookupEnv(config.EnvRemoteURL); ok {
+		url = full // argv has it without its query (see EnvRemoteURL)
+		os.Unsetenv(config.EnvRemoteURL)
+	}
 	hdr := http.Header{}
 	if s := os.Getenv(config.EnvRemoteHeaders); s != "" {
 		var h map[string]string
