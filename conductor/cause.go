@@ -79,12 +79,28 @@ func goroutineHeader(lines []string) int {
 }
 
 // traceLine reports whether l is a stack frame or what a runtime prints
-// after a trace rather than a cause.
+// after a trace rather than a cause, or what an argument parser prints
+// after its error: a usage block's headings (its entries are indented) and
+// the hint to run --help, which would name the cause of every mistake.
 func traceLine(l string) bool {
-	return l[0] == ' ' || l[0] == '\t' ||
+	if l[0] == ' ' || l[0] == '\t' ||
 		strings.HasPrefix(l, "Node.js v") ||
-		strings.HasPrefix(l, "note: run with `RUST_BACKTRACE=")
+		strings.HasPrefix(l, "note: run with `RUST_BACKTRACE=") {
+		return true
+	}
+	l = strings.TrimSpace(l)
+	for _, p := range usagePrefixes {
+		if strings.HasPrefix(l, p) {
+			return true
+		}
+	}
+	return strings.Contains(l, "--help") && (strings.HasPrefix(l, "Run ") || strings.HasPrefix(l, "Use ") ||
+		strings.HasPrefix(l, "Try ") || strings.HasPrefix(l, "For more information"))
 }
+
+// usagePrefixes begin the lines of a usage block that are not indented, as
+// cobra, clap, commander and argparse print them.
+var usagePrefixes = []string{"Usage:", "usage:", "Flags:", "Global Flags:", "Options:", "Commands:", "Available Commands:", "Arguments:"}
 
 // oneLine returns s trimmed, without control or bidirectional formatting
 // characters (a tab becomes a space) or invalid UTF-8, and no longer than
