@@ -109,6 +109,16 @@ only the protocol; logs go to stderr or to --log-file.
 		case "help":
 			c.Example = `  acp-conductor help agent
   acp-conductor help trace view`
+			// cobra's help prints the root's usage for a topic it does not
+			// know and exits 0; it is refused, as a command would be.
+			show := c.Run
+			c.Run, c.RunE = nil, func(c *cobra.Command, args []string) error {
+				if cmd, _, err := c.Root().Find(args); cmd == nil || err != nil {
+					return fmt.Errorf("unknown help topic %q: run 'acp-conductor help' for the commands", strings.Join(args, " "))
+				}
+				show(c, args)
+				return nil
+			}
 		case "completion":
 			c.Example = `  # Complete commands and flags in this bash session:
   source <(acp-conductor completion bash)`

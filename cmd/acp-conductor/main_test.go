@@ -170,6 +170,13 @@ func TestUnknownSubcommand(t *testing.T) {
 			t.Errorf("%q: exit %d, want 0 and its help:\n%s%s", c, r.code, r.stdout, r.stderr)
 		}
 	}
+	// help too, for a topic it does not know, and not for one it does.
+	if r := acp(t, "", nil, "help", "bogus"); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, `unknown help topic "bogus"`) {
+		t.Errorf("help bogus: exit %d, stdout %q, stderr %q; want exit 1 and the topic refused", r.code, r.stdout, r.stderr)
+	}
+	if r := acp(t, "", nil, "help", "trace", "view"); r.code != 0 || !strings.Contains(r.stdout, "acp-conductor trace view") {
+		t.Errorf("help trace view: exit %d, want 0 and its help:\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 func TestValidate(t *testing.T) {
