@@ -140,9 +140,13 @@ func (f *File) Check(mode conductor.Mode) error {
 			ps = append(ps, f.problem(0, "agent: required in agent mode (add an agent: section with a command)"))
 		}
 	case mode == conductor.ProxyMode && f.Agent != nil:
-		ps = append(ps, f.problem(f.nodes.line("agent"), "agent: not allowed in proxy mode, where the parent conductor supplies the successor"))
+		ps = append(ps, f.agentInProxyMode())
 	}
 	return ps.err()
+}
+
+func (f *File) agentInProxyMode() Problem {
+	return f.problem(f.nodes.line("agent"), "agent: not allowed in proxy mode, where the parent conductor supplies the successor")
 }
 
 func (f *File) problem(line int, format string, args ...any) Problem {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -242,5 +243,31 @@ func TestFailureSettings(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %v, want %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+// TestLoadProxyModeAgent: in proxy mode an agent section with problems of
+// its own is reported as not allowed, which is what must be fixed, and its
+// own problems are not; the rest of the file's still are.
+func TestLoadProxyModeAgent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chain.yaml")
+	if err := os.WriteFile(path, []byte("proxies: [{command: cat}]\nagent:\n  args: [x]\nshutdown_grace: -1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(Options{Mode: conductor.ProxyMode, File: path})
+	if err == nil {
+		t.Fatal("Load succeeded")
+	}
+	for _, w := range []string{"chain.yaml:2: agent: not allowed in proxy mode", "chain.yaml:4: shutdown_grace: must be positive"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("problems lack %q; got:\n%v", w, err)
+		}
+	}
+	if strings.Contains(err.Error(), "agent.command") {
+		t.Errorf("problems name what is wrong inside the agent section:\n%v", err)
+	}
+	// In agent mode the section's own problems are what to fix.
+	if _, err := Load(Options{Mode: conductor.AgentMode, File: path}); err == nil || !strings.Contains(err.Error(), "chain.yaml:2: agent.command: required") {
+		t.Errorf("agent mode: %v", err)
 	}
 }

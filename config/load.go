@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 )
@@ -56,7 +57,7 @@ func Load(opts Options) (*Config, error) {
 			f, err = ReadFile(opts.File)
 		}
 		if err != nil {
-			return nil, err
+			return nil, proxyModeAgent(opts.Mode, opts.File, opts.Data, err)
 		}
 		if err := f.Check(opts.Mode); err != nil {
 			return nil, err
@@ -369,4 +370,35 @@ func integer(v any) (int, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("invalid integer %v", v)
+}
+
+// proxyModeAgent returns err, the problems of the chain file at path (data,
+// if read already), with those of its agent section replaced by the one
+// that matters in proxy mode: that the section may not be there at all.
+// Fixing what is wrong inside it would only lead to that.
+func proxyModeAgent(mode conductor.Mode, path string, data []byte, err error) error {
+	ps, ok := err.(Problems)
+	if !ok || mode != conductor.ProxyMode {
+		return err
+	}
+	if data == nil {
+		if data, err = Read(path); err != nil {
+			return ps
+		}
+	}
+	f := &File{path: path}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return ps
+	}
+	if f.nodes = newIndex(&root); !f.nodes.has("agent") {
+		return ps
+	}
+	kept := Problems{f.agentInProxyMode()}
+	for _, p := range ps {
+		if !strings.HasPrefix(p.Msg, "agent.") && !strings.HasPrefix(p.Msg, "agent:") {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
