@@ -271,3 +271,14 @@ func TestLoadProxyModeAgent(t *testing.T) {
 		t.Errorf("agent mode: %v", err)
 	}
 }
+
+// TestMistypedComponentOnce: a component that is not a mapping is reported
+// as such, and not also as missing its command.
+func TestMistypedComponentOnce(t *testing.T) {
+	for _, yaml := range []string{"agent: npx some-agent\n", "agent: [a]\n", "proxies:\n  - x\nagent: {command: a}\n"} {
+		_, err := Parse("chain.yaml", []byte(yaml))
+		if ps, ok := err.(Problems); !ok || len(ps) != 1 || !strings.Contains(ps[0].Msg, "want a component mapping") {
+			t.Errorf("%q: %v; want the one problem that it is no mapping", yaml, err)
+		}
+	}
+}

@@ -30,6 +30,9 @@ func (f *File) validate() Problems {
 	names := make(map[string]string) // explicit component name -> its path
 	checkComponent := func(path string, c *Component) {
 		c.Origin = f.origin(path)
+		if f.mistyped[path] {
+			return // not a mapping (agent: npx x): its type problem says so
+		}
 		if c.URL != "" || f.nodes.has(path+".url") || len(c.Headers) > 0 {
 			ps = append(ps, f.checkRemote(path, c)...)
 		} else if strings.TrimSpace(c.Command) == "" {
