@@ -257,19 +257,36 @@ func (c *httpClient) openStream(ctx context.Context, session string) error {
 		return err
 	}
 	c.setHeaders(req, h)
-	type result struct {
-		resp *http.Response
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() { resp, err := c.hc.Do(req); got <- result{resp, hideQuery(err)} }()
-	var r result
+	got := make(chan streamOpened, 1)
+	go func() { resp, err := c.hc.Do(req); got <- streamOpened{resp, hideQuery(err)} }()
 	select {
-	case r = <-got:
+	case r := <-got:
+		return c.readOpened(r, session)
 	case <-ctx.Done():
+		// The GET goes on under c.ctx, and what it opens is read as if
+		// waited for: else the server, which takes the stream for read,
+		// would send the session's messages where nobody reads them, the
+		// session marked open here.
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.readOpened(<-got, session)
+		}()
 		return ctx.Err()
 	}
+}
+
+// A streamOpened is the outcome of the GET that opens a stream.
+type streamOpened struct {
+	resp *http.Response
+	err  error
+}
+
+// readOpened reads the stream r opened, on its own goroutine, or returns
+// why it did not open.
+func (c *httpClient) readOpened(r streamOpened, session string) error {
 	if r.err != nil {
+		c.forgetSession(session) // the next message for it tries again
 		return fmt.Errorf("opening a stream: %w", r.err)
 	}
 	if r.resp.StatusCode != http.StatusOK {

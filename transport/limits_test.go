@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -466,4 +467,65 @@ func TestAbandonedPostCountsNothing(t *testing.T) {
 	}
 	del(t, u, cid)
 	waitIdle(t, s)
+}
+
+// TestClientStreamOpenedLate: a session's stream whose GET outlasts the
+// Write that opened it (its context ended first) is read all the same once
+// the server accepts it, which then takes it for read: what the server
+// sends for the session arrives.
+func TestClientStreamOpenedLate(t *testing.T) {
+	arrived, release, notify := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	s := &Server{refuseUpgrade: true, Serve: func(ctx context.Context, c Conn, _ ConnInfo) {
+		msg, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":`+string(wire.Member(msg, "id"))+`,"result":{}}`))
+		select {
+		case <-notify:
+		case <-ctx.Done():
+			return
+		}
+		c.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{}}}`))
+		<-ctx.Done()
+	}}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get(HeaderSessionID) == "s1" {
+			close(arrived) // the client opens it once
+			<-release
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }); s.Close(); ts.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, ts.URL, DialOptions{StreamableHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	wctx, wcancel := context.WithCancel(ctx)
+	wrote := make(chan error, 1)
+	go func() {
+		wrote <- c.Write(wctx, []byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}`))
+	}()
+	<-arrived
+	wcancel()
+	if err := <-wrote; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write = %v, want its context's end", err)
+	}
+	releaseOnce.Do(func() { close(release) })
+	close(notify)
+	msg, err := c.Read(ctx)
+	if err != nil || !strings.Contains(string(msg), `"session/update"`) {
+		t.Fatalf("Read = %s, %v; want the session's update, from the stream opened late", msg, err)
+	}
 }
