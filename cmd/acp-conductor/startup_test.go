@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -26,6 +27,11 @@ func TestStartupErrorsReachEditor(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A FIFO nothing reads: opening it to write would wait for a reader.
+	fifo := filepath.Join(dir, "trace.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -41,6 +47,7 @@ func TestStartupErrorsReachEditor(t *testing.T) {
 		{"cannot exec", nil, []string{"agent", "--config", writeFile(t, "exec.yaml", "agent: {name: locked, command: "+notExec+"}\n")}, []string{"locked", "not executable"}},
 		{"dies before answering", nil, []string{"agent", "sh -c 'echo going away >&2; exit 3'"}, []string{`sh`, "exit status 3"}},
 		{"trace cannot be written", nil, []string{"agent", "--trace", "/no/such/dir/t.jsonl", "cat"}, []string{"/no/such/dir/t.jsonl"}},
+		{"trace is a FIFO nothing reads", nil, []string{"agent", "--trace", fifo, "cat"}, []string{fifo, "nothing reads"}},
 		{"trace viewer cannot listen", nil, []string{"agent", "--trace-serve", taken, "cat"}, []string{taken}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
