@@ -84,11 +84,27 @@ func View(w io.Writer, events [][]byte, opts ViewOptions) error {
 // MaxEventBytes bounds one line of a trace file that ReadEvents accepts.
 const MaxEventBytes = 256 << 20
 
+// ErrCutShort says that a trace's last line is not a whole event and no
+// newline ends it: the chain was writing it (the recorder writes in
+// batches, which may end mid-line), or was killed while it did. That is
+// the trace of a chain still running or of one that crashed, which is
+// when it is wanted; ReadEvents returns the events before that line with
+// this error, wrapped.
+var ErrCutShort = errors.New("the last line is cut short (the chain was still writing it, or stopped while it did)")
+
 // ReadEvents reads a trace: one JSON object per line, blank lines ignored.
-// A line that is not a JSON object is an error naming its line number.
+// A line that is not a JSON object is an error naming its line number,
+// but for a last line with no newline, which ends the events with
+// ErrCutShort.
 func ReadEvents(r io.Reader) ([][]byte, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxEventBytes)
+	unended := false // the line scanned ends the input, with no newline
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		advance, token, err := bufio.ScanLines(data, atEOF)
+		unended = atEOF && token != nil && advance == len(data) && data[len(data)-1] != '\n'
+		return advance, token, err
+	})
 	var events [][]byte
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -96,6 +112,9 @@ func ReadEvents(r io.Reader) ([][]byte, error) {
 			continue
 		}
 		if line[0] != '{' || !json.Valid(line) {
+			if unended {
+				return events, fmt.Errorf("line %d: %w", n, ErrCutShort)
+			}
 			return nil, fmt.Errorf("line %d: not a JSON trace event", n)
 		}
 		events = append(events, append([]byte(nil), line...))

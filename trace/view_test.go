@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -184,6 +185,14 @@ func TestReadEvents(t *testing.T) {
 	}
 	if _, err := ReadEvents(strings.NewReader("{\"a\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("got %v, want an error naming line 2", err)
+	}
+	// A last line with no newline is one being written, or left so.
+	events, err = ReadEvents(strings.NewReader("{\"a\":1}\n{\"b\":"))
+	if !errors.Is(err, ErrCutShort) || !strings.Contains(err.Error(), "line 2") || len(events) != 1 {
+		t.Errorf("got %d events, %v; want 1 and ErrCutShort naming line 2", len(events), err)
+	}
+	if events, err = ReadEvents(strings.NewReader("{\"a\":1}\n{\"b\":2}")); err != nil || len(events) != 2 {
+		t.Errorf("a whole last line with no newline: got %d events, %v", len(events), err)
 	}
 }
 

@@ -54,7 +54,9 @@ filters and the selected message are kept in the URL's fragment
 
 The page is one file with everything inside it: it loads nothing from the
 network and can be attached to a bug report. Without -o it is written next
-to FILE, with the extension .html. Where it went is said on stderr.`,
+to FILE, with the extension .html. Where it went is said on stderr. A last
+line cut short, in the trace of a chain still running or killed, is left
+out, and stderr says so.`,
 		Example: `  acp-conductor agent --trace /tmp/chain.jsons "my-proxy" "my-agent --acp"
   acp-conductor trace view /tmp/chain.jsons            # writes /tmp/chain.html
   acp-conductor trace view /tmp/chain.jsons -o - > page.html`,
@@ -79,7 +81,11 @@ func traceView(in, out, title string, stdout, stderr io.Writer) error {
 	}
 	events, err := trace.ReadEvents(f)
 	f.Close()
-	if err != nil {
+	if errors.Is(err, trace.ErrCutShort) {
+		// The trace of a running or crashed chain: what came before the
+		// line it was writing is worth seeing.
+		fmt.Fprintf(stderr, "trace view: %s: %v; left out\n", in, err)
+	} else if err != nil {
 		return fmt.Errorf("trace view: %s: %w", in, err)
 	}
 	if title == "" {

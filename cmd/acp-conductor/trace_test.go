@@ -169,3 +169,27 @@ func TestTraceView(t *testing.T) {
 		t.Errorf("-o -: exit %d, stdout %.40q..., stderr %q; want the page on stdout alone", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestTraceViewCutShort: the trace of a chain still running, or killed,
+// may end in the middle of a line, as its writer left it; trace view
+// draws the events before that line, says on stderr that it left the
+// last one out, and exits 0. A line cut short before others is still an
+// error.
+func TestTraceViewCutShort(t *testing.T) {
+	whole := `{"type":"request","ts":0.01,"protocol":"acp","from":"client","to":"agent","id":1,"method":"initialize","bytes":2}` + "\n"
+	next := `{"type":"response","ts":0.02,"protocol":"acp","from":"agent","to":"client","id":1,"method":"initialize","is_error":false,"bytes":2}`
+	file := writeFile(t, "chain.jsons", whole+next[:40])
+	page := strings.TrimSuffix(file, ".jsons") + ".html"
+	r := acp(t, "", nil, "trace", "view", file)
+	if r.code != 0 || !strings.Contains(r.stderr, "line 2: the last line is cut short") || !strings.Contains(r.stderr, "wrote "+page+" (1 event)") {
+		t.Errorf("exit %d, stderr %q; want exit 0, the page of 1 event, and line 2 said to be cut short", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), `"method":"initialize"`) {
+		t.Errorf("the page %s: %v", page, err)
+	}
+
+	file = writeFile(t, "middle.jsons", whole+next[:40]+"\n"+next+"\n")
+	if r := acp(t, "", nil, "trace", "view", file); r.code != 1 || !strings.Contains(r.stderr, "line 2: not a JSON trace event") {
+		t.Errorf("a line cut short in the middle: exit %d, stderr %q; want exit 1 naming line 2", r.code, r.stderr)
+	}
+}
