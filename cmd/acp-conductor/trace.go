@@ -100,7 +100,9 @@ func traceView(in, out, title string, stdout, stderr io.Writer) error {
 	if abs(out) == abs(in) {
 		return fmt.Errorf("trace view: the output %s would overwrite the trace", out)
 	}
-	w, err := os.Create(out)
+	// As private as the trace the conductor writes (0600): the page holds
+	// every message of it.
+	w, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("trace view: %w", err)
 	}

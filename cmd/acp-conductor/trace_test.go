@@ -142,7 +142,8 @@ func checkDrawn(t *testing.T, what, dom string, lanes, events int) {
 }
 
 // TestTraceView: trace view says on stderr where it wrote the page, which
-// is there, and says nothing when the page goes to stdout.
+// is there, readable by its owner alone, and says nothing when the page
+// goes to stdout.
 func TestTraceView(t *testing.T) {
 	file := writeFile(t, "chain.jsons",
 		`{"type":"request","ts":0.01,"protocol":"acp","from":"client","to":"agent","id":1,"method":"initialize","bytes":2}`+"\n"+
@@ -162,6 +163,10 @@ func TestTraceView(t *testing.T) {
 		}
 		if page, err := os.ReadFile(tc.page); err != nil || !strings.Contains(string(page), `"method":"initialize"`) {
 			t.Errorf("%q: the page %s: %v", tc.args, tc.page, err)
+		}
+		// It holds the whole trace, which --trace writes for its owner alone.
+		if fi, err := os.Stat(tc.page); err != nil || fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%q: the page %s has mode %v (%v); want it readable by its owner alone, as the trace is", tc.args, tc.page, fi.Mode(), err)
 		}
 	}
 	r := acp(t, "", nil, "trace", "view", file, "-o", "-")
