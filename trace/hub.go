@@ -46,7 +46,8 @@ const (
 func held(line []byte) int { return max(cap(line), 16) }
 
 type subscriber struct {
-	ch chan []byte // closed when the hub drops the subscriber
+	ch   chan []byte // closed when the hub drops the subscriber
+	next int         // the sequence number of the next event sent on ch
 }
 
 // NewHub returns a hub keeping up to maxBytes of history (0 means
@@ -79,12 +80,30 @@ func (h *Hub) publish(line []byte) {
 		h.drop()
 	}
 	for s := range h.subs {
+		if s.next-len(s.ch) < h.first {
+			// It has yet to take an event the history has forgotten,
+			// which its queue alone keeps alive: with large events, up
+			// to its whole buffer's worth beyond the history's bound.
+			h.unsubscribe(s)
+			continue
+		}
 		select {
 		case s.ch <- line:
+			s.next++
 		default:
-			delete(h.subs, s) // too slow: it reloads and catches up
-			close(s.ch)
+			h.unsubscribe(s) // too slow: it reloads and catches up
 		}
+	}
+}
+
+// unsubscribe drops a subscriber that fell behind, emptying its queue: a
+// stream blocked writing to a viewer that stopped reading would otherwise
+// keep what is queued alive. The stream ends when it next reads, and the
+// viewer, reconnecting, catches up from the history.
+func (h *Hub) unsubscribe(s *subscriber) {
+	delete(h.subs, s)
+	close(s.ch)
+	for range s.ch {
 	}
 }
 
@@ -138,6 +157,7 @@ func (h *Hub) Subscribe(from, buffer int) (<-chan []byte, int, func()) {
 	for i := from - h.first; i < h.n; i++ {
 		s.ch <- h.event(i)
 	}
+	s.next = h.first + h.n
 	if h.closed {
 		close(s.ch)
 		return s.ch, from, func() {}

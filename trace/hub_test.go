@@ -108,3 +108,34 @@ func TestHubRing(t *testing.T) {
 	publish(300, 8)
 	check("small ones again")
 }
+
+// TestHubStalledSubscriberBound: a subscriber that stops reading (a live
+// viewer's tab that does not read its stream) falls behind the history
+// long before it fills its buffer of 4096 events, as the server asks, when
+// events are large. What it has not taken must not outlive the history:
+// the heap held stays within the hub's bound, and the subscriber is let go,
+// to catch up from the history when it comes back.
+func TestHubStalledSubscriberBound(t *testing.T) {
+	const bound, size = 1 << 20, 3000
+	line := []byte(strings.Repeat("x", size))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	h := NewHub(bound)
+	ch, _, stop := h.Subscribe(0, 4096)
+	defer stop()
+	for range 3 * bound / size { // three times what the history keeps, a fraction of 4096
+		h.publish(line)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d bytes of heap held, %d events queued for the subscriber", heap, len(ch))
+	if limit := int64(bound + bound/8); heap > limit {
+		t.Errorf("the hub and its stalled subscriber hold %d bytes of heap, more than its bound %d (+1/8)", heap, bound)
+	}
+	if events, _ := h.Snapshot(); len(ch) > len(events) {
+		t.Errorf("the stalled subscriber still has %d events queued, more than the %d of the history", len(ch), len(events))
+	}
+	runtime.KeepAlive(ch)
+}
