@@ -97,8 +97,12 @@ func traceView(in, out, title string, stdout, stderr io.Writer) error {
 	if out == "-" {
 		return trace.View(stdout, events, trace.ViewOptions{Title: title})
 	}
-	if abs(out) == abs(in) {
-		return fmt.Errorf("trace view: the output %s would overwrite the trace", out)
+	// The same file, however it is named (a link to the trace, or the
+	// trace's own name): creating the page would truncate the trace.
+	if fo, err := os.Stat(out); err == nil {
+		if fi, err := os.Stat(in); err == nil && os.SameFile(fi, fo) {
+			return fmt.Errorf("trace view: the output %s would overwrite the trace", out)
+		}
 	}
 	// As private as the trace the conductor writes (0600): the page holds
 	// every message of it.

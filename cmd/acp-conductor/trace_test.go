@@ -198,3 +198,29 @@ func TestTraceViewCutShort(t *testing.T) {
 		t.Errorf("a line cut short in the middle: exit %d, stderr %q; want exit 1 naming line 2", r.code, r.stderr)
 	}
 }
+
+// TestTraceViewKeepsTrace: trace view refuses to write its page over the
+// trace, whatever names it: the trace's own name, a symbolic link to it,
+// or a hard link that is the default page's name. The trace is left as
+// it was.
+func TestTraceViewKeepsTrace(t *testing.T) {
+	content := `{"type":"request","ts":0.01,"protocol":"acp","from":"client","to":"agent","id":1,"method":"initialize","bytes":2}` + "\n"
+	file := writeFile(t, "chain.jsons", content)
+	dir := filepath.Dir(file)
+	symlink, hardlink := filepath.Join(dir, "link.html"), filepath.Join(dir, "chain.html")
+	if err := os.Symlink(file, symlink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(file, hardlink); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-o", file}, {"-o", symlink}, nil} {
+		r := acp(t, "", nil, append([]string{"trace", "view", file}, args...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "would overwrite the trace") {
+			t.Errorf("%q: exit %d, stderr %q; want exit 1 and a refusal to overwrite the trace", args, r.code, r.stderr)
+		}
+		if b, err := os.ReadFile(file); err != nil || string(b) != content {
+			t.Fatalf("%q: the trace now holds %.60q (%v)", args, b, err)
+		}
+	}
+}
