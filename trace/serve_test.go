@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,51 @@ func waitHub(t *testing.T, hub *Hub, n int) {
 			t.Fatalf("the hub never got %d events", n)
 		}
 	}
+}
+
+// TestServePagesHoldNoCopy: the live page holds the history, up to 64
+// MiB; viewers that load it at once (tabs, reloads) must not each hold a
+// copy of it while their page is written. Eight pages, each read only as
+// far as its first bytes, leave the heap within the history's size of
+// what it was.
+func TestServePagesHoldNoCopy(t *testing.T) {
+	const bound = 4 << 20
+	hub := NewHub(bound)
+	srv, err := Serve("127.0.0.1:0", hub, "live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	line := []byte(`{"type":"notification","ts":1,"from":"agent","to":"client","method":"session/update","params":{"text":"` +
+		strings.Repeat("<x>", 1300) + `"},"bytes":3913}`)
+	for range 2 * bound / len(line) {
+		hub.publish(line)
+	}
+	u, _ := url.Parse(srv.URL())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var conns []net.Conn
+	for range 8 {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", u.Path, u.Host)
+		// The first bytes: the page is being written, and what it is
+		// written from is in the heap.
+		if _, err := io.ReadFull(c, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("8 pages being written hold %d bytes of heap; the history, %d", grown, bound)
+	if grown > bound {
+		t.Errorf("8 pages being written hold %d bytes of heap, more than the whole history (%d)", grown, bound)
+	}
+	runtime.KeepAlive(conns)
 }

@@ -47,16 +47,6 @@ func View(w io.Writer, events [][]byte, opts ViewOptions) error {
 	if opts.Title == "" {
 		opts.Title = "ACP trace"
 	}
-	var data bytes.Buffer
-	data.WriteByte('[')
-	for i, e := range events {
-		if i > 0 {
-			data.WriteByte(',')
-		}
-		// HTMLEscape keeps "</script>" in a message from ending the script.
-		json.HTMLEscape(&data, e)
-	}
-	data.WriteByte(']')
 	live, _ := json.Marshal(opts.Live)
 	var out bytes.Buffer
 	json.HTMLEscape(&out, live)
@@ -74,9 +64,23 @@ func View(w io.Writer, events [][]byte, opts ViewOptions) error {
 		"{{LIVE}}", out.String(),
 	)
 	head, tail = fill.Replace(head), fill.Replace(tail)
+	// The events are written one by one rather than gathered first: a
+	// live page holds the whole history (up to 64 MiB), and each viewer
+	// loading it at once held a copy of it, and another as the copy grew.
 	bw := bufio.NewWriter(w)
 	bw.WriteString(head)
-	bw.Write(data.Bytes())
+	bw.WriteByte('[')
+	var escaped bytes.Buffer
+	for i, e := range events {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		// HTMLEscape keeps "</script>" in a message from ending the script.
+		escaped.Reset()
+		json.HTMLEscape(&escaped, e)
+		bw.Write(escaped.Bytes())
+	}
+	bw.WriteByte(']')
 	bw.WriteString(tail)
 	return bw.Flush()
 }
