@@ -45,7 +45,7 @@ func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
 		}
 		// Opened directly rather than through zap.Open, which would take the
 		// names "stdout" and "stderr" as the streams rather than as files.
-		f, err := os.OpenFile(l.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		f, err := openOutput(l.File, os.O_APPEND, 0o644)
 		if err != nil {
 			return nil, nil, fmt.Errorf("logging: %w", err)
 		}

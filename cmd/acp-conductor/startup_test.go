@@ -131,3 +131,25 @@ func TestStartupErrorAnswersFlawedRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestLogFileFIFO: a log file that is a FIFO nothing reads is refused at
+// once, as the trace's is, and the editor told why; opening it would wait
+// for a reader, past every signal.
+func TestLogFileFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "log.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := acp(t, initRequest, nil, "agent", "--log-file", fifo, "cat")
+	var resp struct {
+		ID    json.RawMessage
+		Error *struct{ Message string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || string(resp.ID) != "0" || resp.Error == nil ||
+		!strings.Contains(resp.Error.Message, "nothing reads") {
+		t.Fatalf("exit %d, stdout %q: want an error saying the FIFO has no reader (%v)\nstderr: %s", r.code, r.stdout, err, r.stderr)
+	}
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -147,22 +146,10 @@ func startTrace(t config.Trace, name string, log *zap.Logger) (*trace.Recorder, 
 		if err := notStdout(t.File); err != nil {
 			return nil, nil, fmt.Errorf("trace: %w", err)
 		}
-		// Opened without waiting: opening a FIFO to write otherwise waits
-		// for a reader, before the chain starts and with signals caught,
-		// so that nothing, not even SIGTERM, would end the wait. A FIFO
-		// with no reader fails at once instead (ENXIO).
 		var err error
-		file, err = os.OpenFile(t.File, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o600)
-		if errors.Is(err, syscall.ENXIO) {
-			return nil, nil, fmt.Errorf("trace: %w: a FIFO that nothing reads; start its reader first", err)
-		}
-		if err != nil {
+		if file, err = openOutput(t.File, os.O_TRUNC, 0o600); err != nil {
 			return nil, nil, fmt.Errorf("trace: %w", err)
 		}
-		// Fd puts the file back in blocking mode: the recorder writes from a
-		// goroutine of its own, and a FIFO that is read slowly, where Go
-		// does not poll it (macOS), must make it wait, not fail with EAGAIN.
-		file.Fd()
 	}
 	var srv *trace.Server
 	if t.Serve != "" {
