@@ -601,17 +601,7 @@ func TestHTTPBackpressure(t *testing.T) {
 			}}
 			ts := httptest.NewServer(s)
 			defer func() { s.Close(); ts.Close() }()
-			post := func(h http.Header, body string) *http.Response {
-				t.Helper()
-				req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(body))
-				req.Header = h
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				return resp
-			}
+			post := poster(t, http.DefaultClient, ts.URL)
 			h := http.Header{"Content-Type": {"application/json"}}
 			h.Set(HeaderConnectionID, post(h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`).Header.Get(HeaderConnectionID))
 			post(h, `{"jsonrpc":"2.0","id":2,"method":"flood","params":{}}`)
@@ -709,17 +699,7 @@ func TestUnreadStreamEnds(t *testing.T) {
 			}
 			ts.Start()
 			defer func() { s.Close(); ts.Close() }()
-			post := func(h http.Header, body string) *http.Response {
-				t.Helper()
-				req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(body))
-				req.Header = h
-				resp, err := client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				return resp
-			}
+			post := poster(t, client, ts.URL)
 			h := http.Header{"Content-Type": {"application/json"}}
 			h.Set(HeaderConnectionID, post(h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`).Header.Get(HeaderConnectionID))
 			get, _ := http.NewRequest("GET", ts.URL, nil)
@@ -737,5 +717,21 @@ func TestUnreadStreamEnds(t *testing.T) {
 				t.Fatalf("the unread stream still runs 10s after its connection was taken for gone (connections served: %d)", s.Active())
 			}
 		})
+	}
+}
+
+// poster returns a function that POSTs body with the headers h to url by
+// client, and returns the response, its body closed.
+func poster(t *testing.T, client *http.Client, url string) func(h http.Header, body string) *http.Response {
+	return func(h http.Header, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header = h
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
 	}
 }
