@@ -101,7 +101,7 @@ Settings are layered as for "agent", but serve does not spin: it takes no
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (PEM)")
 	fs.BoolVar(&f.proxy, "proxy", false, "serve a proxy-mode chain, for a parent conductor that lists this URL among its proxies")
 	fs.StringSliceVar(&f.allowHosts, "allow-host", nil, "further host names accepted in Host and Origin (repeatable)")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", transport.DefaultIdleTimeout, "end a Streamable HTTP connection with no request and no open stream for this long; a TCP connection kept alive with no request is closed after this or 2m, whichever is shorter")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", transport.DefaultIdleTimeout, "end a Streamable HTTP connection with no request and no open stream, or a WebSocket that has sent no message, for this long; a TCP connection kept alive with no request is closed after this or 2m, whichever is shorter")
 	fs.DurationVar(&f.pingInterval, "ping-interval", transport.DefaultPingInterval, "ping a WebSocket client this often and end its connection when no pong comes within it; 0 turns pings off")
 	addChainFlags(cmd, "spin") // serve does not spin: see runServe
 	return cmd
@@ -216,7 +216,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		Serve: func(ctx context.Context, c transport.Conn, info transport.ConnInfo) {
 			cc := cc
 			cc.Trace = cc.Trace.ForConnection(info.ID)
-			serveChain(ctx, cc, c, &running, log.With(zap.String("connection", info.ID)))
+			serveChain(ctx, cc, c, f.idleTimeout, &running, log.With(zap.String("connection", info.ID)))
 		},
 	}
 	guard := &transport.Guard{Token: token, Loopback: loopback, AllowedHosts: f.allowHosts, Logger: log}
@@ -303,10 +303,17 @@ func pingField(d time.Duration) time.Duration {
 // serveChain runs one chain for c, from its first message to its end,
 // counted among those running. A WebSocket is opened before its
 // initialize; the chain starts only once a first message has come, so an
-// idle socket costs no process.
-func serveChain(ctx context.Context, cc conductor.Config, c transport.Conn, running *chainCount, log *zap.Logger) {
-	first, err := c.Read(ctx)
+// idle socket costs no process. One that sends none within idle is ended:
+// it holds a connection slot, and answering pings is not asking anything.
+func serveChain(ctx context.Context, cc conductor.Config, c transport.Conn, idle time.Duration, running *chainCount, log *zap.Logger) {
+	firstCtx, cancel := context.WithTimeout(ctx, idle)
+	defer cancel()
+	first, err := c.Read(firstCtx)
 	if err != nil {
+		if ctx.Err() == nil && firstCtx.Err() != nil {
+			log.Info("closing a connection that sent no first message", zap.Duration("idle", idle))
+			return
+		}
 		log.Info("connection ended before its first message")
 		return
 	}

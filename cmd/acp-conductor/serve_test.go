@@ -582,3 +582,27 @@ func dialInitialized(ctx context.Context, t *testing.T, url string, opts transpo
 	}
 	return c
 }
+
+// TestServeSilentWebSocket: a WebSocket that sends no first message within
+// --idle-timeout is closed: it started no chain, but held a connection
+// slot for as long as it answered pings.
+func TestServeSilentWebSocket(t *testing.T) {
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--idle-timeout", "1s", "--", shellQuote(demo)+" sample-agent")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := transport.Dial(ctx, "ws"+strings.TrimPrefix(u, "http"), transport.DialOptions{Header: http.Header{"Authorization": {"Bearer tok-123"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Read(ctx); err == nil || ctx.Err() != nil {
+		t.Fatalf("Read = %v; want the server to close the silent socket\n%s", err, log)
+	}
+	for !strings.Contains(log.String(), "closing a connection that sent no first message") {
+		select {
+		case <-log.changed():
+		case <-ctx.Done():
+			t.Fatalf("serve did not say why it closed the socket:\n%s", log)
+		}
+	}
+}
