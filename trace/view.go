@@ -88,6 +88,9 @@ func View(w io.Writer, events [][]byte, opts ViewOptions) error {
 // MaxEventBytes bounds one line of a trace file that ReadEvents accepts.
 const MaxEventBytes = 256 << 20
 
+// maxEventBytes is MaxEventBytes, a variable for tests.
+var maxEventBytes = MaxEventBytes
+
 // ErrCutShort says that a trace's last line is not a whole event and no
 // newline ends it: the chain was writing it (the recorder writes in
 // batches, which may end mid-line), or was killed while it did. That is
@@ -102,7 +105,7 @@ var ErrCutShort = errors.New("the last line is cut short (the chain was still wr
 // ErrCutShort.
 func ReadEvents(r io.Reader) ([][]byte, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxEventBytes)
+	sc.Buffer(make([]byte, 64<<10), maxEventBytes)
 	unended := false // the line scanned ends the input, with no newline
 	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
 		advance, token, err := bufio.ScanLines(data, atEOF)
@@ -110,7 +113,8 @@ func ReadEvents(r io.Reader) ([][]byte, error) {
 		return advance, token, err
 	})
 	var events [][]byte
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
@@ -123,7 +127,10 @@ func ReadEvents(r io.Reader) ([][]byte, error) {
 		}
 		events = append(events, append([]byte(nil), line...))
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		// A message as long as max_message_bytes allows, set that high.
+		return nil, fmt.Errorf("line %d: longer than %d bytes, the most an event may be: %w", n, maxEventBytes, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("reading the trace: %w", err)
 	}
 	return events, nil

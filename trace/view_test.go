@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -194,6 +195,23 @@ func TestReadEvents(t *testing.T) {
 	if events, err = ReadEvents(strings.NewReader("{\"a\":1}\n{\"b\":2}")); err != nil || len(events) != 2 {
 		t.Errorf("a whole last line with no newline: got %d events, %v", len(events), err)
 	}
+	// A line longer than an event may be is named, with the limit.
+	defer func(n int) { maxEventBytes = n }(maxEventBytes)
+	maxEventBytes = 1 << 20
+	long := io.MultiReader(strings.NewReader("{\"a\":1}\n{\"b\":\""), io.LimitReader(repeatByte('x'), 2<<20))
+	if _, err := ReadEvents(long); err == nil || !strings.Contains(err.Error(), "line 2: longer than") {
+		t.Errorf("got %v, want an error naming line 2 as too long", err)
+	}
+}
+
+// repeatByte is an endless reader of one byte.
+type repeatByte byte
+
+func (b repeatByte) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
 }
 
 // FuzzView feeds arbitrary trace files to ReadEvents and View: whatever a
