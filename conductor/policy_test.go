@@ -567,3 +567,42 @@ func TestRestartReplacedAbort(t *testing.T) {
 		t.Errorf("the shutdown's outcome is %q, want it to say %q", outcome, named)
 	}
 }
+
+// TestBypassedLingererNamedOnce bypasses a proxy that closes its output
+// and then lingers, deaf to the end of its input, and stops the chain at
+// once. The bypassed process is both the component's and a retired one:
+// the shutdown's outcome names it once, by the component's name, not a
+// second time as a replaced process.
+func TestBypassedLingererNamedOnce(t *testing.T) {
+	marker := fmt.Sprintf("ACP_TEST_LINGER=%d", rand.Int64())
+	dir := t.TempDir()
+	proxy := fake(t, dir, "proxy", "proxy", marker)
+	proxy.OnFailure = PolicyBypass
+	proxy.Command, proxy.Args = "sh", []string{"-c", `exec >&-; exec sleep 3600`}
+	log, logs := watchLogs(t)
+	abort := make(chan struct{})
+	e := startChain(t, Config{
+		Proxies:     []Component{proxy},
+		Agent:       fake(t, dir, "agent", "agent", marker),
+		GracePeriod: time.Hour,
+		Abort:       abort,
+		Logger:      log,
+	})
+	logs.wait(t, "BYPASSED component")
+	e.send(initLine)
+	if m := e.recvMsg(); m.Error != nil {
+		t.Fatalf("initialize failed: %s", m.Error)
+	}
+	close(abort)
+	if err := e.close(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if left := goneSoon(t, marker); len(left) > 0 {
+		t.Errorf("processes left after Run returned: %v", left)
+	}
+	outcome := logs.logged("stopped:")
+	named := "proxy was still running when the conductor was told to stop at once, and was stopped with SIGTERM"
+	if len(outcome) != 1 || !strings.Contains(outcome[0], named) || strings.Count(outcome[0], "proxy") != 1 {
+		t.Errorf("the shutdown's outcome is %q, want it to say %q, and name the proxy once", outcome, named)
+	}
+}

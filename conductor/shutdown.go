@@ -302,6 +302,12 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	close(r.cut)
 
 	cutShort = stop.Err() != nil
+	// A bypassed component's process is its retired one too: it is named
+	// once, as the component.
+	current := make(map[*process]bool, len(r.comps))
+	for _, p := range r.comps {
+		current[p.proc()] = true
+	}
 	escalate := func(sig string, send func(*process), bound time.Duration) {
 		var left []*process
 		var names []string
@@ -316,6 +322,9 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 			add(p.proc(), p.name)
 		}
 		for _, l := range retired {
+			if current[l.proc] {
+				continue
+			}
 			// A component restarted twice may leave two: its pid tells
 			// them apart, as the log of its restart has it.
 			add(l.proc, fmt.Sprintf("%s (replaced, pid %d)", l.proc.name, l.proc.pid))
