@@ -379,3 +379,62 @@ func TestRestartOrphansRequests(t *testing.T) {
 		t.Fatalf("the new proxy's request 2 was answered with %s", answer.Result)
 	}
 }
+
+// TestBypassOrphansRequests: a proxy forwards a prompt to the agent, and
+// the agent's permission request to the editor, and dies; it is bypassed.
+// As under a restart, nobody waits for what the dead proxy asked any
+// more: the agent is told to cancel the prompt and the editor the
+// permission request, each by the id it got it under, besides the errors
+// for what was pending on the proxy.
+func TestBypassOrphansRequests(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	proxy.OnFailure = PolicyBypass
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent})
+	p, a := proxyStarted(), agentStarted()
+
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	init := p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":1}}}`)
+	a.reply(a.recvMsg(), `{"protocolVersion":1}`)
+	p.recvMsg() // the agent's answer
+	p.reply(init, `{"protocolVersion":1}`)
+	e.recvMsg()
+
+	e.send(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+	p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}}`)
+	prompt := a.recvMsg()
+	a.send(`{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"s"}}`)
+	p.recvMsg()
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s"}}`)
+	perm := e.recvMsg()
+	if perm.Method != "session/request_permission" {
+		t.Fatalf("the editor got %s, want the permission request", perm.Bytes())
+	}
+	p.w.Close() // the proxy dies
+
+	var editorCancelled, promptFailed bool
+	for !editorCancelled || !promptFailed {
+		switch m := e.recvMsg(); {
+		case string(m.ID) == "10" && m.Error != nil:
+			promptFailed = true
+		case m.Method == wire.MethodCancelRequest && string(wire.Member(m.Params, "requestId")) == string(perm.ID):
+			editorCancelled = true
+		default:
+			t.Fatalf("the editor got %s, want an error for prompt 10 and a cancel for request %s", m.Bytes(), perm.ID)
+		}
+	}
+	var agentCancelled, permissionFailed bool
+	for !agentCancelled || !permissionFailed {
+		switch m := a.recvMsg(); {
+		case string(m.ID) == "7" && m.Error != nil:
+			permissionFailed = true
+		case m.Method == wire.MethodCancelRequest && string(wire.Member(m.Params, "requestId")) == string(prompt.ID):
+			agentCancelled = true
+		default:
+			t.Fatalf("the agent got %s, want an error for request 7 and a cancel for the dead proxy's prompt %s", m.Bytes(), prompt.ID)
+		}
+	}
+}

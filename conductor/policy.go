@@ -58,7 +58,7 @@ func (r *runner) componentFailed(p *peer, cause error) {
 	case PolicyBypass:
 		if r.bypass(p) {
 			endMCP := r.chain.ownerGone(p.pos, "bypassed")
-			calls, cancelled := p.failBypassed(cause)
+			calls, cancelled, orphaned := p.failBypassed(cause)
 			for _, cl := range cancelled {
 				abandon(cl, errCancelled) // its cancel went to p, with it
 			}
@@ -66,6 +66,7 @@ func (r *runner) componentFailed(p *peer, cause error) {
 				r.cfg.bypassHold()
 			}
 			r.settle(p, calls, report, afterFailure{bypassed: true})
+			r.cancelOrphaned(orphaned)
 			endMCP()
 			return
 		}
@@ -174,15 +175,21 @@ func (r *runner) restart(p *peer, report *wire.Error) error {
 	for _, cl := range cancelled {
 		abandon(cl, errCancelled) // its cancel went to the old process, with it
 	}
-	for _, cl := range orphaned {
-		// Nobody waits for it now: its peer may stop working on it.
-		r.chain.relay(nil, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
-	}
+	r.cancelOrphaned(orphaned)
 	endMCP()
 	r.retire(old)
 	r.log.Warn("restarting component", zap.String("component", p.name), zap.Duration("backoff", delay))
 	r.wg.Go(func() { r.startAfter(delay, p, next, rp, answered) })
 	return nil
+}
+
+// cancelOrphaned cancels the requests a failed proxy made of its
+// neighbours: nobody waits for them now, so their peers may stop working
+// on them. Their late answers are dropped (call.take).
+func (r *runner) cancelOrphaned(orphaned []*call) {
+	for _, cl := range orphaned {
+		r.chain.relay(nil, cl.to, nil, delivery{method: cancelMethod(cl.to)}, cancelParams(cl.id))
+	}
 }
 
 // retire stops old, the link of a component restarted or bypassed, with

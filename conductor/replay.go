@@ -315,13 +315,19 @@ func (p *peer) pendingInitialize() bool {
 // them (cancelInit), their cancel gone to p, which it returns apart. That
 // is done under the one hold of p.mu that takes them, so that a cancel
 // finds each either pending on p or waiting to be sent on, never in
-// between.
-func (p *peer) failBypassed(cause error) (calls, cancelled []*call) {
+// between. It also takes p's own requests in flight, which no one awaits
+// any more, and returns them as orphaned, as replace does.
+func (p *peer) failBypassed(cause error) (calls, cancelled, orphaned []*call) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gone == nil {
 		p.gone = cause
 	}
+	for c := p.inflight.head; c != nil; c = p.inflight.head {
+		p.inflight.remove(c)
+		orphaned = append(orphaned, c)
+	}
+	p.idleIfNone()
 	for _, c := range p.takeCalls() {
 		switch {
 		case c.from == nil || !wire.IsInitialize(c.method):
@@ -334,7 +340,7 @@ func (p *peer) failBypassed(cause error) (calls, cancelled []*call) {
 		}
 	}
 	p.cancelled = nil
-	return calls, cancelled
+	return calls, cancelled, orphaned
 }
 
 // resendHeld runs send, which sends cl on past p, bypassed, and reports
