@@ -130,3 +130,10 @@ func TestCancelKeepsMeta(t *testing.T) {
 	cmd := exec.Command(chaintest.Python(t), "permission_policy.py", "--rules", "rules.example.json")
 	chaintest.CancelKeepsMeta(t, cmd)
 }
+
+// TestTopLevelMembersPass: members of a message that JSON-RPC does not
+// define go on with it, wrapped or unwrapped, as the README asks of a proxy.
+func TestTopLevelMembersPass(t *testing.T) {
+	cmd := exec.Command(chaintest.Python(t), "permission_policy.py", "--rules", "rules.example.json")
+	chaintest.TopLevelMembersPass(t, cmd)
+}

@@ -44,6 +44,7 @@ import threading
 
 CHOICES = ("allow_once", "allow_always", "reject_once", "reject_always", "ask")
 ENVELOPES = ("proxy/successor", "_proxy/successor")
+JSONRPC = ("jsonrpc", "id", "method", "params", "result", "error")
 PREDECESSOR, SUCCESSOR = "predecessor", "successor"
 
 
@@ -124,9 +125,16 @@ def dumps(value):
     return json.dumps(value, separators=(",", ":"))
 
 
-def message(id=None, method=None, params=None, result=None, error=None):
+def extra(m, also=()):
+    """Returns the members of m that JSON-RPC does not define (and not in
+    also): they go on with the message, wrapped or not."""
+    return [(k, v) for k, v in m.items() if k not in JSONRPC and k not in also]
+
+
+def message(id=None, method=None, params=None, result=None, error=None, more=()):
     """Builds a JSON-RPC message; every argument but method is raw JSON text,
-    and None leaves the member out."""
+    and None leaves the member out. more holds the message's other members,
+    as (name, raw text) pairs, written after these."""
     parts = ['"jsonrpc":"2.0"']
     if id is not None:
         parts.append('"id":' + id)
@@ -135,6 +143,7 @@ def message(id=None, method=None, params=None, result=None, error=None):
     for name, value in (("params", params), ("result", result), ("error", error)):
         if value is not None:
             parts.append(f'"{name}":{value}')
+    parts += [f"{dumps(k)}:{v}" for k, v in more]
     return "{" + ",".join(parts) + "}"
 
 
@@ -200,21 +209,22 @@ class Proxy:
                     err = dumps({"code": -32602, "message": f"permission-policy: bad {method}: {exc}"})
                     self.send(message(id=rid, error=err))
                 return
-            self.from_successor(rid, inner_method, inner.get("params"))
+            # The envelope's _meta and its own members end with it.
+            self.from_successor(rid, inner_method, inner.get("params"), extra(inner, ("_meta",)))
         elif method in ("proxy/initialize", "_proxy/initialize"):
             # Speak the dialect we were addressed in. The conductor marks the
             # successor's answer as supporting MCP-over-ACP, as the RFD asks
             # of every proxy, so it is passed back as it is.
             self.envelope = "_proxy/successor" if method.startswith("_") else "proxy/successor"
-            self.send_on(PREDECESSOR, rid, "initialize", params)
+            self.send_on(PREDECESSOR, rid, "initialize", params, extra(m))
         elif method == "$/cancel_request" and rid is None:
-            self.cancel(params)
+            self.cancel(params, extra(m))
         else:
-            self.send_on(PREDECESSOR, rid, method, params)
+            self.send_on(PREDECESSOR, rid, method, params, extra(m))
 
-    def from_successor(self, rid, method, params):
+    def from_successor(self, rid, method, params, more):
         if rid is None and method == "$/cancel_request":
-            self.cancel(params)
+            self.cancel(params, more)
             return
         # Whatever goes wrong in looking at a message, it still goes on:
         # dropping it would leave its sender waiting.
@@ -228,19 +238,22 @@ class Proxy:
                     return
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             log(f"{method}: passed on undecided: {exc}")
-        self.send_on(SUCCESSOR, rid, method, params)
+        self.send_on(SUCCESSOR, rid, method, params, more)
 
-    def send_on(self, came_from, rid, method, params):
-        """Passes a request or notification to the side it is not from."""
+    def send_on(self, came_from, rid, method, params, more):
+        """Passes a request or notification to the side it is not from; its
+        members that JSON-RPC does not define, more, go in the envelope's
+        params when it is wrapped."""
         if rid is not None:
             ours = next(self.ids)
             self.waiting[ours] = (rid, came_from)
             self.relayed[(came_from, id_key(rid))] = ours
             rid = str(ours)
         if came_from == SUCCESSOR:
-            self.send(message(id=rid, method=method, params=params))
+            self.send(message(id=rid, method=method, params=params, more=more))
         else:
-            inner = '{"method":' + dumps(method) + ("" if params is None else ',"params":' + params) + "}"
+            inner = '{"method":' + dumps(method) + ("" if params is None else ',"params":' + params)
+            inner += "".join(f",{dumps(k)}:{v}" for k, v in more) + "}"
             self.send(message(id=rid, method=self.envelope, params=inner))
 
     def pass_back(self, m):
@@ -256,11 +269,11 @@ class Proxy:
         rid, came_from = entry
         self.relayed.pop((came_from, id_key(rid)), None)
         if "error" in m:
-            self.send(message(id=rid, error=m["error"]))
+            self.send(message(id=rid, error=m["error"], more=extra(m)))
         else:
-            self.send(message(id=rid, result=m.get("result", "null")))
+            self.send(message(id=rid, result=m.get("result", "null"), more=extra(m)))
 
-    def cancel(self, params):
+    def cancel(self, params, more):
         """Passes on $/cancel_request for a request we sent on, under our id.
 
         The conductor names the request by the id it had here, whichever
@@ -276,7 +289,7 @@ class Proxy:
                 kept = members(params)
                 kept["requestId"] = dumps(ours)
                 params = "{" + ",".join(f"{dumps(k)}:{v}" for k, v in kept.items()) + "}"
-                self.send(message(method="$/cancel_request", params=params))
+                self.send(message(method="$/cancel_request", params=params, more=more))
                 return
         # answered already, or by us
 

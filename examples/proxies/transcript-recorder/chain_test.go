@@ -202,3 +202,14 @@ func TestCancelKeepsMeta(t *testing.T) {
 	cmd := exec.Command(node, "transcript-recorder.mjs", "--out", filepath.Join(t.TempDir(), "t.jsonl"))
 	chaintest.CancelKeepsMeta(t, cmd)
 }
+
+// TestTopLevelMembersPass: members of a message that JSON-RPC does not
+// define go on with it, wrapped or unwrapped, as the README asks of a proxy.
+func TestTopLevelMembersPass(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node (>= 20) is required: %v", err)
+	}
+	cmd := exec.Command(node, "transcript-recorder.mjs", "--out", filepath.Join(t.TempDir(), "t.jsonl"))
+	chaintest.TopLevelMembersPass(t, cmd)
+}

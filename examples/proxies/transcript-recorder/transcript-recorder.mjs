@@ -89,16 +89,26 @@ function members(text) {
   }
 }
 
+// JSONRPC holds the members JSON-RPC defines; a message's others go on with
+// it, wrapped or not.
+const JSONRPC = ["jsonrpc", "id", "method", "params", "result", "error"];
+
+// extra returns the members of m that JSON-RPC does not define, but for
+// those named in also, as [name, raw text] pairs.
+const extra = (m, also = []) => [...m].filter(([k]) => !JSONRPC.includes(k) && !also.includes(k));
+
+const pairs = (more) => more.map(([k, v]) => `,${JSON.stringify(k)}:${v}`).join("");
+
 // message builds a JSON-RPC message from raw member texts, leaving out those
-// that are undefined.
-function message({ id, method, params, result, error }) {
+// that are undefined; more, the message's other members, come after them.
+function message({ id, method, params, result, error, more = [] }) {
   let s = '{"jsonrpc":"2.0"';
   if (id !== undefined) s += `,"id":${id}`;
   if (method !== undefined) s += `,"method":${JSON.stringify(method)}`;
   if (params !== undefined) s += `,"params":${params}`;
   if (result !== undefined) s += `,"result":${result}`;
   if (error !== undefined) s += `,"error":${error}`;
-  return s + "}";
+  return s + pairs(more) + "}";
 }
 
 // ---- the proxy --------------------------------------------------------------
@@ -117,8 +127,10 @@ function send(line) {
   process.stdout.write(line + "\n");
 }
 
-// sendOn passes a request or notification to the side it did not come from.
-function sendOn(from, id, method, params) {
+// sendOn passes a request or notification to the side it did not come from;
+// its members that JSON-RPC does not define, more, go in the envelope's
+// params when it is wrapped.
+function sendOn(from, id, method, params, more) {
   if (id !== undefined) {
     const ours = ++lastId;
     waiting.set(ours, { id, from });
@@ -126,9 +138,9 @@ function sendOn(from, id, method, params) {
     id = String(ours);
   }
   if (from === "successor") {
-    send(message({ id, method, params }));
+    send(message({ id, method, params, more }));
   } else {
-    const inner = `{"method":${JSON.stringify(method)}${params === undefined ? "" : `,"params":${params}`}}`;
+    const inner = `{"method":${JSON.stringify(method)}${params === undefined ? "" : `,"params":${params}`}${pairs(more)}}`;
     send(message({ id, method: envelope, params: inner }));
   }
 }
@@ -144,8 +156,8 @@ function passBack(m) {
   waiting.delete(ours);
   relayed.delete(`${to.from} ${JSON.stringify(JSON.parse(to.id))}`);
   const line = m.has("error")
-    ? message({ id: to.id, error: m.get("error") })
-    : message({ id: to.id, result: m.get("result") ?? "null" });
+    ? message({ id: to.id, error: m.get("error"), more: extra(m) })
+    : message({ id: to.id, result: m.get("result") ?? "null", more: extra(m) });
   record(to.from === "predecessor" ? "to_client" : "to_agent", line);
   send(line);
 }
@@ -163,12 +175,12 @@ function withMember(text, name, value) {
 // came from, and the cancel goes on plain, as the ACP schema says for every
 // hop, even for a request we sent in an envelope. Only the id changes:
 // _meta (trace context, say) and whatever else it carries go on with it.
-function cancel(params) {
+function cancel(params, more) {
   const target = JSON.stringify(params === undefined ? undefined : JSON.parse(params).requestId);
   for (const from of ["predecessor", "successor"]) {
     const ours = relayed.get(`${from} ${target}`);
     if (ours !== undefined) {
-      send(message({ method: "$/cancel_request", params: withMember(params, "requestId", String(ours)) }));
+      send(message({ method: "$/cancel_request", params: withMember(params, "requestId", String(ours)), more }));
       return;
     }
   }
@@ -200,9 +212,10 @@ function dispatch(line) {
     const inner = members(params);
     const innerMethod = parsed.params.method;
     const innerParams = inner.get("params");
-    record("to_client", message({ id, method: innerMethod, params: innerParams }));
-    if (id === undefined && innerMethod === "$/cancel_request") cancel(innerParams);
-    else sendOn("successor", id, innerMethod, innerParams);
+    const more = extra(inner, ["_meta"]); // the envelope's _meta and members end with it
+    record("to_client", message({ id, method: innerMethod, params: innerParams, more }));
+    if (id === undefined && innerMethod === "$/cancel_request") cancel(innerParams, more);
+    else sendOn("successor", id, innerMethod, innerParams, more);
     return;
   }
   record("to_agent", line);
@@ -211,11 +224,11 @@ function dispatch(line) {
     // successor's answer as supporting MCP-over-ACP, as the RFD asks of
     // every proxy, so it is passed back as it is.
     envelope = method.startsWith("_") ? "_proxy/successor" : "proxy/successor";
-    sendOn("predecessor", id, "initialize", params);
+    sendOn("predecessor", id, "initialize", params, extra(m));
   } else if (id === undefined && method === "$/cancel_request") {
-    cancel(params);
+    cancel(params, extra(m));
   } else {
-    sendOn("predecessor", id, method, params);
+    sendOn("predecessor", id, method, params, extra(m));
   }
 }
 
