@@ -16,7 +16,7 @@ import (
 // A Component is one program of the chain, as a chain file or a command-line
 // component describes it.
 type Component struct {
-	Name    string            `yaml:"name"`    // defaults to the command's base name
+	Name    string            `yaml:"name"`    // defaults to what it runs (see assignNames)
 	Command string            `yaml:"command"` // looked up in PATH unless it holds a slash
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"` // names keep their case

@@ -43,7 +43,7 @@ func (f *File) validate() Problems {
 			add(path+".command", "contains a NUL byte")
 		}
 		if f.nodes.has(path+".name") && c.Name == "" {
-			add(path+".name", "empty; leave the key out to use the command's base name")
+			add(path+".name", "empty; leave the key out to name it after what it runs")
 		}
 		if conductor.ReservedName(c.Name) {
 			add(path+".name", "%q is the conductor's name for a peer of its own (client, conductor, mcp:...): choose another", c.Name)

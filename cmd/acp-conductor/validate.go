@@ -33,7 +33,7 @@ file reference" and "Remote chains" say more.
 
   name: my-chain              # shown in logs
   proxies:                    # nearest the editor first; may be empty
-    - name: context           # default: base name of the command
+    - name: context           # default: what it runs (b for npx -y @a/b)
       command: ctx-proxy      # required; found in PATH unless it has a slash
       args: ["--flag", "x"]
       env: {API_KEY: abc}     # added to the conductor's environment
