@@ -123,13 +123,14 @@ func runFake(role string) {
 	if os.Getenv("ACP_TEST_STRAY") != "" {
 		os.Stdout.WriteString("a stray print on stdout\n")
 	}
+	if os.Getenv("ACP_TEST_IGNORE_TERM") != "" {
+		// From the start: a second signal may come as soon as the input ends.
+		signal.Ignore(syscall.SIGTERM)
+	}
 	announce := os.Getenv("ACP_TEST_ANNOUNCE") != ""
 	for {
 		line, err := ch.Recv()
 		if err != nil {
-			if os.Getenv("ACP_TEST_IGNORE_TERM") != "" {
-				signal.Ignore(syscall.SIGTERM)
-			}
 			if os.Getenv("ACP_TEST_IGNORE_EOF") != "" {
 				time.Sleep(time.Hour) // as codex, claude and cursor agents do
 			}

@@ -397,8 +397,10 @@ func (o outcome) log(log *zap.Logger, grace time.Duration) {
 			problems = append(problems, fmt.Sprintf("%s was still running when the conductor was told to stop at once, and was stopped with SIGTERM", s.component))
 		case s.signal == "SIGTERM" && !killed[s.component]:
 			problems = append(problems, fmt.Sprintf("%s did not exit within the %v grace period and was stopped with SIGTERM", s.component, grace))
+		case s.signal == "SIGKILL" && o.cutShort:
+			problems = append(problems, fmt.Sprintf("%s was still running when the conductor was told to stop at once, and was killed with SIGKILL when it did not exit on SIGTERM", s.component))
 		case s.signal == "SIGKILL":
-			problems = append(problems, fmt.Sprintf("%s did not exit on SIGTERM and was killed with SIGKILL", s.component))
+			problems = append(problems, fmt.Sprintf("%s did not exit within the %v grace period nor on SIGTERM, and was killed with SIGKILL", s.component, grace))
 		}
 	}
 	if o.clientStuck {

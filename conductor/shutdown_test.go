@@ -170,6 +170,9 @@ func TestShutdownBound(t *testing.T) {
 						t.Errorf("outcome %q does not say %s needed %s", msg, c.Name, last)
 					}
 				}
+				if !strings.Contains(msg, fmt.Sprintf("within the %v grace period", b.grace)) {
+					t.Errorf("outcome %q does not say that the grace period ran out", msg)
+				}
 			})
 		}
 	}
@@ -352,9 +355,9 @@ func TestShutdownAnswersPending(t *testing.T) {
 
 // TestSecondSignalOutcome stops a chain whose components ignore the end of
 // their input, with nothing in flight, and then aborts (a second signal):
-// the outcome says that each component was stopped with SIGTERM because
-// the conductor was told to stop at once, not that the grace period, a
-// minute, ran out.
+// the outcome says that each component was stopped with SIGTERM (or, for
+// one that ignores it too, killed with SIGKILL) because the conductor was
+// told to stop at once, not that the grace period, a minute, ran out.
 func TestSecondSignalOutcome(t *testing.T) {
 	dir := t.TempDir()
 	abort := make(chan struct{})
@@ -362,7 +365,10 @@ func TestSecondSignalOutcome(t *testing.T) {
 	defer signal(nil)
 	log, logs := watchLogs(t)
 	e := startChainCtx(t, ctx, Config{
-		Proxies:     []Component{fake(t, dir, "p", "proxy", "ACP_TEST_IGNORE_EOF=1")},
+		Proxies: []Component{
+			fake(t, dir, "p", "proxy", "ACP_TEST_IGNORE_EOF=1"),
+			fake(t, dir, "q", "proxy", "ACP_TEST_IGNORE_EOF=1", "ACP_TEST_IGNORE_TERM=1"),
+		},
 		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_IGNORE_EOF=1"),
 		GracePeriod: time.Minute,
 		Abort:       abort,
@@ -384,6 +390,9 @@ func TestSecondSignalOutcome(t *testing.T) {
 		if want := name + " was still running when the conductor was told to stop at once, and was stopped with SIGTERM"; !strings.Contains(outcome[0], want) {
 			t.Errorf("outcome %q, want %q", outcome[0], want)
 		}
+	}
+	if want := "q was still running when the conductor was told to stop at once, and was killed with SIGKILL when it did not exit on SIGTERM"; !strings.Contains(outcome[0], want) {
+		t.Errorf("outcome %q, want %q", outcome[0], want)
 	}
 	if strings.Contains(outcome[0], "grace period") {
 		t.Errorf("outcome %q speaks of the grace period, which was cut short", outcome[0])
