@@ -15,16 +15,20 @@ func newValidateCmd() *cobra.Command {
 	var noCommands bool
 	cmd := &cobra.Command{
 		Use:   "validate --config FILE [--mode agent|proxy]",
-		Short: "Check a chain file and report every problem with its line",
-		Long: `Check a YAML chain file without running anything. Every problem is reported,
-each with its line: unknown keys, values of the wrong type, tab indentation,
-missing commands, programs not found in PATH (skip with --no-commands), a
-command and its arguments written as one string, ~ (which nothing expands),
-duplicate names, invalid settings. ACP_CONDUCTOR_* environment variables are
-applied and checked too, as "agent" and "proxy" would, and one that names no
-setting is an error. A relative cwd is a warning: it depends on where the
-editor starts the conductor. Prints a one-line summary and exits 0 if the
-file is good, and exits 1 otherwise.
+		Short: "Check a chain file and report its problems with their lines",
+		Long: `Check a YAML chain file without running anything. Problems are reported
+together, each with its line: unknown keys, values of the wrong type, tab
+indentation, missing commands, programs not found in PATH (skip with
+--no-commands), a command and its arguments written as one string, ~ (which
+nothing expands), duplicate names, invalid settings. ACP_CONDUCTOR_*
+environment variables are applied and checked too, as "agent" and "proxy"
+would, and one that names no setting is an error. Problems come in rounds,
+each once the one before has none: tab indentation; the file's keys, values
+and names; the environment's settings; commands written with their
+arguments or ~, programs not found and unknown variables. A relative
+cwd is a warning: it depends on where the editor starts the conductor.
+Prints a one-line summary and exits 0 if the file is good, and exits 1
+otherwise.
 
 Every key a chain file may hold is below; only the agent's command (or url)
 is required, and in proxy mode there is no agent. The values shown are the
