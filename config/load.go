@@ -43,6 +43,9 @@ const MaxFileBytes = 1 << 20
 // Load assembles the chain opts describes and layers its settings: flags,
 // then ACP_CONDUCTOR_* environment variables, then the file, then defaults.
 // Problems with the chain or its settings come back together as Problems.
+// Once it has read them, Load removes the settings' variables from the
+// environment, so that no component inherits them: a nested conductor
+// takes only those its component's env sets.
 func Load(opts Options) (*Config, error) {
 	if opts.File != "" && len(opts.Components) > 0 {
 		return nil, errors.New("config: give the chain either as a file (--config) or as arguments, not both")
@@ -90,6 +93,14 @@ func Load(opts Options) (*Config, error) {
 		return nil, err
 	}
 	c.SpinFrom = origin("spin", f, opts.Flags)
+	// Read by now, the settings' variables are this conductor's alone: a
+	// component inherits the environment, and a nested conductor (acp-
+	// conductor proxy, as a component) would take them for its own, and
+	// write the chain's trace file too, or fail to listen on its viewer's
+	// address. A component's own env still sets them for it.
+	for _, s := range settings {
+		os.Unsetenv(envVar(s.key))
+	}
 	return c, nil
 }
 

@@ -73,8 +73,9 @@ the agent. A chain is given either as arguments, one quoted string per
 component with the agent last, or as a YAML chain file with --config.
 
 Settings are taken from flags, then ACP_CONDUCTOR_* environment variables
-(listed below), then the chain file, then defaults. Standard output carries
-only the protocol; logs go to stderr or to --log-file.
+(listed below), then the chain file, then defaults; components do not
+inherit the settings' variables. Standard output carries only the protocol;
+logs go to stderr or to --log-file.
 
 ` + environmentHelp(),
 		Example: `  # Put a proxy in front of an agent:

@@ -361,6 +361,43 @@ func TestAgentServes(t *testing.T) {
 	}
 }
 
+// TestNestedConductorSettings: a conductor's ACP_CONDUCTOR_* settings are
+// its own, not its components': a nested conductor (acp-conductor proxy)
+// neither traces into the outer chain's trace file nor takes its other
+// settings, but takes those its component's own env sets.
+func TestNestedConductorSettings(t *testing.T) {
+	traceFile := filepath.Join(t.TempDir(), "chain.jsons")
+	r := acp(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`+"\n",
+		[]string{"ACP_CONDUCTOR_TRACE_FILE=" + traceFile, "ACP_CONDUCTOR_LOGGING_FORMAT=json"},
+		"agent", "ACP_CONDUCTOR_LOGGING_LEVEL=debug "+shellQuote(binary)+" proxy", shellQuote(demo)+" sample-agent")
+	if r.code != 0 || !strings.Contains(r.stdout, `"id":0,"result"`) {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	var nested []string // what the nested conductor logged, through the outer one's log
+	for _, line := range strings.Split(r.stderr, "\n") {
+		var entry struct{ Msg, Peer string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Peer == "acp-conductor" {
+			nested = append(nested, entry.Msg)
+		}
+	}
+	joined := strings.Join(nested, "\n")
+	if strings.Contains(joined, "tracing") || strings.Contains(joined, `"level":"`) {
+		t.Errorf("the nested conductor took the outer one's trace file or log format:\n%s", joined)
+	}
+	if !strings.Contains(joined, "DEBUG") {
+		t.Errorf("the nested conductor did not log at the debug level its component's env sets:\n%s", joined)
+	}
+	data, err := os.ReadFile(traceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("trace line is not JSON: %q", line)
+		}
+	}
+}
+
 func TestLogFile(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "acp.log")
 	r := acp(t, "", nil, "proxy", "--log-file", logFile, "--log-format", "json", "--name", "inner")
