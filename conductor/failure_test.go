@@ -120,7 +120,8 @@ func TestFailurePolicies(t *testing.T) {
 }
 
 // TestRestartLimit checks that a proxy that keeps crashing is restarted only
-// RestartLimit times before the chain gives up.
+// RestartLimit times before the chain gives up, and that the request whose
+// crash ends it is told why.
 func TestRestartLimit(t *testing.T) {
 	dir := t.TempDir()
 	crasher := fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")
@@ -134,8 +135,14 @@ func TestRestartLimit(t *testing.T) {
 	e.recvMsg()
 	for i := range 3 {
 		e.send(promptLine(i, true))
-		if m := e.recvMsg(); m.Error == nil {
+		m := e.recvMsg()
+		if m.Error == nil {
 			t.Fatalf("crashing prompt %d succeeded", i)
+		}
+		// The last crash stops the chain: its caller is told why, as an
+		// initialize's would be; the others' proxy was restarted.
+		if said := strings.Contains(string(m.Error), "not restarted: restarted 2 times within"); said != (i == 2) {
+			t.Errorf("prompt %d answered %s; saying why the proxy was not restarted: %v, want %v", i, m.Error, said, i == 2)
 		}
 	}
 	err := e.close()

@@ -95,8 +95,8 @@ type afterFailure struct {
 // policy has run (how): with report, as they may have been half done. It
 // decides what becomes of an initialize among them, which the conductor
 // may send again whatever p did with it: bypassed, it goes on to p's
-// successor, as route says now; otherwise it fails too, with why the
-// policy did not save it. Those sent again go in the order p was sent
+// successor, as route says now; otherwise it fails too. Where the policy
+// did not save p, every answer says why. Those sent again go in the order p was sent
 // them. (Restarted, p.replace has each wait for the replay of its own
 // params, which follows the one that restores p if they differ: see
 // replayInit. Only those of a proxy with nothing to replay come here.)
@@ -110,21 +110,23 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 			rest = append(rest, cl)
 		}
 	}
+	if how.why != nil {
+		// The chain stops rather than go on without p: every caller is
+		// told why, not only an initialize's.
+		e := *report
+		e.Message += "; " + how.why.Error()
+		report = &e
+	}
 	failCalls(rest, report)
 	if len(inits) == 0 {
 		return
 	}
 	slices.SortFunc(inits, func(a, b *call) int { return cmp.Compare(a.id, b.id) })
-	switch {
-	case how.bypassed:
+	if how.bypassed {
 		for _, cl := range inits {
 			r.chain.resendInitialize(cl, report)
 		}
 		return
-	case how.why != nil:
-		e := *report
-		e.Message += "; " + how.why.Error()
-		report = &e
 	}
 	failCalls(inits, report)
 }
