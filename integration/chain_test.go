@@ -95,6 +95,39 @@ func TestNullErrorAnswers(t *testing.T) {
 	}
 }
 
+// TestByteOrderMark runs the SDK client and the SDK agent each starting its
+// output with a UTF-8 byte order mark, as a .NET program's output starts
+// once Console.OutputEncoding is UTF-8. The SDK reads each line past one,
+// so straight to each other they talk as usual; through the conductor, with
+// 0 and 1 (Go) proxies, the whole conversation runs too: the mark is not
+// taken for the start of a line that is not JSON, which would lose the
+// agent's answer to initialize and leave the editor's initialize unanswered.
+func TestByteOrderMark(t *testing.T) {
+	requireConductor(t)
+	agentArgs := []string{nodeBin, filepath.Join(peersDir, "agent.mjs"), "--name", "agent", "--bom"}
+	for _, c := range []struct {
+		name string
+		argv []string
+	}{
+		{"direct", agentArgs},
+		{"0 proxies", agentModeArgs(shellJoin(agentArgs...))},
+		{"1 go proxy", agentModeArgs(goProxyCmd("go1"), shellJoin(agentArgs...))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 60*time.Second)
+			cfg := conversationConfig(t, "bom")
+			cfg.BOM, cfg.TimeoutMs = true, 20000
+			withMarker(t, &cfg)
+			s := runClient(t, ctx, cfg, c.argv)
+			checkConversation(t, s, cfg)
+			if s.exitCode() != 0 {
+				t.Errorf("exit after stdin closed: %s", s.exitString())
+			}
+		})
+	}
+}
+
 // TestMalformedErrorAnswers runs the SDK client and the SDK agent, which
 // refuses one prompt with its error written as "error": null, no JSON-RPC
 // error. Straight to the agent the SDK client fails that prompt with its

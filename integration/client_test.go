@@ -38,6 +38,7 @@ type clientConfig struct {
 	Headers             map[string]string `json:"headers,omitempty"`
 	CancelRequestPrompt string            `json:"cancelRequestPrompt,omitempty"`
 	NullError           bool              `json:"nullError,omitempty"`
+	BOM                 bool              `json:"bom,omitempty"`
 
 	expectResults []string // what checkConversation expects of the file reads
 	env           []string // added to the client's own environment

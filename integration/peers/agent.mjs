@@ -27,6 +27,9 @@
 //                  every error it answers with as "error": null, which is no
 //                  JSON-RPC error: the SDK refuses it as a response
 //                  (-32600), and a relay must answer with an error of its own.
+//   --bom          start its output with a UTF-8 byte order mark, as a .NET
+//                  program does once Console.OutputEncoding is UTF-8: the
+//                  SDK reads each line past one.
 //   --name NAME    name reported in initialize's agentInfo.
 //   --listen HOST:PORT  serve remote editors instead of stdio, with the SDK's
 //                  experimental/server and its Node adapter (Streamable HTTP
@@ -246,6 +249,7 @@ async function listen(addr) {
 }
 
 function serveStdio() {
+  if (flag("--bom")) process.stdout.write("\uFEFF");
   let stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
   if (flag("--null-error")) stream = withNullError(stream);
   if (flag("--malformed-error")) stream = withMalformedError(stream);

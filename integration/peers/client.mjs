@@ -42,6 +42,9 @@
 //   nullError       write every result the client answers with beside
 //                   "error": null, as some JSON-RPC encoders do (and as the
 //                   SDK itself refuses to read: -32600)
+//   bom             start what it writes to the command with a UTF-8 byte
+//                   order mark, as a .NET program's output starts once
+//                   Console.OutputEncoding is UTF-8
 //   timeoutMs       overall deadline (default 60000)
 //   exitTimeoutMs   how long to wait for the command to exit after its stdin
 //                   is closed (default 20000)
@@ -91,6 +94,7 @@ const child = remote ? remote.child : spawn(command[0], command.slice(1), {
   env: { ...process.env, ...(config.childEnv ?? {}) },
 });
 child.stdin.on("error", (err) => log("stdin of command:", err.message));
+if (config.bom) child.stdin.write("\uFEFF");
 const childExit = new Promise((resolve) => {
   child.on("exit", (code, signal) => resolve({ exitCode: code, signal }));
   child.on("error", (err) => {

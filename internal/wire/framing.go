@@ -124,9 +124,12 @@ func (c *LineChannel) AllowEnvelope() *LineChannel {
 }
 
 // Recv returns the next non-blank line, without its terminator (a newline,
-// or CR LF). The returned slice is owned by the caller. A line longer than
-// the limit, not counting its terminator, is discarded and reported as an
-// *OversizeError; the next call continues with the next line.
+// or CR LF) nor a UTF-8 byte order mark it starts with: a .NET program
+// writes one ahead of its first line once Console.OutputEncoding is UTF-8,
+// and the TypeScript SDK reads each line past one. The returned slice is
+// owned by the caller. A line longer than the limit, not counting its
+// terminator, is discarded and reported as an *OversizeError; the next
+// call continues with the next line.
 // A final line without a newline is returned before io.EOF.
 func (c *LineChannel) Recv() ([]byte, error) {
 	return c.recv(nil)
@@ -142,6 +145,7 @@ func (c *LineChannel) recv(reclaim func()) ([]byte, error) {
 			}
 			return nil, err
 		}
+		line = bytes.TrimPrefix(line, byteOrderMark)
 		if !isBlank(line) {
 			return line, nil
 		}
@@ -342,6 +346,9 @@ func (c *LineChannel) Close() error {
 	c.w = nil
 	return err
 }
+
+// byteOrderMark is U+FEFF in UTF-8.
+var byteOrderMark = []byte("\uFEFF")
 
 func trimCR(b []byte) []byte {
 	if n := len(b); n > 0 && b[n-1] == '\r' {

@@ -25,6 +25,23 @@ func TestLineChannelRecv(t *testing.T) {
 	}
 }
 
+// TestLineChannelByteOrderMark checks that a UTF-8 byte order mark that
+// starts a line is not part of it, in a line that fits the read buffer and
+// in one that does not, and that a line of a mark alone counts as blank.
+func TestLineChannelByteOrderMark(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	in := "\uFEFFfirst\n\uFEFF\r\nsecond\uFEFF\n\uFEFF" + long + "\n"
+	ch := newLineChannel(strings.NewReader(in), nopWriteCloser{io.Discard}, 200, 16)
+	var newlines []string
+	got := readLines(t, 5, ch.Recv, func(line []byte) { newlines = append(newlines, string(ch.WithNewline(line))) })
+	if want := []string{"first", "second\uFEFF", long}; !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if newlines[0] != "first\n" {
+		t.Errorf("WithNewline of the first line is %q, want it with its newline", newlines[0])
+	}
+}
+
 // readLines reads lines with next until io.EOF, at most n times, and
 // returns them as strings, oversize lines as "<oversize>"; seen, if not
 // nil, is shown each line as it was returned.
