@@ -178,6 +178,37 @@ func TestResponseWithMalformedError(t *testing.T) {
 	}
 }
 
+// TestResponseNotJSONRPC: an answer that is no JSON-RPC 2.0 message (its
+// "jsonrpc" missing or another version, or neither result nor error) fails the call it answers with
+// the conductor's -32603, naming who answered and why, as the TypeScript
+// SDK fails it (-32600), rather than leave it unanswered; whoever
+// answered. The editor is told of its own line too, under null.
+func TestResponseNotJSONRPC(t *testing.T) {
+	const why = ` answered with a message that is not JSON-RPC 2.0 (\"jsonrpc\" must be \"2.0\")"}}`
+	ed, ag := agentChain(t)
+	ed.send(`{"jsonrpc":"2.0","id":20,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+	m := ag.recvMsg()
+	ag.send(`{"id":` + string(m.ID) + `,"result":{"stopReason":"end_turn"}}`)
+	if got, want := string(ed.recvLine()), `{"jsonrpc":"2.0","id":20,"error":{"code":-32603,"message":"component \"agent\"`+why; got != want {
+		t.Errorf("the editor got\n%s\nwant\n%s", got, want)
+	}
+	ed.send(`{"jsonrpc":"2.0","id":21,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)
+	m = ag.recvMsg()
+	ag.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `}`)
+	if got, want := string(ed.recvLine()), `{"jsonrpc":"2.0","id":21,"error":{"code":-32603,"message":"component \"agent\" answered with a message that is not JSON-RPC 2.0 (no method, result or error)"}}`; got != want {
+		t.Errorf("the editor got\n%s\nwant\n%s", got, want)
+	}
+	ag.send(`{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/x"}}`)
+	m = ed.recvMsg()
+	ed.send(`{"jsonrpc":"1.0","id":` + string(m.ID) + `,"result":{"content":"x"}}`)
+	if got, want := string(ed.recvLine()), `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,`; !strings.HasPrefix(got, want) {
+		t.Errorf("the editor got\n%s\nwant it to start\n%s", got, want)
+	}
+	if got, want := string(ag.recvLine()), `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"client`+why; got != want {
+		t.Errorf("the agent got\n%s\nwant\n%s", got, want)
+	}
+}
+
 // TestResponseIDSpelledOtherwise: a peer that re-encodes the conductor's
 // integer ids (5.0, 5e0) is answered as the TypeScript SDK answers it, by
 // the number JSON.parse reads; a fraction answers nothing.

@@ -435,6 +435,14 @@ func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch
 // it can be read (else null); a component's stray output is logged and
 // dropped, so one print statement cannot break the chain.
 func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) {
+	if e, ok := errors.AsType[*wire.InvalidError](err); ok && e.ResponseID != nil {
+		// What would answer a call: it fails, rather than wait for ever.
+		who := from.name // the client, or a bridged MCP client
+		if pos > 0 {
+			who = fmt.Sprintf("component %q", from.name)
+		}
+		failAnswered(from, e.ResponseID, wire.Errorf(codeInternalError, "%s answered with a message that is not JSON-RPC 2.0 (%s)", who, e.Reason))
+	}
 	if pos != 0 {
 		from.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
 		return

@@ -172,6 +172,49 @@ func TestMalformedErrorAnswers(t *testing.T) {
 	}
 }
 
+// TestUnversionedAnswer runs the SDK client and the SDK agent, which
+// answers one prompt without the "jsonrpc" member. Straight to the agent
+// the SDK client fails that prompt with its own Invalid request (-32600);
+// through the conductor, with 0 and 1 proxies, with the conductor's
+// -32603, which names the agent and says why, rather than leaving it
+// unanswered. The prompts around it end as usual.
+func TestUnversionedAnswer(t *testing.T) {
+	requireConductor(t)
+	agentArgs := []string{nodeBin, filepath.Join(peersDir, "agent.mjs"), "--name", "agent", "--unversioned"}
+	const want = `-32603 component "agent" answered with a message that is not JSON-RPC 2.0 ("jsonrpc" must be "2.0")`
+	for _, c := range []struct {
+		name string
+		argv []string
+		want string // what the unversioned prompt's error starts with
+	}{
+		{"direct", agentArgs, "-32600 Invalid request"},
+		{"0 proxies", agentModeArgs(shellJoin(agentArgs...)), want},
+		{"1 go proxy", agentModeArgs(goProxyCmd("go1"), shellJoin(agentArgs...)), want},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 60*time.Second)
+			cfg := clientConfig{Prompts: []string{"hello", "answer unversioned", "hello again"}, TimeoutMs: 20000}
+			withMarker(t, &cfg)
+			s := startClient(t, ctx, cfg, c.argv).wait(t)
+			if len(s.Sessions) != 1 || len(s.Sessions[0].Prompts) != 3 {
+				t.Fatalf("sessions %+v, want one with three prompts; failures %q", s.Sessions, s.Failures)
+			}
+			for i, p := range s.Sessions[0].Prompts {
+				switch {
+				case i == 1 && (p.Error == nil || !strings.HasPrefix(*p.Error, c.want)):
+					t.Errorf("the unversioned prompt ended %s, error %s; want the error %q", orNull(p.StopReason), orNull(p.Error), c.want)
+				case i != 1 && (p.StopReason == nil || *p.StopReason != "end_turn"):
+					t.Errorf("prompt %q ended %s, error %s; want end_turn", p.Text, orNull(p.StopReason), orNull(p.Error))
+				}
+			}
+			if s.exitCode() != 0 {
+				t.Errorf("exit after stdin closed: %s", s.exitString())
+			}
+		})
+	}
+}
+
 // orNull returns *s quoted, or null.
 func orNull(s *string) string {
 	if s == nil {

@@ -27,6 +27,9 @@
 //                  every error it answers with as "error": null, which is no
 //                  JSON-RPC error: the SDK refuses it as a response
 //                  (-32600), and a relay must answer with an error of its own.
+//   --unversioned  answer a prompt containing "unversioned" without the
+//                  "jsonrpc" member, which the SDK does not read as JSON-RPC
+//                  2.0: it fails the request with -32600.
 //   --bom          start its output with a UTF-8 byte order mark, as a .NET
 //                  program does once Console.OutputEncoding is UTF-8: the
 //                  SDK reads each line past one.
@@ -132,6 +135,9 @@ const app = acp
         },
       });
 
+    if (flag("--unversioned") && text.includes("unversioned")) {
+      return { stopReason: "end_turn", _meta: { "acp-it-unversioned": true } };
+    }
     if (text.includes("slow")) {
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
@@ -253,6 +259,7 @@ function serveStdio() {
   let stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
   if (flag("--null-error")) stream = withNullError(stream);
   if (flag("--malformed-error")) stream = withMalformedError(stream);
+  if (flag("--unversioned")) stream = withUnversioned(stream);
   const connection = app.connect(stream);
   connection.closed.then(() => {
     if (flag("--ignore-eof")) {
@@ -288,4 +295,22 @@ function withMalformedError(stream) {
   });
   spoil.readable.pipeTo(stream.writable).catch((err) => log("writer closed:", err?.message ?? err));
   return { readable: stream.readable, writable: spoil.writable };
+}
+
+// withUnversioned returns stream with the "jsonrpc" member removed from
+// each answer whose result is marked "acp-it-unversioned" (see
+// --unversioned).
+function withUnversioned(stream) {
+  const strip = new TransformStream({
+    transform(msg, controller) {
+      if (msg?.result?._meta?.["acp-it-unversioned"]) {
+        const { jsonrpc, ...rest } = msg;
+        controller.enqueue(rest);
+        return;
+      }
+      controller.enqueue(msg);
+    },
+  });
+  strip.readable.pipeTo(stream.writable).catch((err) => log("writer closed:", err?.message ?? err));
+  return { readable: stream.readable, writable: strip.writable };
 }

@@ -215,8 +215,11 @@ func ParseInto(m *Message, data []byte) error {
 		return nil
 	}
 	e := &InvalidError{Reason: why}
-	if method && !answer && m.ID != nil && validID(m.ID) {
+	switch {
+	case method && !answer && m.ID != nil && validID(m.ID):
 		e.ID = m.ID // what would be a request: its answer can name it
+	case !method && m.ID != nil && validID(m.ID):
+		e.ResponseID = m.ID // what would be a response: the call it answers can fail
 	}
 	return e
 }
@@ -231,6 +234,11 @@ type InvalidError struct {
 	// read. It is nil otherwise, for a malformed response too, whose id
 	// is the caller's own and must not look answered.
 	ID json.RawMessage
+	// ResponseID is the id of what would be a response (an id and no
+	// method), if it is one JSON-RPC allows, so that the call
+	// it answers can fail rather than wait for ever, as the TypeScript
+	// SDK fails it (-32600). It is nil otherwise.
+	ResponseID json.RawMessage
 }
 
 func (e *InvalidError) Error() string { return ErrNotJSONRPC.Error() + ": " + e.Reason }
