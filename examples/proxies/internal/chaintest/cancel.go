@@ -1,9 +1,6 @@
 package chaintest
 
 import (
-	"bufio"
-	"fmt"
-	"os"
 	"os/exec"
 	"testing"
 )
@@ -15,31 +12,8 @@ import (
 // from either side.
 func CancelKeepsMeta(t testing.TB, cmd *exec.Cmd) {
 	t.Helper()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer in.Close()
-	lines := bufio.NewScanner(out)
-	exchange := func(send, want string) {
-		t.Helper()
-		fmt.Fprintln(in, send)
-		if !lines.Scan() {
-			t.Fatalf("the proxy stopped: %v", lines.Err())
-		}
-		if got := lines.Text(); got != want {
-			t.Errorf("sent\n\t%s\ngot\n\t%s\nwant\n\t%s", send, got, want)
-		}
-	}
+	exchange, stop := exchanger(t, cmd)
+	defer stop()
 	const meta = `"_meta":{"traceparent":"00-abc-def-01"},"x-extra":[1,{"k":"ü"}]`
 	exchange(`{"jsonrpc":"2.0","id":"r1","method":"session/prompt","params":{}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`)

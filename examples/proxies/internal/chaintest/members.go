@@ -1,9 +1,6 @@
 package chaintest
 
 import (
-	"bufio"
-	"fmt"
-	"os"
 	"os/exec"
 	"testing"
 )
@@ -17,31 +14,8 @@ import (
 // on responses and $/cancel_request, both ways.
 func TopLevelMembersPass(t testing.TB, cmd *exec.Cmd) {
 	t.Helper()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer in.Close()
-	lines := bufio.NewScanner(out)
-	exchange := func(send, want string) {
-		t.Helper()
-		fmt.Fprintln(in, send)
-		if !lines.Scan() {
-			t.Fatalf("the proxy stopped: %v", lines.Err())
-		}
-		if got := lines.Text(); got != want {
-			t.Errorf("sent\n\t%s\ngot\n\t%s\nwant\n\t%s", send, got, want)
-		}
-	}
+	exchange, stop := exchanger(t, cmd)
+	defer stop()
 	const extra = `"x-extra":[1,{"k":"ü"}]`
 	// From the editor side, wrapped on the way to the agent side.
 	exchange(`{"jsonrpc":"2.0","id":"r1","method":"session/prompt","params":{},`+extra+`}`,
