@@ -135,41 +135,8 @@ func TestByteOrderMark(t *testing.T) {
 // with 0 and 1 proxies, with the conductor's -32603, which names the agent
 // and says its answer was malformed. The prompts around it end as usual.
 func TestMalformedErrorAnswers(t *testing.T) {
-	requireConductor(t)
-	agentArgs := []string{nodeBin, filepath.Join(peersDir, "agent.mjs"), "--name", "agent", "--malformed-error"}
-	for _, c := range []struct {
-		name string
-		argv []string
-		want string // what the refused prompt's error starts with
-	}{
-		{"direct", agentArgs, "-32600 Invalid request"},
-		{"0 proxies", agentModeArgs(shellJoin(agentArgs...)),
-			`-32603 component "agent" answered with a malformed error, not an object with an integer code and a string message`},
-		{"1 go proxy", agentModeArgs(goProxyCmd("go1"), shellJoin(agentArgs...)),
-			`-32603 component "agent" answered with a malformed error, not an object with an integer code and a string message`},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testContext(t, 60*time.Second)
-			cfg := clientConfig{Prompts: []string{"hello", "please fail", "hello again"}}
-			withMarker(t, &cfg)
-			s := startClient(t, ctx, cfg, c.argv).wait(t)
-			if len(s.Sessions) != 1 || len(s.Sessions[0].Prompts) != 3 {
-				t.Fatalf("sessions %+v, want one with three prompts; failures %q", s.Sessions, s.Failures)
-			}
-			for i, p := range s.Sessions[0].Prompts {
-				switch {
-				case i == 1 && (p.Error == nil || !strings.HasPrefix(*p.Error, c.want)):
-					t.Errorf("the refused prompt ended %s, error %s; want the error %q", orNull(p.StopReason), orNull(p.Error), c.want)
-				case i != 1 && (p.StopReason == nil || *p.StopReason != "end_turn"):
-					t.Errorf("prompt %q ended %s, error %s; want end_turn", p.Text, orNull(p.StopReason), orNull(p.Error))
-				}
-			}
-			if s.exitCode() != 0 {
-				t.Errorf("exit after stdin closed: %s", s.exitString())
-			}
-		})
-	}
+	flawedAnswer(t, "--malformed-error", "please fail",
+		`-32603 component "agent" answered with a malformed error, not an object with an integer code and a string message`)
 }
 
 // TestUnversionedAnswer runs the SDK client and the SDK agent, which
@@ -179,13 +146,22 @@ func TestMalformedErrorAnswers(t *testing.T) {
 // -32603, which names the agent and says why, rather than leaving it
 // unanswered. The prompts around it end as usual.
 func TestUnversionedAnswer(t *testing.T) {
+	flawedAnswer(t, "--unversioned", "answer unversioned",
+		`-32603 component "agent" answered with a message that is not JSON-RPC 2.0 ("jsonrpc" must be "2.0")`)
+}
+
+// flawedAnswer runs the SDK client over three prompts, straight to the SDK
+// agent run with flag and through the conductor with 0 and 1 proxies. The
+// agent answers the middle one, trigger, badly: straight to it the SDK
+// client fails that prompt with its own -32600, through the conductor with
+// an error starting with want. The prompts around it end as usual.
+func flawedAnswer(t *testing.T, flag, trigger, want string) {
 	requireConductor(t)
-	agentArgs := []string{nodeBin, filepath.Join(peersDir, "agent.mjs"), "--name", "agent", "--unversioned"}
-	const want = `-32603 component "agent" answered with a message that is not JSON-RPC 2.0 ("jsonrpc" must be "2.0")`
+	agentArgs := []string{nodeBin, filepath.Join(peersDir, "agent.mjs"), "--name", "agent", flag}
 	for _, c := range []struct {
 		name string
 		argv []string
-		want string // what the unversioned prompt's error starts with
+		want string // what the flawed prompt's error starts with
 	}{
 		{"direct", agentArgs, "-32600 Invalid request"},
 		{"0 proxies", agentModeArgs(shellJoin(agentArgs...)), want},
@@ -194,7 +170,7 @@ func TestUnversionedAnswer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t, 60*time.Second)
-			cfg := clientConfig{Prompts: []string{"hello", "answer unversioned", "hello again"}, TimeoutMs: 20000}
+			cfg := clientConfig{Prompts: []string{"hello", trigger, "hello again"}, TimeoutMs: 20000}
 			withMarker(t, &cfg)
 			s := startClient(t, ctx, cfg, c.argv).wait(t)
 			if len(s.Sessions) != 1 || len(s.Sessions[0].Prompts) != 3 {
@@ -203,7 +179,7 @@ func TestUnversionedAnswer(t *testing.T) {
 			for i, p := range s.Sessions[0].Prompts {
 				switch {
 				case i == 1 && (p.Error == nil || !strings.HasPrefix(*p.Error, c.want)):
-					t.Errorf("the unversioned prompt ended %s, error %s; want the error %q", orNull(p.StopReason), orNull(p.Error), c.want)
+					t.Errorf("the prompt %q ended %s, error %s; want the error %q", trigger, orNull(p.StopReason), orNull(p.Error), c.want)
 				case i != 1 && (p.StopReason == nil || *p.StopReason != "end_turn"):
 					t.Errorf("prompt %q ended %s, error %s; want end_turn", p.Text, orNull(p.StopReason), orNull(p.Error))
 				}
