@@ -3,7 +3,8 @@
 // themselves, but for any agent.
 //
 // It remembers the working directory of each session as the session is set
-// up (session/new, session/load, session/resume, session/fork), and puts a
+// up (session/new, session/load, session/resume, session/fork), until it is
+// closed or deleted, and puts a
 // text block in front of each session/prompt holding the instructions file
 // nearest that directory: the first of the --file names found in the
 // directory itself, else in its parent, and so on up to the root. The file is

@@ -3,7 +3,8 @@
 // every prompt, the way agents read AGENTS.md themselves, but for any agent.
 //
 // It remembers the working directory of each session as the session is set
-// up (session/new, session/load, session/resume, session/fork), and puts a
+// up (session/new, session/load, session/resume, session/fork), until it is
+// closed or deleted, and puts a
 // text block in front of each session/prompt holding the instructions file
 // nearest that directory (see [Find]). The file is read again for every
 // prompt, so edits take effect at the next one. A prompt for a session whose
@@ -69,8 +70,8 @@ func New(names []string, maxBytes int64, logger *log.Logger) *Injector {
 	return &Injector{names: slices.Clone(names), maxBytes: maxBytes, log: logger, cwds: make(map[string]string)}
 }
 
-// Proxy returns the proxy, ready to Serve: two handlers, one for the
-// requests that set up a session and one for prompts.
+// Proxy returns the proxy, ready to Serve: handlers for the requests that
+// set up a session, for prompts, and for the requests that end a session.
 func (in *Injector) Proxy() *proxy.Proxy {
 	return &proxy.Proxy{
 		Name: "context-injector", // also when a program of another name serves it, as the demo does
@@ -80,6 +81,8 @@ func (in *Injector) Proxy() *proxy.Proxy {
 			"session/resume": in.setUp,
 			"session/fork":   in.setUp,
 			"session/prompt": in.prompt,
+			"session/close":  in.end,
+			"session/delete": in.end,
 		},
 	}
 }
@@ -113,6 +116,24 @@ func (in *Injector) setUp(ctx context.Context, r *proxy.Request) (json.RawMessag
 		in.cwds[id] = req.Cwd
 		in.mu.Unlock()
 	}
+	return result, nil
+}
+
+// end forwards a request that ends a session and, if the agent accepts it,
+// forgets the session's directory: a proxy that runs all day would
+// otherwise hold one for every session it has seen.
+func (in *Injector) end(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+	result, err := r.Forward(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(r.Params, &req)
+	in.mu.Lock()
+	delete(in.cwds, req.SessionID)
+	in.mu.Unlock()
 	return result, nil
 }
 

@@ -1,7 +1,11 @@
 package injector
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +83,56 @@ func TestPrepend(t *testing.T) {
 	}
 	if _, err := prepend(json.RawMessage(`{"a":1}`), block); err == nil {
 		t.Error("prepend to an object succeeded")
+	}
+}
+
+// TestSessionsForgotten serves the proxy on pipes, as its conductor would
+// drive it: a session set up and then closed (or deleted) leaves no
+// directory behind, and a close the agent refuses forgets nothing.
+func TestSessionsForgotten(t *testing.T) {
+	in := New(nil, 0, nil)
+	toProxy, conductorOut := io.Pipe()
+	proxyOut, fromProxy := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- in.Proxy().Serve(ctx, toProxy, fromProxy) }()
+	defer func() { cancel(); conductorOut.Close(); <-served }()
+	lines := bufio.NewScanner(proxyOut)
+	// call sends a request from the editor's side and answers what the
+	// proxy forwards to its successor with answer, returning the proxy's
+	// answer to the request.
+	call := func(id int, method, params, answer string) string {
+		t.Helper()
+		fmt.Fprintf(conductorOut, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		if !lines.Scan() {
+			t.Fatalf("%s: the proxy stopped: %v", method, lines.Err())
+		}
+		var fwd struct{ ID json.RawMessage }
+		json.Unmarshal(lines.Bytes(), &fwd)
+		fmt.Fprintf(conductorOut, `{"jsonrpc":"2.0","id":%s,%s}`+"\n", fwd.ID, answer)
+		if !lines.Scan() {
+			t.Fatalf("%s: no answer: %v", method, lines.Err())
+		}
+		return lines.Text()
+	}
+	sessions := func() int {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		return len(in.cwds)
+	}
+	for i, end := range []string{"session/close", "session/delete"} {
+		sid := fmt.Sprintf("s%d", i)
+		call(10*i+1, "session/new", `{"cwd":"/tmp","mcpServers":[]}`, `"result":{"sessionId":"`+sid+`"}`)
+		if n := sessions(); n != 1 {
+			t.Fatalf("%d sessions known after session/new, want 1", n)
+		}
+		call(10*i+2, end, `{"sessionId":"`+sid+`"}`, `"error":{"code":-32603,"message":"busy"}`)
+		if n := sessions(); n != 1 {
+			t.Errorf("%s refused: %d sessions known, want 1", end, n)
+		}
+		call(10*i+3, end, `{"sessionId":"`+sid+`"}`, `"result":{}`)
+		if n := sessions(); n != 0 {
+			t.Errorf("after %s: %d sessions known, want 0", end, n)
+		}
 	}
 }
