@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,13 +29,55 @@ const (
 	BridgeHTTP  BridgeMode = "http"  // a loopback HTTP server in the conductor, if the agent supports it, else stdio
 )
 
+// Transports the bridge can give an agent an MCP server over.
+const (
+	transportHTTP  = "http"
+	transportStdio = "stdio"
+)
+
+// bridgeTransports lists, per mode, the transports it may bridge over, the
+// preferred first; the agent's capabilities pick the first it supports.
+var bridgeTransports = map[BridgeMode][]string{
+	BridgeAuto:  {transportHTTP, transportStdio},
+	BridgeHTTP:  {transportHTTP, transportStdio},
+	BridgeStdio: {transportStdio},
+}
+
+// mcpVersion says how an ACP version has an agent advertise the MCP
+// transports it can use. v1 makes stdio mandatory for every agent, so it
+// has no stdio capability; v2 makes every transport opt-in, and its SDK's
+// agents refuse a whole session set-up that declares a server over a
+// transport they did not advertise (assertSupportedMcpServers: -32602).
+type mcpVersion struct {
+	name         string // for the log
+	capabilities string // where the transports are advertised, for the log
+	stdioBuiltIn bool   // the agent runs stdio servers without saying so
+}
+
+var mcpVersions = [...]mcpVersion{
+	{name: "ACP v1", capabilities: "agentCapabilities.mcpCapabilities", stdioBuiltIn: true},
+	{name: "ACP v2", capabilities: "capabilities.session.mcp", stdioBuiltIn: false},
+}
+
+func mcpVersionOf(v2 bool) mcpVersion {
+	if v2 {
+		return mcpVersions[1]
+	}
+	return mcpVersions[0]
+}
+
+// capability names the capability that advertises transport t.
+func (v mcpVersion) capability(t string) string { return v.capabilities + "." + t }
+
 // bridge rewrites acp MCP server declarations into ones the agent can use,
 // and relays the connections the agent then opens (serveBridged).
 type bridge struct {
 	mode BridgeMode
 	mcp  *mcpRoutes
 	log  *zap.Logger
-	// declare returns the replacement declaration for one server.
+	// declare returns the replacement declaration for one server, over
+	// HTTP or stdio; mcpbridge.ErrLongServerID when an HTTP route cannot
+	// hold its id.
 	declare func(serverID, name string, http bool) (json.RawMessage, error)
 
 	noHTTPOnce sync.Once // the warning that mode http falls back to stdio
@@ -82,12 +125,6 @@ func newBridge(cfg Config, log *zap.Logger, routes *mcpRoutes) (*bridge, *mcpbri
 			return stdio(id, name)
 		}
 		s, err := t.HTTP(id, name)
-		if errors.Is(err, mcpbridge.ErrLongServerID) {
-			// A route is bounded; the shim reaches any server.
-			log.Warn("MCP server id too long for an HTTP route: bridged over stdio",
-				zap.String("server", name), zap.Int("idBytes", len(id)))
-			return stdio(id, name)
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -338,19 +375,29 @@ func (b bridgeChannel) SendBuffers(segments *net.Buffers) error {
 
 // rewrite replaces each acp entry of params.mcpServers with the bridge's
 // declaration for it. The entry's other members (name, _meta, anything
-// unknown) are kept; entries of other types are not touched.
+// unknown) are kept; entries of other types are not touched. An entry the
+// bridge can give the agent over no transport the agent advertised is
+// left out, with a warning that names it and the capability it lacks: the
+// agent would refuse the whole session for it, or fail to start it.
 func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 	b.mcp.mu.Lock()
-	http := b.mcp.http // the agent said it can reach MCP servers over HTTP
+	agentHas := map[string]bool{transportHTTP: b.mcp.http, transportStdio: b.mcp.stdio}
+	version := mcpVersionOf(b.mcp.v2)
 	b.mcp.mu.Unlock()
-	switch {
-	case b.mode == BridgeStdio:
-		http = false
-	case b.mode == BridgeHTTP && !http:
+	usable := func(t string) bool { return agentHas[t] && slices.Contains(bridgeTransports[b.mode], t) }
+	transport := ""
+	for _, t := range bridgeTransports[b.mode] {
+		if agentHas[t] {
+			transport = t
+			break
+		}
+	}
+	if b.mode == BridgeHTTP && transport == transportStdio {
 		// An HTTP declaration would only be refused, or worse, ignored.
 		b.noHTTPOnce.Do(func() {
 			if b.log != nil {
-				b.log.Warn("mcp_bridge is http, but the agent did not advertise mcpCapabilities.http: bridging MCP servers over stdio")
+				b.log.Warn(fmt.Sprintf("mcp_bridge is http, but the agent did not advertise %s: bridging MCP servers over stdio",
+					version.capability(transportHTTP)))
 			}
 		})
 	}
@@ -358,13 +405,32 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(wire.Member(params, "mcpServers"), &servers); err != nil {
 		return nil, err
 	}
-	for i, raw := range servers {
+	kept := servers[:0:0]
+	for _, raw := range servers {
 		d, ok := declarationOf(raw)
 		if !ok || d.Type != "acp" {
+			kept = append(kept, raw)
+			continue
+		}
+		if transport == "" {
+			b.unbridged(d.Name, fmt.Sprintf("the agent (%s) advertises none of %s", version.name, b.needed(version)))
 			continue
 		}
 		id, _ := d.serverID()
-		repl, err := b.declare(id, d.Name, http)
+		repl, err := b.declare(id, d.Name, transport == transportHTTP)
+		if errors.Is(err, mcpbridge.ErrLongServerID) {
+			// A route is bounded; the shim reaches any server.
+			if !usable(transportStdio) {
+				b.unbridged(d.Name, fmt.Sprintf("its id (%d bytes) is too long for an HTTP route, and the agent (%s) did not advertise %s",
+					len(id), version.name, version.capability(transportStdio)))
+				continue
+			}
+			if b.log != nil {
+				b.log.Warn("MCP server id too long for an HTTP route: bridged over stdio",
+					zap.String("server", d.Name), zap.Int("idBytes", len(id)))
+			}
+			repl, err = b.declare(id, d.Name, false)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %q: %w", d.Name, err)
 		}
@@ -382,15 +448,40 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 		for k, v := range fields {
 			entry[k] = v
 		}
-		if servers[i], err = json.Marshal(entry); err != nil {
+		bridged, err := json.Marshal(entry)
+		if err != nil {
 			return nil, err
 		}
+		kept = append(kept, bridged)
 	}
-	list, err := json.Marshal(servers)
+	list, err := json.Marshal(kept)
 	if err != nil {
 		return nil, err
 	}
 	return wire.SetPath(params, []string{"mcpServers"}, list)
+}
+
+// needed names the capabilities any of which would let the bridge reach
+// the agent in this mode.
+func (b *bridge) needed(v mcpVersion) string {
+	var names []string
+	for _, t := range bridgeTransports[b.mode] {
+		names = append(names, v.capability(t))
+	}
+	s := strings.Join(names, " or ")
+	if b.mode == BridgeStdio {
+		s += " (mcp_bridge is stdio)"
+	}
+	return s
+}
+
+// unbridged warns that the acp MCP server name is not given to the agent,
+// and why.
+func (b *bridge) unbridged(name, why string) {
+	if b.log != nil {
+		b.log.Warn("MCP server not passed to the agent: the bridge cannot reach it over a transport the agent advertised",
+			zap.String("server", name), zap.String("reason", why))
+	}
 }
 
 // toBridge relays an owner's mcp/message to a bridged connection as the

@@ -158,3 +158,121 @@ func TestRewriteLongServerID(t *testing.T) {
 		t.Errorf("%d warnings naming the server, want 1: %v", w.Len(), logs.All())
 	}
 }
+
+// TestRewriteTransports: the bridge gives an agent an acp MCP server only
+// over a transport the agent can use, as its ACP version says (v1: stdio
+// always, HTTP if advertised; v2: only what capabilities.session.mcp
+// lists), and leaves out, with a warning naming it and the capability
+// its version would need, a server it cannot give over any; a warning
+// names the capability where that version puts it.
+func TestRewriteTransports(t *testing.T) {
+	const (
+		v1   = `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":%s}}`
+		v2   = `{"protocolVersion":2,"capabilities":{"session":{"mcp":%s}}}`
+		none = "none"
+	)
+	for _, tt := range []struct {
+		init string
+		mode BridgeMode
+		want string // the transport the server is given over, or none
+		warn string // a snippet of the one warning, or ""
+	}{
+		{fmt.Sprintf(v1, `{}`), BridgeAuto, "stdio", ""},
+		{fmt.Sprintf(v1, `{"http":true}`), BridgeAuto, "http", ""},
+		{fmt.Sprintf(v1, `{}`), BridgeHTTP, "stdio", "did not advertise agentCapabilities.mcpCapabilities.http"},
+		{fmt.Sprintf(v1, `{"http":true}`), BridgeStdio, "stdio", ""},
+		{`{"protocolVersion":2,"capabilities":{"session":{}}}`, BridgeAuto, none,
+			"advertises none of capabilities.session.mcp.http or capabilities.session.mcp.stdio"},
+		{fmt.Sprintf(v2, `{}`), BridgeHTTP, none, "advertises none of capabilities.session.mcp.http or capabilities.session.mcp.stdio"},
+		{fmt.Sprintf(v2, `{"stdio":{}}`), BridgeAuto, "stdio", ""},
+		{fmt.Sprintf(v2, `{"http":{}}`), BridgeAuto, "http", ""},
+		{fmt.Sprintf(v2, `{"stdio":{},"http":{}}`), BridgeAuto, "http", ""},
+		{fmt.Sprintf(v2, `{"stdio":{}}`), BridgeHTTP, "stdio", "did not advertise capabilities.session.mcp.http"},
+		{fmt.Sprintf(v2, `{"http":{}}`), BridgeStdio, none, "advertises none of capabilities.session.mcp.stdio (mcp_bridge is stdio)"},
+		{fmt.Sprintf(v2, `{"stdio":null,"http":false}`), BridgeAuto, none, "advertises none of"},
+	} {
+		t.Run(string(tt.mode)+" "+tt.init, func(t *testing.T) {
+			core, logs := observer.New(zap.WarnLevel)
+			routes := newMCPRoutes()
+			routes.agentCapabilities(json.RawMessage(tt.init))
+			b := &bridge{mode: tt.mode, mcp: routes, log: zap.New(core), declare: func(_, name string, http bool) (json.RawMessage, error) {
+				if http {
+					return json.RawMessage(`{"type":"http","url":"http://127.0.0.1:1/x","headers":[]}`), nil
+				}
+				return json.RawMessage(`{"type":"stdio","command":"acp-conductor"}`), nil
+			}}
+			const fs = `{"type":"stdio","name":"fs","command":"mcp-fs","args":[],"env":[]}`
+			got, err := b.rewrite(json.RawMessage(`{"mcpServers":[{"type":"acp","name":"tools","serverId":"a"},` + fs + `]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p struct {
+				MCPServers []json.RawMessage `json:"mcpServers"`
+			}
+			if err := json.Unmarshal(got, &p); err != nil {
+				t.Fatal(err)
+			}
+			want := 2
+			if tt.want == none {
+				want = 1
+			}
+			if len(p.MCPServers) != want || string(p.MCPServers[len(p.MCPServers)-1]) != fs {
+				t.Fatalf("the agent was given %s, want %d servers, the other one untouched", got, want)
+			}
+			if tt.want != none {
+				var s map[string]any
+				json.Unmarshal(p.MCPServers[0], &s)
+				if s["type"] != tt.want || s["name"] != "tools" {
+					t.Errorf("the server was given as %s, want %s", p.MCPServers[0], tt.want)
+				}
+			}
+			warns := logs.All()
+			switch {
+			case tt.warn == "" && len(warns) > 0:
+				t.Errorf("unexpected warnings: %v", warns)
+			case tt.warn != "":
+				text := ""
+				for _, w := range warns {
+					text += w.Message + " " + fmt.Sprint(w.ContextMap()) + "\n"
+				}
+				if len(warns) != 1 || !strings.Contains(text, tt.warn) {
+					t.Errorf("warnings %q, want one saying %q", text, tt.warn)
+				}
+				if tt.want == none && !strings.Contains(text, "tools") {
+					t.Errorf("the warning does not name the server: %q", text)
+				}
+				if strings.Contains(tt.init, `"protocolVersion":2`) && strings.Contains(text, "mcpCapabilities") {
+					t.Errorf("a warning for a v2 agent names v1's capability: %q", text)
+				}
+			}
+		})
+	}
+}
+
+// TestRewriteLongServerIDNoStdio: a server whose id is too long for an
+// HTTP route is not bridged over stdio to a v2 agent that advertised HTTP
+// alone: it is left out, with a warning naming it.
+func TestRewriteLongServerIDNoStdio(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	routes := newMCPRoutes()
+	routes.agentCapabilities(json.RawMessage(`{"protocolVersion":2,"capabilities":{"session":{"mcp":{"http":{}}}}}`))
+	b, mb, err := newBridge(Config{MCPBridge: BridgeAuto, ShimExecutable: "acp-conductor"}, zap.New(core), routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	long := strings.Repeat("x", 4000)
+	got, err := b.rewrite(json.RawMessage(`{"mcpServers":[{"type":"acp","name":"long","serverId":"` + long + `"},{"type":"acp","name":"short","serverId":"s"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		MCPServers []map[string]any `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(got, &p); err != nil || len(p.MCPServers) != 1 || p.MCPServers[0]["name"] != "short" || p.MCPServers[0]["type"] != "http" {
+		t.Fatalf("rewritten params %s (%v), want only short, over http", got, err)
+	}
+	if w := logs.FilterMessageSnippet("not passed to the agent").FilterField(zap.String("server", "long")); w.Len() != 1 {
+		t.Errorf("%d warnings naming the server, want 1: %v", w.Len(), logs.All())
+	}
+}

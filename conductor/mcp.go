@@ -74,6 +74,7 @@ type mcpRoutes struct {
 	owned   map[ownedID]*mcpConn // by owner and the connectionId it gave
 	native  bool                 // the final agent speaks MCP-over-ACP itself
 	http    bool                 // the final agent can reach MCP servers over HTTP
+	stdio   bool                 // the final agent can run stdio MCP servers (mcpVersions)
 	v2      bool                 // the final agent speaks ACP v2
 
 	bindings map[int]binding // by owner position, once its answer to mcp/connect told
@@ -227,6 +228,7 @@ type mcpConn struct {
 
 func newMCPRoutes() *mcpRoutes {
 	return &mcpRoutes{
+		stdio:   true, // until the agent answers initialize, as v1, where stdio is a given
 		servers: map[string]mcpServer{}, conns: map[string]*mcpConn{}, owned: map[ownedID]*mcpConn{},
 		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string]*opening{},
 		requests: map[[2]string]statelessCall{}, bridged: map[*peer]string{}, calls: map[callRef]mcpCall{},
@@ -236,15 +238,18 @@ func newMCPRoutes() *mcpRoutes {
 
 // agentCapabilities notes what the final agent's InitializeResponse says it
 // can do with MCP servers.
-// ACP v1 says true, v2 an object (wire.MCPCapabilities).
+// ACP v1 says true, v2 an object (wire.MCPCapabilities); v1 has no stdio
+// capability, as every v1 agent must run stdio servers (mcpVersions).
 func (r *mcpRoutes) agentCapabilities(result json.RawMessage) {
 	caps := wire.MCPCapabilities(result)
 	has := func(name string) bool {
 		v := string(wire.Member(caps, name))
 		return v != "" && v != "false" && v != "null"
 	}
+	v2 := wire.IsV2(result)
 	r.mu.Lock()
-	r.native, r.http, r.v2 = has("acp"), has("http"), wire.IsV2(result)
+	r.native, r.http, r.v2 = has("acp"), has("http"), v2
+	r.stdio = has("stdio") || mcpVersionOf(v2).stdioBuiltIn
 	r.mu.Unlock()
 }
 

@@ -93,40 +93,68 @@ func TestACPv2(t *testing.T) {
 }
 
 // TestACPv2Bridged: a v2 editor offers an acp MCP server to a v2 agent (the
-// SDK's) that does not speak MCP-over-ACP: the agent gets the stdio bridge
-// declared as v2 requires, with "type": "stdio" (without it the SDK refuses
-// the whole session/new), and the session opens.
+// SDK's) that does not speak MCP-over-ACP, and that refuses, as the SDK's
+// assertSupportedMcpServers does, a whole session/new declaring a server
+// over a transport it did not advertise in capabilities.session.mcp. An
+// agent that advertised stdio gets the stdio bridge, with "type": "stdio"
+// as v2 requires; one that advertised HTTP gets the HTTP bridge; one that
+// advertised neither gets no declaration for it (v2 makes stdio opt-in),
+// the conductor's log says which server was left out and which capability
+// it lacked, and the session opens all the same.
 func TestACPv2Bridged(t *testing.T) {
 	requireConductor(t)
-	ctx := testContext(t, 60*time.Second)
 	v2 := filepath.Join(peersDir, "v2.mjs")
-	record := filepath.Join(t.TempDir(), "agent.txt")
-	argv := append([]string{nodeBin, v2, "client", "--declare", "--"}, agentModeArgs(shellJoin(nodeBin, v2, "agent", "--record", record))...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = peersDir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	var s struct {
-		SessionID string   `json:"sessionId"`
-		Failures  []string `json:"failures"`
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || runErr != nil || s.SessionID != "v2-session-1" {
-		t.Fatalf("session/new: %q (%v, %v)\nstderr:\n%s", stdout.String(), err, runErr, stderr.String())
-	}
-	saw, _ := os.ReadFile(record)
-	var declared []map[string]any
-	for _, line := range strings.Split(string(saw), "\n") {
-		var m struct {
-			Method string
-			Params struct{ MCPServers []map[string]any }
-		}
-		if json.Unmarshal([]byte(line), &m) == nil && m.Method == "session/new" {
-			declared = m.Params.MCPServers
-		}
-	}
-	if len(declared) != 1 || declared[0]["type"] != "stdio" || declared[0]["name"] != "editor-tools" || declared[0]["command"] == nil {
-		t.Errorf("the agent was declared %v, want the stdio bridge with type stdio", declared)
+	for _, tt := range []struct {
+		mcp  string // what the agent advertises in capabilities.session.mcp
+		want string // the type the agent is declared the server as, or "" for none
+	}{
+		{"stdio", "stdio"},
+		{"http", "http"},
+		{"", ""},
+	} {
+		t.Run("mcp="+tt.mcp, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 60*time.Second)
+			record := filepath.Join(t.TempDir(), "agent.txt")
+			argv := append([]string{nodeBin, v2, "client", "--declare", "--"},
+				agentModeArgs(shellJoin(nodeBin, v2, "agent", "--record", record, "--mcp", tt.mcp))...)
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Dir = peersDir
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			runErr := cmd.Run()
+			var s struct {
+				SessionID string   `json:"sessionId"`
+				Failures  []string `json:"failures"`
+			}
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || runErr != nil || s.SessionID != "v2-session-1" {
+				t.Fatalf("session/new: %q (%v, %v)\nstderr:\n%s", stdout.String(), err, runErr, stderr.String())
+			}
+			saw, _ := os.ReadFile(record)
+			var declared []map[string]any
+			for _, line := range strings.Split(string(saw), "\n") {
+				var m struct {
+					Method string
+					Params struct{ MCPServers []map[string]any }
+				}
+				if json.Unmarshal([]byte(line), &m) == nil && m.Method == "session/new" {
+					declared = m.Params.MCPServers
+				}
+			}
+			if tt.want == "" {
+				if len(declared) != 0 {
+					t.Errorf("the agent was declared %v, want no server", declared)
+				}
+				log := stderr.String()
+				if !strings.Contains(log, "editor-tools") || !strings.Contains(log, "capabilities.session.mcp.stdio") {
+					t.Errorf("the log does not say which server was left out and why:\n%s", log)
+				}
+				return
+			}
+			if len(declared) != 1 || declared[0]["type"] != tt.want || declared[0]["name"] != "editor-tools" {
+				t.Errorf("the agent was declared %v, want the %s bridge", declared, tt.want)
+			}
+		})
 	}
 }

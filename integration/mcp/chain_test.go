@@ -247,7 +247,7 @@ func runChain(t *testing.T, advertise, bridge, transport string) {
 	}
 	var expected []string
 	if bridge == "http" && transport == "stdio" {
-		expected = append(expected, "did not advertise mcpCapabilities.http")
+		expected = append(expected, "did not advertise agentCapabilities.mcpCapabilities.http") // a v1 agent: v1's path
 	}
 	checkQuiet(t, e.stderr.String(), expected...)
 }

@@ -3,10 +3,14 @@
 // MCP-over-ACP capability), for checking that the conductor passes a v2
 // negotiation through.
 //
-//   node v2.mjs agent [--record FILE]
+//   node v2.mjs agent [--record FILE] [--mcp TRANSPORTS]
 //       An agent that answers initialize in v2 (protocolVersion 2, info,
 //       capabilities.session {}) and session/new. With --record, every line
-//       it receives is appended to FILE.
+//       it receives is appended to FILE. With --mcp (a comma-separated list
+//       of MCP transports, such as "stdio,http", or "" for none), it
+//       advertises them in capabilities.session.mcp and, as an SDK agent
+//       should, refuses a session/new that declares a server over any other
+//       (assertSupportedMcpServers).
 //
 //   node v2.mjs client [--declare] -- CMD [ARGS...]
 //       Spawns CMD, initializes it asking for protocolVersion 2, opens a
@@ -35,14 +39,27 @@ function tapped(stream, onIncoming) {
 if (role === "agent") {
   const i = argv.indexOf("--record");
   const record = i >= 0 ? argv[i + 1] : null;
+  const m = argv.indexOf("--mcp");
+  const mcp =
+    m >= 0
+      ? Object.fromEntries(
+          argv[m + 1]
+            .split(",")
+            .filter(Boolean)
+            .map((t) => [t, {}]),
+        )
+      : null;
   const app = acp
     .agent({ name: "acp-it-v2-agent" })
     .onRequest(acp.methods.agent.initialize, ({ params }) => ({
       protocolVersion: Math.min(params.protocolVersion, acp.PROTOCOL_VERSION),
       info: { name: "acp-it-v2-agent", version: "1.0.0" },
-      capabilities: { session: {} },
+      capabilities: { session: mcp ? { mcp } : {} },
     }))
-    .onRequest(acp.methods.agent.session.new, () => ({ sessionId: "v2-session-1" }));
+    .onRequest(acp.methods.agent.session.new, ({ params }) => {
+      if (mcp) acp.assertSupportedMcpServers(params.mcpServers, mcp);
+      return { sessionId: "v2-session-1" };
+    });
   const raw = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
   const conn = app.connect(
     tapped(raw, (msg) => {
