@@ -445,3 +445,49 @@ func TestBypassOrphansRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestStartFailureAnswersUnreadable: a chain that cannot start answers
+// what it cannot read as a running chain does, as JSON-RPC prescribes
+// (-32700 for a line that is not JSON, -32600 for JSON that is no message
+// or an empty batch, under a null id), with why it did not start, and goes
+// on waiting for a request, which it answers under its id.
+func TestStartFailureAnswersUnreadable(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		code int
+	}{
+		{`not json`, -32700},
+		{`{"jsonrpc":"2.0","id":3,"method":"initial`, -32700},
+		{`{}`, -32600},
+		{`[]`, -32600},
+	} {
+		t.Run(tt.line, func(t *testing.T) {
+			var out bytes.Buffer
+			err := Run(t.Context(), Config{Agent: Component{Name: "missing", Command: filepath.Join(t.TempDir(), "no-such-agent")}},
+				strings.NewReader(tt.line+"\n"+`{"jsonrpc":"2.0","method":"note"}`+"\n"+initLine+"\n"), &out)
+			if err == nil || !strings.Contains(err.Error(), "missing") {
+				t.Errorf("Run = %v", err)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("wrote %q; want two answers", out.String())
+			}
+			for i, want := range []struct {
+				id   string
+				code int
+			}{{"null", tt.code}, {"0", -32603}} {
+				var resp struct {
+					ID    json.RawMessage
+					Error *struct {
+						Code    int
+						Message string
+					}
+				}
+				if json.Unmarshal([]byte(lines[i]), &resp) != nil || string(resp.ID) != want.id || resp.Error == nil ||
+					resp.Error.Code != want.code || !strings.Contains(resp.Error.Message, "missing") {
+					t.Errorf("answer %d is %s; want error %d naming the agent under id %s", i, lines[i], want.code, want.id)
+				}
+			}
+		})
+	}
+}

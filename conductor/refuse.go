@@ -23,6 +23,8 @@ func Refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 // refuse answers the client's first request with cause, a chain that could
 // not start, so that an editor shows why rather than a closed pipe; then Run
 // returns cause. It gives up after the grace period if no request comes.
+// Lines it cannot read before that request are answered as the relay
+// answers them, with cause, under null.
 func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause error, component string) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.grace())
 	defer cancel()
@@ -38,6 +40,14 @@ func refuse(ctx context.Context, cfg Config, in io.Reader, out io.Writer, cause 
 		defer close(first)
 		for {
 			line, err := ch.Recv()
+			if e := unreadable(line, err); e != nil {
+				// JSON-RPC answers what it cannot read under null, as a
+				// running chain does (badInput); then a real request may
+				// still come, and gets the cause under its id.
+				_ = ch.Send(wire.ErrorResponse(json.RawMessage("null"),
+					wire.Errorf(e.Code, "%s; the chain could not start: %v", e.Message, cause)).Bytes())
+				continue
+			}
 			var r requests
 			switch big, ok := errors.AsType[*wire.OversizeError](err); {
 			case ok:
@@ -113,4 +123,28 @@ func owed(line []byte) (json.RawMessage, bool) {
 		return id, id != nil
 	}
 	return m.ID, m.IsRequest()
+}
+
+// unreadable returns the error that answers line, read with err, when it
+// is no message whose id could be read and the relay would answer it under
+// null (badInput): -32700 for what is not JSON, -32600 for JSON that is no
+// JSON-RPC message, or an empty batch. A notification, any other batch, a
+// line too long to keep and the end of input are not unreadable.
+func unreadable(line []byte, err error) *wire.Error {
+	if err != nil {
+		return nil
+	}
+	if wire.IsBatch(line) {
+		n := 0
+		wire.EachElement(line, func([]byte) { n++ })
+		if n == 0 {
+			return wire.Errorf(codeInvalidRequest, "empty batch")
+		}
+		return nil
+	}
+	_, perr := wire.Parse(line)
+	if perr == nil || wire.ParseErrorID(perr) != nil {
+		return nil
+	}
+	return wire.ParseError(perr)
 }

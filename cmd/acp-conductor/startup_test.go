@@ -106,24 +106,31 @@ func TestStartupErrorAnswersBatch(t *testing.T) {
 // TestStartupErrorAnswersFlawedRequest: a chain that cannot start answers
 // a first request that a running chain would refuse under its id (no
 // "jsonrpc") with why the chain did not start; a line with no id to answer
-// is passed over for the next. TestStartFailureAnswersLongRequest has one
-// longer than the limit.
+// gets -32700 under null, with why too, and the next request its answer.
+// TestStartFailureAnswersLongRequest has one longer than the limit.
 func TestStartupErrorAnswersFlawedRequest(t *testing.T) {
 	for _, tc := range []struct {
-		name, in, id string
+		name, in string
+		ids      []string // of the answers, in order
 	}{
-		{"no jsonrpc", `{"id":7,"method":"initialize","params":{}}` + "\n", `7`},
-		{"not JSON, then a request", "hello\n" + initRequest, `0`},
+		{"no jsonrpc", `{"id":7,"method":"initialize","params":{}}` + "\n", []string{`7`}},
+		{"not JSON, then a request", "hello\n" + initRequest, []string{`null`, `0`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := acp(t, tc.in, nil, "agent", "no-such-agent-xyz")
-			var resp struct {
-				ID    json.RawMessage
-				Error *struct{ Message string }
+			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+			if len(lines) != len(tc.ids) {
+				t.Fatalf("exit %d, stdout %q: want %d answers\nstderr: %s", r.code, r.stdout, len(tc.ids), r.stderr)
 			}
-			if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || string(resp.ID) != tc.id ||
-				resp.Error == nil || !strings.Contains(resp.Error.Message, "no-such-agent-xyz") {
-				t.Fatalf("exit %d, stdout %q: want an error naming no-such-agent-xyz under id %s (%v)\nstderr: %s", r.code, r.stdout, tc.id, err, r.stderr)
+			for i, id := range tc.ids {
+				var resp struct {
+					ID    json.RawMessage
+					Error *struct{ Message string }
+				}
+				if err := json.Unmarshal([]byte(lines[i]), &resp); err != nil || string(resp.ID) != id ||
+					resp.Error == nil || !strings.Contains(resp.Error.Message, "no-such-agent-xyz") {
+					t.Fatalf("exit %d, answer %q: want an error naming no-such-agent-xyz under id %s (%v)\nstderr: %s", r.code, lines[i], id, err, r.stderr)
+				}
 			}
 			if r.code != 1 {
 				t.Errorf("exit %d, want 1", r.code)
