@@ -14,6 +14,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.29.0
+	golang.org/x/term v0.28.0
 )
 
 require (

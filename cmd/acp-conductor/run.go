@@ -117,7 +117,9 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 
 // refuseChain reports a chain that cannot start: to the log file the
 // settings name, if they name one and it can be opened, and to the editor
-// as the answer to its first request. It returns cause, for stderr.
+// as the answer to its first request, unless stdin is a terminal, where a
+// person would only wait for nothing (editorMayAsk). It returns cause,
+// for stderr.
 func refuseChain(ctx context.Context, cmd *cobra.Command, cfg *config.Config, file string, cause error) error {
 	logging, name := config.Logging{Level: "info", Format: "console"}, ""
 	if cfg != nil {
@@ -130,6 +132,9 @@ func refuseChain(ctx context.Context, cmd *cobra.Command, cfg *config.Config, fi
 			log.Error("the chain cannot start", zap.Error(cause))
 			closeLog()
 		}
+	}
+	if !editorMayAsk(os.Stdin) {
+		return cause
 	}
 	rc := conductor.Config{GracePeriod: conductor.DefaultGracePeriod}
 	if cfg != nil {
