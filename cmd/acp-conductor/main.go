@@ -132,7 +132,7 @@ logs go to stderr or to --log-file.
 		// (trace vew) looks like success to a script; such a command
 		// refuses one instead, as the root refuses an unknown command.
 		if c.HasSubCommands() && !c.Runnable() {
-			c.Args = cobra.NoArgs
+			c.Args = wantArgs(0, 0, "")
 			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 		}
 	}
@@ -165,4 +165,35 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// wantArgs accepts between min and max positional arguments, described by
+// what ("FILE", "URL"), and refuses any other count naming the command,
+// what it takes and where its usage is: cobra's own "accepts 1 arg(s),
+// received 0" names neither. A word given to a command that takes none is
+// likely a subcommand mistyped, and gets cobra's suggestions.
+func wantArgs(min, max int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) >= min && len(args) <= max {
+			return nil
+		}
+		hint := fmt.Sprintf("\nRun '%s --help' for usage.", cmd.CommandPath())
+		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") // main says acp-conductor
+		switch {
+		case max == 0 && cmd.HasSubCommands():
+			if cmd.SuggestionsMinimumDistance <= 0 {
+				cmd.SuggestionsMinimumDistance = 2 // as cobra's root suggests
+			}
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				hint = "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n" + hint
+			}
+			return fmt.Errorf("unknown command %q for %q%s", args[0], cmd.CommandPath(), hint)
+		case max == 0:
+			return fmt.Errorf("%s takes no arguments, got %q%s", name, args, hint)
+		case min == max:
+			return fmt.Errorf("%s takes one %s, got %d arguments%s", name, what, len(args), hint)
+		default:
+			return fmt.Errorf("%s takes at most one %s, got %d arguments%s", name, what, len(args), hint)
+		}
+	}
 }

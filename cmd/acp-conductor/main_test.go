@@ -179,6 +179,29 @@ func TestUnknownSubcommand(t *testing.T) {
 	}
 }
 
+// TestArgumentCounts: a command given the wrong number of arguments says
+// which command, what it takes and where its usage is, rather than
+// cobra's "accepts 1 arg(s), received 0"; a mistyped subcommand gets a
+// suggestion, as at the root.
+func TestArgumentCounts(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "view"}, "trace view takes one trace FILE, got 0 arguments\nRun 'acp-conductor trace view --help' for usage."},
+		{[]string{"trace", "view", "a", "b"}, "trace view takes one trace FILE, got 2 arguments"},
+		{[]string{"validate", "a", "b"}, "validate takes at most one chain FILE, got 2 arguments\nRun 'acp-conductor validate --help' for usage."},
+		{[]string{"mcp-shim", "x"}, `mcp-shim takes no arguments, got ["x"]`},
+		{[]string{"remote-connect"}, "remote-connect takes one URL, got 0 arguments"},
+		{[]string{"trace", "veiw", "x"}, "unknown command \"veiw\" for \"acp-conductor trace\"\n\nDid you mean this?\n\tview\n"},
+	} {
+		r := acp(t, "", nil, tt.args...)
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, tt.want) || strings.Contains(r.stderr, "arg(s)") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1 and %q", tt.args, r.code, r.stdout, r.stderr, tt.want)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	good := writeFile(t, "chain.yaml", `
 name: my-chain

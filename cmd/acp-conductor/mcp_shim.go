@@ -23,7 +23,7 @@ declaration, which sets ` + mcpbridge.EnvSocket + ` and ` + mcpbridge.EnvToken +
 it is not meant to be run by hand. Exits 0 when the conductor ends the
 connection.`,
 		Hidden: true, // a part of the conductor, not a tool
-		Args:   cobra.NoArgs,
+		Args:   wantArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runMCPShim(cmd.Context())
 		},

@@ -43,7 +43,7 @@ component in seconds rather than when TCP gives up. What the transport
 reports along the way (--log-level debug: what a Streamable HTTP server sent
 that carries no message) goes to stderr, which the conductor logs.`,
 		Hidden: true, // a part of the conductor, not a tool
-		Args:   cobra.ExactArgs(1),
+		Args:   wantArgs(1, 1, "URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pingInterval < 0 {
 				return fmt.Errorf("--ping-interval must be positive, or 0 for none, not %s", pingInterval)

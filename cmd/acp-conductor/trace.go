@@ -59,7 +59,7 @@ out, and stderr says so.`,
 		Example: `  acp-conductor agent --trace /tmp/chain.jsons "my-proxy" "my-agent --acp"
   acp-conductor trace view /tmp/chain.jsons            # writes /tmp/chain.html
   acp-conductor trace view /tmp/chain.jsons -o - > page.html`,
-		Args: cobra.ExactArgs(1),
+		Args: wantArgs(1, 1, "trace FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return traceView(args[0], out, title, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},

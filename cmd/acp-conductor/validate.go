@@ -80,7 +80,7 @@ file reference" and "Remote chains" say more.
   acp-conductor validate chain.yaml
   acp-conductor validate --mode proxy --config inner.yaml
   acp-conductor validate --no-commands chain.yaml   # without looking for each program`,
-		Args: cobra.MaximumNArgs(1),
+		Args: wantArgs(0, 1, "chain FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				if file != "" {
