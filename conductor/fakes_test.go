@@ -36,7 +36,7 @@ func runFake(role string) {
 		fmt.Fprintln(f, os.Getpid())
 		f.Close()
 	}
-	for env, then := range map[string]string{"ACP_TEST_MUTE_AFTER_FIRST": "mute", "ACP_TEST_CRASH_AFTER_FIRST": "crash"} {
+	for env, then := range map[string]string{"ACP_TEST_MUTE_AFTER_FIRST": "mute", "ACP_TEST_CRASH_AFTER_FIRST": "crash", "ACP_TEST_REFUSE_AFTER_FIRST": "refuser"} {
 		// A proxy whose restarts never answer, or exit at once: the first
 		// run leaves a mark.
 		if path := os.Getenv(env); path != "" {
@@ -114,6 +114,12 @@ func runFake(role string) {
 		return
 	case "mute": // reads, never answers
 		handle = func(*wire.Message) {}
+	case "refuser": // answers every request with an error
+		handle = func(m *wire.Message) {
+			if m.IsRequest() {
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeInternalError, "refuser takes nothing")))
+			}
+		}
 	case "crash":
 		fmt.Fprintln(os.Stderr, "fake component crashing on purpose")
 		os.Exit(7)
@@ -158,7 +164,17 @@ func fakeProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Messag
 	pending := map[string]json.RawMessage{} // our id -> their id
 	ours := map[string]json.RawMessage{}    // their id -> our id, for cancels
 	successor := wire.MethodSuccessor
+	// A naive proxy (ACP_TEST_NAIVE_INIT) takes the line after an
+	// initialize it passed on for that initialize's answer, and dies if
+	// it is anything else.
+	naive := os.Getenv("ACP_TEST_NAIVE_INIT") != ""
+	awaitingInit := false
 	return func(m *wire.Message) {
+		if naive && awaitingInit && !m.IsResponse() {
+			fmt.Fprintf(os.Stderr, "fake proxy: got %s before the answer to its initialize\n", m.Method)
+			os.Exit(5)
+		}
+		awaitingInit = false
 		if m.IsResponse() {
 			orig, ok := pending[string(m.ID)]
 			if !ok {
@@ -210,6 +226,7 @@ func fakeProxy(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Messag
 		}
 		if wire.IsInitialize(method) {
 			method = wire.MethodInitialize
+			awaitingInit = m.IsRequest()
 		}
 		if os.Getenv("ACP_TEST_RUST_ONLY") != "" && m.Method == wire.MethodProxyInitialize {
 			send(wire.ErrorResponse(m.ID, wire.Errorf(codeMethodNotFound, "method not found")))

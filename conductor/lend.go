@@ -61,11 +61,11 @@ func (rd *reader) pass(p *peer, raw []byte) {
 		line[0] = whole // one segment to queue and write
 	}
 	if !rd.lends(raw) {
-		p.send(line...)
+		p.sendMessage(line...)
 		return
 	}
 	o := p.link.Load().out
-	if !o.putFrom(lc, line) {
+	if !o.putMessage(lc, line) {
 		p.log.Debug("dropped message for closed peer")
 		return
 	}

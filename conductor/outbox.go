@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"bytes"
 	"net"
 	"slices"
 	"sync"
@@ -46,6 +47,12 @@ type outbox struct {
 	queued, writing size
 	fl              *flow         // nil: unbounded
 	drained         chan struct{} // non-nil while past the bound; closed when back under half
+
+	// A restarted proxy's gate (see hold): while gate is set, requests and
+	// notifications wait in gated, owned, until open; answers go on.
+	gate      bool
+	gated     [][]byte
+	gatedSize size
 }
 
 // size is an amount of queued output.
@@ -80,7 +87,8 @@ func (o *outbox) account(in bool) {
 	if o.fl == nil {
 		return
 	}
-	bytes, segs := o.queued.bytes+o.writing.bytes, o.queued.segs+o.writing.segs
+	bytes := o.queued.bytes + o.writing.bytes + o.gatedSize.bytes
+	segs := o.queued.segs + o.writing.segs + o.gatedSize.segs
 	switch {
 	case in && o.drained == nil && !o.closed && (bytes > queueBytes || segs > queueSegments):
 		o.drained = make(chan struct{})
@@ -95,16 +103,69 @@ func (o *outbox) account(in bool) {
 // put appends one line, given as segments that only together end in a
 // newline, and reports whether the outbox still accepts messages.
 func (o *outbox) put(segments ...[]byte) bool {
-	return o.putFrom(nil, segments)
+	return o.putFrom(nil, segments, false)
+}
+
+// putMessage is put for a request or notification, which a gate holds
+// (see hold); lc is as for putFrom.
+func (o *outbox) putMessage(lc *wire.LineChannel, segments [][]byte) bool {
+	return o.putFrom(lc, segments, true)
+}
+
+// hold sets the gate: from now on requests and notifications (putMessage)
+// wait until open, while answers (put) go on. A restarted proxy is sent
+// its replayed initialize first, and a proxy written naively expects that
+// answer, or the answers to what it asks while initializing, before
+// anything else.
+func (o *outbox) hold() {
+	o.mu.Lock()
+	o.gate = true
+	o.mu.Unlock()
+}
+
+// open lifts the gate: what it held follows what is queued, in order.
+func (o *outbox) open() {
+	o.mu.Lock()
+	if !o.gate {
+		o.mu.Unlock()
+		return
+	}
+	o.gate = false
+	if len(o.gated) == 0 || o.closed {
+		o.gated, o.gatedSize = nil, size{}
+		o.account(false)
+		o.mu.Unlock()
+		return
+	}
+	o.queue = append(o.queue, o.gated...)
+	o.queued = o.queued.add(o.gated)
+	o.gated, o.gatedSize = nil, size{}
+	if o.busy || o.try == nil {
+		o.mu.Unlock()
+		o.signal()
+		return
+	}
+	o.writeNow()
 }
 
 // putFrom is put for segments that lie in lc's read buffer, lent, or none
-// if lc is nil.
-func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte) bool {
+// if lc is nil; gated says whether a gate holds them (a request or
+// notification: putMessage).
+func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte, gated bool) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return false
+	}
+	if gated && o.gate {
+		// Owned: it may wait past the refill of the buffer it was read into.
+		for _, s := range segments {
+			o.gated = append(o.gated, bytes.Clone(s))
+		}
+		o.gatedSize = o.gatedSize.add(segments)
+		o.account(true)
+		o.mu.Unlock()
+		return true
 	}
 	if lc != nil && !slices.Contains(o.lenders, lc) {
 		o.lenders = append(o.lenders, lc)
@@ -199,10 +260,13 @@ func (o *outbox) attach(try func([][]byte) ([][]byte, error)) {
 	o.mu.Unlock()
 }
 
-// close stops accepting messages; take still returns what was queued.
+// close stops accepting messages; take still returns what was queued,
+// but not what a gate held: the calls among it are failed with the
+// process it waited for, or by the shutdown.
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
+	o.gated, o.gatedSize = nil, size{}
 	o.account(false)
 	o.mu.Unlock()
 	o.signal()

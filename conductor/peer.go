@@ -440,3 +440,11 @@ func (p *peer) send(line ...[]byte) {
 		p.log.Debug("dropped message for closed peer")
 	}
 }
+
+// sendMessage is send for a request or notification, which waits while a
+// restarted proxy has not answered its replayed initialize (outbox.hold).
+func (p *peer) sendMessage(line ...[]byte) {
+	if !p.link.Load().out.putMessage(nil, line) {
+		p.log.Debug("dropped message for closed peer")
+	}
+}

@@ -145,7 +145,8 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 // installed at once, with the old process still behind it: requests that
 // arrive during the wait register and queue on it as they would while the
 // process starts, behind the replay, under the same flow control as any
-// other queue. startAfter starts the process, or gives up at shutdown.
+// other queue, and they go on only once the replay is answered
+// (outbox.hold). startAfter starts the process, or gives up at shutdown.
 func (r *runner) restart(p *peer, report *wire.Error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -226,6 +227,9 @@ func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) 
 	rp.call = cl
 	r.traceReplay(p, cl, rp.params)
 	l.out.put(line.segments()...)
+	// What queues for p meanwhile waits for the replay's answer: a proxy
+	// may take anything else it is sent first for that answer, and fail.
+	l.out.hold()
 	return rp, answered, nil
 }
 
@@ -233,16 +237,25 @@ func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) 
 // waiters and has the replay after it sent, its line, and a channel closed
 // when its answer comes.
 func (r *runner) replayCall(p *peer, rp *replay) (*call, encoded, <-chan struct{}, error) {
+	answered := make(chan struct{})
+	cl, line, err := r.replayCallIn(p, rp, answered, new(sync.Once))
+	return cl, line, answered, err
+}
+
+// replayCallIn is replayCall in p's dialect now, closing answered (once)
+// when the answer comes: a retry in the next dialect keeps the first's.
+func (r *runner) replayCallIn(p *peer, rp *replay, answered chan struct{}, once *sync.Once) (*call, encoded, error) {
 	dl := p.getDialect()
 	d := delivery{to: p.pos, method: dl.Initialize}
 	params, err := dl.InitializeParams(rp.params)
 	if err != nil {
-		return nil, encoded{}, nil, err
+		return nil, encoded{}, err
 	}
-	answered := make(chan struct{})
-	var once sync.Once
 	cl := &call{to: p, id: p.nextID.Add(1), method: d.method}
 	cl.onResponse = func(resp *wire.Message) bool {
+		if resp.Error != nil && rp.restores && r.retryReplay(p, rp, resp, answered, once) {
+			return true
+		}
 		once.Do(func() { close(answered) })
 		if resp.Error == nil {
 			p.rememberInit(rp.params) // taken: the next restart replays them first
@@ -256,7 +269,17 @@ func (r *runner) replayCall(p *peer, rp *replay) (*call, encoded, <-chan struct{
 		}
 		// The initialize requests the old process left unanswered wait for
 		// this answer, as if the old process had given it.
-		waiters, next := p.replayAnswered(rp)
+		waiters, next, out := p.replayAnswered(rp)
+		if out != nil && rp.restores {
+			if resp.Error == nil {
+				out.open() // restored: what queued for it goes now, in order
+			} else {
+				// Not restored, so what queued for it cannot be served:
+				// its policy applies, and answers that, saying why.
+				cause := named(p.name, fmt.Errorf("component %q refused the replayed initialize: %s", p.name, errorMessage(resp.Error)))
+				r.wg.Go(func() { r.componentFailed(p, cause) })
+			}
+		}
 		for _, w := range waiters {
 			answerWith(w, resp)
 		}
@@ -265,7 +288,36 @@ func (r *runner) replayCall(p *peer, rp *replay) (*call, encoded, <-chan struct{
 		}
 		return true
 	}
-	return cl, r.chain.encode(p, wire.IntID(cl.id), d, params), answered, nil
+	return cl, r.chain.encode(p, wire.IntID(cl.id), d, params), nil
+}
+
+// retryReplay sends rp, the replay that restores p, again in the next
+// dialect if p refused it as an unknown method, as retryInitialize does
+// for a caller's initialize (the restarted process may be another
+// program), and reports whether it did. The retry goes ahead of what
+// waits for p's initialize (outbox.hold), which it is part of.
+func (r *runner) retryReplay(p *peer, rp *replay, resp *wire.Message, answered chan struct{}, once *sync.Once) bool {
+	if errorCode(resp.Error) != codeMethodNotFound || p.passedInit.Load() {
+		return false
+	}
+	next := p.getDialect().Next()
+	if next == nil || !p.replayCurrent(rp) {
+		return false
+	}
+	if _, err := next.InitializeParams(rp.params); err != nil {
+		return false
+	}
+	refused := p.getDialect().Initialize
+	p.setDialect(next)
+	cl, line, err := r.replayCallIn(p, rp, answered, once)
+	if err != nil || !p.sendingReplay(rp, cl) {
+		return false
+	}
+	p.log.Info("restarted proxy refused its replayed initialize; retrying in the next dialect",
+		zap.String("refused", refused), zap.String("dialect", next.Name))
+	r.traceReplay(p, cl, rp.params)
+	p.send(line.segments()...)
+	return true
 }
 
 // traceReplay records the conductor's replay cl, of params, in the trace.
@@ -294,7 +346,7 @@ func (r *runner) sendReplay(p *peer, rp *replay) {
 			return
 		}
 		// p's dialect cannot carry these params: p never saw them.
-		waiters, next := p.replayAnswered(rp)
+		waiters, next, _ := p.replayAnswered(rp)
 		failCalls(waiters, wire.Errorf(codeInvalidParams, "%s: %v", p.getDialect().Initialize, err))
 		rp = next
 	}
@@ -390,7 +442,7 @@ func backoff(earlier int, first, most time.Duration) time.Duration {
 
 // awaitReplay fails a restarted proxy that does not answer its replayed
 // initialization rp within the initialize timeout: everything sent to it
-// waits behind that answer. The initializes that waited for a later
+// waits behind that answer (outbox.hold). The initializes that waited for a later
 // replay, of other params, get that error at once: sent again after the
 // next restart, the same params could use up the restarts and stop the
 // chain. Those of the replay that restores p wait for the next one.

@@ -195,12 +195,14 @@ func TestRestartBackoffCrashLoop(t *testing.T) {
 
 // TestRestartBackoffQueues sends prompts while a crashed proxy waits out its
 // back-off: they queue, nothing starts until the wait is over, and then
-// the restarted proxy gets its replayed initialization first and answers
-// every one of them.
+// the restarted proxy gets its replayed initialization first, and the
+// prompts only once it has answered that (a naive proxy, which takes the
+// line after an initialize it passed on for its answer, would die of a
+// prompt there), and answers every one of them.
 func TestRestartBackoffQueues(t *testing.T) {
 	dir := t.TempDir()
 	startsFile := filepath.Join(dir, "starts")
-	crasher := restartedCrasher(t, dir, "ACP_TEST_STARTS="+startsFile)
+	crasher := restartedCrasher(t, dir, "ACP_TEST_STARTS="+startsFile, "ACP_TEST_NAIVE_INIT=1")
 	cfg := Config{
 		Proxies: []Component{fake(t, dir, "first", "proxy"), crasher},
 		Agent:   fake(t, dir, "agent", "streamer"),
@@ -236,20 +238,68 @@ func TestRestartBackoffQueues(t *testing.T) {
 	if n := starts(t, startsFile); n != 2 {
 		t.Errorf("%d starts, want 2", n)
 	}
-	// The new process saw the replayed initialization, then the prompts.
+	// The new process saw the replayed initialization, the answer to the
+	// initialize it passed on, and only then the prompts.
+	if want := "[init answer prompt init answer prompt prompt prompt prompt]"; fmt.Sprint(initOrder(t, dir)) != want {
+		t.Errorf("the proxy's processes saw %v, want %s", initOrder(t, dir), want)
+	}
+}
+
+// initOrder returns what the crasher's processes received, in order, as
+// "init" (a proxy/initialize), "answer" (the answer to the initialize it
+// passed on) and "prompt".
+func initOrder(t *testing.T, dir string) []string {
+	t.Helper()
 	saw, _ := os.ReadFile(filepath.Join(dir, "crasher.txt"))
-	lines := strings.Split(string(saw), "\n")
 	var order []string
-	for _, l := range lines {
+	for l := range strings.SplitSeq(string(saw), "\n") {
 		switch {
 		case strings.Contains(l, `"method":"proxy/initialize"`):
 			order = append(order, "init")
+		case strings.Contains(l, `"result":{"protocolVersion"`):
+			order = append(order, "answer")
 		case strings.Contains(l, `"method":"session/prompt"`):
 			order = append(order, "prompt")
 		}
 	}
-	if want := "[init prompt init prompt prompt prompt prompt]"; fmt.Sprint(order) != want {
-		t.Errorf("the proxy's processes saw %v, want %s", order, want)
+	return order
+}
+
+// TestRestartRefusedReplayFailsQueued has a restarted proxy refuse its
+// replayed initialize: what queued for it meanwhile is never sent to it,
+// nor left waiting, but fails with an error that says so.
+func TestRestartRefusedReplayFailsQueued(t *testing.T) {
+	dir := t.TempDir()
+	crasher := restartedCrasher(t, dir, "ACP_TEST_REFUSE_AFTER_FIRST="+filepath.Join(dir, "ran"))
+	cfg := Config{
+		Proxies:      []Component{crasher},
+		Agent:        fake(t, dir, "agent", "streamer"),
+		RestartLimit: 1,
+	}
+	h := holdBackoff(&cfg)
+	e := startChain(t, cfg)
+	initAndCrash(t, e)
+	h.next(t)
+	for id := 2; id <= 3; id++ {
+		e.send(promptLine(id, false))
+	}
+	e.sync()
+	h.release <- struct{}{}
+	for answered := 0; answered < 2; {
+		m := e.recvMsg()
+		if !m.IsResponse() {
+			continue
+		}
+		answered++
+		if m.Error == nil || !strings.Contains(string(m.Error), `refused the replayed initialize: refuser takes nothing`) {
+			t.Errorf("prompt %s, queued for the restart, got %s; want an error saying the replay was refused", m.ID, e.seen[len(e.seen)-1])
+		}
+	}
+	if err := e.close(); err == nil || !strings.Contains(err.Error(), "refused the replayed initialize") {
+		t.Errorf("Run: %v, want the refusal", err)
+	}
+	if order := initOrder(t, dir); fmt.Sprint(order) != "[init answer prompt init]" {
+		t.Errorf("the proxy's processes saw %v: a prompt went to the one that refused its initialize", order)
 	}
 }
 

@@ -243,7 +243,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 		c.traceSend(from, cl.to, nil, d.method, out)
 	}
 	line := c.encode(cl.to, nil, d, out)
-	l.out.put(line.segments()...)
+	l.out.putMessage(nil, line.segments())
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
@@ -263,7 +263,7 @@ func (c *chain) relay(from, to *peer, id json.RawMessage, d delivery, params jso
 		c.traceSend(from, to, id, d.method, params)
 	}
 	line := c.encode(to, id, d, params)
-	to.send(line.segments()...)
+	to.sendMessage(line.segments()...)
 }
 
 // The trailers of lines relayed in segments. They are shared, and only

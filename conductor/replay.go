@@ -105,21 +105,31 @@ func (p *peer) waitForReplay(cl *call) {
 }
 
 // replayAnswered takes the calls that wait for rp's answer, which has
-// come, and returns the replay to send next, if any: none if p failed
-// again since, which took them with its calls.
-func (p *peer) replayAnswered(rp *replay) (waiters []*call, next *replay) {
+// come, and returns the replay to send next, if any, and the outbox of
+// the link rp went on: none if p failed again since, which took them with
+// its calls, and the answer is the conductor's.
+func (p *peer) replayAnswered(rp *replay) (waiters []*call, next *replay, out *outbox) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.replays) == 0 || p.replays[0] != rp {
-		return nil, nil
+		return nil, nil, nil
 	}
+	out = p.link.Load().out
 	p.replays = p.replays[1:]
 	if len(p.replays) > 0 {
 		next = p.replays[0]
 	} else {
 		p.reinit.Store(false) // restored: its initializes go on as anyone's
 	}
-	return rp.waiters, next
+	return rp.waiters, next, out
+}
+
+// replayCurrent reports whether rp is the replay in flight on p: not if
+// p failed since.
+func (p *peer) replayCurrent(rp *replay) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.replays) > 0 && p.replays[0] == rp
 }
 
 // sendingReplay records cl as rp's call, and reports whether rp is still
