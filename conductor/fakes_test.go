@@ -358,6 +358,17 @@ func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mes
 			if err := json.Unmarshal(m.Params, &p); err != nil {
 				panic(err)
 			}
+			if os.Getenv("ACP_TEST_STREAM_FOREVER") != "" {
+				// An agent at work that never ends its turn: it streams
+				// until it is killed, whether its input ends or not.
+				go func() {
+					for i := 0; ; i++ {
+						send(streamedUpdate(p.SessionID, "forever", i, 0))
+						time.Sleep(time.Millisecond)
+					}
+				}()
+				return
+			}
 			if path := os.Getenv("ACP_TEST_HOLD_PROMPT"); path != "" {
 				// An agent at work until the test says: the FIFO opens once
 				// the test opens it to write, and ends when it closes it.

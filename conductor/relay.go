@@ -32,6 +32,8 @@ type chain struct {
 	trace  *trace.Recorder // nil unless the chain is traced
 	// bridged names the bridged MCP connections that are open.
 	bridged bridgedNames
+	// sealedDrops counts the notifications dropped for a sealed client.
+	sealedDrops atomic.Int64
 
 	// failed reports a component that broke the protocol's promises (here:
 	// did not answer initialize in time) to the runner's failure policy.
@@ -104,6 +106,9 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, rd *rea
 		return
 	case actCancel:
 		c.cancel(from, dc.raw, dc.d.extra)
+		return
+	case actDrop:
+		c.sealedDrops.Add(1) // logged once, as a count, as the chain stops
 		return
 	case actAnswerInit:
 		if result, ok := from.takeReinit(dc.raw); ok {
@@ -691,6 +696,14 @@ func (c *chain) stopInitTimer() {
 	if c.initTimer != nil {
 		c.initTimer.Stop()
 	}
+}
+
+// seal drops, from now on, the notifications for the client (see
+// topology.sealed).
+func (c *chain) seal() {
+	t := *c.topo.Load()
+	t.sealed = true
+	c.topo.Store(&t)
 }
 
 // bypass takes the proxy at pos out of the routes.

@@ -36,6 +36,10 @@ type topology struct {
 	mode     Mode
 	proxies  int
 	bypassed []bool // by position: proxies taken out of the chain
+	// sealed is set once the client has been told that the chain stops
+	// and its requests in flight failed (runner.abandonAll): what
+	// comes for it after that is dropped (see route).
+	sealed bool
 }
 
 func (t topology) last() int { return t.proxies + 1 }
@@ -149,6 +153,7 @@ const (
 	actAnswerInit               // answer from the successor's recorded initialize
 	actMCP                      // the MCP router's, if its tables know it; else actRelay
 	actRefuse                   // answer a request with err; drop a notification
+	actDrop                     // a notification for a sealed client: dropped, and counted
 )
 
 // An inbound is what the router is told about one message.
@@ -201,6 +206,9 @@ type decision struct {
 //     in the dialect of the proxy it reaches.
 //   - A notification that nothing on this hop changes goes on as the very
 //     line it came in.
+//   - A notification for a sealed client is dropped: the client has been
+//     told the chain stops and its requests failed, so an agent's later
+//     session/update would speak of a turn already over for it.
 func (t *topology) route(in inbound, dl dialects) decision {
 	m := in.msg
 	if m.IsResponse() {
@@ -263,6 +271,10 @@ func (t *topology) route(in inbound, dl dialects) decision {
 			return dc
 		}
 		dc.act, dc.err = actRefuse, err
+		return dc
+	}
+	if t.sealed && d.to == 0 && m.IsNotification() {
+		dc.act, dc.d = actDrop, d
 		return dc
 	}
 	if d.method == wire.MethodProxyInitialize {

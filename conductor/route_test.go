@@ -106,6 +106,7 @@ func (f fixedDialects) dialectAt(pos int) *wire.Dialect {
 func TestRouteClassifies(t *testing.T) {
 	agent2 := topology{mode: AgentMode, proxies: 2}
 	proxy2 := topology{mode: ProxyMode, proxies: 2}
+	sealed := topology{mode: AgentMode, proxies: 2, sealed: true}
 	rust1 := fixedDialects{1: wire.Rust}
 	thinkwell2 := fixedDialects{2: wire.Thinkwell}
 	tests := []struct {
@@ -189,6 +190,16 @@ func TestRouteClassifies(t *testing.T) {
 			decision{act: actRefuse, src: 3, enveloped: true, raw: []byte(`{}`)}},
 		{"the last proxy's envelope goes up wrapped", proxy2, 2, `{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/prompt","params":{}}}`, false, nil,
 			decision{act: actRelay, src: 2, enveloped: true, d: delivery{to: 3, wrap: true, method: "session/prompt"}, raw: []byte(`{}`)}},
+
+		// A sealed client gets no more notifications; the rest goes on.
+		{"an update for a sealed client is dropped", sealed, 1, `{"jsonrpc":"2.0","method":"session/update","params":{}}`, false, nil,
+			decision{act: actDrop, src: 1, d: delivery{to: 0, method: "session/update"}, raw: []byte(`{}`)}},
+		{"a sealed client's answers still come", sealed, 1, `{"jsonrpc":"2.0","id":1,"result":{}}`, false, nil,
+			decision{act: actComplete, src: 1}},
+		{"a request for a sealed client is relayed, for its caller to be failed", sealed, 1, `{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{}}`, false, nil,
+			decision{act: actRelay, src: 1, d: delivery{to: 0, method: "session/request_permission"}, raw: []byte(`{}`)}},
+		{"updates between components go on past a sealed client", sealed, 3, `{"jsonrpc":"2.0","method":"session/update","params":{}}`, false, nil,
+			decision{act: actRelay, src: 3, d: delivery{to: 2, wrap: true, method: "session/update"}, raw: []byte(`{}`)}},
 
 		// Members JSON-RPC does not define go on with the message they
 		// came with: a plain one's top-level ones, a carried one's beside

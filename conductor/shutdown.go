@@ -96,6 +96,9 @@ func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
 		failCalls(p.fail(errStopped), r.stopError(p))
 	}
 	out.lost = r.awaitOwed(client)
+	if n := r.chain.sealedDrops.Load(); n > 0 {
+		r.log.Info("dropped notifications for the client that came after it was told its requests failed", zap.Int64("count", n))
+	}
 	cl := client.link.Load()
 	cl.out.close()
 	flush := time.NewTimer(max(time.Until(start.Add(grace+time.Second)), outputBound))
@@ -152,7 +155,13 @@ func (r *runner) drain(stop context.Context, client *peer, deadline time.Time) i
 // answer that comes later is dropped. The client's bridged MCP servers go
 // with it (chain.ownerEnded).
 func (r *runner) abandonAll(client *peer) {
-	for _, cl := range client.inFlightCalls() {
+	calls := client.inFlightCalls()
+	if len(calls) > 0 {
+		// Sealed before the errors are queued, so that nothing the chain
+		// still sends about those requests follows them.
+		r.chain.seal()
+	}
+	for _, cl := range calls {
 		failCalls([]*call{cl}, r.stopError(cl.to))
 	}
 	failCalls(client.fail(errStopped), r.stopError(client))

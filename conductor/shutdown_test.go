@@ -996,3 +996,53 @@ func TestShutdownAnswersRequestsToClient(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownSealsClient: an agent that never ends its turn, and streams
+// on after its input ends, has its prompt failed at the deadline; from
+// that error on, the editor hears nothing more of the agent's updates,
+// and the log says how many were dropped, in one line.
+func TestShutdownSealsClient(t *testing.T) {
+	dir := t.TempDir()
+	log, logs := watchLogs(t)
+	e := startChain(t, Config{
+		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_STREAM_FOREVER=1", "ACP_TEST_IGNORE_EOF=1"),
+		GracePeriod: 200 * time.Millisecond,
+		Logger:      log.WithOptions(zap.IncreaseLevel(zap.InfoLevel)),
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	if m := e.recvMsg(); m.Method != "session/update" {
+		t.Fatalf("got %s, want the agent's first update", e.seen[len(e.seen)-1])
+	}
+	e.in.Close()
+	for {
+		m := e.recvMsg()
+		if m.IsResponse() {
+			if string(m.ID) != "2" || !strings.Contains(string(m.Error), "shutting down") {
+				t.Fatalf("prompt answered %s, want the shutdown's error", e.seen[len(e.seen)-1])
+			}
+			break
+		}
+	}
+	after := 0
+	for {
+		line, err := e.ch.Recv()
+		if err != nil {
+			break
+		}
+		after++
+		if after == 1 {
+			t.Errorf("after the prompt's error the editor got %s", line)
+		}
+	}
+	if after > 0 {
+		t.Errorf("%d messages reached the editor after its prompt failed", after)
+	}
+	if err, _ := e.stopped(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if got := logs.logged("dropped notifications for the client"); len(got) != 1 {
+		t.Errorf("logged %q, want one summary of the updates dropped", got)
+	}
+}
