@@ -167,6 +167,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 		return
 	}
 	defer c.mcp.dropBridged(p)
+	defer p.logDropped()
 	owner := c.peers[srv.owner]
 	p.trace = c.trace
 	p.ends = &bridgeEnds{host: c.peers[len(c.peers)-1], owner: owner}

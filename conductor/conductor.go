@@ -198,6 +198,9 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 		r.shutdown(client, flushed, in)
 	})
 	r.wg.Wait()
+	for _, p := range r.chain.peers[:len(r.comps)+1] { // the client once, in proxy mode too
+		p.logDropped()
+	}
 	_, err := r.cause()
 	return err
 }

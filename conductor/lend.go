@@ -66,7 +66,7 @@ func (rd *reader) pass(p *peer, raw []byte) {
 	}
 	o := p.link.Load().out
 	if !o.putMessage(lc, line) {
-		p.log.Debug("dropped message for closed peer")
+		p.dropped()
 		return
 	}
 	if !slices.Contains(rd.lent, o) {

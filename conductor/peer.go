@@ -84,6 +84,8 @@ type peer struct {
 	// saidTooMany is set once a request of the peer's was refused for
 	// maxInFlight, which is logged the first time only.
 	saidTooMany atomic.Bool
+	// drops counts the messages dropped for it once it was closed.
+	drops atomic.Int64
 }
 
 // maxInFlight bounds the requests one peer may have in flight through the
@@ -437,7 +439,7 @@ func (p *peer) setDialect(d *wire.Dialect) { p.dialect.Store(d) }
 // segments, on the current link.
 func (p *peer) send(line ...[]byte) {
 	if !p.link.Load().out.put(line...) {
-		p.log.Debug("dropped message for closed peer")
+		p.dropped()
 	}
 }
 
@@ -445,6 +447,24 @@ func (p *peer) send(line ...[]byte) {
 // restarted proxy has not answered its replayed initialize (outbox.hold).
 func (p *peer) sendMessage(line ...[]byte) {
 	if !p.link.Load().out.putMessage(nil, line) {
-		p.log.Debug("dropped message for closed peer")
+		p.dropped()
+	}
+}
+
+// dropped notes a message dropped because p's outbox is closed. Once p
+// is closed everything for it goes this way (an agent streaming on to a
+// proxy that has exited): the first is logged, the rest counted, and the
+// count logged once, when p is done (logDropped).
+func (p *peer) dropped() {
+	if p.drops.Add(1) == 1 {
+		p.log.Debug("dropped message for closed peer; later ones are counted, and the count logged when it is done")
+	}
+}
+
+// logDropped logs how many messages were dropped for p, closed, if more
+// than the first, which dropped logged.
+func (p *peer) logDropped() {
+	if n := p.drops.Load(); n > 1 {
+		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
 	}
 }

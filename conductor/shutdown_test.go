@@ -1046,3 +1046,35 @@ func TestShutdownSealsClient(t *testing.T) {
 		t.Errorf("logged %q, want one summary of the updates dropped", got)
 	}
 }
+
+// TestShutdownDropsLoggedOnce: an agent streams on to a proxy that has
+// exited as the chain stops; each update is dropped, and the log says so
+// once as it begins and once with the count, not once an update.
+func TestShutdownDropsLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	core, logs := observer.New(zap.DebugLevel)
+	e := startChain(t, Config{
+		Proxies:     []Component{fake(t, dir, "p", "proxy")},
+		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_STREAM_FOREVER=1", "ACP_TEST_IGNORE_EOF=1"),
+		GracePeriod: 200 * time.Millisecond,
+		Logger:      zap.New(core),
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	e.recvMsg() // the first update
+	if err, _ := e.stopped(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	first := logs.FilterMessageSnippet("dropped message for closed peer").All()
+	if len(first) != 1 || first[0].ContextMap()["peer"] != "p" {
+		t.Fatalf("logged %d lines for dropped messages, want one, for p, as the first drop", len(first))
+	}
+	counted := logs.FilterMessage("dropped messages for closed peer").All()
+	if len(counted) != 1 {
+		t.Fatalf("logged %d counts of drops, want one", len(counted))
+	}
+	if n, _ := counted[0].ContextMap()["count"].(int64); n < 2 {
+		t.Errorf("count of drops %v, want more than one: the agent streamed on for the whole of minEOF", counted[0].ContextMap())
+	}
+}
