@@ -47,6 +47,14 @@ func runFake(role string) {
 			}
 		}
 	}
+	if path := os.Getenv("ACP_TEST_LINGER_FIRST"); path != "" {
+		// The first run closes its output at once, which fails it, and
+		// lingers deaf to SIGTERM, noting each in the file it names.
+		if _, err := os.Stat(path); err != nil {
+			os.WriteFile(path, nil, 0o600)
+			lingerNotingTERM(path)
+		}
+	}
 	ch := wire.NewLineChannel(os.Stdin, os.Stdout, 0)
 	var record *os.File
 	if path := os.Getenv("ACP_TEST_TRANSCRIPT"); path != "" {
@@ -154,6 +162,22 @@ func runFake(role string) {
 			fmt.Fprintln(os.Stderr, "fake: received", m.Method) // for a test to wait on
 		}
 		handle(m)
+	}
+}
+
+// lingerNotingTERM closes stdout and never returns; each SIGTERM it gets
+// appends a line to path.
+func lingerNotingTERM(path string) {
+	terms := make(chan os.Signal, 4)
+	signal.Notify(terms, syscall.SIGTERM)
+	os.Stdout.Close()
+	for range terms {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Fprintln(f, "TERM")
+		f.Close()
 	}
 }
 

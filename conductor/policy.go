@@ -205,7 +205,7 @@ func (r *runner) cancelOrphaned(orphaned []*call) {
 func (r *runner) retire(old *link) {
 	r.retired = slices.DeleteFunc(r.retired, func(l *link) bool { return l.proc.hasExited() })
 	r.retired = append(r.retired, old)
-	r.wg.Go(func() { old.stop(r.cfg.grace(), r.cut) })
+	r.wg.Go(func() { old.stop(r.cfg.grace(), r.cut, r.log) })
 }
 
 // closedChan is the readDone of a link that has no reader.

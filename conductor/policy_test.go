@@ -656,3 +656,54 @@ func TestBypassedLingererNamedOnce(t *testing.T) {
 		t.Errorf("the shutdown's outcome is %q, want it to say %q, and name the proxy once", outcome, named)
 	}
 }
+
+// TestReplacedKilledInShutdownWindow: a proxy's process fails and lingers,
+// deaf to SIGTERM, once replaced; its own stop sends it SIGTERM after the
+// grace period (logged), and then the chain is stopped at once. The
+// shutdown's SIGTERM does not end it, and neither may the replaced
+// process's own SIGKILL inside the shutdown's SIGTERM window: it is
+// killed by the shutdown's SIGKILL, and the outcome says so, not SIGTERM.
+func TestReplacedKilledInShutdownWindow(t *testing.T) {
+	dir := t.TempDir()
+	lingered := filepath.Join(dir, "lingered")
+	proxy := fake(t, dir, "proxy", "proxy", "ACP_TEST_LINGER_FIRST="+lingered, "ACP_TEST_STARTS="+filepath.Join(dir, "starts"))
+	proxy.OnFailure = PolicyRestart
+	log, logs := watchLogs(t)
+	abort := make(chan struct{})
+	e := startChain(t, Config{
+		Proxies:        []Component{proxy},
+		Agent:          fake(t, dir, "agent", "streamer"),
+		GracePeriod:    50 * time.Millisecond,
+		RestartBackoff: time.Millisecond,
+		Abort:          abort,
+		Logger:         log,
+	})
+	logs.wait(t, "restarted component")
+	e.send(initLine)
+	if m := e.recvMsg(); m.Error != nil {
+		t.Fatalf("initialize failed: %s", m.Error)
+	}
+	// Its own stop's SIGTERM, noted by the process itself.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(lingered); bytes.Count(b, []byte("TERM")) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replaced process never got its own stop's SIGTERM")
+		}
+	}
+	close(abort)
+	if err := e.close(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if got := logs.logged("replaced process did not exit within the grace period"); len(got) != 1 {
+		t.Errorf("logged %q, want the replaced process's own SIGTERM, once", got)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "starts"))
+	firstPID := strings.Fields(string(b))[0]
+	outcome := logs.logged("stopped:")
+	named := fmt.Sprintf("proxy (replaced, pid %s) was still running when the conductor was told to stop at once, and was killed with SIGKILL when it did not exit on SIGTERM", firstPID)
+	if len(outcome) != 1 || !strings.Contains(outcome[0], named) {
+		t.Errorf("the shutdown's outcome is %q, want it to say %q", outcome, named)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,9 @@ type process struct {
 	eof     chan struct{} // closed when its stdout has been read to its end
 	stderr  *tail
 	drained chan struct{} // closed when stderr has been read to its end
+	// killed is set once stop, for a replaced process, sent SIGKILL of
+	// its own (see stopAll).
+	killed atomic.Bool
 }
 
 // startProcess starts c with piped stdio, in a process group of its own
@@ -228,34 +232,48 @@ const (
 
 // stop ends the process and its group once its stdin has been closed (by
 // its peer's writer, after flushing what was queued): wait up to grace for
-// it to exit on its own, then SIGTERM the group, then SIGKILL it. Once cut
-// is closed first, the shutdown signals it with the components (stopAll),
+// it to exit on its own, then SIGTERM the group, then SIGKILL it, saying
+// so in log, and noting the last in killed. Once cut is closed, before
+// either signal, the shutdown signals it with the components (stopAll),
 // and names it in its outcome: stop then only waits for its end, as long
-// as those signals take, so that it is not signalled twice. It returns
+// as those signals take, so that no SIGKILL of its own lands inside the
+// shutdown's SIGTERM window, which would say SIGTERM ended it. It returns
 // once the process has been reaped, or after the bounds above if not even
 // SIGKILL could end it (wait must be running).
-func (p *process) stop(grace time.Duration, cut <-chan struct{}) {
+func (p *process) stop(grace time.Duration, cut <-chan struct{}, log *zap.Logger) {
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
-	select {
-	case <-p.exited:
-		return
-	case <-timer.C:
-	case <-cut:
+	leave := func() { // to the shutdown's signals
 		timer.Reset(termBound + killBound)
 		select {
 		case <-p.exited:
 		case <-timer.C:
 		}
+	}
+	select {
+	case <-p.exited:
+		return
+	case <-timer.C:
+	case <-cut:
+		leave()
 		return
 	}
+	log.Warn("replaced process did not exit within the grace period after its input closed: SIGTERM to its process group",
+		zap.String("component", p.name), zap.Int("pid", p.pid), zap.Duration("grace", grace))
 	p.signal(syscall.SIGTERM)
 	timer.Reset(termBound)
 	select {
 	case <-p.exited:
 		return
 	case <-timer.C:
+	case <-cut:
+		timer.Stop()
+		leave()
+		return
 	}
+	log.Warn("replaced process did not exit on SIGTERM: SIGKILL to its process group",
+		zap.String("component", p.name), zap.Int("pid", p.pid), zap.Duration("after", termBound))
+	p.killed.Store(true)
 	p.signal(syscall.SIGKILL)
 	timer.Reset(killBound)
 	select {
@@ -292,9 +310,9 @@ func (p *process) closeOutputs() {
 // returns once its outputs have been read to the end. It ends the link of
 // a component that failed mid-session, to be restarted or bypassed (see
 // retire).
-func (l *link) stop(grace time.Duration, cut <-chan struct{}) {
+func (l *link) stop(grace time.Duration, cut <-chan struct{}, log *zap.Logger) {
 	l.out.close()
-	l.proc.stop(grace, cut)
+	l.proc.stop(grace, cut, log)
 	if l.proc.watch != nil {
 		l.proc.watch.Sweep(l.proc.component)
 	}

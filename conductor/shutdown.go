@@ -317,6 +317,16 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	for _, p := range r.comps {
 		current[p.proc()] = true
 	}
+	// A replaced process its own stop killed before cut (retire) is named
+	// as such, once, and not signalled again: it is dying of that SIGKILL,
+	// which the outcome must not put down to the shutdown's SIGTERM.
+	killedBefore := map[*process]bool{}
+	for _, l := range retired {
+		if !current[l.proc] && l.proc.killed.Load() && !l.proc.hasExited() {
+			killedBefore[l.proc] = true
+			sent = append(sent, signalled{component: replacedName(l.proc), signal: "SIGKILL", own: true})
+		}
+	}
 	escalate := func(sig string, send func(*process), bound time.Duration) {
 		var left []*process
 		var names []string
@@ -331,12 +341,10 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 			add(p.proc(), p.name)
 		}
 		for _, l := range retired {
-			if current[l.proc] {
+			if current[l.proc] || killedBefore[l.proc] {
 				continue
 			}
-			// A component restarted twice may leave two: its pid tells
-			// them apart, as the log of its restart has it.
-			add(l.proc, fmt.Sprintf("%s (replaced, pid %d)", l.proc.name, l.proc.pid))
+			add(l.proc, replacedName(l.proc))
 		}
 		if len(left) == 0 {
 			return
@@ -358,6 +366,12 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	}
 	escalate("SIGTERM", func(p *process) { p.signal(syscall.SIGTERM) }, termBound)
 	escalate("SIGKILL", func(p *process) { p.signal(syscall.SIGKILL) }, killBound)
+	for proc := range killedBefore {
+		select {
+		case <-proc.exited:
+		case <-time.After(killBound):
+		}
+	}
 
 	// Every process is gone, but whatever it started outside its group may
 	// still hold its output open: give up on that after outputBound.
@@ -369,8 +383,20 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	return sent, cutShort
 }
 
-// A signalled component is one that did not exit in time by itself.
-type signalled struct{ component, signal string }
+// replacedName names the process of a restarted or bypassed component in
+// the shutdown's outcome: a component restarted twice may leave two, and
+// its pid tells them apart, as the log of its restart has it.
+func replacedName(proc *process) string {
+	return fmt.Sprintf("%s (replaced, pid %d)", proc.name, proc.pid)
+}
+
+// A signalled component is one that did not exit in time by itself. own
+// is set for a replaced process that its own stop had killed (SIGKILL)
+// before the shutdown's signals.
+type signalled struct {
+	component, signal string
+	own               bool
+}
 
 // outcome is what shutdown says about itself, once.
 type outcome struct {
@@ -402,6 +428,8 @@ func (o outcome) log(log *zap.Logger, grace time.Duration) {
 	}
 	for _, s := range o.signalled {
 		switch {
+		case s.own:
+			problems = append(problems, fmt.Sprintf("%s did not exit within the %v grace period after its input closed as it was replaced, nor on SIGTERM, and had been killed with SIGKILL by then", s.component, grace))
 		case s.signal == "SIGTERM" && !killed[s.component] && o.cutShort:
 			problems = append(problems, fmt.Sprintf("%s was still running when the conductor was told to stop at once, and was stopped with SIGTERM", s.component))
 		case s.signal == "SIGTERM" && !killed[s.component]:
