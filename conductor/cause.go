@@ -82,10 +82,13 @@ func goroutineHeader(lines []string) int {
 // after a trace rather than a cause, or what an argument parser prints
 // after its error: a usage block's headings (its entries are indented) and
 // the hint to run --help, which would name the cause of every mistake.
+// A line with no letter nor digit says no cause either: the "}" that
+// closes the properties Node prints after an error's frames, say.
 func traceLine(l string) bool {
 	if l[0] == ' ' || l[0] == '\t' ||
 		strings.HasPrefix(l, "Node.js v") ||
-		strings.HasPrefix(l, "note: run with `RUST_BACKTRACE=") {
+		strings.HasPrefix(l, "note: run with `RUST_BACKTRACE=") ||
+		!strings.ContainsFunc(l, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 		return true
 	}
 	l = strings.TrimSpace(l)
