@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 )
@@ -28,10 +29,19 @@ func named(name string, err error) error { return &namedError{name: name, err: e
 // stderr that most likely says why it ended.
 func endedError(name string, exit exitError) error {
 	msg := fmt.Sprintf("component %q ended unexpectedly (%s)", name, exit.Status)
-	if why := stderrCause(exit.Stderr); why != "" {
+	if why := stderrCause(exit.Stderr); why != "" && !killedOutright(exit.Status) {
 		msg += ": " + why
 	}
 	return named(name, errors.New(msg))
+}
+
+// killedOutright reports whether status says the process died of SIGKILL
+// or of SIGTERM's default action, which it could not have said why on
+// its stderr: whatever it printed last ("started", say) would read as
+// the cause. A runtime may say why it aborted (SIGABRT) or crashed
+// (SIGSEGV), and its line is kept for those.
+func killedOutright(status string) bool {
+	return status == "signal: "+syscall.SIGKILL.String() || status == "signal: "+syscall.SIGTERM.String()
 }
 
 // maxCause bounds the stderr line an error's message carries.

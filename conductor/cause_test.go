@@ -22,6 +22,12 @@ func TestFailureMessage(t *testing.T) {
 	}{
 		{"last line", `echo starting >&2; echo boom >&2; echo >&2; exit 2`,
 			`component "sh" ended unexpectedly (exit status 2): boom`, 0},
+		{"killed", `echo started >&2; kill -KILL $$`,
+			`component "sh" ended unexpectedly (signal: killed)`, 0},
+		{"terminated", `echo started >&2; kill -TERM $$`,
+			`component "sh" ended unexpectedly (signal: terminated)`, 0},
+		{"other signal", `echo boom >&2; kill -USR1 $$`,
+			`component "sh" ended unexpectedly (signal: user defined signal 1): boom`, 0},
 		{"no stderr", `exit 3`,
 			`component "sh" ended unexpectedly (exit status 3)`, 0},
 		{"node trace", `printf 'file.js:1\nthrow e\n^\n\nError: 401 Unauthorized\n    at f (file.js:1:7)\n    at g (file.js:2:1)\n\nNode.js v22.3.0\n' >&2; exit 1`,
