@@ -317,15 +317,22 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	for _, p := range r.comps {
 		current[p.proc()] = true
 	}
-	// A replaced process its own stop killed before cut (retire) is named
-	// as such, once, and not signalled again: it is dying of that SIGKILL,
-	// which the outcome must not put down to the shutdown's SIGTERM.
+	// A process its own stop killed before cut (retire: a restarted
+	// one's old process, or a bypassed component's) is named as such,
+	// once, and not signalled again: it is dying of that SIGKILL, which
+	// the outcome must not put down to the shutdown's SIGTERM.
 	killedBefore := map[*process]bool{}
-	for _, l := range retired {
-		if !current[l.proc] && l.proc.killed.Load() && !l.proc.hasExited() {
-			killedBefore[l.proc] = true
-			sent = append(sent, signalled{component: replacedName(l.proc), signal: "SIGKILL", own: true})
+	ownKill := func(proc *process, name string) {
+		if proc.killed.Load() && !proc.hasExited() && !killedBefore[proc] {
+			killedBefore[proc] = true
+			sent = append(sent, signalled{component: name, signal: "SIGKILL", own: true})
 		}
+	}
+	for _, p := range r.comps {
+		ownKill(p.proc(), p.name)
+	}
+	for _, l := range retired {
+		ownKill(l.proc, replacedName(l.proc))
 	}
 	escalate := func(sig string, send func(*process), bound time.Duration) {
 		var left []*process
@@ -338,7 +345,9 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 			}
 		}
 		for _, p := range r.comps {
-			add(p.proc(), p.name)
+			if !killedBefore[p.proc()] {
+				add(p.proc(), p.name)
+			}
 		}
 		for _, l := range retired {
 			if current[l.proc] || killedBefore[l.proc] {
@@ -391,8 +400,8 @@ func replacedName(proc *process) string {
 }
 
 // A signalled component is one that did not exit in time by itself. own
-// is set for a replaced process that its own stop had killed (SIGKILL)
-// before the shutdown's signals.
+// is set for a process of a restarted or bypassed component that its own
+// stop had killed (SIGKILL) before the shutdown's signals.
 type signalled struct {
 	component, signal string
 	own               bool
@@ -429,7 +438,7 @@ func (o outcome) log(log *zap.Logger, grace time.Duration) {
 	for _, s := range o.signalled {
 		switch {
 		case s.own:
-			problems = append(problems, fmt.Sprintf("%s did not exit within the %v grace period after its input closed as it was replaced, nor on SIGTERM, and had been killed with SIGKILL by then", s.component, grace))
+			problems = append(problems, fmt.Sprintf("%s did not exit within the %v grace period after its input closed as it was restarted or bypassed, nor on SIGTERM, and had been killed with SIGKILL by then", s.component, grace))
 		case s.signal == "SIGTERM" && !killed[s.component] && o.cutShort:
 			problems = append(problems, fmt.Sprintf("%s was still running when the conductor was told to stop at once, and was stopped with SIGTERM", s.component))
 		case s.signal == "SIGTERM" && !killed[s.component]:

@@ -1078,3 +1078,20 @@ func TestShutdownDropsLoggedOnce(t *testing.T) {
 		t.Errorf("count of drops %v, want more than one: the agent streamed on for the whole of minEOF", counted[0].ContextMap())
 	}
 }
+
+// TestOutcomeOwnKill: a process of a restarted or bypassed component that
+// its own stop had killed before the shutdown's signals is named once,
+// as killed with SIGKILL, and why; not as stopped with SIGTERM.
+func TestOutcomeOwnKill(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	outcome{signalled: []signalled{
+		{component: "proxy (replaced, pid 7)", signal: "SIGKILL", own: true},
+		{component: "agent", signal: "SIGTERM"},
+	}}.log(zap.New(core), 2*time.Second)
+	all := logs.All()
+	want := "stopped: proxy (replaced, pid 7) did not exit within the 2s grace period after its input closed as it was restarted or bypassed, nor on SIGTERM, and had been killed with SIGKILL by then; " +
+		"agent did not exit within the 2s grace period and was stopped with SIGTERM"
+	if len(all) != 1 || all[0].Message != want {
+		t.Errorf("logged %v, want %q", all, want)
+	}
+}
