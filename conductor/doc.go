@@ -146,5 +146,12 @@
 // own error before any input closes, saying why it stops and which
 // component each waited on (the client, for those made of it): otherwise
 // a proxy whose input closed would answer with an error that knows less,
-// and an agent would hear nothing.
+// and an agent would hear nothing. Once a request of the client's has
+// been failed so, the client is sealed: the chain's later notifications
+// for it (an agent streaming on) are dropped, as route says, and counted.
+//
+// A restarted proxy is sent its replayed initialize first, and what
+// queued for it meanwhile only once it has answered that (outbox.hold):
+// a proxy may take anything else that comes first for the answer it
+// waits for.
 package conductor
