@@ -243,6 +243,17 @@ func TestRestartBackoffQueues(t *testing.T) {
 	if want := "[init answer prompt init answer prompt prompt prompt prompt]"; fmt.Sprint(initOrder(t, dir)) != want {
 		t.Errorf("the proxy's processes saw %v, want %s", initOrder(t, dir), want)
 	}
+	// The prompts that waited went on in the order they came.
+	saw, _ := os.ReadFile(filepath.Join(dir, "crasher.txt"))
+	var tags []string
+	for l := range strings.SplitSeq(string(saw), "\n") {
+		if i := strings.Index(l, `"tag":"t`); i >= 0 && strings.Contains(l, `"method":"session/prompt"`) {
+			tags = append(tags, l[i+7:i+9])
+		}
+	}
+	if want := "[t1 t2 t3 t4 t5]"; fmt.Sprint(tags) != want {
+		t.Errorf("the proxy's processes saw the prompts %v, want %s", tags, want)
+	}
 }
 
 // initOrder returns what the crasher's processes received, in order, as
