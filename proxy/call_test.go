@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,48 @@ func TestCallUnderBackgroundInHandler(t *testing.T) {
 			c.send(`{"jsonrpc":"2.0","id":"n2","method":"session/new","params":{}}`)
 			c.expect(`{"jsonrpc":"2.0","id":3,"method":"proxy/successor","params":{"method":"session/new","params":{}}}`)
 		})
+	}
+}
+
+// JSON-RPC params are an object or an array. Call and Notify refuse any
+// other value rather than send a message its peer can only refuse (the
+// TypeScript SDK answers -32602, and drops a notification with no word
+// back), and a null, such as a nil pointer encodes to, sends no params, as
+// nil does.
+func TestCallParamsStructured(t *testing.T) {
+	type update struct {
+		SessionID string `json:"sessionId"`
+	}
+	errs := make(chan error, 8)
+	c := serve(t, &proxy.Proxy{
+		FromPredecessor: map[string]proxy.Handler{
+			"_example/go": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				conn := r.Conn()
+				for _, params := range []any{"text", 42, true, json.RawMessage(` "text"`)} {
+					errs <- conn.Notify(ctx, proxy.Predecessor, "_example/note", params)
+					_, err := conn.Call(ctx, proxy.Predecessor, "_example/ask", params)
+					errs <- err
+				}
+				var none *update
+				if err := conn.Notify(ctx, proxy.Predecessor, "_example/none", none); err != nil {
+					return nil, err
+				}
+				if err := conn.Notify(ctx, proxy.Predecessor, "_example/none", json.RawMessage(" null ")); err != nil {
+					return nil, err
+				}
+				return conn.Call(ctx, proxy.Predecessor, "_example/ask", none)
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"_example/go"}`)
+	c.expect(`{"jsonrpc":"2.0","method":"_example/none"}`)
+	c.expect(`{"jsonrpc":"2.0","method":"_example/none"}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"_example/ask"}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	for range 8 {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "object or array") {
+			t.Errorf("scalar params: got error %v, want one saying params are an object or array", err)
+		}
 	}
 }

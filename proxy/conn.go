@@ -125,7 +125,9 @@ const componentEnv = "ACP_CONDUCTOR_COMPONENT"
 
 // Call sends a request to one side and waits for its answer. An error answer
 // is returned as an *[Error]. params is sent as it is if it is a
-// json.RawMessage, and encoded as JSON otherwise; nil sends none.
+// json.RawMessage, and encoded as JSON otherwise; nil, or a value that is
+// JSON null, sends none. JSON-RPC params are an object or an array: Call
+// returns an error, and sends nothing, for any other value.
 //
 // Called from a handler (with its ctx, or one derived from it), the request
 // is sent in the handler's place in the outgoing order. Under any other
@@ -133,7 +135,7 @@ const componentEnv = "ACP_CONDUCTOR_COMPONENT"
 // what waits for a handler, so that a handler may wait for its answer while
 // it holds its place; see the package documentation. If ctx is done
 // before the answer arrives, Call tells the conductor with $/cancel_request
-// and returns ctx.Err().
+// and returns ctx.Err(); if it is done already, Call sends nothing.
 //
 // A handler that sends under both may see its messages leave out of the
 // order it sent them in. What it sends under ctx waits in its place, behind
@@ -162,11 +164,16 @@ func (c *Conn) Call(ctx context.Context, to Side, method string, params any) (js
 	return result, err
 }
 
-// Notify sends a notification to one side. It returns once the notification
-// is queued; from a handler, it is queued in the handler's place, and
-// otherwise, as for [Conn.Call], ahead of what waits for a handler, and
-// so perhaps ahead of what a handler sent earlier under its own ctx: see
-// [Conn.Call] for how to keep the order.
+// Notify sends a notification to one side, with params as [Conn.Call]
+// takes them. It returns once the notification is queued; from a handler,
+// it is queued in the handler's place, and otherwise, as for [Conn.Call],
+// ahead of what waits for a handler, and so perhaps ahead of what a handler
+// sent earlier under its own ctx: see [Conn.Call] for how to keep the order.
+//
+// If ctx is done, Notify sends nothing and returns ctx.Err(). A handler's
+// ctx is done once its request is cancelled, though Forward still returns
+// the answer (a prompt's stopReason "cancelled"): what the handler sends
+// after that goes under context.WithoutCancel(ctx), which keeps its place.
 func (c *Conn) Notify(ctx context.Context, to Side, method string, params any) error {
 	raw, err := encodeParams(params)
 	if err != nil {
@@ -589,17 +596,36 @@ func (c *Conn) holderFrom(ctx context.Context) *holder {
 	return &c.free
 }
 
-// encodeParams returns v as raw JSON.
+// encodeParams returns v as raw JSON params: an object or an array, which
+// is all JSON-RPC allows, or nil for none. A null, such as a nil pointer
+// encodes to, is none too; any other value is refused here, since its peer
+// could only refuse the message, and a notification's sender never hears
+// of that.
 func encodeParams(v any) (json.RawMessage, error) {
+	var raw json.RawMessage
 	switch v := v.(type) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		return v, nil
+		raw = v
 	default:
-		return json.Marshal(v)
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return nil, err
+		}
+	}
+	trimmed := bytes.TrimSpace(raw)
+	switch {
+	case len(trimmed) == 0, trimmed[0] == '{', trimmed[0] == '[':
+		return raw, nil // checkParams refuses what is not JSON
+	case string(trimmed) == "null":
+		return nil, nil
+	default:
+		return nil, errParamsNotStructured
 	}
 }
+
+var errParamsNotStructured = errors.New("params must be a JSON object or array")
 
 var errInvalidJSON = errors.New("invalid JSON")
 
