@@ -99,10 +99,13 @@
 // wrapped one is still accepted). A cancel names the request whose id is
 // the same JSON value, however spelled (1.0 for 1), and so does a
 // response's id. Cancelling a request a handler is serving cancels the
-// handler's context, and a Forward or Call made under it passes the cancel
-// on and still returns the answer, which
+// handler's context, and a Forward or Call waiting under it passes the
+// cancel on and still returns the answer, which
 // is the caller's (a cancelled prompt ends with stopReason "cancelled", not
-// an error); cancelling a request the proxy relayed cancels, in turn, the
+// an error). One made under it afterwards sends nothing and returns
+// context.Canceled, as Notify does: what the handler still has to send
+// then goes under context.WithoutCancel(ctx), which keeps its place
+// ([Conn.Notify] has an example). Cancelling a request the proxy relayed cancels, in turn, the
 // request it relayed it as, and the answer still comes back. A call whose
 // context ends for any other reason is cancelled the same way but
 // abandoned: it returns the context's error.

@@ -88,3 +88,55 @@ func ExampleProxy_Serve() {
 	// {"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}
 	// Serve: <nil>
 }
+
+// A prompt handler that tells the client how the turn went once the agent
+// has answered. The client cancels the prompt with $/cancel_request, which
+// cancels the handler's ctx: Forward still returns the agent's answer
+// (stopReason "cancelled"), but a Notify under ctx would send nothing and
+// return context.Canceled. The report goes under
+// context.WithoutCancel(ctx), which keeps the handler's place, so it
+// still reaches the client just before the answer.
+func ExampleConn_Notify() {
+	report := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+		result, err := r.Forward(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var answer struct {
+			StopReason string `json:"stopReason"`
+		}
+		json.Unmarshal(result, &answer)
+		update := map[string]any{"sessionId": "s1", "update": map[string]any{
+			"sessionUpdate": "agent_message_chunk",
+			"content":       map[string]string{"type": "text", "text": "turn ended: " + answer.StopReason},
+		}}
+		if err := r.Conn().Notify(context.WithoutCancel(ctx), proxy.Predecessor, "session/update", update); err != nil {
+			return nil, err
+		}
+		return result, nil
+	}
+	p := &proxy.Proxy{FromPredecessor: map[string]proxy.Handler{"session/prompt": report}}
+	proxyIn, conductorOut := io.Pipe()
+	conductorIn, proxyOut := io.Pipe()
+	done := make(chan error)
+	go func() { done <- p.Serve(context.Background(), proxyIn, proxyOut) }()
+	fromProxy := bufio.NewScanner(conductorIn)
+	next := func() { fromProxy.Scan(); fmt.Println(fromProxy.Text()) }
+
+	fmt.Fprintln(conductorOut, `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	next() // the prompt, on to the agent
+	fmt.Fprintln(conductorOut, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}`)
+	next() // the cancel, on to the agent under the proxy's own id
+	fmt.Fprintln(conductorOut, `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
+	next() // the report
+	next() // the answer
+
+	conductorOut.Close()
+	fmt.Println("Serve:", <-done)
+	// Output:
+	// {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}}
+	// {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{"text":"turn ended: cancelled","type":"text"},"sessionUpdate":"agent_message_chunk"}}}
+	// {"jsonrpc":"2.0","id":7,"result":{"stopReason":"cancelled"}}
+	// Serve: <nil>
+}
