@@ -245,8 +245,8 @@ func TestHandlerNilResultWarns(t *testing.T) {
 	}
 }
 
-// Serve warns of each handler keyed where it can never run, and of no
-// other; the proxy serves all the same.
+// Serve warns of each handler keyed where it can never run, a misspelt
+// ACP method among them, and of no other; the proxy serves all the same.
 func TestHandlerNeverRunsWarns(t *testing.T) {
 	var log testio.Buffer
 	c := serve(t, &proxy.Proxy{
@@ -258,12 +258,18 @@ func TestHandlerNeverRunsWarns(t *testing.T) {
 			"session/update":   forwardHandler,
 			"$/cancel_request": forwardHandler,
 			"_example/mine":    forwardHandler,
+			"_example/Mine":    forwardHandler,
+			"Session/Prompt":   forwardHandler,
+			"session/prompt ":  forwardHandler,
 		},
 		FromSuccessor: map[string]proxy.Handler{
-			"session/update":   forwardHandler,
-			"session/prompt":   forwardHandler,
-			"_proxy/successor": forwardHandler,
-			"mcp/connect":      forwardHandler,
+			"session/update":            forwardHandler,
+			"session/prompt":            forwardHandler,
+			"_proxy/successor":          forwardHandler,
+			"mcp/connect":               forwardHandler,
+			"session/requestPermission": forwardHandler,
+			"fs/readTextFile":           forwardHandler,
+			"MCP/Message":               forwardHandler,
 		},
 	})
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{}}`)
@@ -278,10 +284,15 @@ func TestHandlerNeverRunsWarns(t *testing.T) {
 	}
 	want := []string{
 		"method=$/cancel_request from=predecessor",
+		"method=Session/Prompt from=predecessor",
 		"method=proxy/initialize from=predecessor",
+		`method="session/prompt " from=predecessor`,
 		"method=session/update from=predecessor",
+		"method=MCP/Message from=successor",
 		"method=_proxy/successor from=successor",
+		"method=fs/readTextFile from=successor",
 		"method=session/prompt from=successor",
+		"method=session/requestPermission from=successor",
 	}
 	if !slices.Equal(warned, want) {
 		t.Errorf("warnings: %q, want %q\nlog:\n%s", warned, want, log.String())

@@ -37,8 +37,10 @@ type Proxy struct {
 	//
 	// Serve warns, through Logger, of a handler keyed where it can never
 	// run: under an envelope's or a proxy initialize's method, under
-	// $/cancel_request, or under an ACP method only the other side sends
-	// (session/update in FromPredecessor, session/prompt in FromSuccessor).
+	// $/cancel_request, under an ACP method only the other side sends
+	// (session/update in FromPredecessor, session/prompt in FromSuccessor),
+	// or under an ACP method spelt otherwise, as
+	// session/requestPermission for session/request_permission.
 	FromSuccessor map[string]Handler
 
 	// Logger receives reports of traffic the proxy had to drop or refuse,
@@ -104,6 +106,32 @@ func neverHandled(from Side, method string) string {
 	case from == Successor && agentMethods[method]:
 		return "only the client side sends it: key it in FromPredecessor"
 	}
+	if known := acpSpelling(method); known != "" {
+		return fmt.Sprintf("ACP spells it %q", known)
+	}
+	return ""
+}
+
+// acpSpelling returns the ACP method that method misspells by case,
+// underscores or surrounding space (session/requestPermission, as the
+// TypeScript SDK names it, for session/request_permission), or "" if it
+// misspells none. A peer sends only the exact name, so a handler keyed
+// otherwise never runs.
+func acpSpelling(method string) string {
+	fold := func(s string) string {
+		return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", ""))
+	}
+	if agentMethods[method] || clientMethods[method] || mcpMethods[method] {
+		return ""
+	}
+	want := fold(method)
+	for _, set := range [...]map[string]bool{agentMethods, clientMethods, mcpMethods} {
+		for known := range set {
+			if fold(known) == want {
+				return known
+			}
+		}
+	}
 	return ""
 }
 
@@ -115,6 +143,7 @@ var (
 		"session/set_model", "session/close", "session/delete")
 	clientMethods = setOf("session/update", "session/request_permission", "fs/read_text_file", "fs/write_text_file",
 		"terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release")
+	mcpMethods = setOf("mcp/connect", "mcp/message", "mcp/disconnect")
 )
 
 func setOf(names ...string) map[string]bool {
