@@ -294,6 +294,12 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extr
 		if result == nil && err == nil {
 			c.warnNull(from, method)
 		}
+		if err == nil && result != nil && !wire.Valid(result) {
+			// The caller hears only that the proxy failed; the proxy's
+			// author needs to hear which handler did.
+			c.log.Error("handler returned a result that is not JSON", "method", method, "from", from, "result", string(clip(result)))
+			err = fmt.Errorf("proxy %s: the %s handler returned a result that is not JSON", c.p.name(), method)
+		}
 		c.answer(h, id, result, err, r.forwardedExtra())
 		return nil
 	})

@@ -205,6 +205,36 @@ func TestHandlerErrors(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":6,"error":{"code":-32000,"message":"changed: no","data":[1,2]}}`)
 }
 
+// A request handler whose result is not JSON fails its request, with an
+// error that names the proxy and the handler, and the proxy logs it: the
+// caller alone would hear of it, and not which handler it was.
+func TestHandlerInvalidResult(t *testing.T) {
+	var log testio.Buffer
+	c := serve(t, &proxy.Proxy{
+		Name:   "rewriter",
+		Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return json.RawMessage(`{"stopReason":`), nil
+			},
+			"session/set_mode": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return json.RawMessage{}, nil // as from an empty buffer
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"proxy rewriter: the session/prompt handler returned a result that is not JSON"}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/set_mode","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"proxy rewriter: the session/set_mode handler returned a result that is not JSON"}}`)
+	c.in.Close()
+	c.wait()
+	for _, method := range []string{"session/prompt", "session/set_mode"} {
+		if !strings.Contains(log.String(), `level=ERROR msg="handler returned a result that is not JSON" method=`+method) {
+			t.Errorf("no error logged for the %s handler; log:\n%s", method, log.String())
+		}
+	}
+}
+
 // A request handler that returns neither a result nor an error answers
 // "result": null, and the proxy warns of it once for each method; a null
 // returned as JSON is taken as meant.

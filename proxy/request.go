@@ -12,7 +12,9 @@ import (
 // returns a nil result and a nil error answers "result": null, which few ACP
 // methods accept, so the proxy logs a warning, once for each method; one
 // that means null returns json.RawMessage("null"), and an empty answer is
-// json.RawMessage("{}").
+// json.RawMessage("{}"). A result that is not JSON, a zero-length one
+// included, fails the request with -32603 naming the handler, and is
+// logged as an error.
 //
 // ctx is done when the handler returns, when its request is cancelled with
 // $/cancel_request, or when the proxy stops; a handler must return soon
