@@ -14,9 +14,14 @@
 // pipe ([Transport]). One *mcp.Server so serves every connection, in every
 // session, at once, as it would serve stdio or HTTP. A tool handler learns
 // which ACP session it works for, and so its working directory, from
-// [Conn]:
+// [Conn], which is nil when the same *mcp.Server serves a session over
+// another transport (stdio, HTTP):
 //
-//	cwd := mcpsdk.Conn(req.Session).Session().Cwd
+//	c := mcpsdk.Conn(req.Session)
+//	if c == nil {
+//		return nil, nil, errors.New("not served over MCP-over-ACP")
+//	}
+//	cwd := c.Session().Cwd
 //
 // This is a module of its own so that package proxy, and the proxies that do
 // not use the SDK, do not depend on it.
