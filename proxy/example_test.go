@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"sync"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/proxy"
 )
@@ -137,6 +139,58 @@ func ExampleConn_Notify() {
 	// {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}}
 	// {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{"text":"turn ended: cancelled","type":"text"},"sessionUpdate":"agent_message_chunk"}}}
+	// {"jsonrpc":"2.0","id":7,"result":{"stopReason":"cancelled"}}
+	// Serve: <nil>
+}
+
+// A proxy that ends any prompt still running after a time limit. A turn
+// ends with session/cancel, after which the agent answers the prompt with
+// stopReason "cancelled". Bounding Forward with context.WithTimeout
+// instead would abandon the answer: the client would get the error
+// "context deadline exceeded", while an agent that stops a turn only on
+// session/cancel, as most do, went on working.
+func ExampleRequest_Forward_timeLimit() {
+	const limit = 10 * time.Millisecond
+	timeLimit := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+		var prompt struct {
+			SessionID string `json:"sessionId"`
+		}
+		if err := json.Unmarshal(r.Params, &prompt); err != nil {
+			return nil, &proxy.Error{Code: -32602, Message: "time-limit: " + err.Error()}
+		}
+		answered := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-time.After(limit):
+				cancel := map[string]string{"sessionId": prompt.SessionID}
+				r.Conn().Notify(ctx, proxy.Successor, "session/cancel", cancel)
+			case <-answered:
+			}
+		})
+		defer wg.Wait()
+		defer close(answered)
+		return r.Forward(ctx)
+	}
+	p := &proxy.Proxy{FromPredecessor: map[string]proxy.Handler{"session/prompt": timeLimit}}
+	proxyIn, conductorOut := io.Pipe()
+	conductorIn, proxyOut := io.Pipe()
+	done := make(chan error)
+	go func() { done <- p.Serve(context.Background(), proxyIn, proxyOut) }()
+	fromProxy := bufio.NewScanner(conductorIn)
+	next := func() { fromProxy.Scan(); fmt.Println(fromProxy.Text()) }
+
+	fmt.Fprintln(conductorOut, `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	next() // the prompt, on to the agent, which takes its time
+	next() // the limit passes: the cancel
+	fmt.Fprintln(conductorOut, `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
+	next() // the agent's answer, back to the client
+
+	conductorOut.Close()
+	fmt.Println("Serve:", <-done)
+	// Output:
+	// {"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}}
+	// {"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"session/cancel","params":{"sessionId":"s1"}}}
 	// {"jsonrpc":"2.0","id":7,"result":{"stopReason":"cancelled"}}
 	// Serve: <nil>
 }

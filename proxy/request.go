@@ -54,6 +54,12 @@ func (r *Request) Conn() *Conn { return r.conn }
 // returns it; an error answer is returned as an *[Error]. For a notification
 // it returns once the message is queued.
 //
+// If ctx ends before the answer arrives, Forward sends $/cancel_request and
+// returns ctx.Err() without the answer, which the handler then cannot
+// give. A handler that would end a session/prompt early sends
+// session/cancel instead and goes on waiting for the answer, stopReason
+// "cancelled", as the example shows.
+//
 // Forward may be called more than once (to retry, say); each call sends a
 // new message.
 //
