@@ -52,9 +52,10 @@ type Proxy struct {
 	Logger *slog.Logger
 
 	// MaxMessageBytes bounds one incoming message, as its sender wrote it:
-	// a successor's message may arrive with an envelope's few bytes more
-	// (wire.EnvelopeOverhead). Zero means 64 MiB, well above what the ACP
-	// SDKs send.
+	// a successor's message may arrive with up to 4 KiB more, for its
+	// envelope. A request past it is refused (-32600), an answer past it
+	// fails the call it answers, a notification is dropped, and the proxy
+	// goes on. Zero means 64 MiB, well above what the ACP SDKs send.
 	MaxMessageBytes int
 
 	// MCPServers are MCP servers the proxy offers the agent over ACP. Each
