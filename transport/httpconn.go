@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -19,9 +20,10 @@ type httpConn struct {
 	s  *Server
 	id string
 
-	in        chan []byte   // the client's messages, for Read
-	done      chan struct{} // closed by Close
-	room      chan struct{} // signalled when a stream has sent a message
+	in        chan []byte         // the client's messages, for Read
+	pending   *semaphore.Weighted // bytes of POST bodies not yet taken by Read
+	done      chan struct{}       // closed by Close
+	room      chan struct{}       // signalled when a stream has sent a message
 	closeOnce sync.Once
 
 	initID   string      // the id of the initialize whose answer the POST awaits
@@ -62,6 +64,7 @@ func newHTTPConn(s *Server, id, initID string) *httpConn {
 	return &httpConn{
 		s: s, id: id,
 		in:       make(chan []byte, 16),
+		pending:  newBudget(2 * s.MaxMessageBytes),
 		done:     make(chan struct{}),
 		room:     make(chan struct{}, 1),
 		initID:   initID,
@@ -75,15 +78,43 @@ func newHTTPConn(s *Server, id, initID string) *httpConn {
 }
 
 // receive hands a message from a POST to Read, waiting while Read is behind.
-func (c *httpConn) receive(ctx context.Context, msg []byte) error {
+// Handed on, the message holds len(msg) bytes of h's budgets until Read
+// takes it, or Close drops it.
+func (c *httpConn) receive(ctx context.Context, msg []byte, h *hold) error {
 	c.touch()
+	h.keep(int64(len(msg)))
 	select {
 	case c.in <- msg:
+		*h = hold{}
+		select {
+		case <-c.done: // Close may have drained c.in before msg came
+			c.drain()
+		default:
+		}
 		return nil
 	case <-c.done:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// release lets go of the budget a message taken from c.in held.
+func (c *httpConn) release(n int) {
+	c.pending.Release(int64(n))
+	c.s.pending.Release(int64(n))
+}
+
+// drain drops what is left in c.in once the connection is closed, and its
+// budget with it.
+func (c *httpConn) drain() {
+	for {
+		select {
+		case msg := <-c.in:
+			c.release(len(msg))
+		default:
+			return
+		}
 	}
 }
 
@@ -112,6 +143,7 @@ func (c *httpConn) end() {
 func (c *httpConn) Read(ctx context.Context) ([]byte, error) {
 	select {
 	case msg := <-c.in:
+		c.release(len(msg))
 		return msg, nil
 	case <-c.done:
 		return nil, io.EOF
@@ -314,6 +346,7 @@ func (c *httpConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.s.forget(c)
+		c.drain()
 	})
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -95,6 +95,14 @@ type Server struct {
 	// TCP gives up. Zero means DefaultPingInterval; negative turns the
 	// heartbeat off. Streamable HTTP has IdleTimeout instead.
 	PingInterval time.Duration
+	// MaxPendingBytes bounds the bytes of POST bodies, over all HTTP
+	// connections, being read or waiting for their chain to take them
+	// (those of a body without Content-Length count as MaxMessageBytes
+	// while it is read); a POST beyond it waits, its body unread, for
+	// room. Each connection's are bounded too, by twice MaxMessageBytes,
+	// so that one connection cannot take it all. Zero means four times
+	// MaxMessageBytes; it is never less than MaxMessageBytes.
+	MaxPendingBytes int
 	// Logger receives who connected and when each connection ended. Nil
 	// discards.
 	Logger *zap.Logger
@@ -113,10 +121,14 @@ type Server struct {
 	// idle check that kept the connection.
 	streamEnded func(session string)
 	idleChecked func()
+	// Tests: called when a POST's body waits for room in a budget.
+	bodyWaits func()
 	// Tests: a WebSocket heartbeat's timeout (zero: the interval), and a
 	// function called after each pong.
 	pingTimeout time.Duration
 	pong        func()
+
+	pending *semaphore.Weighted // MaxPendingBytes
 
 	mu     sync.Mutex
 	active int
@@ -135,6 +147,11 @@ func (s *Server) init() {
 		if s.MaxMessageBytes <= 0 {
 			s.MaxMessageBytes = DefaultMaxMessageBytes
 		}
+		if s.MaxPendingBytes <= 0 {
+			s.MaxPendingBytes = 4 * s.MaxMessageBytes
+		}
+		s.MaxPendingBytes = max(s.MaxPendingBytes, s.MaxMessageBytes)
+		s.pending = newBudget(s.MaxPendingBytes)
 		if s.MaxBuffered <= 0 {
 			s.MaxBuffered = DefaultMaxBuffered
 		}
@@ -333,17 +350,25 @@ var sessionEnds = map[string]bool{"session/close": true, "session/delete": true}
 
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		http.Error(w, "Unsupported Media Type: POST a JSON-RPC message as application/json", http.StatusUnsupportedMediaType)
+		s.refuseBody(w, r, http.StatusUnsupportedMediaType, "Unsupported Media Type: POST a JSON-RPC message as application/json")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.MaxMessageBytes)))
-	if err != nil {
-		var big *http.MaxBytesError
-		if errors.As(err, &big) {
-			http.Error(w, fmt.Sprintf("message exceeds %d bytes", s.MaxMessageBytes), http.StatusRequestEntityTooLarge)
+	// The connection is known, or not, from the headers: a POST for one
+	// that is not is refused before its body is read.
+	var c *httpConn
+	if r.Header.Get(HeaderConnectionID) != "" {
+		if c = s.connOf(w, r); c == nil {
 			return
 		}
-		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+	}
+	if r.ContentLength > int64(s.MaxMessageBytes) {
+		s.refuseBody(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", s.MaxMessageBytes))
+		return
+	}
+	body, h, err := s.readBody(w, r, c)
+	defer func() { h.release() }() // what receive did not hand on
+	if err != nil {
+		s.bodyError(w, r, err)
 		return
 	}
 	if wire.IsBatch(body) {
@@ -358,15 +383,15 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wire.IsInitialize(m.Method) && m.ID != nil { // a proxy-mode chain's too
-		if r.Header.Get(HeaderConnectionID) != "" {
+		if c != nil {
 			http.Error(w, "initialize is not allowed on an existing connection", http.StatusBadRequest)
 			return
 		}
-		s.initialize(w, r, m)
+		s.initialize(w, r, m, h)
 		return
 	}
-	c := s.connOf(w, r)
 	if c == nil {
+		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
 		return
 	}
 	c.begin()
@@ -393,7 +418,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := c.receive(r.Context(), m.Raw); err != nil {
+	if err := c.receive(r.Context(), m.Raw, h); err != nil {
 		if m.Method != "" && m.ID != nil {
 			c.dropRoute(m.ID) // not delivered: no answer will come to route
 		}
@@ -405,7 +430,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 
 // initialize creates an HTTP connection, starts serving it, and answers the
 // POST with the initialize response.
-func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Message) {
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Message, h *hold) {
 	if err := s.acquire(); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
@@ -417,10 +442,11 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, m *wire.Mess
 	s.http[c.id] = c
 	s.mu.Unlock()
 	go s.run(c, ConnInfo{ID: c.id, Transport: "http", Remote: r.RemoteAddr, UserAgent: r.UserAgent(), Proto: r.Proto})
+	h.bind(c)
 
 	timer := time.NewTimer(s.InitTimeout)
 	defer timer.Stop()
-	if err := c.receive(r.Context(), m.Raw); err == nil {
+	if err := c.receive(r.Context(), m.Raw, h); err == nil {
 		var resp []byte
 		select {
 		case resp = <-c.initResp:
@@ -490,17 +516,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 func (s *Server) connOf(w http.ResponseWriter, r *http.Request) *httpConn {
 	cid := r.Header.Get(HeaderConnectionID)
 	if cid == "" {
-		http.Error(w, "missing "+HeaderConnectionID, http.StatusBadRequest)
+		s.refuseBody(w, r, http.StatusBadRequest, "missing "+HeaderConnectionID)
 		return nil
 	}
 	c := s.lookup(cid)
 	if c == nil {
-		http.Error(w, "unknown "+HeaderConnectionID, http.StatusNotFound)
+		s.refuseBody(w, r, http.StatusNotFound, "unknown "+HeaderConnectionID)
 		return nil
 	}
 	if v := strings.TrimSpace(r.Header.Get(HeaderProtocolVersion)); v != "" {
 		if nv := c.protocolVersion(); nv != "" && v != nv {
-			http.Error(w, fmt.Sprintf("unsupported %s %q: this connection negotiated protocol version %s", HeaderProtocolVersion, v, nv), http.StatusBadRequest)
+			s.refuseBody(w, r, http.StatusBadRequest, fmt.Sprintf("unsupported %s %q: this connection negotiated protocol version %s", HeaderProtocolVersion, v, nv))
 			return nil
 		}
 	}
