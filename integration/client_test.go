@@ -33,12 +33,14 @@ type clientConfig struct {
 	ExitTimeoutMs     int               `json:"exitTimeoutMs,omitempty"`
 	// A remote editor: connect to URL over Transport ("ws" or "http")
 	// instead of spawning a command.
-	URL                 string            `json:"url,omitempty"`
-	Transport           string            `json:"transport,omitempty"`
-	Headers             map[string]string `json:"headers,omitempty"`
-	CancelRequestPrompt string            `json:"cancelRequestPrompt,omitempty"`
-	NullError           bool              `json:"nullError,omitempty"`
-	BOM                 bool              `json:"bom,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Transport string            `json:"transport,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	// WebSocket subprotocols the SDK's ws-client requests.
+	Protocols           []string `json:"protocols,omitempty"`
+	CancelRequestPrompt string   `json:"cancelRequestPrompt,omitempty"`
+	NullError           bool     `json:"nullError,omitempty"`
+	BOM                 bool     `json:"bom,omitempty"`
 
 	expectResults []string // what checkConversation expects of the file reads
 	env           []string // added to the client's own environment

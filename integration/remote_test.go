@@ -649,3 +649,21 @@ func TestServeTrace(t *testing.T) {
 		t.Errorf("events of %d connections, %d logged; want 2", len(seen), len(logged))
 	}
 }
+
+// TestServeSDKSubprotocol: the SDK's ws-client asked to request WebSocket
+// subprotocols (its protocols option) fails a connection whose server
+// selects none, as RFC 6455 has it; the SDK's own server selects the
+// first offered, and serve must too.
+func TestServeSDKSubprotocol(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	s := startServe(t, agentCmd("agent"))
+	ctx := testContext(t, 60*time.Second)
+	cfg := remoteConfig(clientConfig{Prompts: []string{"hello"}}, s.url, "ws")
+	cfg.Protocols = []string{"acp.v1", "other"}
+	sum := runClient(t, ctx, cfg, nil)
+	if len(sum.Failures) > 0 || len(sum.Sessions) != 1 || len(sum.Sessions[0].Prompts) != 1 {
+		t.Errorf("failures %q, sessions %+v", sum.Failures, sum.Sessions)
+	}
+	s.waitNoChains(t)
+}

@@ -240,6 +240,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// offered returns the WebSocket subprotocols r requests, so that Accept
+// selects the first. ACP names none, but a client that requests some (the
+// TypeScript SDK's ws-client does when its protocols option is set) must,
+// by RFC 6455, fail a handshake that selects none; the SDK's server, as
+// the ws library does by default, selects the first offered.
+func offered(r *http.Request) []string {
+	var out []string
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 func isUpgrade(r *http.Request) bool {
 	for _, v := range r.Header.Values("Upgrade") {
 		for _, p := range strings.Split(v, ",") {
@@ -316,7 +333,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	// it stays on: a browser page may only open a socket to the host that
 	// served it.
 	judged, _ := r.Context().Value(originJudged{}).(bool)
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: judged})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: judged, Subprotocols: offered(r)})
 	if err != nil {
 		s.release()
 		s.Logger.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.Error(err))

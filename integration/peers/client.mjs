@@ -525,7 +525,7 @@ async function remoteStream(config) {
   } else {
     const { createWebSocketStream } = await import("@agentclientprotocol/sdk/experimental/ws-client");
     const { WebSocket } = await import("ws");
-    stream = createWebSocketStream(config.url, { WebSocket, headers });
+    stream = createWebSocketStream(config.url, { WebSocket, headers, protocols: config.protocols });
   }
   const { EventEmitter } = await import("node:events");
   const child = new EventEmitter();
