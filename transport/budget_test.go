@@ -135,3 +135,42 @@ func TestPendingBodiesBounded(t *testing.T) {
 	}
 	sendBeyond("b's POST beyond the server's bound", b, func() { del(t, ts.URL, a) })
 }
+
+// TestIDLengthBound: a session id (Acp-Session-Id) or a request id longer
+// than MaxIDLength is refused with 400, as the TypeScript SDK's server
+// refuses one: the connection would keep it while the session's stream or
+// the answer is pending. One of MaxIDLength is accepted.
+func TestIDLengthBound(t *testing.T) {
+	_, u := newTestServer(t, nil)
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	cid := init.Header.Get(HeaderConnectionID)
+	long, ok := strings.Repeat("s", MaxIDLength+1), strings.Repeat("s", MaxIDLength)
+	prompt := func(id, session string) int {
+		resp := post(t, u, cid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"x/ask","params":{}}`, id),
+			map[string]string{HeaderSessionID: session})
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := prompt("2", long); got != http.StatusBadRequest {
+		t.Errorf("POST with a long %s: status %d, want 400", HeaderSessionID, got)
+	}
+	if got := prompt(`"`+long[2:]+`"`, "s1"); got != http.StatusBadRequest {
+		t.Errorf("POST with a long request id: status %d, want 400", got)
+	}
+	if got := prompt(`"`+ok[2:]+`"`, ok); got != http.StatusAccepted {
+		t.Errorf("POST with ids of %d bytes: status %d, want 202", MaxIDLength, got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	req.Header = http.Header{"Accept": {"text/event-stream"}, HeaderConnectionID: {cid}, HeaderSessionID: {long}}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET with a long %s: status %d, want 400", HeaderSessionID, resp.StatusCode)
+	}
+}

@@ -378,6 +378,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !s.sessionHeaderOK(w, r) {
+		return
+	}
 	if r.ContentLength > int64(s.MaxMessageBytes) {
 		s.refuseBody(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", s.MaxMessageBytes))
 		return
@@ -421,6 +424,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			return
 		case hdr != "" && inParams != "" && hdr != inParams:
 			http.Error(w, "mismatched "+HeaderSessionID, http.StatusBadRequest)
+			return
+		}
+		if len(m.ID) > MaxIDLength {
+			http.Error(w, fmt.Sprintf("the request's id exceeds %d bytes", MaxIDLength), http.StatusBadRequest)
 			return
 		}
 		if m.ID != nil {
@@ -521,9 +528,30 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Not Acceptable: GET needs Accept: text/event-stream, or a WebSocket upgrade", http.StatusNotAcceptable)
 		return
 	}
+	if !s.sessionHeaderOK(w, r) {
+		return
+	}
 	if c := s.connOf(w, r); c != nil {
 		c.serveStream(w, r, r.Header.Get(HeaderSessionID))
 	}
+}
+
+// MaxIDLength bounds a session's id, in Acp-Session-Id, and the id of a
+// client's request, as the TypeScript SDK's server does (its
+// DEFAULT_MAX_ID_LENGTH): the connection keeps each as a key while its
+// stream or answer is pending, so that without a bound a header of up to
+// a megabyte (or an id of up to a message) would be kept for each of
+// MaxSessionStreams sessions or each request in flight.
+const MaxIDLength = 1024
+
+// sessionHeaderOK answers r with 400 and reports false if its
+// Acp-Session-Id is longer than MaxIDLength.
+func (s *Server) sessionHeaderOK(w http.ResponseWriter, r *http.Request) bool {
+	if len(r.Header.Get(HeaderSessionID)) > MaxIDLength {
+		s.refuseBody(w, r, http.StatusBadRequest, fmt.Sprintf("%s exceeds %d bytes", HeaderSessionID, MaxIDLength))
+		return false
+	}
+	return true
 }
 
 // connOf returns the connection r names in its Acp-Connection-Id header, or
