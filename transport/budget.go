@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -94,6 +96,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *httpConn) (
 	if err := h.grow(r.Context(), n); err != nil {
 		return nil, h, err
 	}
+	// What the body holds, it holds until it ends: one that never does,
+	// or comes a byte at a time, would hold it for ever, and make every
+	// POST behind it wait.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.BodyTimeout))
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	body := http.MaxBytesReader(w, r.Body, int64(s.MaxMessageBytes))
 	if r.ContentLength >= 0 {
 		buf := make([]byte, n)
@@ -126,6 +134,8 @@ func (s *Server) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &big):
 		s.refuseBody(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", s.MaxMessageBytes))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.refuseBody(w, r, http.StatusRequestTimeout, fmt.Sprintf("the body did not arrive within %s", s.BodyTimeout))
 	case r.Context().Err() != nil:
 		// The client gave up, waiting for room or sending its body.
 		s.refuseBody(w, r, http.StatusServiceUnavailable, "the request was abandoned")

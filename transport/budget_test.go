@@ -174,3 +174,41 @@ func TestIDLengthBound(t *testing.T) {
 		t.Errorf("GET with a long %s: status %d, want 400", HeaderSessionID, resp.StatusCode)
 	}
 }
+
+// TestUnendingBodyTimesOut: a chunked body that never ends holds
+// MaxMessageBytes of the server's budget while it is read, so that every
+// POST behind it would wait for ever; it is answered 408 once BodyTimeout
+// has passed, and a POST behind it goes through.
+func TestUnendingBodyTimesOut(t *testing.T) {
+	s, u := newTestServer(t, nil)
+	s.MaxMessageBytes, s.MaxPendingBytes, s.BodyTimeout = 1000, 1000, 300*time.Millisecond
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	cid := init.Header.Get(HeaderConnectionID)
+
+	addr := strings.TrimPrefix(strings.TrimSuffix(u, "/acp"), "http://")
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second)) // a hang fails, not a pass
+	fmt.Fprintf(nc, "POST /acp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n%s: %s\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", addr, HeaderConnectionID, cid)
+	done := make(chan int, 1)
+	go func() {
+		resp := post(t, u, cid, `{"jsonrpc":"2.0","method":"x/note","params":{}}`, nil)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that never ends: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("unending body: status %d, want 408", resp.StatusCode)
+	}
+	if got := <-done; got != http.StatusAccepted {
+		t.Errorf("a POST behind it: status %d, want 202", got)
+	}
+}

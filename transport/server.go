@@ -38,6 +38,7 @@ const (
 	DefaultMaxSessionStreams = 1024
 	DefaultIdleTimeout       = 5 * time.Minute
 	DefaultInitTimeout       = 2 * time.Minute
+	DefaultBodyTimeout       = time.Minute
 	// DefaultStallTimeout is the TypeScript SDK's: its server closes a
 	// connection whose full buffer has not moved for a minute.
 	DefaultStallTimeout = time.Minute
@@ -103,6 +104,10 @@ type Server struct {
 	// so that one connection cannot take it all. Zero means four times
 	// MaxMessageBytes; it is never less than MaxMessageBytes.
 	MaxPendingBytes int
+	// BodyTimeout bounds how long a POST's body takes to arrive once it
+	// has room in the budgets (408 beyond): a body that never ends would
+	// hold its room for ever. Zero means DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Logger receives who connected and when each connection ended. Nil
 	// discards.
 	Logger *zap.Logger
@@ -160,6 +165,9 @@ func (s *Server) init() {
 		}
 		if s.IdleTimeout <= 0 {
 			s.IdleTimeout = DefaultIdleTimeout
+		}
+		if s.BodyTimeout <= 0 {
+			s.BodyTimeout = DefaultBodyTimeout
 		}
 		if s.InitTimeout <= 0 {
 			s.InitTimeout = DefaultInitTimeout
