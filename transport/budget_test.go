@@ -212,3 +212,29 @@ func TestUnendingBodyTimesOut(t *testing.T) {
 		t.Errorf("a POST behind it: status %d, want 202", got)
 	}
 }
+
+// TestBodyOnlyForPost: a request other than a POST that announces a body
+// it does not send is answered at once, whatever else is wrong with it
+// (here a GET without Accept, a PUT); net/http would otherwise wait for the
+// body before sending the answer, for ever.
+func TestBodyOnlyForPost(t *testing.T) {
+	_, u := newTestServer(t, nil)
+	addr := strings.TrimPrefix(strings.TrimSuffix(u, "/acp"), "http://")
+	for _, method := range []string{"GET", "PUT"} {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })                     // before the server's, which waits for it
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second)) // a hang fails, not a pass
+		fmt.Fprintf(nc, "%s /acp HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n", method, addr)
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil {
+			t.Fatalf("%s with a body never sent: no answer: %v", method, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s with a body: status %d, want 400", method, resp.StatusCode)
+		}
+	}
+}

@@ -231,6 +231,12 @@ func (s *Server) Active() int {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.init()
+	if r.Method != http.MethodPost && r.ContentLength != 0 {
+		// Nothing here reads it; over HTTP/1.x net/http would, before
+		// answering, and wait for ever for one that is not sent.
+		s.refuseBody(w, r, http.StatusBadRequest, r.Method+" takes no body")
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		s.post(w, r)
