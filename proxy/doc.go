@@ -72,8 +72,13 @@
 // Because the queue waits at a place while its handler runs, a handler that
 // blocks on anything other than a peer (a person, a slow tool) holds up all
 // later traffic, both ways; it should detach first. Handlers for different
-// messages run concurrently and must guard any state they share. A handler
-// that panics fails its request (-32603), and an MCP server whose Serve
+// messages run concurrently and must guard any state they share. A proxy
+// that keeps state for each session keeps it for one Serve call, since
+// session ids are unique only on one connection, and learns when a session
+// begins and ends from the requests that say so, session/new to
+// session/delete, with handlers of its own; clients rarely close sessions,
+// so what is left goes when Serve returns (the package's sessionState
+// example). A handler that panics fails its request (-32603), and an MCP server whose Serve
 // panics ends its connection; the panic is logged with its stack (to
 // standard error unless [Proxy.Logger] says otherwise), and the proxy, with
 // every other session, goes on.
