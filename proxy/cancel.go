@@ -67,6 +67,7 @@ func (c *Conn) servedAs(id json.RawMessage) *served {
 type cancelRequested struct{ params, extra json.RawMessage }
 
 func (*cancelRequested) Error() string { return "proxy: the caller cancelled the request" }
+func (*cancelRequested) Unwrap() error { return ErrCancelled }
 
 // cancelRequest tells the conductor that the proxy no longer needs the answer
 // to its request id, whichever side it went to: plain, as for any request

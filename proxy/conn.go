@@ -35,7 +35,7 @@ type Conn struct {
 	log      *slog.Logger
 	out      *outbox
 	ctx      context.Context // parent of every handler's context
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	handlers errgroup.Group // every running handler
 	lastID   atomic.Int64
 	dialect  atomic.Pointer[wire.Dialect] // the one it was initialized in; nil for wire.RFD
@@ -93,7 +93,9 @@ func newConn(ctx context.Context, p *Proxy) *Conn {
 	if c.log == nil {
 		c.log = defaultLogger()
 	}
-	c.ctx, c.cancel = context.WithCancel(ctx)
+	// Not ctx's child: stop cancels it with a cause that says the proxy
+	// stopped, which a handler can tell from its caller's cancel.
+	c.ctx, c.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if len(p.MCPServers) > 0 {
 		c.mcp = newMCPHost(c, p.MCPServers)
 	}
@@ -498,12 +500,19 @@ func (c *Conn) shutdown(why error) {
 			cl.answer <- nil
 		}
 	}
-	c.cancel()
+	c.stop(why)
 	c.handlers.Wait() // handlers never fail; they answer instead
 	if c.mcp != nil {
 		c.mcp.stop()
 	}
 	c.out.close()
+}
+
+// stop cancels every handler's context, and the MCP connections', with a
+// cause that is ErrClosed to errors.Is, and why, what stopped the proxy,
+// too (nil at the end of its input).
+func (c *Conn) stop(why error) {
+	c.cancel(&stopped{proxy: c.p.name(), why: why})
 }
 
 func (c *Conn) register(n int64, cl *call) error {

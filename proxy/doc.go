@@ -113,7 +113,9 @@
 // ([Conn.Notify] has an example). Cancelling a request the proxy relayed cancels, in turn, the
 // request it relayed it as, and the answer still comes back. A call whose
 // context ends for any other reason is cancelled the same way but
-// abandoned: it returns the context's error.
+// abandoned: it returns the context's error. A handler tells why its
+// context ended from context.Cause(ctx), which is [ErrCancelled] to
+// errors.Is for its caller's cancel and [ErrClosed] for the proxy stopping.
 //
 // # MCP over ACP
 //

@@ -21,7 +21,44 @@ import (
 // with the same error when the proxy's input ends, since under a conductor
 // the successor still reads; one from the predecessor is not, since the
 // conductor has answered it already.
+//
+// When the proxy stops, a handler's context, and an [MCPServer]'s, is
+// cancelled with a cause that is ErrClosed to errors.Is, and the error
+// that stopped it, if any (the Serve context's, say): a handler that
+// finds errors.Is(context.Cause(ctx), ErrClosed) knows that its answer
+// will not be read.
 var ErrClosed = errors.New("proxy: connection closed")
+
+// ErrCancelled is, to errors.Is, the cause of a handler's context
+// cancelled because its caller sent $/cancel_request for its request:
+// errors.Is(context.Cause(ctx), ErrCancelled) tells it from a proxy that
+// stops (ErrClosed). The caller still reads the answer, which may say
+// what was done before the cancel (a prompt's stopReason "cancelled");
+// Forward and Call waiting under such a context pass the cancel on and
+// return the answer. A handler that returns it answers with -32800, as
+// for context.Canceled.
+var ErrCancelled = errors.New("proxy: request cancelled by its caller")
+
+// A stopped is the cause of the contexts cancelled when the proxy stops,
+// for why (nil at the end of its input).
+type stopped struct {
+	proxy string
+	why   error
+}
+
+func (e *stopped) Error() string {
+	if e.why == nil {
+		return fmt.Sprintf("proxy %s: stopped: its input ended", e.proxy)
+	}
+	return fmt.Sprintf("proxy %s: stopped: %v", e.proxy, e.why)
+}
+
+func (e *stopped) Unwrap() []error {
+	if e.why == nil {
+		return []error{ErrClosed}
+	}
+	return []error{ErrClosed, e.why}
+}
 
 // A cutOff is the error of a call whose answer can no longer come: the
 // proxy has stopped reading from its conductor. It is ErrClosed to
@@ -64,7 +101,8 @@ func (e writeError) Unwrap() []error { return []error{e.err, ErrClosed} }
 // "error": null is the result.
 //
 // A handler that returns any other error answers with code -32603 (internal
-// error), or -32800 (request cancelled) for [context.Canceled].
+// error), or -32800 (request cancelled) for [context.Canceled] and
+// [ErrCancelled].
 type Error struct {
 	Code    int
 	Message string
@@ -122,7 +160,7 @@ func errorObject(err error) json.RawMessage {
 	switch {
 	case errors.As(err, &e):
 		return e.encode()
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrCancelled):
 		return wire.Errorf(wire.CodeRequestCancelled, "Request cancelled").Encode()
 	default:
 		return wire.Errorf(jrpc2.InternalError, "%v", err).Encode()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -384,4 +385,48 @@ func TestHandlerPanic(t *testing.T) {
 	c.expectError("1", -32603)
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"_example/ok"}`)
 	c.expect(`{"jsonrpc":"2.0","id":2,"result":"fine"}`)
+}
+
+// A handler tells why its context was cancelled from context.Cause: its
+// caller's $/cancel_request is ErrCancelled, the proxy stopping (at the
+// end of its input, or when Serve's context is done) is ErrClosed.
+func TestHandlerCancelCause(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stop  func(c *conductor)
+		want  error
+		wantE error // another error the cause is too, if any
+	}{
+		{"cancel_request", func(c *conductor) {
+			c.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+		}, proxy.ErrCancelled, nil},
+		{"input ended", func(c *conductor) { c.in.Close() }, proxy.ErrClosed, nil},
+		{"Serve's context", func(c *conductor) { c.cancel() }, proxy.ErrClosed, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cause := make(chan error, 1)
+			started := make(chan struct{})
+			c := serve(t, &proxy.Proxy{
+				Logger: slog.New(slog.DiscardHandler),
+				FromPredecessor: map[string]proxy.Handler{
+					"session/prompt": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+						close(started)
+						<-ctx.Done()
+						cause <- context.Cause(ctx)
+						return nil, context.Cause(ctx)
+					},
+				},
+			})
+			c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`)
+			<-started
+			tc.stop(c)
+			got := <-cause
+			if !errors.Is(got, tc.want) || tc.wantE != nil && !errors.Is(got, tc.wantE) {
+				t.Errorf("context.Cause = %v; want one that is %v (and %v)", got, tc.want, tc.wantE)
+			}
+			if tc.want == proxy.ErrCancelled {
+				c.expectError("1", -32800) // as for context.Canceled
+			}
+		})
+	}
 }

@@ -203,6 +203,7 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.WriteCloser) err
 	g.Go(func() error {
 		select {
 		case <-gctx.Done():
+			c.stop(context.Cause(gctx))
 			if in, ok := in.(io.Closer); ok {
 				in.Close()
 			}

@@ -18,7 +18,9 @@ import (
 //
 // ctx is done when the handler returns, when its request is cancelled with
 // $/cancel_request, or when the proxy stops; a handler must return soon
-// after. See the package documentation for how handlers are ordered.
+// after. context.Cause(ctx) tells the last two apart: it is [ErrCancelled]
+// or [ErrClosed] to errors.Is. See the package documentation for how
+// handlers are ordered.
 type Handler func(ctx context.Context, r *Request) (result json.RawMessage, err error)
 
 // A Request is a request or notification that arrived from one of the
