@@ -78,7 +78,7 @@
 // begins and ends from the requests that say so, session/new to
 // session/delete, with handlers of its own; clients rarely close sessions,
 // so what is left goes when Serve returns (the package's sessionState
-// example). A handler that panics fails its request (-32603), and an MCP server whose Serve
+// example). A handler that panics fails its request ([CodeInternalError]), and an MCP server whose Serve
 // panics ends its connection; the panic is logged with its stack (to
 // standard error unless [Proxy.Logger] says otherwise), and the proxy, with
 // every other session, goes on.

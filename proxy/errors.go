@@ -35,9 +35,25 @@ var ErrClosed = errors.New("proxy: connection closed")
 // stops (ErrClosed). The caller still reads the answer, which may say
 // what was done before the cancel (a prompt's stopReason "cancelled");
 // Forward and Call waiting under such a context pass the cancel on and
-// return the answer. A handler that returns it answers with -32800, as
+// return the answer. A handler that returns it answers with [CodeRequestCancelled], as
 // for context.Canceled.
 var ErrCancelled = errors.New("proxy: request cancelled by its caller")
+
+// Error codes, for [Error.Code]: JSON-RPC 2.0's, and those the ACP schema
+// adds. They are untyped, as Code is an int, and named as the MCP Go SDK
+// names its own.
+const (
+	CodeParseError     = -32700 // the message is not JSON
+	CodeInvalidRequest = -32600 // the message is not a JSON-RPC request
+	CodeMethodNotFound = -32601 // no one serves the method
+	CodeInvalidParams  = -32602 // the params are not what the method takes
+	CodeInternalError  = -32603 // the answerer failed; a handler's plain error answers so
+
+	// ACP's.
+	CodeAuthRequired     = -32000 // the agent needs authenticate first
+	CodeResourceNotFound = -32002 // a session, file or the like does not exist
+	CodeRequestCancelled = -32800 // the caller cancelled the request ($/cancel_request)
+)
 
 // A stopped is the cause of the contexts cancelled when the proxy stops,
 // for why (nil at the end of its input).
@@ -100,9 +116,11 @@ func (e writeError) Unwrap() []error { return []error{e.err, ErrClosed} }
 // relayed, and the first from each side is logged; a result beside
 // "error": null is the result.
 //
-// A handler that returns any other error answers with code -32603 (internal
-// error), or -32800 (request cancelled) for [context.Canceled] and
-// [ErrCancelled].
+// A handler that returns any other error answers with [CodeInternalError],
+// or [CodeRequestCancelled] for [context.Canceled] and [ErrCancelled]. One
+// that refuses a request returns an Error with a code of its own:
+//
+//	return nil, &proxy.Error{Code: proxy.CodeInvalidParams, Message: "my-proxy: no sessionId"}
 type Error struct {
 	Code    int
 	Message string
@@ -161,8 +179,8 @@ func errorObject(err error) json.RawMessage {
 	case errors.As(err, &e):
 		return e.encode()
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrCancelled):
-		return wire.Errorf(wire.CodeRequestCancelled, "Request cancelled").Encode()
+		return wire.Errorf(CodeRequestCancelled, "Request cancelled").Encode()
 	default:
-		return wire.Errorf(jrpc2.InternalError, "%v", err).Encode()
+		return wire.Errorf(CodeInternalError, "%v", err).Encode()
 	}
 }

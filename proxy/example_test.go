@@ -156,7 +156,7 @@ func ExampleRequest_Forward_timeLimit() {
 			SessionID string `json:"sessionId"`
 		}
 		if err := json.Unmarshal(r.Params, &prompt); err != nil {
-			return nil, &proxy.Error{Code: -32602, Message: "time-limit: " + err.Error()}
+			return nil, &proxy.Error{Code: proxy.CodeInvalidParams, Message: "time-limit: " + err.Error()}
 		}
 		answered := make(chan struct{})
 		var wg sync.WaitGroup

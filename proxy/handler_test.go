@@ -162,7 +162,7 @@ func TestHandlerErrors(t *testing.T) {
 	c := serve(t, &proxy.Proxy{
 		FromPredecessor: map[string]proxy.Handler{
 			"a": func(context.Context, *proxy.Request) (json.RawMessage, error) {
-				return nil, &proxy.Error{Code: -32002, Message: "auth required", Data: json.RawMessage(`{"x":1}`)}
+				return nil, &proxy.Error{Code: proxy.CodeAuthRequired, Message: "auth required", Data: json.RawMessage(`{"x":1}`)}
 			},
 			"b": func(context.Context, *proxy.Request) (json.RawMessage, error) {
 				return nil, errors.New("boom")
@@ -190,7 +190,7 @@ func TestHandlerErrors(t *testing.T) {
 	})
 
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"a"}`)
-	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"auth required","data":{"x":1}}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"auth required","data":{"x":1}}}`)
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"b"}`)
 	c.expect(`{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"boom"}}`)
 	c.send(`{"jsonrpc":"2.0","id":3,"method":"c"}`)
@@ -327,4 +327,30 @@ func TestHandlerNeverRunsWarns(t *testing.T) {
 	if !slices.Equal(warned, want) {
 		t.Errorf("warnings: %q, want %q\nlog:\n%s", warned, want, log.String())
 	}
+}
+
+// The exported error codes are JSON-RPC's and ACP's, and a handler's error
+// goes out with the code it names.
+func TestErrorCodes(t *testing.T) {
+	for name, c := range map[string]struct{ got, want int }{
+		"ParseError":       {proxy.CodeParseError, -32700},
+		"InvalidRequest":   {proxy.CodeInvalidRequest, -32600},
+		"MethodNotFound":   {proxy.CodeMethodNotFound, -32601},
+		"InvalidParams":    {proxy.CodeInvalidParams, -32602},
+		"InternalError":    {proxy.CodeInternalError, -32603},
+		"AuthRequired":     {proxy.CodeAuthRequired, -32000},
+		"ResourceNotFound": {proxy.CodeResourceNotFound, -32002},
+		"RequestCancelled": {proxy.CodeRequestCancelled, -32800},
+	} {
+		if c.got != c.want {
+			t.Errorf("Code%s = %d, want %d", name, c.got, c.want)
+		}
+	}
+	c := serve(t, &proxy.Proxy{FromPredecessor: map[string]proxy.Handler{
+		"session/load": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+			return nil, &proxy.Error{Code: proxy.CodeResourceNotFound, Message: "no such session"}
+		},
+	}})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"no such session"}}`)
 }

@@ -13,7 +13,7 @@ import (
 // methods accept, so the proxy logs a warning, once for each method; one
 // that means null returns json.RawMessage("null"), and an empty answer is
 // json.RawMessage("{}"). A result that is not JSON, a zero-length one
-// included, fails the request with -32603 naming the handler, and is
+// included, fails the request with [CodeInternalError] naming the handler, and is
 // logged as an error.
 //
 // ctx is done when the handler returns, when its request is cancelled with
