@@ -302,6 +302,9 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extr
 			c.log.Error("handler returned a result that is not JSON", "method", method, "from", from, "result", string(clip(result)))
 			err = fmt.Errorf("proxy %s: the %s handler returned a result that is not JSON", c.p.name(), method)
 		}
+		if e, ok := errors.AsType[*Error](err); ok && len(e.Data) > 0 && !wire.Valid(e.Data) {
+			c.log.Warn("handler returned an Error whose Data is not JSON: sent as a JSON string", "method", method, "from", from, "data", string(clip(e.Data)))
+		}
 		c.answer(h, id, result, err, r.forwardedExtra())
 		return nil
 	})

@@ -121,10 +121,15 @@ func (e writeError) Unwrap() []error { return []error{e.err, ErrClosed} }
 // that refuses a request returns an Error with a code of its own:
 //
 //	return nil, &proxy.Error{Code: proxy.CodeInvalidParams, Message: "my-proxy: no sessionId"}
+//
+// Data is sent as it is if it is JSON. Otherwise, lest it be lost, it is
+// sent as a JSON string of its bytes, and the proxy logs a warning naming
+// the handler: Data: json.RawMessage("disk full") arrives as
+// "data":"disk full". Encode it with json.Marshal to send a value.
 type Error struct {
 	Code    int
 	Message string
-	Data    json.RawMessage // optional
+	Data    json.RawMessage // optional; JSON
 
 	raw json.RawMessage // as received
 }
@@ -161,8 +166,14 @@ func (e *Error) encode() json.RawMessage {
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data,omitempty"`
 	}{Code: e.Code, Message: e.Message}
-	if len(e.Data) > 0 && wire.Valid(e.Data) {
+	switch {
+	case len(e.Data) == 0:
+	case wire.Valid(e.Data):
 		w.Data = e.Data
+	default:
+		// Dropped, the caller would never see it and its author never
+		// know why: sent as a string, it reaches both (and is logged).
+		w.Data, _ = json.Marshal(string(e.Data))
 	}
 	out, err := json.Marshal(w)
 	if err != nil { // Data is valid JSON, and nothing else can fail

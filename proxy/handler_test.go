@@ -354,3 +354,24 @@ func TestErrorCodes(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{}}`)
 	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"no such session"}}`)
 }
+
+// An Error whose Data is not JSON is not lost: it goes out as a JSON
+// string of its bytes, and the proxy warns, naming the handler.
+func TestHandlerErrorDataNotJSON(t *testing.T) {
+	var log testio.Buffer
+	c := serve(t, &proxy.Proxy{
+		Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		FromPredecessor: map[string]proxy.Handler{
+			"session/prompt": func(context.Context, *proxy.Request) (json.RawMessage, error) {
+				return nil, &proxy.Error{Code: proxy.CodeInternalError, Message: "failed", Data: json.RawMessage(`not "json"`)}
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"failed","data":"not \"json\""}}`)
+	c.in.Close()
+	c.wait()
+	if !strings.Contains(log.String(), `level=WARN msg="handler returned an Error whose Data is not JSON: sent as a JSON string" method=session/prompt`) {
+		t.Errorf("no warning logged; log:\n%s", log.String())
+	}
+}
