@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -135,5 +136,33 @@ func TestCallParamsStructured(t *testing.T) {
 		if err := <-errs; err == nil || !strings.Contains(err.Error(), "object or array") {
 			t.Errorf("scalar params: got error %v, want one saying params are an object or array", err)
 		}
+	}
+}
+
+// A call or notification made once Serve has returned sends nothing, and
+// says so: there was no answer to wait for.
+func TestCallAfterServe(t *testing.T) {
+	conns := make(chan *proxy.Conn, 1)
+	c := serve(t, &proxy.Proxy{
+		Name: "tester",
+		FromPredecessor: map[string]proxy.Handler{
+			"_example/go": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				conns <- r.Conn()
+				return nil, nil
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","method":"_example/go"}`)
+	conn := <-conns
+	c.in.Close()
+	c.wait()
+
+	_, err := conn.Call(context.Background(), proxy.Predecessor, "_example/ask", nil)
+	if !errors.Is(err, proxy.ErrClosed) || err.Error() != "proxy tester: _example/ask not sent: its connection had closed, its input ended" {
+		t.Errorf("Call after Serve: %v; want ErrClosed, saying it was not sent", err)
+	}
+	err = conn.Notify(context.Background(), proxy.Successor, "_example/tell", nil)
+	if !errors.Is(err, proxy.ErrClosed) || !strings.Contains(err.Error(), "_example/tell not sent") {
+		t.Errorf("Notify after Serve: %v; want ErrClosed, saying it was not sent", err)
 	}
 }

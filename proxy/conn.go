@@ -196,7 +196,22 @@ func (c *Conn) notify(h *holder, to Side, method string, params, extra json.RawM
 	if err != nil {
 		return fmt.Errorf("proxy: %s: %w", method, err)
 	}
-	return c.out.put(h, c.encode(to, nil, method, params, extra))
+	if err := c.out.put(h, c.encode(to, nil, method, params, extra)); err != nil {
+		return c.unsent(method, err)
+	}
+	return nil
+}
+
+// unsent returns the error of a message to method that was not sent
+// because the connection had ended: err, the outbox's, unless the reading
+// has stopped, which says why better.
+func (c *Conn) unsent(method string, err error) error {
+	if cut, ok := errors.AsType[*cutOff](c.closed()); ok {
+		err = cut.why
+	} else if err == ErrClosed {
+		err = nil
+	}
+	return &notSent{proxy: c.p.name(), method: method, why: err}
 }
 
 func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, params, extra json.RawMessage) (result, answerExtra json.RawMessage, err error) {
@@ -211,11 +226,11 @@ func (c *Conn) call(ctx context.Context, h *holder, to Side, method string, para
 	id := wire.IntID(n)
 	cl := &call{answer: make(chan *wire.Message, 1), holder: h, to: to}
 	if err := c.register(n, cl); err != nil {
-		return nil, nil, err
+		return nil, nil, c.unsent(method, err)
 	}
 	if err := c.out.putWaiting(h, c.encode(to, id, method, params, extra), true); err != nil {
 		c.forget(n)
-		return nil, nil, err
+		return nil, nil, c.unsent(method, err)
 	}
 	var m *wire.Message
 	select {

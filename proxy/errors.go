@@ -16,7 +16,9 @@ import (
 // ErrClosed is returned by calls that were, or would be, cut off by the end
 // of the connection to the conductor. A [Conn.Call] or [Request.Forward]
 // returns an error that is ErrClosed to errors.Is and says why, naming the
-// proxy ([Proxy.Name]): a handler that returns it tells the caller so. A
+// proxy ([Proxy.Name]): a handler that returns it tells the caller so.
+// Made once the connection has ended (after Serve has returned, say), a
+// call or notification sends nothing, and its error says so. A
 // request from the successor that the proxy relayed, unhandled, is answered
 // with the same error when the proxy's input ends, since under a conductor
 // the successor still reads; one from the predecessor is not, since the
@@ -93,6 +95,28 @@ func (e *cutOff) Error() string {
 }
 
 func (e *cutOff) Unwrap() error { return ErrClosed }
+
+// A notSent is the error of a call or notification made once the
+// connection had ended: nothing was sent, so there is no answer to wait
+// for. It is ErrClosed to errors.Is, and why, what ended it, too.
+type notSent struct {
+	proxy, method string
+	why           error // what stopped the reading; nil for the end of the input
+}
+
+func (e *notSent) Error() string {
+	if e.why == nil {
+		return fmt.Sprintf("proxy %s: %s not sent: its connection had closed, its input ended", e.proxy, e.method)
+	}
+	return fmt.Sprintf("proxy %s: %s not sent: its connection had closed (%v)", e.proxy, e.method, e.why)
+}
+
+func (e *notSent) Unwrap() []error {
+	if e.why == nil {
+		return []error{ErrClosed}
+	}
+	return []error{ErrClosed, e.why}
+}
 
 // A writeError is the failed write that ended the connection. It is
 // ErrClosed to errors.Is, as is every call it cuts off, and the write's
