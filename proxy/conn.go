@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/creachadair/jrpc2"
 	"golang.org/x/sync/errgroup"
@@ -298,8 +299,10 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extr
 		c.mu.Unlock()
 	}
 	c.out.hold(h)
+	stopWatch := c.watchHold(h, from, method)
 	c.handlers.Go(func() error {
 		defer c.out.release(h)
+		defer stopWatch()
 		defer cancel(nil)
 		result, err := c.run(ctx, fn, r)
 		if id == nil {
@@ -323,6 +326,52 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extr
 		c.answer(h, id, result, err, r.forwardedExtra())
 		return nil
 	})
+}
+
+// watchHold warns, once, if the handler of h holds one place for longer
+// than the proxy's HoldWarning: all traffic behind it waits, and nothing
+// else would tell its author why the chain froze. It checks as often as
+// that, on a timer, only while the handler runs, and returns what stops
+// it; once stop has returned the check does nothing more.
+func (c *Conn) watchHold(h *holder, from Side, method string) (stop func()) {
+	d := c.p.holdWarning()
+	if d < 0 {
+		return func() {}
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+		last    = -1 // the place h held at the last check
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		holds, taken, over := c.out.placeOf(h)
+		switch {
+		case over:
+			return
+		case holds && taken == last:
+			c.log.Warn(fmt.Sprintf("a handler has held its place in the outgoing order for over %v, holding up all later traffic both ways; a handler that waits on anything but its peers should call Request.Detach first", d),
+				"method", method, "from", from)
+			return
+		}
+		last = taken // a place taken since the last check gets d of its own
+		t.Reset(d)
+	}
+	mu.Lock()
+	_, last, _ = c.out.placeOf(h)
+	t = time.AfterFunc(d, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // warnNull warns, once for each method, that a request handler returned no

@@ -71,8 +71,10 @@
 //
 // Because the queue waits at a place while its handler runs, a handler that
 // blocks on anything other than a peer (a person, a slow tool) holds up all
-// later traffic, both ways; it should detach first. Handlers for different
-// messages run concurrently and must guard any state they share. A proxy
+// later traffic, both ways; it should detach first. The proxy warns of a
+// handler that holds its place longer than [Proxy.HoldWarning] (10s).
+// Handlers for different messages run concurrently and must guard any
+// state they share. A proxy
 // that keeps state for each session keeps it for one Serve call, since
 // session ids are unique only on one connection, and learns when a session
 // begins and ends from the requests that say so, session/new to

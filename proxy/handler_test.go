@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/testio"
 	"github.com/acp-conductor/acp-conductor/proxy"
@@ -374,4 +375,56 @@ func TestHandlerErrorDataNotJSON(t *testing.T) {
 	if !strings.Contains(log.String(), `level=WARN msg="handler returned an Error whose Data is not JSON: sent as a JSON string" method=session/prompt`) {
 		t.Errorf("no warning logged; log:\n%s", log.String())
 	}
+}
+
+// A handler that holds its place past HoldWarning is warned of, naming its
+// method and pointing at Detach; one that detaches, or waits for a peer,
+// is not. The bubble's clock is fake: its sleeps take no time.
+func TestHandlerHoldWarning(t *testing.T) { synctest.Test(t, testHandlerHoldWarning) }
+
+func testHandlerHoldWarning(t *testing.T) {
+	var log testio.Buffer
+	released := map[bool]chan struct{}{false: make(chan struct{}), true: make(chan struct{})}
+	block := func(detach bool) proxy.Handler {
+		release := released[detach]
+		return func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+			if detach {
+				r.Detach()
+			}
+			<-release
+			return json.RawMessage("{}"), nil
+		}
+	}
+	c := serve(t, &proxy.Proxy{
+		Logger:      slog.New(slog.NewTextHandler(&log, nil)),
+		HoldWarning: 5 * time.Second,
+		FromPredecessor: map[string]proxy.Handler{
+			"_x/holds":    block(false),
+			"_x/detaches": block(true),
+			"session/new": forwardHandler,
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"session/new","params":{}}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"_x/detaches"}`)
+	time.Sleep(4 * time.Second)
+	synctest.Wait()
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"_x/holds"}`)
+	time.Sleep(4 * time.Second)
+	synctest.Wait()
+	if strings.Contains(log.String(), "held its place") {
+		t.Fatalf("warned before HoldWarning had passed; log:\n%s", log.String())
+	}
+	time.Sleep(2 * time.Second)
+	synctest.Wait()
+	want := `level=WARN msg="a handler has held its place in the outgoing order for over 5s, holding up all later traffic both ways; a handler that waits on anything but its peers should call Request.Detach first" method=_x/holds from=predecessor`
+	if got := strings.Count(log.String(), "held its place"); got != 1 || !strings.Contains(log.String(), want) {
+		t.Errorf("want one warning, for _x/holds:\n\t%s\nlog:\n%s", want, log.String())
+	}
+	close(released[false])
+	c.expect(`{"jsonrpc":"2.0","id":3,"result":{}}`)
+	close(released[true])
+	c.expect(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
 }

@@ -76,6 +76,7 @@ type holder struct {
 	done     bool // the handler returned
 	detached bool // the handler gave up ordering
 	free     bool // it is no handler's: see Conn.free
+	taken    int  // places taken so far, for Conn.watchHold
 }
 
 // holds reports whether h keeps a place. A nil holder (for what the proxy
@@ -94,6 +95,7 @@ func (o *outbox) hold(h *holder) {
 	defer o.mu.Unlock()
 	if !o.closed {
 		o.queue = append(o.queue, entry{place: h})
+		h.taken++
 	}
 }
 
@@ -184,8 +186,17 @@ func (o *outbox) resume(h *holder, place bool) {
 	h.waiting--
 	if place && h.holds() && !o.closed {
 		o.queue = append(o.queue, entry{place: h})
+		h.taken++
 	}
 	o.signal()
+}
+
+// placeOf reports whether h holds a place, and how many it has taken, or
+// over if it will never take one again.
+func (o *outbox) placeOf(h *holder) (holds bool, taken int, over bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return h.holds(), h.taken, h.done || h.detached || o.closed
 }
 
 // release marks h's handler as returned.

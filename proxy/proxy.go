@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -58,10 +59,26 @@ type Proxy struct {
 	// goes on. Zero means 64 MiB, well above what the ACP SDKs send.
 	MaxMessageBytes int
 
+	// HoldWarning is how long a handler may hold its place in the outgoing
+	// order (running, neither waiting for a peer nor detached) before the
+	// proxy warns, through Logger, naming its method: everything behind
+	// it, both ways, waits meanwhile, which a handler that blocks on a
+	// person or a slow tool without calling [Request.Detach] does not
+	// mean. Zero means 10s; a negative value, never.
+	HoldWarning time.Duration
+
 	// MCPServers are MCP servers the proxy offers the agent over ACP. Each
 	// is declared in every session the client sets up, and served for every
 	// connection the agent opens to it. See [MCPServer].
 	MCPServers []*MCPServer
+}
+
+// holdWarning returns p.HoldWarning, or its default.
+func (p *Proxy) holdWarning() time.Duration {
+	if p.HoldWarning == 0 {
+		return 10 * time.Second
+	}
+	return p.HoldWarning
 }
 
 // name returns the name the proxy goes by.
