@@ -119,6 +119,15 @@
 // context ended from context.Cause(ctx), which is [ErrCancelled] to
 // errors.Is for its caller's cancel and [ErrClosed] for the proxy stopping.
 //
+// session/cancel is a notification, not a cancel of requests, and the
+// proxy passes it on like any other. ACP asks the client, once it has sent
+// one, to answer the session's pending session/request_permission with
+// {"outcome":{"outcome":"cancelled"}}; a proxy that answers permission
+// requests itself, in the client's stead, must do the same, with a
+// handler for session/cancel that ends those it has not yet decided, or
+// the agent waits for them for ever (the package's permissionCancelled
+// example). One that decides at once, or forwards, has none pending.
+//
 // # MCP over ACP
 //
 // A proxy can give the agent tools of its own, as MCP servers listed in
