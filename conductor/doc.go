@@ -120,7 +120,9 @@
 // peer's outbox, nor where the waits would close a cycle of more than two
 // peers; it goes on reading instead, past the bound, until that cycle is
 // gone. Two peers that each write without reading while the other does
-// block each other, as they would on a pipe of their own. A bridged MCP
+// block each other, as they would on a pipe of their own; not so a proxy,
+// whose one pipe carries both directions: its reader goes on past such a
+// pair, for a bounded while, so that it can read again. A bridged MCP
 // connection is bounded alike, but waits only for, and is waited for only
 // by, the proxy that owns its server.
 //

@@ -31,7 +31,19 @@ import (
 // reader never closes one: it goes on reading instead, and that outbox
 // goes past its bound until the cycle is gone. Nor does a reader wait for
 // its own peer's outbox (the answers the conductor makes itself, which a
-// peer that stops reading while it cannot write would never take). So a
+// peer that stops reading while it cannot write would never take).
+//
+// A pair with a proxy in it is not such a pair. A proxy's one pipe carries
+// both directions, so a proxy blocked writing toward the agent stops
+// relaying the agent's updates to the editor too: a single-threaded agent
+// streaming updates while a large prompt waits for it, with a proxy in
+// between, would block for ever where the same editor and agent alone
+// would not. So a proxy's reader does not wait for a peer whose reader
+// waits for the proxy: it goes on reading, which lets the proxy read
+// again, and wakes if the pair forms while it already waits. What it
+// reads is what the proxy relays, so it goes on only until that outbox
+// has grown by queueBytes since; past that (an editor that never reads,
+// whose answers the proxy relays) the wait stands as for any pair. So a
 // proxy flooded from both sides or a response that must get through to
 // unblock a peer ends either in a peer that does not read of its own
 // accord or in a reader that goes on. Readers wait for any peer's full
@@ -77,15 +89,20 @@ func (f *flow) release() { f.releaseOnce.Do(func() { close(f.released) }) }
 // holdback): while some other peer's outbox is past its bound, it waits.
 func (c *chain) throttle(p *peer, l *link) {
 	if c.flow.over.Load() == 0 {
+		l.pairWith = nil
 		return
 	}
+	relaying := p.pos > 0 && c.topo.Load().role(p.pos) == roleProxy
 	var skipped []*peer // would close a cycle: not waited for this time
 	for {
 		q, drained := c.fullPeer(p, skipped)
 		if q == nil {
+			if !slices.Contains(skipped, l.pairWith) {
+				l.pairWith = nil // the pair it went on past is gone
+			}
 			return
 		}
-		if !c.flow.wait(p, l, q) {
+		if !c.flow.wait(p, l, q, relaying) {
 			skipped = append(skipped, q)
 			continue
 		}
@@ -93,6 +110,7 @@ func (c *chain) throttle(p *peer, l *link) {
 		select {
 		case <-drained:
 		case <-c.flow.released:
+		case <-l.rethink:
 		}
 		c.flow.done(l)
 		select {
@@ -154,18 +172,56 @@ func (f *flow) leave(b *peer) {
 
 // wait records that p's reader, on link l, waits for q's outbox, unless q
 // is p, or q's reader waits for p through others: then it reports false
-// and records nothing. q's reader waiting for p itself is allowed: see the
-// rule above. Peers are compared by process (host), and a process waits
-// for whatever any of its readers waits for.
-func (f *flow) wait(p *peer, l *link, q *peer) bool {
+// and records nothing. q's reader waiting for p itself is allowed, unless
+// p is a proxy (relaying) whose reader has not yet gone on for long past
+// q's outbox: see the rule above. A proxy's reader that waits already for
+// p is woken to decide again. Peers are compared by process (host), and a
+// process waits for whatever any of its readers waits for.
+func (f *flow) wait(p *peer, l *link, q *peer, relaying bool) bool {
+	held := 0
+	if relaying {
+		held = q.link.Load().out.heldBytes()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var seen []*peer
 	if f.closes(q.host(), p.host(), 0, &seen) {
 		return false
 	}
-	l.waitingOn = q
+	if ql := f.waitsFor(q.host(), p.host()); ql != nil {
+		if relaying {
+			if l.pairWith != q {
+				l.pairWith, l.pairFrom = q, held
+			}
+			if held-l.pairFrom < queueBytes {
+				return false
+			}
+		}
+		if ql.relaying {
+			select {
+			case ql.rethink <- struct{}{}:
+			default:
+			}
+		}
+	}
+	l.waitingOn, l.relaying = q, relaying
 	return true
+}
+
+// waitsFor returns the link of x's process whose reader waits for to's
+// outbox, or nil.
+func (f *flow) waitsFor(x, to *peer) *link {
+	if l := x.link.Load(); l.waitingOn != nil && l.waitingOn.host() == to {
+		return l
+	}
+	for _, b := range f.bridged {
+		if b.ends.host == x {
+			if l := b.link.Load(); l.waitingOn != nil && l.waitingOn.host() == to {
+				return l
+			}
+		}
+	}
+	return nil
 }
 
 // closes reports whether x's process waits, through the waits recorded, for
@@ -196,6 +252,6 @@ func (f *flow) closes(x, to *peer, n int, seen *[]*peer) bool {
 
 func (f *flow) done(l *link) {
 	f.mu.Lock()
-	l.waitingOn = nil
+	l.waitingOn, l.relaying = nil, false
 	f.mu.Unlock()
 }

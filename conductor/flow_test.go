@@ -80,24 +80,24 @@ func TestFlowWaitNoCycle(t *testing.T) {
 	}
 	a, b, c := ps[0], ps[1], ps[2]
 	link := func(p *peer) *link { return p.link.Load() }
-	if fl.wait(a, link(a), a) {
+	if fl.wait(a, link(a), a, false) {
 		t.Error("a waits for its own outbox")
 	}
-	if !fl.wait(a, link(a), b) {
+	if !fl.wait(a, link(a), b, false) {
 		t.Fatal("a may not wait for b, which waits for nobody")
 	}
-	if !fl.wait(b, link(b), c) {
+	if !fl.wait(b, link(b), c, false) {
 		t.Fatal("b may not wait for c")
 	}
-	if fl.wait(c, link(c), a) {
+	if fl.wait(c, link(c), a, false) {
 		t.Error("c waits for a, which waits for c through b")
 	}
-	if !fl.wait(c, link(c), b) {
+	if !fl.wait(c, link(c), b, false) {
 		t.Error("c may not wait for b, which waits for c: a pair")
 	}
 	fl.done(link(c))
 	fl.done(link(b))
-	if !fl.wait(c, link(c), a) {
+	if !fl.wait(c, link(c), a, false) {
 		t.Error("c may not wait for a once b no longer waits")
 	}
 }
@@ -128,19 +128,19 @@ func TestFlowWaitBridged(t *testing.T) {
 	if got := c.feeds(client); slices.Contains(got, b) {
 		t.Errorf("the client's reader may wait for %v, the connection it does not feed among them", names(got))
 	}
-	if fl.wait(agent, link(agent), b) || fl.wait(b, link(b), agent) {
+	if fl.wait(agent, link(agent), b, false) || fl.wait(b, link(b), agent, false) {
 		t.Error("the agent and its own MCP client wait for each other")
 	}
-	if !fl.wait(owner, link(owner), b) {
+	if !fl.wait(owner, link(owner), b, false) {
 		t.Fatal("the owner may not wait for the connection, which waits for nobody")
 	}
-	if !fl.wait(b, link(b), owner) {
+	if !fl.wait(b, link(b), owner, false) {
 		t.Error("the connection may not wait for its owner, which waits for it: a pair")
 	}
-	if !fl.wait(client, link(client), owner) {
+	if !fl.wait(client, link(client), owner, false) {
 		t.Error("the client may not wait for the owner, which does not wait for the client")
 	}
-	if fl.wait(agent, link(agent), client) {
+	if fl.wait(agent, link(agent), client, false) {
 		t.Error("the agent waits for the client, which waits for the agent's MCP client through the owner")
 	}
 	fl.leave(b) // its outbox closed: the owner's wait for it is over
@@ -148,7 +148,7 @@ func TestFlowWaitBridged(t *testing.T) {
 	if got := c.feeds(owner); slices.Contains(got, b) {
 		t.Error("a closed connection is still fed")
 	}
-	if !fl.wait(agent, link(agent), client) {
+	if !fl.wait(agent, link(agent), client, false) {
 		t.Error("the agent may not wait for the client once its MCP client has gone")
 	}
 }
@@ -229,5 +229,55 @@ func TestMCPBridgedFlow(t *testing.T) {
 				t.Errorf("Run: %v", err)
 			}
 		})
+	}
+}
+
+// TestFlowProxyPairGoesOn: an agent that reads nothing while it streams,
+// with a prompt past the bound queued for it, through a proxy that stops
+// reading while it cannot write. The proxy's one pipe carries both
+// directions: were its reader to wait for the agent's full outbox while
+// the agent's reader waits for the proxy's, the stream would stop for
+// good, and neither prompt be answered, where with no proxy both are.
+func TestFlowProxyPairGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	hold := filepath.Join(dir, "hold")
+	if err := syscall.Mkfifo(hold, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p", "proxy")},
+		Agent:   fake(t, dir, "agent", "streamer", "ACP_TEST_HOLD_PROMPT="+hold),
+	})
+	e.send(initLine)
+	e.recvMsg()
+	// The agent holds the first prompt, reading nothing, while the second
+	// fills its outbox past the bound; then it streams about 13 MiB.
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[],"_meta":{"tag":"a","updates":4000,"sizes":1}}}`)
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"` +
+		strings.Repeat("b", 2*queueBytes) + `"}],"_meta":{"tag":"b","updates":1}}}`)
+	release(t, hold)
+	next := 0
+	for want := 1; want <= 2; {
+		m := e.recvMsg()
+		switch {
+		case m.IsResponse() && string(m.ID) == strconv.Itoa(want) && m.Error == nil:
+			if want == 1 && next != 4000 {
+				t.Fatalf("prompt 1 answered after %d of its 4000 updates", next)
+			}
+			if want++; want == 2 {
+				release(t, hold) // the agent takes the second prompt
+			}
+		case m.Method == "session/update" && want == 1:
+			if got, w := updateText(m), fmt.Sprintf("a#%d", next); strings.TrimRight(got, ".") != w {
+				t.Fatalf("update %.20q, want %s", got, w)
+			}
+			next++
+		case m.Method == "session/update" && strings.HasPrefix(updateText(m), "b#0"):
+		default:
+			t.Fatalf("the editor got %.200s", e.seen[len(e.seen)-1])
+		}
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run = %v", err)
 	}
 }

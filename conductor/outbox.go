@@ -80,6 +80,13 @@ func (o *outbox) full() <-chan struct{} {
 	return o.drained
 }
 
+// heldBytes returns how many bytes the outbox holds, queued or being written.
+func (o *outbox) heldBytes() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.queued.bytes + o.writing.bytes
+}
+
 // account updates the flow-control state after the queue or the write in
 // progress changed, with o.mu held. The bound is checked when lines come
 // in, the low mark when they have gone out.

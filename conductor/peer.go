@@ -116,6 +116,15 @@ type link struct {
 	readDone chan struct{} // closed when the reader has seen the end
 
 	waitingOn *peer // whose full outbox its reader waits for; guarded by flow.mu
+	relaying  bool  // its reader is a proxy's; guarded by flow.mu
+	// rethink wakes its waiting reader to decide again: the peer it waits
+	// for has begun to wait for it (flow.go).
+	rethink chan struct{}
+	// pairWith and pairFrom are, for a proxy's reader going on past a
+	// full outbox (flow.go), that outbox's peer and how much it held
+	// then; only the reader touches them.
+	pairWith *peer
+	pairFrom int
 }
 
 // channel is what a link reads from and writes to: a wire.LineChannel, or a
@@ -129,7 +138,7 @@ type channel interface {
 // newLink returns a link writing to ch, whose outbox holds lines back while
 // hb says so and is bounded as fl says (either may be nil).
 func newLink(ch channel, proc *process, hb *holdback, fl *flow) *link {
-	l := &link{ch: ch, out: newOutbox(hb, fl), proc: proc, readDone: make(chan struct{})}
+	l := &link{ch: ch, out: newOutbox(hb, fl), proc: proc, readDone: make(chan struct{}), rethink: make(chan struct{}, 1)}
 	l.out.try = wire.TryWriterOf(ch)
 	return l
 }

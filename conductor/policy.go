@@ -401,7 +401,7 @@ func (r *runner) startPending(p *peer, pending *link) (*link, error) {
 		return nil, startError(p.comp, err)
 	}
 	ch := wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes).AllowEnvelope()
-	l := &link{ch: ch, out: pending.out, proc: proc, readDone: make(chan struct{})}
+	l := &link{ch: ch, out: pending.out, proc: proc, readDone: make(chan struct{}), rethink: make(chan struct{}, 1)}
 	l.out.attach(wire.TryWriterOf(ch))
 	p.link.Store(l)
 	r.goLink(p, l)
