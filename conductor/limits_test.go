@@ -75,8 +75,9 @@ func TestOversize(t *testing.T) {
 		e.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","_meta":{"tag":"t","updates":0,"pad":%d}}}`, id, pad))
 		return e.recvMsg()
 	}
-	if m := prompt(78, 2*limit); string(m.ID) != "78" || !strings.Contains(string(m.Error), "limit of 4096") {
-		t.Errorf("oversize response: %s", e.seen[len(e.seen)-1])
+	if m := prompt(78, 2*limit); string(m.ID) != "78" || errorCode(m.Error) != codeInternalError ||
+		!strings.Contains(errorMessage(m.Error), `component "agent" answered with a message longer than the limit of 4096`) {
+		t.Errorf("oversize response: %s; want the conductor's error naming the agent", e.seen[len(e.seen)-1])
 	}
 	if m := prompt(79, limit-200); string(m.ID) != "79" || m.Error != nil || len(m.Result) < limit-200 {
 		t.Errorf("response under the limit was not delivered whole: %.200s", e.seen[len(e.seen)-1])
@@ -213,8 +214,8 @@ func TestOversizeBatchFromComponent(t *testing.T) {
 	ag.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"later"}}}}`)
 	// The prompt fails before the update sent after its dropped answer
 	// arrives.
-	if m := ed.recvMsg(); string(m.ID) != "5" || !strings.Contains(errorMessage(m.Error), "limit of 4096") {
-		t.Fatalf("the editor got %s, want its prompt failed", m.Bytes())
+	if m := ed.recvMsg(); string(m.ID) != "5" || !strings.Contains(errorMessage(m.Error), `component "agent" answered with a message longer than the limit of 4096`) {
+		t.Fatalf("the editor got %s, want its prompt failed, naming the agent", m.Bytes())
 	}
 	if m := ed.recvMsg(); m.Method != "session/update" {
 		t.Errorf("then %s, want the update", m.Bytes())
@@ -228,6 +229,29 @@ func TestOversizeBatchFromComponent(t *testing.T) {
 	})
 	if !wire.IsBatch(got) || strings.Join(refused, " ") != `"q"` {
 		t.Errorf("the agent got %s, want a batch refusing \"q\"", got)
+	}
+}
+
+// TestOversizeAnswerFromClient: an editor's answer too long to pass on
+// (a file read, say) fails the agent's call with the conductor's error,
+// which says that the editor's answer, not the agent's request, was too
+// long.
+func TestOversizeAnswerFromClient(t *testing.T) {
+	const limit = 4096
+	comp, started := scriptedComponent(t, t.TempDir(), "agent")
+	ed := scriptedEditor(startChain(t, Config{Agent: comp, MaxMessageBytes: limit}))
+	ag := started()
+	ed.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":1}`)
+	ed.recvMsg()
+
+	ag.send(`{"jsonrpc":"2.0","id":"r","method":"fs/read_text_file","params":{"sessionId":"s1","path":"/big"}}`)
+	read := ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":` + string(read.ID) + `,"result":{"content":"` + strings.Repeat("f", 2*limit) + `"}}`)
+	m := ag.recvMsg()
+	if string(m.ID) != `"r"` || errorCode(m.Error) != codeInternalError ||
+		!strings.Contains(errorMessage(m.Error), "client answered with a message longer than the limit of 4096") {
+		t.Errorf("the agent got %s; want its call failed, naming the client's answer", m.Bytes())
 	}
 }
 

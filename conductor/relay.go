@@ -442,11 +442,7 @@ func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch
 func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) {
 	if e, ok := errors.AsType[*wire.InvalidError](err); ok && e.ResponseID != nil {
 		// What would answer a call: it fails, rather than wait for ever.
-		who := from.name // the client, or a bridged MCP client
-		if pos > 0 {
-			who = fmt.Sprintf("component %q", from.name)
-		}
-		failAnswered(from, e.ResponseID, wire.Errorf(codeInternalError, "%s answered with a message that is not JSON-RPC 2.0 (%s)", who, e.Reason))
+		failAnswered(from, e.ResponseID, wire.Errorf(codeInternalError, "%s answered with a message that is not JSON-RPC 2.0 (%s)", answerer(from), e.Reason))
 	}
 	if pos != 0 {
 		from.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
@@ -456,11 +452,21 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 	answer(from, b, encodeError(wire.ParseErrorID(err), wire.ParseError(err)))
 }
 
+// answerer names, in an error, a peer whose answer the conductor could not
+// pass on: the client, a bridged MCP client, or a component.
+func answerer(from *peer) string {
+	if from.pos > 0 {
+		return fmt.Sprintf("component %q", from.name)
+	}
+	return from.name
+}
+
 // oversize deals with a message that was too long to keep. A request is
 // answered with an error, under null if its id could not be kept either
 // (as JSON-RPC answers a request whose id it cannot read); a response
 // fails the call that awaited it, so nobody waits for an answer that was
-// thrown away.
+// thrown away, with the conductor's own error naming who answered: the
+// caller's request was not at fault.
 func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	if big.IsBatch {
 		c.oversizeBatch(from, big)
@@ -472,10 +478,16 @@ func (c *chain) oversize(from *peer, big *wire.OversizeError) {
 	e := wire.Errorf(codeInvalidRequest, "message longer than the limit of %d bytes was discarded", big.Limit)
 	switch {
 	case isResponse && id != nil:
-		failAnswered(from, id, e)
+		failAnswered(from, id, answerTooLong(from, big.Limit))
 	case method != "" && (id != nil || big.IDUnread):
 		from.send(encodeError(id, e))
 	}
+}
+
+// answerTooLong is the error for a call whose answer from peer was over
+// the limit and discarded.
+func answerTooLong(from *peer, limit int) *wire.Error {
+	return wire.Errorf(codeInternalError, "%s answered with a message longer than the limit of %d bytes (max_message_bytes), which was discarded", answerer(from), limit)
 }
 
 // logBatchUnkept is the diagnostic for an oversize batch of which the
@@ -504,7 +516,7 @@ func (c *chain) oversizeBatch(from *peer, big *wire.OversizeError) {
 	e := wire.Errorf(codeInvalidRequest, "batch longer than the limit of %d bytes was discarded", big.Limit)
 	for _, en := range big.Batch {
 		if en.IsResponse {
-			failAnswered(from, en.ID, e)
+			failAnswered(from, en.ID, answerTooLong(from, big.Limit))
 		}
 	}
 	var unkept *wire.Error // answers, under null, the requests whose ids were not kept
