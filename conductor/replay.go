@@ -116,6 +116,12 @@ func (p *peer) replayAnswered(rp *replay) (waiters []*call, next *replay, out *o
 	}
 	out = p.link.Load().out
 	p.replays = p.replays[1:]
+	if rp.restores {
+		// Only the restoring replay's initialize may take the oldest
+		// answer kept (takeReinit): answered without one, it took none,
+		// and a later one with params never answered is not it.
+		p.reinitFirst = false
+	}
 	if len(p.replays) > 0 {
 		next = p.replays[0]
 	} else {

@@ -1,0 +1,54 @@
+package conductor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// TestInitializeRestoredWithoutPassingOn has a proxy die holding the
+// editor's second initialize, with other params than the first, which the
+// agent has not seen; restarted, it answers the replay that restores it
+// on its own, without passing an initialize on. The replay of the second
+// is then passed on as any later one: its params were never answered, so
+// it reaches the agent, and the editor gets the agent's answer to it,
+// not the record of the first's, which stood only for the restoring
+// replay's initialize.
+func TestInitializeRestoredWithoutPassingOn(t *testing.T) {
+	e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
+	initializeA(t, e, p, a)
+	e.send(clientInit(1, "b"))
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
+	}
+	p.w.Close() // the proxy dies holding it
+	p = proxyStarted()
+	replay := p.recvMsg()
+	if !strings.Contains(string(replay.Params), `"name":"a"`) {
+		t.Fatalf("the restarted proxy got %s, want the replay of client a's initialize", replay.Bytes())
+	}
+	p.reply(replay, `{"protocolVersion":1,"agentInfo":{"name":"the-proxy"}}`)
+	m := p.recvMsg()
+	if m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"b"`) {
+		t.Fatalf("the restarted proxy got %s, want the replay of client b's initialize", m.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(m.Params) + `}}`)
+	// Whichever comes first: the agent asked, or the proxy answered.
+	select {
+	case l := <-a.lines:
+		if m, err := wire.Parse(l); err != nil || m.Method != wire.MethodInitialize || !strings.Contains(string(m.Params), `"name":"b"`) {
+			t.Fatalf("the agent got %s, want client b's initialize", l)
+		} else {
+			a.reply(m, `{"protocolVersion":1,"agentInfo":{"name":"for-b"}}`)
+		}
+	case l := <-p.lines:
+		t.Fatalf("the proxy's initialize for client b was answered before the agent was asked: %s", l)
+	case <-time.After(20 * time.Second):
+		t.Fatal("neither the agent nor the proxy got anything")
+	}
+	p.reply(m, string(p.recvMsg().Result))
+	initializedFor(t, e, 1, "b")
+	openSession(t, e, p, a)
+}
