@@ -52,3 +52,39 @@ func TestInitializeRestoredWithoutPassingOn(t *testing.T) {
 	initializedFor(t, e, 1, "b")
 	openSession(t, e, p, a)
 }
+
+// TestInitializeDuringReplay has the editor initialize again while the
+// replay that restores a restarted proxy is in flight: with the params
+// the replay carries, or with others. It waits behind the replay, whose
+// initialize of the agent is answered from the record alone; then it
+// goes on as any initialize, to the agent, which answers it afresh, and
+// the editor gets that answer once.
+func TestInitializeDuringReplay(t *testing.T) {
+	for _, name := range []string{"a", "b"} {
+		t.Run("client "+name, func(t *testing.T) {
+			e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
+			initializeA(t, e, p, a)
+			p.w.Close()
+			p = proxyStarted()
+			replay := p.recvMsg()
+			e.send(clientInit(1, name)) // while the replay is in flight
+			p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(replay.Params) + `}}`)
+			recorded := p.recvMsg()
+			if !strings.Contains(string(recorded.Result), `"for-a"`) {
+				t.Fatalf("the replay's initialize was answered %s, want the record of a's", recorded.Bytes())
+			}
+			p.reply(replay, string(recorded.Result))
+			forwardInit(t, p, name, func() {
+				m := a.recvMsg()
+				if m.Method != wire.MethodInitialize || !strings.Contains(string(m.Params), `"name":"`+name+`"`) {
+					t.Fatalf("the agent got %s, want client %s's initialize", m.Bytes(), name)
+				}
+				a.reply(m, `{"protocolVersion":1,"agentInfo":{"name":"for-`+name+`"},"again":true}`)
+			})
+			if m := e.recvMsg(); string(m.ID) != "1" || m.Error != nil || !strings.Contains(string(m.Result), `"again":true`) {
+				t.Fatalf("got %s, want initialize 1 answered afresh by the agent", e.seen[len(e.seen)-1])
+			}
+			openSession(t, e, p, a) // nothing else came first: it was answered once
+		})
+	}
+}
