@@ -222,7 +222,7 @@ func (c *chain) serveBridged(ctx context.Context, conn *mcpbridge.Conn) {
 // the client is to hear; when the chain stops first, neither.
 func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string, p *peer, log *zap.Logger) (*mcpConn, *wire.Error) {
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
-		return c.mcp.openStateless(srv, serverID, p), nil
+		return c.mcp.openStateless(srv, serverID, p, nil), nil
 	}
 	var proposed json.RawMessage
 	if ownerSpellings[srv.spelling].proposeID {
@@ -243,7 +243,7 @@ func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string,
 	if refusedConnect(m) {
 		c.mcp.learn(srv.owner, bindingRequest)
 		log.Debug("bridged MCP connection to an owner that binds per request", zap.String("owner", owner))
-		return c.mcp.openStateless(srv, serverID, p), nil
+		return c.mcp.openStateless(srv, serverID, p, nil), nil
 	}
 	connID := connectionIDOf(m.Result, proposed)
 	if m.Error != nil || connID == nil {

@@ -996,7 +996,8 @@ func fakeSpoofer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mess
 
 // fakeRequestOwner is a proxy that declares an acp MCP server and serves it
 // over the request binding, as the TypeScript SDK's McpOverAcpProvider
-// does: mcp/connect is an unknown method; tools/call sends a progress
+// does: mcp/connect is an unknown method, an mcp/message without serverId
+// and requestId unavailable; tools/call sends a progress
 // notification for its request, then answers with the {result} carrier.
 func fakeRequestOwner(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
 	forward := fakeProxy(ch, send)
@@ -1018,6 +1019,11 @@ func fakeRequestOwner(ch *wire.LineChannel, send func(*wire.Message)) func(*wire
 				RequestID json.RawMessage `json:"requestId"`
 			}
 			json.Unmarshal(params, &p)
+			if p.ServerID == nil || p.RequestID == nil {
+				// As the SDK's provider refuses a connect-binding message.
+				send(wire.ErrorResponse(m.ID, wire.Errorf(codeMCPServerUnavailable, "MCP server registration unavailable")))
+				return
+			}
 			send(&wire.Message{Method: "mcp/message", Params: json.RawMessage(`{"serverId":` + string(p.ServerID) + `,"requestId":` +
 				string(p.RequestID) + `,"method":"notifications/progress","params":{"progressToken":"t1","progress":1}}`)})
 			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"result":{"content":[{"type":"text","text":"echoed"}]}}`)})

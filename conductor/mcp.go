@@ -224,6 +224,12 @@ type mcpConn struct {
 	// in flight to the owner, for the end of the server to answer: the
 	// owner, told the connection is gone, need not.
 	calls []*call
+	// holding is set on a connection opened under the id a Thinkwell
+	// parent proposed while its owner's binding is unknown: what the
+	// parent sends on it before the owner answers mcp/connect waits in
+	// held, in order, as only the answer tells how to say it (release).
+	holding bool
+	held    []func()
 }
 
 func newMCPRoutes() *mcpRoutes {
@@ -625,15 +631,65 @@ func (r *mcpRoutes) addAgentConnLocked(c *mcpConn) {
 // openProposed records a connection to owner's serverID opened under the
 // id the agent proposed, before the owner has answered, or nil if the
 // agent already has a connection under that id or the chain no longer
-// has the server; confirm records the id the owner answered.
+// has the server; confirm records the id the owner answered. Until the
+// owner's binding is known, the connection holds what comes on it.
 func (r *mcpRoutes) openProposed(owner int, spelling, serverID string, proposed []byte) *mcpConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.servers[serverID]; !ok || r.conns[string(proposed)] != nil || r.owned[ownedID{owner, string(proposed)}] != nil {
 		return nil
 	}
-	c := &mcpConn{owner: owner, spelling: spelling, serverID: serverID, ownerID: string(proposed), agentID: string(proposed)}
+	c := &mcpConn{owner: owner, spelling: spelling, serverID: serverID, ownerID: string(proposed), agentID: string(proposed),
+		holding: r.bindings[owner] != bindingConnect}
 	r.addAgentConnLocked(c)
+	return c
+}
+
+// hold keeps route, the routing of a message that came on c, for release,
+// and reports whether c holds.
+func (r *mcpRoutes) hold(c *mcpConn, route func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.holding {
+		c.held = append(c.held, route)
+	}
+	return c.holding
+}
+
+// release routes, in order, what c held and what comes while it does so,
+// and then stops holding: nothing overtakes what came before it.
+func (r *mcpRoutes) release(c *mcpConn) {
+	for {
+		r.mu.Lock()
+		held := c.held
+		c.held = nil
+		if len(held) == 0 {
+			c.holding = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		for _, route := range held {
+			route()
+		}
+	}
+}
+
+// restate replaces early, a connection opened under the id a Thinkwell
+// parent proposed, with one of the conductor's own to its owner, which
+// binds per request, under the same id: the parent keeps using the id it
+// proposed, whatever the answer says. What early held, the new one holds.
+// It returns nil, and early keeps what it held, if the chain no longer
+// has the server.
+func (r *mcpRoutes) restate(early *mcpConn, srv mcpServer, serverID string) *mcpConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closeLocked(early)
+	c := r.openStatelessLocked(srv, serverID, nil, []byte(early.agentID))
+	if c != nil {
+		c.holding, c.held = true, early.held
+		early.held = nil
+	}
 	return c
 }
 
@@ -895,7 +951,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 			WithData(map[string]json.RawMessage{"serverId": dataString(id)})
 	}
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
-		if conn := c.mcp.openStateless(srv, id, nil); conn != nil {
+		if conn := c.mcp.openStateless(srv, id, nil, keptID(spelling, proposed)); conn != nil {
 			answer(from, b, encodeResponse(m.ID, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)))
 		} else {
 			answer(from, b, encodeError(m.ID, gone()))
@@ -911,45 +967,77 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	}
 	cl := &call{from: from, fromID: m.ID, method: methodMCPConnect, batch: b}
 	cl.onResponse = func(resp *wire.Message) bool {
-		if refusedConnect(resp) {
-			if early != nil {
-				c.mcp.close(early)
-			}
-			c.mcp.learn(srv.owner, bindingRequest)
-			if conn := c.mcp.openStateless(srv, id, nil); conn != nil {
-				resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)
-			} else {
-				resp.Error, resp.Result = gone().Encode(), nil
-			}
+		if early == nil {
+			c.connected(srv, id, proposed, nil, resp, gone)
 			return false
 		}
-		cid := connectionIDOf(resp.Result, proposed)
-		switch {
-		case resp.Error != nil || cid == nil:
-			if early != nil {
-				c.mcp.close(early)
-			}
-		case early != nil:
-			c.mcp.learn(srv.owner, bindingConnect)
-			if c.mcp.confirm(early, cid); early.agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil {
-				resp.Result = withConnectionID(resp.Result, early.agentID)
-			}
-		default:
-			c.mcp.learn(srv.owner, bindingConnect)
-			agentID, ok := c.mcp.open(srv.owner, srv.spelling, id, cid)
-			switch {
-			case !ok:
-				// Never recorded: only this tells the owner it is unwanted.
-				c.disconnect(&mcpConn{owner: srv.owner, spelling: srv.spelling, ownerID: string(cid)})
-				resp.Error, resp.Result = gone().Encode(), nil
-			case agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil:
-				resp.Result = withConnectionID(resp.Result, agentID)
-			}
-		}
-		return false
+		// What the parent sent on the connection meanwhile follows the
+		// answer, which says the connection is open.
+		held := c.connected(srv, id, proposed, early, resp, gone)
+		line := encodeResponseTo(cl.fromID, resp)
+		cl.answer(line.segments()...)
+		c.mcp.release(held)
+		return true
 	}
 	c.relayCall(c.peers[d.to], cl, d, params)
 	return true
+}
+
+// connected records the connection the owner of srv opened, or refused,
+// by its answer resp to a caller's mcp/connect, and shapes the answer for
+// the caller. early is the connection opened at once under the id a
+// Thinkwell parent proposed, or nil; it returns the connection that holds
+// what the parent sent meanwhile.
+func (c *chain) connected(srv mcpServer, id string, proposed json.RawMessage, early *mcpConn, resp *wire.Message, gone func() *wire.Error) (held *mcpConn) {
+	if refusedConnect(resp) {
+		c.mcp.learn(srv.owner, bindingRequest)
+		var conn *mcpConn
+		if early != nil {
+			conn = c.mcp.restate(early, srv, id)
+		} else {
+			conn = c.mcp.openStateless(srv, id, nil, nil)
+		}
+		if conn == nil {
+			resp.Error, resp.Result = gone().Encode(), nil
+			return early // what it held is told it has no connection
+		}
+		resp.Error, resp.Result = nil, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)
+		return conn
+	}
+	cid := connectionIDOf(resp.Result, proposed)
+	switch {
+	case resp.Error != nil || cid == nil:
+		if early != nil {
+			c.mcp.close(early)
+		}
+	case early != nil:
+		c.mcp.learn(srv.owner, bindingConnect)
+		if c.mcp.confirm(early, cid); early.agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil {
+			resp.Result = withConnectionID(resp.Result, early.agentID)
+		}
+	default:
+		c.mcp.learn(srv.owner, bindingConnect)
+		agentID, ok := c.mcp.open(srv.owner, srv.spelling, id, cid)
+		switch {
+		case !ok:
+			// Never recorded: only this tells the owner it is unwanted.
+			c.disconnect(&mcpConn{owner: srv.owner, spelling: srv.spelling, ownerID: string(cid)})
+			resp.Error, resp.Result = gone().Encode(), nil
+		case agentID != string(cid) || wire.Member(resp.Result, "connectionId") == nil:
+			resp.Result = withConnectionID(resp.Result, agentID)
+		}
+	}
+	return early
+}
+
+// keptID returns the connectionId a caller that connects as spelling
+// proposed and keeps using, whatever the answer says: a Thinkwell
+// parent's (by url). Any other caller takes the id it is answered.
+func keptID(spelling string, proposed json.RawMessage) json.RawMessage {
+	if spelling == "url" {
+		return proposed
+	}
+	return nil
 }
 
 // refusedConnect reports whether an owner's answer to mcp/connect says it
@@ -961,6 +1049,12 @@ func refusedConnect(resp *wire.Message) bool {
 // mcpOnConn relays a message on a connect-binding connection: from the
 // agent to the owner, or from the owner to the agent or a bridged client.
 func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch) {
+	c.onConn(src, from, m, method, params, b, false)
+}
+
+// onConn is mcpOnConn; released is set when it routes what a connection
+// held (mcpRoutes.release), which holding would keep again.
+func (c *chain) onConn(src int, from *peer, m *wire.Message, method string, params json.RawMessage, b *batch, released bool) {
 	agentSide := src == c.topo.Load().last()
 	id := connID(params)
 	conn := c.mcp.byOwner(src, id)
@@ -969,6 +1063,9 @@ func (c *chain) mcpOnConn(src int, from *peer, m *wire.Message, method string, p
 	}
 	if conn == nil {
 		c.noConnection(agentSide, from, m, method, id, b)
+		return
+	}
+	if agentSide && !released && c.mcp.hold(conn, func() { c.onConn(src, from, m, method, params, b, true) }) {
 		return
 	}
 	var d delivery

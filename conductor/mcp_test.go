@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -624,5 +625,52 @@ func TestMCPInnerOwnerThinkwellParent(t *testing.T) {
 		if !strings.Contains(string(owner), want) {
 			t.Errorf("the owner never saw %s:\n%s", want, owner)
 		}
+	}
+}
+
+// TestMCPRequestOwnerThinkwellParent runs a proxy-mode conductor whose
+// proxy owns an MCP server over the request binding (as the TypeScript
+// SDK's McpOverAcpProvider does) under a parent of the Thinkwell dialect.
+// The parent proposes its connectionId, never reads the answer's, and
+// sends on the connection before its _mcp/connect is answered, as
+// @thinkwell/conductor does: what it sends waits until the owner's answer
+// tells its binding, and the connection the conductor makes for the
+// parent keeps the proposed id, the first time and once the binding is
+// known.
+func TestMCPRequestOwnerThinkwellParent(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}})
+	next, answer, _ := parentHarness(t, e)
+	reply := func(id, want string) {
+		t.Helper()
+		for {
+			m := e.recvMsg()
+			if m.IsNotification() {
+				continue // the owner's progress, on the connection
+			}
+			if string(m.ID) != id || !strings.Contains(string(m.Result), want) {
+				t.Fatalf("want the answer to %s with %s, got %s", id, want, e.seen[len(e.seen)-1])
+			}
+			return
+		}
+	}
+
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
+	answer(next(true, "initialize", `"protocolVersion":1`), `{"protocolVersion":1,"agentCapabilities":{}}`)
+	reply("0", `"protocolVersion":1`)
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	answer(next(true, "session/new", `"url":"acp:srv-r"`), `{"sessionId":"s1"}`)
+	reply("1", `"sessionId":"s1"`)
+
+	for i, cid := range []string{"tw-1", "tw-2"} {
+		connect, call := strconv.Itoa(10+2*i), strconv.Itoa(11+2*i)
+		e.send(`{"jsonrpc":"2.0","id":` + connect + `,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"` + cid + `","url":"acp:srv-r"}}}`)
+		e.send(`{"jsonrpc":"2.0","id":` + call + `,"method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{"connectionId":"` + cid + `","method":"tools/list","params":{},"id":1}}}`)
+		reply(connect, `"connectionId":"`+cid+`"`)
+		reply(call, `"text":"echoed"`)
+	}
+
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

@@ -906,7 +906,7 @@ func TestMCPRoutesForgetNativeConnections(t *testing.T) {
 		if _, ok := r.open(0, "id", "srv-1", []byte(`"c`+strconv.Itoa(i)+`"`)); !ok {
 			t.Fatalf("session %s: the connection was not opened", session)
 		}
-		if r.openStateless(mcpServer{owner: 0}, "srv-1", nil) == nil {
+		if r.openStateless(mcpServer{owner: 0}, "srv-1", nil, nil) == nil {
 			t.Fatalf("session %s: the stateless connection was not opened", session)
 		}
 		e := r.sessionEnded("session/close", session)

@@ -398,9 +398,15 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 // the agent it returns nil if the chain no longer has the server: its last
 // session ended while the owner answered mcp/connect. (A bridged client's
 // goes with the client, which the end of the server ends: serveBridged.)
-func (r *mcpRoutes) openStateless(srv mcpServer, serverID string, bridge *peer) *mcpConn {
+// The agent's connection takes the id agentID, if given and free: a
+// Thinkwell parent uses the id it proposed, whatever the answer says.
+func (r *mcpRoutes) openStateless(srv mcpServer, serverID string, bridge *peer, agentID []byte) *mcpConn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.openStatelessLocked(srv, serverID, bridge, agentID)
+}
+
+func (r *mcpRoutes) openStatelessLocked(srv mcpServer, serverID string, bridge *peer, agentID []byte) *mcpConn {
 	if _, ok := r.servers[serverID]; !ok && bridge == nil {
 		return nil
 	}
@@ -409,6 +415,9 @@ func (r *mcpRoutes) openStateless(srv mcpServer, serverID string, bridge *peer) 
 	c := &mcpConn{owner: srv.owner, serverID: serverID, ownerID: id, bridge: bridge, stateless: &mcpClient{}}
 	if bridge == nil {
 		c.agentID = id
+		if agentID != nil && r.conns[string(agentID)] == nil {
+			c.agentID = string(agentID)
+		}
 		r.addAgentConnLocked(c)
 		return c
 	}
