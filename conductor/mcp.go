@@ -106,6 +106,12 @@ type mcpRoutes struct {
 	// their server, or of its owner (restarted or bypassed), closed ended,
 	// for its later use of one to be told why.
 	ended endedConns
+	// gone remembers why the servers the chain forgot ended (their last
+	// session, their owner's restart), by server id, for an mcp/connect
+	// or call to one to be told why rather than routed by position, as
+	// to a server no one in the chain declared, which would reach a peer
+	// that knows nothing of it; bounded as ended is.
+	gone recent.Map[string, *wire.Error]
 }
 
 // maxEndedConns bounds how many connections the agent had that their
@@ -239,6 +245,7 @@ func newMCPRoutes() *mcpRoutes {
 		bindings: map[int]binding{}, shared: map[string]*mcpConn{}, opening: map[string]*opening{},
 		requests: map[[2]string]statelessCall{}, bridged: map[*peer]string{}, calls: map[callRef]mcpCall{},
 		ended: endedConns{recent.Map[string, *wire.Error]{Limit: maxEndedConns}},
+		gone:  recent.Map[string, *wire.Error]{Limit: maxEndedConns},
 	}
 }
 
@@ -495,6 +502,7 @@ func (r *mcpRoutes) declare(owner int, method string, params json.RawMessage) (r
 			continue
 		}
 		found = true
+		r.gone.Delete(id) // declared anew
 		s, ok := r.servers[id]
 		if !ok {
 			s = mcpServer{owner: owner, name: d.Name, spelling: spelling}
@@ -597,6 +605,28 @@ func (r *mcpRoutes) serverAt(target, spelling string) (mcpServer, string, bool) 
 	id := strings.TrimPrefix(target, acpURLScheme)
 	s, ok := r.server(id)
 	return s, id, ok
+}
+
+// goneAt returns why the server an mcp/connect names as target, in
+// spelling, ended, if the chain had it (serverAt).
+func (r *mcpRoutes) goneAt(target, spelling string) (*wire.Error, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if why, ok := r.gone.Get(target); ok || spelling != "url" {
+		return why, ok
+	}
+	return r.gone.Get(strings.TrimPrefix(target, acpURLScheme))
+}
+
+// answerGone answers m, a message to the server target that the chain
+// no longer has, with why it ended, and reports false, for ordinary
+// routing, if the chain never had it (or has forgotten it).
+func (c *chain) answerGone(from *peer, m *wire.Message, target, spelling string, b *batch) bool {
+	why, ok := c.mcp.goneAt(target, spelling)
+	if ok {
+		c.answerError(from, m, why, b)
+	}
+	return ok
 }
 
 // open records a connection to serverID that owner opened for the agent
@@ -776,6 +806,7 @@ func (r *mcpRoutes) dropOwner(owner int, why func(s mcpServer, id string) *wire.
 		}
 		delete(r.servers, id)
 		gone[id] = why(s, id)
+		r.gone.Add(id, gone[id])
 		if r.revoke != nil {
 			r.revoke(id, gone[id]) // under r.mu, as in endLocked
 		}
@@ -920,7 +951,7 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	id, spelling := connectTarget(params)
 	srv, id, ok := c.mcp.serverAt(id, spelling)
 	if !ok {
-		return false // not declared in this chain: ordinary routing
+		return c.answerGone(from, m, id, spelling, b) // else not declared in this chain: ordinary routing
 	}
 	if spelling != "url" {
 		c.mcp.agentSpoke(spelling)
@@ -1190,7 +1221,7 @@ func (c *chain) mcpToServer(src int, from *peer, m *wire.Message, params json.Ra
 	}
 	srv, ok := c.mcp.server(serverID)
 	if !ok {
-		return false // not declared in this chain: ordinary routing
+		return c.answerGone(from, m, serverID, "serverId", b) // else not declared in this chain: ordinary routing
 	}
 	if src == c.topo.Load().last() {
 		c.mcp.agentSpoke("serverId") // a proxy's spelling says nothing of the agent's
@@ -1625,6 +1656,7 @@ func (r *mcpRoutes) sessionEnded(method, session string) (e endedServers) {
 // routes.
 func (r *mcpRoutes) endLocked(id string, why *wire.Error, e *endedServers) {
 	delete(r.servers, id)
+	r.gone.Add(id, why)
 	r.forgetCallsLocked(func(_ callRef, c mcpCall) bool { return c.serverID == id })
 	if r.revoke != nil {
 		// Under r.mu: a set-up that declares the server anew records it

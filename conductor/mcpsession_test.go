@@ -1224,3 +1224,40 @@ func TestMCPVariantConnectionID(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPOwnerGoneServer: once the proxy that owns a server is restarted
+// or bypassed, the agent's new mcp/connect to that server, or its
+// request-binding call to it, is answered with why (-33001, saying the
+// proxy was restarted or bypassed), not routed by position as for a
+// server no one in the chain declared: that would reach the editor (or,
+// in a nested conductor, the parent, which would take the editor's
+// refusal for the owner's binding), which knows nothing of the server.
+func TestMCPOwnerGoneServer(t *testing.T) {
+	for _, policy := range []Policy{PolicyRestart, PolicyBypass} {
+		t.Run(string(policy), func(t *testing.T) {
+			_, p, ag, _ := proxyOwnedChain(t, `{"acp":true}`, Config{Proxies: []Component{{OnFailure: policy}}})
+			ag.send(`{"jsonrpc":"2.0","id":"open","method":"mcp/connect","params":{"acpId":"srv-1"}}`)
+			p.reply(p.recvMsg(), `{"connectionId":"c1"}`)
+			c := &mcpUser{s: ag, cid: string(wire.Member(ag.recvMsg().Result, "connectionId"))}
+			c.send("5", "tools/call", `{"name":"slow"}`)
+			p.recvMsg()
+			p.w.Close() // the owner dies
+			// The call in flight fails once the failure is handled, and
+			// so the policy applied.
+			if m := ag.recvMsg(); string(m.ID) != "5" || m.Error == nil {
+				t.Fatalf("the agent's call in flight got %s; want an error", m.Bytes())
+			}
+
+			how := map[Policy]string{PolicyRestart: "restarted", PolicyBypass: "bypassed"}[policy]
+			want := `{"code":-33001,"message":"MCP server \"tools\" is no longer available: owner, the proxy that served it, was ` + how + `","data":{"serverId":"srv-1"}}`
+			ag.send(`{"jsonrpc":"2.0","id":"again","method":"mcp/connect","params":{"acpId":"srv-1"}}`)
+			if m := ag.recvMsg(); string(m.ID) != `"again"` || string(m.Error) != want {
+				t.Errorf("the agent's mcp/connect after the owner was %s got\n%s\nwant error\n%s", how, m.Bytes(), want)
+			}
+			ag.send(`{"jsonrpc":"2.0","id":"call","method":"mcp/message","params":{"serverId":"srv-1","requestId":1,"method":"tools/list","params":{}}}`)
+			if m := ag.recvMsg(); string(m.ID) != `"call"` || string(m.Error) != want {
+				t.Errorf("the agent's call after the owner was %s got\n%s\nwant error\n%s", how, m.Bytes(), want)
+			}
+		})
+	}
+}
