@@ -299,11 +299,15 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 // refuseBridged answers a bridged connection that will not be served:
 // to a server the chain no longer has (its last session ended, or the
 // proxy that declared it was restarted or bypassed, after the client was
-// admitted), or one whose owner refused it. The client's
-// first request gets e, an MCP error, at once; then the connection ends.
-// A batch too long to keep that holds requests is answered as the chain
-// answers one (chain.oversizeBatch): each request in it gets e, together
-// in a batch.
+// admitted), or one whose owner refused it. Each request of the client's
+// gets e, an MCP error, at once, until it has been told so at an
+// initialize, the handshake no client goes past; then the connection
+// ends. A client that asks something else first (the MCP Go SDK's asks
+// server/discover, then falls back to initialize) would else hear only a
+// broken pipe at its initialize. A batch too long to keep that holds
+// requests is answered as the chain answers one (chain.oversizeBatch):
+// each request in it gets e, together in a batch, and the connection
+// ends.
 func refuseBridged(conn *mcpbridge.Conn, e *wire.Error) {
 	for {
 		line, err := conn.Recv()
@@ -333,7 +337,9 @@ func refuseBridged(conn *mcpbridge.Conn, e *wire.Error) {
 		}
 		if m.IsRequest() {
 			conn.Send(encodeError(m.ID, e))
-			return
+			if m.Method == mcpMethodInitialize {
+				return
+			}
 		}
 	}
 }

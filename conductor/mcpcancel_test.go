@@ -213,6 +213,27 @@ func TestMCPBridgedRefused(t *testing.T) {
 	}
 }
 
+// TestMCPBridgedRefusedEveryRequest: a client that asks again after the
+// refusal, as the official MCP Go SDK's does (server/discover, then
+// initialize for an older server), hears the refusal again rather than a
+// broken pipe, which would be all it reports.
+func TestMCPBridgedRefusedEveryRequest(t *testing.T) {
+	ed, _, declared := mcpChain(t, `{}`, BridgeStdio)
+	c := &mcpUser{s: startShim(t, declared)}
+	c.send("0", "server/discover", `{}`)
+	connect := ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"error":{"code":-32603,"message":"no sessions here yet"}}`)
+	for _, req := range []struct{ id, method string }{{"0", "server/discover"}, {"1", "initialize"}} {
+		if req.id != "0" {
+			c.send(req.id, req.method, `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}`)
+		}
+		id, errObj, _ := c.recvResult(t)
+		if string(id) != req.id || errObj == nil || !strings.Contains(errorMessage(errObj), "no sessions here yet") {
+			t.Errorf("the client's %s got id %s, error %s; want the refusal", req.method, id, errObj)
+		}
+	}
+}
+
 // TestMCPBridgedBadInput: a bridged MCP client's line that is no JSON-RPC
 // 2.0 message is refused under the id of the request it would be, when
 // that can be read, and under null when it cannot.
