@@ -56,3 +56,24 @@ func underThinkwell(t *testing.T, proxy string) {
 		t.Errorf("the client did not close cleanly: %s", rep.CloseError)
 	}
 }
+
+// TestMCPUnderThinkwellRequestOwner runs an MCP server that the TypeScript
+// SDK's McpOverAcpProvider serves (mcp_proxy.mjs, the request binding)
+// inside a proxy-mode acp-conductor under @thinkwell/conductor. Thinkwell
+// proposes its own connectionId, sends on it before its _mcp/connect is
+// answered and never reads the id the answer gives: the conductor must
+// keep what comes early until the owner's refusal of mcp/connect tells
+// its binding, and translate on a connection under the proposed id.
+func TestMCPUnderThinkwellRequestOwner(t *testing.T) {
+	requireNodePeers(t)
+	dir := t.TempDir()
+	prompt, _ := json.Marshal(map[string]any{"server": "ts1-tools", "tool": "greet", "name": "tw-agent", "noProgress": true})
+	owner := quote(nodeBin + " " + filepath.Join(peersDir, "mcp_proxy.mjs") + " ts1")
+	s := runTSEditorOn(t, dir, nil, false, string(prompt),
+		nodeBin, filepath.Join(peersDir, "thinkwell.mjs"), quote(conductor)+" proxy "+owner, quote(sdkAgent)+" --advertise none")
+	rep := s.agentReport(t)
+	want := `{"owner":"ts1","greeting":"hello tw-agent","session":"` + s.SessionID + `","client":"sdkagent"}`
+	if rep.Result != want {
+		t.Errorf("greet answered %q, want %q (report %+v)", rep.Result, want, rep)
+	}
+}

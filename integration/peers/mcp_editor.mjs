@@ -63,8 +63,10 @@ const app = acp
   })
   .onRequest("*", ({ method }) => {
     // The SDK has no mcp/connect (the connect binding): a conductor that
-    // asks learns from the refusal that the owner binds per request.
-    if (method === "mcp/connect") probes++;
+    // asks learns from the refusal that the owner binds per request. (An
+    // SDK proxy passes the probe on; under @thinkwell/conductor it comes
+    // in that dialect's spelling, _mcp/connect.)
+    if (method === "mcp/connect" || method === "_mcp/connect") probes++;
     else unexpected.push({ kind: "request", method });
     throw acp.RequestError.methodNotFound(method);
   })
