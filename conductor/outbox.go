@@ -53,6 +53,9 @@ type outbox struct {
 	gate      bool
 	gated     [][]byte
 	gatedSize size
+	// In a traced chain, what records the messages gated holds as sent,
+	// in order (see chain.traceGated): run as the gate lets them go.
+	gatedTrace []func()
 }
 
 // size is an amount of queued output.
@@ -130,6 +133,26 @@ func (o *outbox) hold() {
 	o.mu.Unlock()
 }
 
+// gating reports whether the gate is set.
+func (o *outbox) gating() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gate && !o.closed
+}
+
+// deferTrace has record run when the gate lets go what is put next, and
+// reports whether it will: not once the gate is open, or the outbox
+// closed.
+func (o *outbox) deferTrace(record func()) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.gate || o.closed {
+		return false
+	}
+	o.gatedTrace = append(o.gatedTrace, record)
+	return true
+}
+
 // open lifts the gate: what it held follows what is queued, in order.
 func (o *outbox) open() {
 	o.mu.Lock()
@@ -138,11 +161,17 @@ func (o *outbox) open() {
 		return
 	}
 	o.gate = false
+	records := o.gatedTrace
+	o.gatedTrace = nil
 	if len(o.gated) == 0 || o.closed {
 		o.gated, o.gatedSize = nil, size{}
 		o.account(false)
 		o.mu.Unlock()
 		return
+	}
+	// Recorded before they are queued, so before any answer to them.
+	for _, record := range records {
+		record()
 	}
 	o.queue = append(o.queue, o.gated...)
 	o.queued = o.queued.add(o.gated)
@@ -273,7 +302,7 @@ func (o *outbox) attach(try func([][]byte) ([][]byte, error)) {
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
-	o.gated, o.gatedSize = nil, size{}
+	o.gated, o.gatedSize, o.gatedTrace = nil, size{}, nil
 	o.account(false)
 	o.mu.Unlock()
 	o.signal()

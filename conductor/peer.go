@@ -164,10 +164,11 @@ type call struct {
 
 	prev, next *call // in from's inflight list, under from.mu
 
-	// traced is set once the trace has its answer: the conductor may
-	// answer for the peer asked (abandon), whose own answer may come
-	// later all the same.
-	traced atomic.Bool
+	// traced is where the trace is with it (traceSent, ...): the
+	// conductor may answer for the peer asked (abandon), whose own answer
+	// may come later all the same, and a restarted proxy's gate may hold
+	// the request, which it may never let go (outbox.hold).
+	traced atomic.Uint32
 	idBuf  [12]byte // holds fromID when it fits (with traced, a call stays in the 144-byte size class)
 }
 

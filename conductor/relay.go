@@ -87,7 +87,8 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, rd *rea
 	}
 	if dc.act == actRelayLine {
 		if c.trace != nil {
-			c.traceSend(from, c.peers[dc.d.to], nil, dc.d.method, dc.raw)
+			to := c.peers[dc.d.to]
+			c.traceGated(to.link.Load().out, nil, from, to, nil, dc.d.method, dc.raw)
 		}
 		rd.pass(c.peers[dc.d.to], m.Raw)
 		return
@@ -195,7 +196,7 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 		return
 	}
 	var id [20]byte // an int64 in decimal, copied into the line: no allocation
-	c.relay(cl.from, to, strconv.AppendInt(id[:0], cl.id, 10), d, params)
+	c.relayFor(cl, cl.from, to, strconv.AppendInt(id[:0], cl.id, 10), d, params)
 }
 
 // cancel translates a $/cancel_request for a request the sender made
@@ -245,7 +246,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 		return
 	}
 	if c.trace != nil {
-		c.traceSend(from, cl.to, nil, d.method, out)
+		c.traceGated(l.out, nil, from, cl.to, nil, d.method, out)
 	}
 	line := c.encode(cl.to, nil, d, out)
 	l.out.putMessage(nil, line.segments())
@@ -264,8 +265,14 @@ const largeValue = 32 << 10
 // relay sends a request (id != nil) or notification from peer from (nil:
 // the conductor itself) to peer to as d says.
 func (c *chain) relay(from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
+	c.relayFor(nil, from, to, id, d, params)
+}
+
+// relayFor is relay for a request sent for cl, which the trace follows
+// (see traceGated); cl is nil for any other message.
+func (c *chain) relayFor(cl *call, from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
 	if c.trace != nil {
-		c.traceSend(from, to, id, d.method, params)
+		c.traceGated(to.link.Load().out, cl, from, to, id, d.method, params)
 	}
 	line := c.encode(to, id, d, params)
 	to.sendMessage(line.segments()...)

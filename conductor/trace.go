@@ -11,7 +11,8 @@ import (
 
 // Tracing (package trace) records each message where the relay hands it to
 // its destination (relay, and dispatch's path for a line that goes on as
-// it came) and each answer where the relay returns it to the caller
+// it came), or where a restarted proxy's gate lets it go to the proxy
+// (traceGated), and each answer where the relay returns it to the caller
 // (relayAnswer, failCalls), or drops it because the caller's process was
 // restarted since: every request recorded ends in the trace. Each hook is
 // one nil test of the recorder, which the chain and each of its peers hold
@@ -26,17 +27,62 @@ func (c *chain) traceSend(from, to *peer, id json.RawMessage, method string, par
 	c.trace.Send(traceName(from), to.name, bytes.Clone(id), method, params, to.pos < 0 || (from != nil && from.pos < 0))
 }
 
+// Where the trace is with a call (call.traced).
+const (
+	traceSent     = iota // its request is recorded (or is not held)
+	traceAnswered        // its answer is recorded
+	traceHeld            // a gate holds its request, not recorded yet
+)
+
 // traceReply records the answer to cl: result, or an error object; only
 // the first, for a request the conductor answered before the peer did.
+// A request a gate held and never let go (outbox.hold) never reached
+// cl.to: the conductor answered it, and the trace says so, as a request
+// from its caller to the conductor and the conductor's answer.
 func (cl *call) traceReply(result, err json.RawMessage) {
-	if cl.traced.Swap(true) {
-		return // the trace has its answer already
-	}
 	body := result
 	if err != nil {
 		body = err
 	}
+	switch cl.traced.Swap(traceAnswered) {
+	case traceAnswered:
+		return // the trace has its answer already
+	case traceHeld:
+		if cl.from != nil {
+			rec, id := cl.to.trace, bytes.Clone(cl.fromID)
+			rec.Send(cl.from.name, conductorName, id, cl.method, cl.params, cl.from.pos < 0)
+			rec.Reply(conductorName, cl.from.name, id, body, err != nil)
+		}
+		return
+	}
 	cl.to.trace.Reply(cl.to.name, traceName(cl.from), wire.IntID(cl.id), body, err != nil)
+}
+
+// traceGated records a message from `from` (nil: the conductor) to `to`,
+// which is about to be put on o, to's outbox, for cl if it is a request
+// the conductor tracks: at once, or, while a restarted proxy's gate holds
+// what is put there (outbox.hold), when the gate lets it go, which is
+// when it is sent. One the gate never lets go is never recorded as sent.
+func (c *chain) traceGated(o *outbox, cl *call, from, to *peer, id json.RawMessage, method string, params json.RawMessage) {
+	if !o.gating() {
+		c.traceSend(from, to, id, method, params)
+		return
+	}
+	kept := bytes.Clone(id) // id may be on the caller's stack
+	if cl != nil {
+		if cl.params == nil {
+			cl.params = params // recorded as the conductor's if never sent
+		}
+		cl.traced.CompareAndSwap(traceSent, traceHeld)
+	}
+	record := func() {
+		if cl == nil || cl.traced.CompareAndSwap(traceHeld, traceSent) {
+			c.traceSend(from, to, kept, method, params)
+		}
+	}
+	if !o.deferTrace(record) {
+		record() // the gate opened meanwhile
+	}
 }
 
 // traceName names a peer in a trace; the conductor, for calls it makes

@@ -1,0 +1,113 @@
+package conductor
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+	"github.com/acp-conductor/acp-conductor/trace"
+)
+
+// TestTraceHeldUntilReplayAnswered traces prompts sent while a crashed
+// proxy waits out its back-off: they reach the restarted process only
+// once it has answered its replayed initialize, and the trace records
+// them there, after that answer, not where they queued.
+func TestTraceHeldUntilReplayAnswered(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	cfg := Config{
+		Proxies: []Component{restartedCrasher(t, dir, "ACP_TEST_NAIVE_INIT=1")},
+		Agent:   fake(t, dir, "agent", "streamer"),
+		Trace:   rec,
+	}
+	h := holdBackoff(&cfg)
+	e := startChain(t, cfg)
+	initAndCrash(t, e)
+	h.next(t)
+	for id := 2; id <= 3; id++ {
+		e.send(promptLine(id, false))
+	}
+	e.sync()
+	h.release <- struct{}{}
+	for answered := 0; answered < 2; {
+		if m := e.recvMsg(); m.IsResponse() {
+			answered++
+		}
+	}
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	var order []string
+	for _, ev := range events {
+		switch {
+		case ev.From == "conductor" && ev.To == "crasher" && ev.Type == trace.TypeRequest:
+			order = append(order, "replay")
+		case ev.From == "crasher" && ev.To == "conductor" && ev.Type == trace.TypeResponse:
+			order = append(order, "replayed")
+		case ev.From == "client" && ev.To == "crasher" && ev.Type == trace.TypeRequest && ev.Method == "session/prompt":
+			order = append(order, string(wire.Member(wire.Member(ev.Params, "_meta"), "tag")))
+		}
+	}
+	if got, want := fmt.Sprint(order), `["t1" replay replayed "t2" "t3"]`; got != want {
+		t.Errorf("the trace has %s, want %s:\n%s", got, want, &out)
+	}
+}
+
+// TestTraceRefusedReplay has a restarted proxy refuse its replayed
+// initialize: the prompts that queued for it were never sent to it, and
+// the trace must not say they were. The conductor answered them, and the
+// trace says so: each is a request from the editor to the conductor,
+// answered by it.
+func TestTraceRefusedReplay(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	cfg := Config{
+		Proxies:      []Component{restartedCrasher(t, dir, "ACP_TEST_REFUSE_AFTER_FIRST="+filepath.Join(dir, "ran"))},
+		Agent:        fake(t, dir, "agent", "streamer"),
+		RestartLimit: 1,
+		Trace:        rec,
+	}
+	h := holdBackoff(&cfg)
+	e := startChain(t, cfg)
+	initAndCrash(t, e)
+	h.next(t)
+	for id := 2; id <= 3; id++ {
+		e.send(promptLine(id, false))
+	}
+	e.sync()
+	h.release <- struct{}{}
+	for answered := 0; answered < 2; {
+		if m := e.recvMsg(); m.IsResponse() {
+			answered++
+		}
+	}
+	e.close()
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	var toProxy, toConductor []string
+	for _, ev := range events {
+		if ev.Type != trace.TypeRequest || ev.Method != "session/prompt" {
+			continue
+		}
+		tag := string(wire.Member(wire.Member(ev.Params, "_meta"), "tag"))
+		switch {
+		case ev.From == "client" && ev.To == "crasher":
+			toProxy = append(toProxy, tag)
+		case ev.From == "client" && ev.To == "conductor":
+			toConductor = append(toConductor, tag)
+		}
+	}
+	slices.Sort(toConductor) // failed together, in no order
+	if fmt.Sprint(toProxy) != `["t1"]` || fmt.Sprint(toConductor) != `["t2" "t3"]` {
+		t.Errorf("the trace has prompts %v sent to the proxy and %v answered by the conductor, want [\"t1\"] and [\"t2\" \"t3\"]:\n%s", toProxy, toConductor, &out)
+	}
+}
