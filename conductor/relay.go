@@ -186,7 +186,7 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 	cl.fromID = append(cl.idBuf[:0], cl.fromID...)
 	if cl.from != nil {
 		if e := cl.from.track(cl); e != nil {
-			refuseCall(cl, e) // the conductor is stopping, or cl.from asks too much
+			refuseCall(cl, params, e) // the conductor is stopping, or cl.from asks too much
 			cl.from.refused()
 			return
 		}
@@ -436,6 +436,9 @@ func malformedError(from *peer, m *wire.Message) {
 // error e, or logs a notification it drops.
 func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch) {
 	if m.IsRequest() {
+		if c.trace != nil {
+			traceRefused(from, m.ID, m.Method, m.Params, e)
+		}
 		answer(from, b, encodeError(m.ID, e))
 		return
 	}
@@ -578,16 +581,20 @@ func failCalls(calls []*call, e *wire.Error) {
 	}
 }
 
-// refuseCall answers cl, which track refused before it was sent, with e.
+// refuseCall answers cl, of params, which track refused before it was
+// sent, with e.
 // Its hook sees the refusal first, as failCalls shows it a failure, so that
 // what the conductor keeps for the call (a session set-up's servers, an
 // MCP call's entry) is settled.
-func refuseCall(cl *call, e *wire.Error) {
+func refuseCall(cl *call, params json.RawMessage, e *wire.Error) {
 	if cl.onResponse != nil {
 		shown := &wire.Message{ID: wire.IntID(cl.id), Error: e.Encode()} // the hook's to change; never sent
 		if cl.onResponse(shown) {
 			return
 		}
+	}
+	if cl.from != nil && cl.from.trace != nil {
+		traceRefused(cl.from, cl.fromID, cl.method, params, e)
 	}
 	cl.answer(encodeError(cl.fromID, e))
 }

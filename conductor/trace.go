@@ -31,7 +31,7 @@ func (c *chain) traceSend(from, to *peer, id json.RawMessage, method string, par
 const (
 	traceSent     = iota // its request is recorded (or is not held)
 	traceAnswered        // its answer is recorded
-	traceHeld            // a gate holds its request, not recorded yet
+	traceHeld            // its request is not recorded: a gate holds it, or it was never sent
 )
 
 // traceReply records the answer to cl: result, or an error object; only
@@ -58,6 +58,24 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 	cl.to.trace.Reply(cl.to.name, traceName(cl.from), wire.IntID(cl.id), body, err != nil)
 }
 
+// notSent says that cl, of params, has not been sent (yet): should it be
+// answered before it is, the answer is the conductor's (see traceReply).
+func (cl *call) notSent(params json.RawMessage) {
+	if cl.params == nil {
+		cl.params = params // recorded with the conductor's answer
+	}
+	cl.traced.CompareAndSwap(traceSent, traceHeld)
+}
+
+// traceRefused records a request from `from`, under id, that the
+// conductor answers itself with e and never sends on: a request to the
+// conductor, and its answer.
+func traceRefused(from *peer, id json.RawMessage, method string, params json.RawMessage, e *wire.Error) {
+	rec, id := from.trace, bytes.Clone(id)
+	rec.Send(from.name, conductorName, id, method, params, from.pos < 0)
+	rec.Reply(conductorName, from.name, id, e.Encode(), true)
+}
+
 // traceGated records a message from `from` (nil: the conductor) to `to`,
 // which is about to be put on o, to's outbox, for cl if it is a request
 // the conductor tracks: at once, or, while a restarted proxy's gate holds
@@ -70,10 +88,7 @@ func (c *chain) traceGated(o *outbox, cl *call, from, to *peer, id json.RawMessa
 	}
 	kept := bytes.Clone(id) // id may be on the caller's stack
 	if cl != nil {
-		if cl.params == nil {
-			cl.params = params // recorded as the conductor's if never sent
-		}
-		cl.traced.CompareAndSwap(traceSent, traceHeld)
+		cl.notSent(params)
 	}
 	record := func() {
 		if cl == nil || cl.traced.CompareAndSwap(traceHeld, traceSent) {

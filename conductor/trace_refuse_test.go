@@ -1,0 +1,61 @@
+package conductor
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/trace"
+)
+
+// TestTraceConductorAnswers traces requests the conductor answers itself
+// and never sends on: an envelope the editor may not send, and a prompt
+// after the chain failed. The editor gets an error for each, and the
+// trace says who gave it: each is a request from the editor to the
+// conductor and the conductor's error, paired by the editor's id; a
+// metadata trace keeps only their codes.
+func TestTraceConductorAnswers(t *testing.T) {
+	for _, detail := range trace.Details {
+		t.Run(string(detail), func(t *testing.T) {
+			dir := t.TempDir()
+			var out bytes.Buffer
+			rec := trace.NewRecorder(&out, trace.Options{Detail: detail})
+			e := startChain(t, Config{
+				Proxies: []Component{fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")},
+				Agent:   fake(t, dir, "agent", "streamer"),
+				Trace:   rec,
+			})
+			e.send(initLine)
+			e.recvMsg()
+			e.send(`{"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"x"}}`)
+			if m := e.recvMsg(); m.Error == nil {
+				t.Fatalf("the editor's envelope was answered %s", e.seen[len(e.seen)-1])
+			}
+			e.send(promptLine(1, true))
+			failedPrompt(t, e, 1, "crasher")
+			e.send(promptLine(2, false))
+			if m := e.recvMsg(); m.Error == nil || string(m.ID) != "2" {
+				t.Fatalf("a prompt after the chain failed was answered %s", e.seen[len(e.seen)-1])
+			}
+			e.close()
+			rec.Close()
+			events := readTrace(t, out.String())
+			answeredOnce(t, events)
+			var got []string
+			for _, ev := range events {
+				if ev.From == "conductor" || ev.To == "conductor" {
+					got = append(got, fmt.Sprintf("%s %s>%s #%s %s", ev.Type, ev.From, ev.To, ev.ID, ev.Method))
+				}
+			}
+			want := "[request client>conductor #7 proxy/successor response conductor>client #7 proxy/successor " +
+				"request client>conductor #2 session/prompt response conductor>client #2 session/prompt]"
+			if fmt.Sprint(got) != want {
+				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &out)
+			}
+			if detail == trace.Metadata && strings.Contains(out.String(), "crashing mid-prompt") {
+				t.Errorf("a metadata trace holds a component's stderr:\n%s", &out)
+			}
+		})
+	}
+}
