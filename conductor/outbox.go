@@ -122,6 +122,13 @@ func (o *outbox) putMessage(lc *wire.LineChannel, segments [][]byte) bool {
 	return o.putFrom(lc, segments, true)
 }
 
+// putTraced is putMessage in a traced chain: record records the message
+// as sent, when it is: at once, or when the gate lets it go; never if it
+// is dropped, the outbox closed first (see chain.sendTraced).
+func (o *outbox) putTraced(segments [][]byte, record func()) bool {
+	return o.putRecorded(nil, segments, true, record)
+}
+
 // hold sets the gate: from now on requests and notifications (putMessage)
 // wait until open, while answers (put) go on. A restarted proxy is sent
 // its replayed initialize first, and a proxy written naively expects that
@@ -131,26 +138,6 @@ func (o *outbox) hold() {
 	o.mu.Lock()
 	o.gate = true
 	o.mu.Unlock()
-}
-
-// gating reports whether the gate is set.
-func (o *outbox) gating() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.gate && !o.closed
-}
-
-// deferTrace has record run when the gate lets go what is put next, and
-// reports whether it will: not once the gate is open, or the outbox
-// closed.
-func (o *outbox) deferTrace(record func()) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.gate || o.closed {
-		return false
-	}
-	o.gatedTrace = append(o.gatedTrace, record)
-	return true
 }
 
 // open lifts the gate: what it held follows what is queued, in order.
@@ -188,6 +175,11 @@ func (o *outbox) open() {
 // if lc is nil; gated says whether a gate holds them (a request or
 // notification: putMessage).
 func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte, gated bool) bool {
+	return o.putRecorded(lc, segments, gated, nil)
+}
+
+// putRecorded is putFrom with putTraced's record, if any.
+func (o *outbox) putRecorded(lc *wire.LineChannel, segments [][]byte, gated bool, record func()) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
@@ -199,9 +191,15 @@ func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte, gated bool) bo
 			o.gated = append(o.gated, bytes.Clone(s))
 		}
 		o.gatedSize = o.gatedSize.add(segments)
+		if record != nil {
+			o.gatedTrace = append(o.gatedTrace, record)
+		}
 		o.account(true)
 		o.mu.Unlock()
 		return true
+	}
+	if record != nil {
+		record() // before it is queued, so before any answer to it
 	}
 	if lc != nil && !slices.Contains(o.lenders, lc) {
 		o.lenders = append(o.lenders, lc)

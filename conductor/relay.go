@@ -87,8 +87,11 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, rd *rea
 	}
 	if dc.act == actRelayLine {
 		if c.trace != nil {
-			to := c.peers[dc.d.to]
-			c.traceGated(to.link.Load().out, nil, from, to, nil, dc.d.method, dc.raw)
+			// A traced chain's lines are never lent (lend.go).
+			if to := c.peers[dc.d.to]; !c.sendTraced(nil, nil, from, to, nil, dc.d.method, dc.raw, m.Raw, newline) {
+				to.dropped()
+			}
+			return
 		}
 		rd.pass(c.peers[dc.d.to], m.Raw)
 		return
@@ -245,10 +248,11 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 		c.relay(from, cl.to, nil, d, out)
 		return
 	}
-	if c.trace != nil {
-		c.traceGated(l.out, nil, from, cl.to, nil, d.method, out)
-	}
 	line := c.encode(cl.to, nil, d, out)
+	if c.trace != nil {
+		c.sendTraced(l.out, nil, from, cl.to, nil, d.method, out, line.segments()...)
+		return
+	}
 	l.out.putMessage(nil, line.segments())
 }
 
@@ -271,10 +275,13 @@ func (c *chain) relay(from, to *peer, id json.RawMessage, d delivery, params jso
 // relayFor is relay for a request sent for cl, which the trace follows
 // (see traceGated); cl is nil for any other message.
 func (c *chain) relayFor(cl *call, from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
-	if c.trace != nil {
-		c.traceGated(to.link.Load().out, cl, from, to, id, d.method, params)
-	}
 	line := c.encode(to, id, d, params)
+	if c.trace != nil {
+		if !c.sendTraced(nil, cl, from, to, id, d.method, params, line.segments()...) {
+			to.dropped()
+		}
+		return
+	}
 	to.sendMessage(line.segments()...)
 }
 

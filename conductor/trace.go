@@ -11,8 +11,8 @@ import (
 
 // Tracing (package trace) records each message where the relay hands it to
 // its destination (relay, and dispatch's path for a line that goes on as
-// it came), or where a restarted proxy's gate lets it go to the proxy
-// (traceGated), and each answer where the relay returns it to the caller
+// it came) as it is put on the destination's outbox, or where a restarted
+// proxy's gate lets it go to the proxy (sendTraced), and each answer where the relay returns it to the caller
 // (relayAnswer, failCalls), or drops it because the caller's process was
 // restarted since: every request recorded ends in the trace. Each hook is
 // one nil test of the recorder, which the chain and each of its peers hold
@@ -60,11 +60,13 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 
 // notSent says that cl, of params, has not been sent (yet): should it be
 // answered before it is, the answer is the conductor's (see traceReply).
-func (cl *call) notSent(params json.RawMessage) {
+// It reports whether cl keeps params for that alone.
+func (cl *call) notSent(params json.RawMessage) (own bool) {
 	if cl.params == nil {
-		cl.params = params // recorded with the conductor's answer
+		cl.params, own = params, true // recorded with the conductor's answer
 	}
 	cl.traced.CompareAndSwap(traceSent, traceHeld)
+	return own
 }
 
 // traceRefused records a request from `from`, under id, that the
@@ -76,28 +78,34 @@ func traceRefused(from *peer, id json.RawMessage, method string, params json.Raw
 	rec.Reply(conductorName, from.name, id, e.Encode(), true)
 }
 
-// traceGated records a message from `from` (nil: the conductor) to `to`,
-// which is about to be put on o, to's outbox, for cl if it is a request
-// the conductor tracks: at once, or, while a restarted proxy's gate holds
-// what is put there (outbox.hold), when the gate lets it go, which is
-// when it is sent. One the gate never lets go is never recorded as sent.
-func (c *chain) traceGated(o *outbox, cl *call, from, to *peer, id json.RawMessage, method string, params json.RawMessage) {
-	if !o.gating() {
-		c.traceSend(from, to, id, method, params)
-		return
-	}
+// sendTraced sends to `to` a message from `from` (nil: the conductor),
+// line, in a traced chain, recording it (id, method, params) as it goes:
+// at once, or, while a restarted proxy's gate holds what is sent to it
+// (outbox.hold), when the gate lets it go, which is when it is sent. One
+// the gate never lets go, or that to's closed outbox drops, is never
+// recorded as sent; a request among them, sent for cl, is answered by
+// the conductor, and traced so (traceReply). o is to's outbox; nil: the
+// current link's. It reports whether the outbox took the line.
+func (c *chain) sendTraced(o *outbox, cl *call, from, to *peer, id json.RawMessage, method string, params json.RawMessage, line ...[]byte) bool {
 	kept := bytes.Clone(id) // id may be on the caller's stack
+	own := false
 	if cl != nil {
-		cl.notSent(params)
+		own = cl.notSent(params)
 	}
 	record := func() {
-		if cl == nil || cl.traced.CompareAndSwap(traceHeld, traceSent) {
+		if cl == nil {
+			c.traceSend(from, to, kept, method, params)
+		} else if cl.traced.CompareAndSwap(traceHeld, traceSent) {
+			if own {
+				cl.params = nil // kept only in case it was never sent
+			}
 			c.traceSend(from, to, kept, method, params)
 		}
 	}
-	if !o.deferTrace(record) {
-		record() // the gate opened meanwhile
+	if o == nil {
+		o = to.link.Load().out
 	}
+	return o.putTraced(line, record)
 }
 
 // traceName names a peer in a trace; the conductor, for calls it makes

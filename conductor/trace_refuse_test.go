@@ -3,8 +3,11 @@ package conductor
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/trace"
 )
@@ -57,5 +60,44 @@ func TestTraceConductorAnswers(t *testing.T) {
 				t.Errorf("a metadata trace holds a component's stderr:\n%s", &out)
 			}
 		})
+	}
+}
+
+// TestTraceDroppedForClosedPeer: an agent streams on to a proxy that has
+// exited as the chain stops. The updates that reached the proxy are in
+// the trace, and those dropped because it was gone are not: the trace
+// holds exactly the updates the proxy received.
+func TestTraceDroppedForClosedPeer(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
+	transcript := filepath.Join(dir, "p.txt")
+	e := startChain(t, Config{
+		Proxies:     []Component{fake(t, dir, "p", "proxy", "ACP_TEST_TRANSCRIPT="+transcript)},
+		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_STREAM_FOREVER=1", "ACP_TEST_IGNORE_EOF=1"),
+		GracePeriod: 200 * time.Millisecond,
+		Trace:       rec,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	e.recvMsg() // the first update
+	if err, _ := e.stopped(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	rec.Close()
+	traced := 0
+	for _, ev := range readTrace(t, out.String()) {
+		if ev.From == "agent" && ev.To == "p" && ev.Method == "session/update" {
+			traced++
+		}
+	}
+	saw, err := os.ReadFile(transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Count(string(saw), `"method":"session/update"`)
+	if traced != got {
+		t.Errorf("the trace has %d updates sent to p, which received %d", traced, got)
 	}
 }
