@@ -225,7 +225,16 @@ func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) 
 		return nil, nil, fmt.Errorf("replaying initialize: %w", err)
 	}
 	rp.call = cl
-	r.traceReplay(p, cl, rp.params)
+	if r.chain.trace != nil {
+		// Recorded as the process that takes it starts (startPending):
+		// the back-off comes first, and the start may never come.
+		cl.notSent(nil)
+		rp.record = func() {
+			if cl.traced.CompareAndSwap(traceHeld, traceSent) {
+				r.traceReplay(p, cl, rp.params)
+			}
+		}
+	}
 	l.out.put(line.segments()...)
 	// What queues for p meanwhile waits for the replay's answer: a proxy
 	// may take anything else it is sent first for that answer, and fail.
@@ -361,7 +370,7 @@ func (r *runner) sendReplay(p *peer, rp *replay) {
 func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, rp *replay, answered <-chan struct{}) {
 	if r.waitBackoff(delay) {
 		r.mu.Lock()
-		l, err := r.startPending(p, pending)
+		l, err := r.startPending(p, pending, rp)
 		r.mu.Unlock()
 		switch {
 		case err != nil:
@@ -385,9 +394,10 @@ func (r *runner) startAfter(delay time.Duration, p *peer, pending *link, rp *rep
 }
 
 // startPending starts p's process behind its pending link, with r.mu held:
-// the new link takes over pending's outbox, and with it what queued there.
+// the new link takes over pending's outbox, and with it what queued there,
+// first rp's replayed initialize, if any, which the trace now records.
 // It returns nil, nil when there is nothing to start any more.
-func (r *runner) startPending(p *peer, pending *link) (*link, error) {
+func (r *runner) startPending(p *peer, pending *link, rp *replay) (*link, error) {
 	select {
 	case <-r.stopping:
 		return nil, nil
@@ -402,6 +412,9 @@ func (r *runner) startPending(p *peer, pending *link) (*link, error) {
 	}
 	ch := wire.NewLineChannel(proc.stdout, proc.stdin, r.cfg.MaxMessageBytes).AllowEnvelope()
 	l := &link{ch: ch, out: pending.out, proc: proc, readDone: make(chan struct{}), rethink: make(chan struct{}, 1)}
+	if rp != nil && rp.record != nil {
+		rp.record() // before it can be written, so before its answer
+	}
 	l.out.attach(wire.TryWriterOf(ch))
 	p.link.Store(l)
 	r.goLink(p, l)

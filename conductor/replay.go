@@ -28,6 +28,9 @@ type replay struct {
 	call     *call
 	waiters  []*call
 	restores bool // the first, which restores p
+	// record, in a traced chain, records the first as sent, as the
+	// process it restores starts (runner.startPending).
+	record func()
 }
 
 // replace gives a restarted component its new link, with rp's call (if

@@ -111,3 +111,39 @@ func TestTraceRefusedReplay(t *testing.T) {
 		t.Errorf("the trace has prompts %v sent to the proxy and %v answered by the conductor, want [\"t1\"] and [\"t2\" \"t3\"]:\n%s", toProxy, toConductor, &out)
 	}
 }
+
+// TestTraceReplayNeverStarted ends the chain while a crashed proxy waits
+// out its back-off: no process was started to replay its initialize to,
+// nor to take the prompt queued for it, and the trace says neither was
+// sent; the conductor answered the prompt.
+func TestTraceReplayNeverStarted(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{})
+	cfg := Config{
+		Proxies: []Component{restartedCrasher(t, dir)},
+		Agent:   fake(t, dir, "agent", "streamer"),
+		Trace:   rec,
+	}
+	h := holdBackoff(&cfg)
+	e := startChain(t, cfg)
+	initAndCrash(t, e)
+	h.next(t)
+	e.send(promptLine(2, false))
+	e.sync()
+	e.in.Close()
+	for {
+		if m := e.recvMsg(); m.IsResponse() {
+			break
+		}
+	}
+	e.close()
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	for _, ev := range events {
+		if ev.From == "conductor" && ev.Type == trace.TypeRequest || ev.To == "crasher" && string(ev.ID) == "3" {
+			t.Errorf("the trace has %s %s -> %s #%s %s, sent to no process:\n%s", ev.Type, ev.From, ev.To, ev.ID, ev.Method, &out)
+		}
+	}
+}
