@@ -983,9 +983,9 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	}
 	if c.mcp.bindingOf(srv.owner) == bindingRequest {
 		if conn := c.mcp.openStateless(srv, id, nil, keptID(spelling, proposed)); conn != nil {
-			answer(from, b, encodeResponse(m.ID, json.RawMessage(`{"connectionId":`+conn.agentID+`}`)))
+			c.answerItself(from, m, json.RawMessage(`{"connectionId":`+conn.agentID+`}`), b)
 		} else {
-			answer(from, b, encodeError(m.ID, gone()))
+			c.answerError(from, m, gone(), b)
 		}
 		return true
 	}
@@ -1112,7 +1112,7 @@ func (c *chain) onConn(src int, from *peer, m *wire.Message, method string, para
 				// The owner answers none: the conductor does.
 				c.relay(from, c.peers[d.to], nil, d, disconnectParams(conn.spelling, []byte(conn.ownerID)))
 				if m.IsRequest() {
-					answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
+					c.answerItself(from, m, json.RawMessage(`{}`), b)
 				}
 				return
 			}
@@ -1169,7 +1169,7 @@ func (c *chain) noConnection(agentSide bool, from *peer, m *wire.Message, method
 			case method != methodMCPDisconnect:
 				c.answerError(from, m, why, b)
 			case m.IsRequest():
-				answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
+				c.answerItself(from, m, json.RawMessage(`{}`), b)
 			}
 			return
 		}

@@ -477,7 +477,7 @@ func (c *chain) fromConnectCaller(conn *mcpConn, from *peer, m *wire.Message, me
 		c.mcp.close(conn)
 		c.cancelStateless(conn)
 		if m.IsRequest() {
-			answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
+			c.answerItself(from, m, json.RawMessage(`{}`), b)
 		}
 		return
 	}
@@ -499,7 +499,7 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 	case slAbsorb:
 		return
 	case slPong:
-		answer(from, b, encodeResponse(m.ID, json.RawMessage(`{}`)))
+		c.answerItself(from, m, json.RawMessage(`{}`), b)
 		return
 	case slDrop:
 		from.log.Debug("dropped an MCP notification a stateless server takes no part in", zap.String("method", method))

@@ -73,9 +73,25 @@ func (cl *call) notSent(params json.RawMessage) (own bool) {
 // conductor answers itself with e and never sends on: a request to the
 // conductor, and its answer.
 func traceRefused(from *peer, id json.RawMessage, method string, params json.RawMessage, e *wire.Error) {
+	traceByConductor(from, id, method, params, e.Encode(), true)
+}
+
+// traceByConductor records a request from `from`, under id, that the
+// conductor answers itself with body (an error object if isError): a
+// request to the conductor, and its answer.
+func traceByConductor(from *peer, id json.RawMessage, method string, params, body json.RawMessage, isError bool) {
 	rec, id := from.trace, bytes.Clone(id)
 	rec.Send(from.name, conductorName, id, method, params, from.pos < 0)
-	rec.Reply(conductorName, from.name, id, e.Encode(), true)
+	rec.Reply(conductorName, from.name, id, body, isError)
+}
+
+// answerItself answers m, a request from `from` that the conductor
+// answers itself with result (in batch b, if any), and traces it so.
+func (c *chain) answerItself(from *peer, m *wire.Message, result json.RawMessage, b *batch) {
+	if c.trace != nil {
+		traceByConductor(from, m.ID, m.Method, m.Params, result, false)
+	}
+	answer(from, b, encodeResponse(m.ID, result))
 }
 
 // sendTraced sends to `to` a message from `from` (nil: the conductor),

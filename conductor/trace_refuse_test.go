@@ -101,3 +101,47 @@ func TestTraceDroppedForClosedPeer(t *testing.T) {
 		t.Errorf("the trace has %d updates sent to p, which received %d", traced, got)
 	}
 }
+
+// TestTraceConductorAnswersMCP traces an agent's MCP-over-ACP session with
+// owners that answer no mcp/disconnect (a request-binding owner, and a
+// Thinkwell one, which is told by a notification): the conductor answers
+// the agent's mcp/disconnect itself, and the trace shows that request to
+// the conductor and its answer, as it shows the conductor's refusal of a
+// message on an unknown connection.
+func TestTraceConductorAnswersMCP(t *testing.T) {
+	for name, owner := range map[string][]string{ // role, env
+		"request-binding": {"mcp-req-owner"},
+		"thinkwell":       {"thinkwell", "ACP_TEST_TW_MCP=sacp"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			var out bytes.Buffer
+			rec := trace.NewRecorder(&out, trace.Options{})
+			e := startChain(t, Config{
+				Proxies: []Component{fake(t, dir, "owner", owner[0], owner[1:]...)},
+				Agent:   fake(t, dir, "agent", "mcp-agent"),
+				Trace:   rec,
+			})
+			mcpReports(e)
+			e.close()
+			rec.Close()
+			events := readTrace(t, out.String())
+			answeredOnce(t, events)
+			var got []string
+			for _, ev := range events {
+				if ev.From == "conductor" || ev.To == "conductor" {
+					s := fmt.Sprintf("%s %s>%s #%s %s", ev.Type, ev.From, ev.To, ev.ID, ev.Method)
+					if ev.IsError != nil {
+						s += fmt.Sprintf(" is_error=%v", *ev.IsError)
+					}
+					got = append(got, s)
+				}
+			}
+			want := `[request agent>conductor #"c3" tools/list response conductor>agent #"c3" tools/list is_error=true ` +
+				`request agent>conductor #"c4" mcp/disconnect response conductor>agent #"c4" mcp/disconnect is_error=false]`
+			if fmt.Sprint(got) != want {
+				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &out)
+			}
+		})
+	}
+}
