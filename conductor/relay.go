@@ -88,7 +88,7 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, rd *rea
 	if dc.act == actRelayLine {
 		if c.trace != nil {
 			// A traced chain's lines are never lent (lend.go).
-			if to := c.peers[dc.d.to]; !c.sendTraced(nil, nil, from, to, nil, dc.d.method, dc.raw, m.Raw, newline) {
+			if to := c.peers[dc.d.to]; !c.sendTraced(nil, nil, false, from, to, nil, dc.d.method, dc.raw, m.Raw, newline) {
 				to.dropped()
 			}
 			return
@@ -194,12 +194,18 @@ func (c *chain) relayCall(to *peer, cl *call, d delivery, params json.RawMessage
 			return
 		}
 	}
+	own := false
+	if c.trace != nil {
+		// Until it is sent, an answer to it (a failure of to, which may
+		// come once it is registered) is the conductor's.
+		own = cl.notSent(params)
+	}
 	if err := to.register(cl); err != nil {
 		failCalls([]*call{cl}, goneError(to, err)) // its hook, if any, sees the failure
 		return
 	}
 	var id [20]byte // an int64 in decimal, copied into the line: no allocation
-	c.relayFor(cl, cl.from, to, strconv.AppendInt(id[:0], cl.id, 10), d, params)
+	c.relayFor(cl, own, cl.from, to, strconv.AppendInt(id[:0], cl.id, 10), d, params)
 }
 
 // cancel translates a $/cancel_request for a request the sender made
@@ -250,7 +256,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 	}
 	line := c.encode(cl.to, nil, d, out)
 	if c.trace != nil {
-		c.sendTraced(l.out, nil, from, cl.to, nil, d.method, out, line.segments()...)
+		c.sendTraced(l.out, nil, false, from, cl.to, nil, d.method, out, line.segments()...)
 		return
 	}
 	l.out.putMessage(nil, line.segments())
@@ -269,15 +275,15 @@ const largeValue = 32 << 10
 // relay sends a request (id != nil) or notification from peer from (nil:
 // the conductor itself) to peer to as d says.
 func (c *chain) relay(from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
-	c.relayFor(nil, from, to, id, d, params)
+	c.relayFor(nil, false, from, to, id, d, params)
 }
 
 // relayFor is relay for a request sent for cl, which the trace follows
-// (see traceGated); cl is nil for any other message.
-func (c *chain) relayFor(cl *call, from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
+// (see sendTraced); cl is nil for any other message.
+func (c *chain) relayFor(cl *call, own bool, from, to *peer, id json.RawMessage, d delivery, params json.RawMessage) {
 	line := c.encode(to, id, d, params)
 	if c.trace != nil {
-		if !c.sendTraced(nil, cl, from, to, id, d.method, params, line.segments()...) {
+		if !c.sendTraced(nil, cl, own, from, to, id, d.method, params, line.segments()...) {
 			to.dropped()
 		}
 		return

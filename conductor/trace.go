@@ -11,10 +11,12 @@ import (
 
 // Tracing (package trace) records each message where the relay hands it to
 // its destination (relay, and dispatch's path for a line that goes on as
-// it came) as it is put on the destination's outbox, or where a restarted
-// proxy's gate lets it go to the proxy (sendTraced), and each answer where the relay returns it to the caller
-// (relayAnswer, failCalls), or drops it because the caller's process was
-// restarted since: every request recorded ends in the trace. Each hook is
+// it came), as the destination's outbox takes it or a restarted proxy's
+// gate lets it go (sendTraced), and each answer where the relay returns it
+// to the caller (relayAnswer, failCalls), or drops it because the caller's
+// process was restarted since: every request recorded ends in the trace.
+// What the conductor answers itself is a request to "conductor" and its
+// answer (traceByConductor). Each hook is
 // one nil test of the recorder, which the chain and each of its peers hold
 // (never a call, so that a relayed request costs not a byte more): a chain
 // that is not traced pays nothing else.
@@ -36,9 +38,9 @@ const (
 
 // traceReply records the answer to cl: result, or an error object; only
 // the first, for a request the conductor answered before the peer did.
-// A request a gate held and never let go (outbox.hold) never reached
-// cl.to: the conductor answered it, and the trace says so, as a request
-// from its caller to the conductor and the conductor's answer.
+// A request never sent (a gate held it and never let it go, or cl.to's
+// outbox was closed: see sendTraced) never reached cl.to: the conductor
+// answered it, and the trace says so (traceByConductor).
 func (cl *call) traceReply(result, err json.RawMessage) {
 	body := result
 	if err != nil {
@@ -48,10 +50,8 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 	case traceAnswered:
 		return // the trace has its answer already
 	case traceHeld:
-		if cl.from != nil {
-			rec, id := cl.to.trace, bytes.Clone(cl.fromID)
-			rec.Send(cl.from.name, conductorName, id, cl.method, cl.params, cl.from.pos < 0)
-			rec.Reply(conductorName, cl.from.name, id, body, err != nil)
+		if cl.from != nil { // else the conductor's own, which no one saw
+			traceByConductor(cl.from, cl.fromID, cl.method, cl.params, body, err != nil)
 		}
 		return
 	}
@@ -99,15 +99,12 @@ func (c *chain) answerItself(from *peer, m *wire.Message, result json.RawMessage
 // at once, or, while a restarted proxy's gate holds what is sent to it
 // (outbox.hold), when the gate lets it go, which is when it is sent. One
 // the gate never lets go, or that to's closed outbox drops, is never
-// recorded as sent; a request among them, sent for cl, is answered by
-// the conductor, and traced so (traceReply). o is to's outbox; nil: the
-// current link's. It reports whether the outbox took the line.
-func (c *chain) sendTraced(o *outbox, cl *call, from, to *peer, id json.RawMessage, method string, params json.RawMessage, line ...[]byte) bool {
+// recorded as sent; a request among them, sent for cl (which notSent
+// marked, owning params if own), is answered by the conductor, and traced
+// so (traceReply). o is to's outbox; nil: the current link's. It reports
+// whether the outbox took the line.
+func (c *chain) sendTraced(o *outbox, cl *call, own bool, from, to *peer, id json.RawMessage, method string, params json.RawMessage, line ...[]byte) bool {
 	kept := bytes.Clone(id) // id may be on the caller's stack
-	own := false
-	if cl != nil {
-		own = cl.notSent(params)
-	}
 	record := func() {
 		if cl == nil {
 			c.traceSend(from, to, kept, method, params)
