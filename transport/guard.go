@@ -30,7 +30,8 @@ type Guard struct {
 	Logger       *zap.Logger
 }
 
-// Wrap returns h behind g.
+// Wrap returns h behind g. A request it lets through admits the
+// connection it came over, which AdmitListener would otherwise close.
 func (g *Guard) Wrap(h http.Handler) http.Handler {
 	log := g.Logger
 	if log == nil {
@@ -78,6 +79,7 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 				return
 			}
 		}
+		admit(r.Context())
 		h.ServeHTTP(w, r)
 	})
 }

@@ -224,9 +224,13 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	mux.Handle(f.path, guard.Wrap(srv))
 	hs := &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          zap.NewStdLog(log.Named("http")),
-		Protocols:         new(http.Protocols),
+		ReadHeaderTimeout: admitTimeout,
+		// AdmitListener's: only a request the guard lets through keeps
+		// a connection, HTTP/2's (which ReadHeaderTimeout does not
+		// bound) too.
+		ConnContext: transport.ConnContext,
+		ErrorLog:    zap.NewStdLog(log.Named("http")),
+		Protocols:   new(http.Protocols),
 		// Between requests only: an SSE stream is a request in progress,
 		// and a WebSocket has left the server's hands.
 		IdleTimeout: min(keepAliveIdle, f.idleTimeout),
@@ -245,6 +249,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	ln = transport.AdmitListener(ln, admitTimeout)
 	scheme := "ws"
 	if f.tlsCert != "" {
 		scheme = "wss"
@@ -282,6 +287,12 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	log.Info("stopped")
 	return nil
 }
+
+// admitTimeout is how long a TCP connection may take to send its first
+// request that the guard lets through: an HTTP/1 one its headers, an
+// HTTP/2 one, which may send its preface alone and hold the connection
+// for the keep-alive, its whole request.
+const admitTimeout = 10 * time.Second
 
 // keepAliveIdle is how long serve keeps a TCP connection that has no
 // request in progress. The kernel's keep-alive notices a peer that is gone,

@@ -1,0 +1,83 @@
+package transport
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// serveGuarded serves s behind a Guard for token as serve does (HTTP/1.1
+// and h2c, connections admitted within admit) and returns its address.
+func serveGuarded(t *testing.T, s *Server, token string, admit time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{
+		Handler:           (&Guard{Token: token, Loopback: true}).Wrap(s),
+		ReadHeaderTimeout: admit,
+		ConnContext:       ConnContext,
+		Protocols:         new(http.Protocols),
+	}
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hs.Serve(AdmitListener(ln, admit)) }()
+	t.Cleanup(func() { hs.Close(); <-done; s.Close() })
+	return ln.Addr().String()
+}
+
+// h2Preface is the HTTP/2 client preface and an empty SETTINGS frame.
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+// TestAdmitClosesUnauthorised: a connection that carries no authorised
+// request goes away within the admission time, HTTP/2 (preface only) as
+// HTTP/1 (headers never completed, or only refused requests); one that
+// carries an authorised request stays.
+func TestAdmitClosesUnauthorised(t *testing.T) {
+	addr := serveGuarded(t, &Server{Serve: echo(make(chan error, 1))}, "tok", 300*time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		send func(c net.Conn) error
+		open bool // the server keeps the connection
+	}{
+		{"h2c preface", func(c net.Conn) error { _, err := io.WriteString(c, h2Preface); return err }, false},
+		{"HTTP/1 headers unfinished", func(c net.Conn) error { _, err := io.WriteString(c, "GET /acp HTTP/1.1\r\n"); return err }, false},
+		{"HTTP/1 authorised", func(c net.Conn) error {
+			fmt.Fprintf(c, "PUT /acp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer tok\r\n\r\n", addr)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := tc.send(c); err != nil {
+				t.Fatal(err)
+			}
+			// Whatever the server sends (h2's SETTINGS), then its end.
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, err = io.Copy(io.Discard, c)
+			var ne net.Error
+			timedOut := errors.As(err, &ne) && ne.Timeout()
+			switch {
+			case tc.open && !timedOut:
+				t.Errorf("an admitted connection was closed: %v", err)
+			case !tc.open && err != nil:
+				t.Errorf("a connection with no authorised request still open 2s later, the admission time 300ms: %v", err)
+			}
+		})
+	}
+}
