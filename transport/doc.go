@@ -26,7 +26,9 @@
 // client is attached, up to a bound on bytes and one on the sessions
 // buffering (the SDK's maxBufferedSessionStreams): a request that would make
 // one more session buffer is refused with 400, output that would is a
-// client not reading, and closes the connection. A session's stream ends
+// client not reading, and closes the connection. The streams one
+// connection holds open at once are bounded too (MaxStreams; 409 beyond),
+// since any session's GET opens one. A session's stream ends
 // once it has sent the answer to the session's session/close (or
 // session/delete) and the answers still owed on it, and the client lets go
 // of it once that answer has come on it, whichever server it talks to, so

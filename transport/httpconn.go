@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -361,12 +362,20 @@ func (c *httpConn) serveStream(w http.ResponseWriter, r *http.Request, session s
 	c.mu.Lock()
 	st := c.conn
 	if session != "" {
-		st = c.session(session)
+		st = c.sessions[session]
 	}
-	if st.attached {
+	if st != nil && st.attached {
 		c.mu.Unlock()
 		http.Error(w, "the stream already has a receiver", http.StatusConflict)
 		return
+	}
+	if c.streams >= c.s.MaxStreams {
+		c.mu.Unlock()
+		http.Error(w, fmt.Sprintf("this connection already has %d streams open: close one first", c.s.MaxStreams), http.StatusConflict)
+		return
+	}
+	if st == nil {
+		st = c.session(session)
 	}
 	st.attached = true
 	c.streams++

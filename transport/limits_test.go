@@ -529,3 +529,55 @@ func TestClientStreamOpenedLate(t *testing.T) {
 		t.Fatalf("Read = %s, %v; want the session's update, from the stream opened late", msg, err)
 	}
 }
+
+// TestOpenStreamsBound: one connection holds at most MaxStreams GETs open,
+// its own stream's and its sessions', whether or not it has those
+// sessions: one more gets 409, which costs the SDK's client that session
+// alone; a stream that ends makes room.
+func TestOpenStreamsBound(t *testing.T) {
+	s, u := newTestServer(t, nil)
+	s.MaxStreams = 3
+	ended := make(chan string, 8)
+	s.streamEnded = func(session string) { ended <- session }
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	cid := init.Header.Get(HeaderConnectionID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	var open []*http.Response
+	for _, sid := range []string{"", "never-a", "never-b"} {
+		resp, _ := openStream(t, ctx, u, cid, sid)
+		open = append(open, resp)
+	}
+	get := func(session string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set(HeaderConnectionID, cid)
+		req.Header.Set(HeaderSessionID, session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == 200 {
+			open = append(open, resp)
+			return 200, ""
+		}
+		return resp.StatusCode, readAll(resp)
+	}
+	if code, body := get("never-c"); code != http.StatusConflict || !strings.Contains(body, "3 streams open") {
+		t.Fatalf("a fourth stream: %d %q, want 409 saying why", code, body)
+	}
+	open[1].Body.Close()
+	if got := <-ended; got != "never-a" {
+		t.Fatalf("stream of %q ended, want never-a's", got)
+	}
+	if code, body := get("never-c"); code != 200 {
+		t.Fatalf("a stream once another has ended: %d %q", code, body)
+	}
+	for _, resp := range open {
+		resp.Body.Close()
+	}
+	del(t, u, cid)
+	waitIdle(t, s)
+}

@@ -36,9 +36,12 @@ const (
 	// DefaultMaxSessionStreams is the TypeScript SDK's
 	// DEFAULT_MAX_BUFFERED_SESSION_STREAMS.
 	DefaultMaxSessionStreams = 1024
-	DefaultIdleTimeout       = 5 * time.Minute
-	DefaultInitTimeout       = 2 * time.Minute
-	DefaultBodyTimeout       = time.Minute
+	// DefaultMaxStreams is generous for a client's sessions in use at
+	// once; each open stream holds a goroutine and its buffers.
+	DefaultMaxStreams  = 256
+	DefaultIdleTimeout = 5 * time.Minute
+	DefaultInitTimeout = 2 * time.Minute
+	DefaultBodyTimeout = time.Minute
 	// DefaultStallTimeout is the TypeScript SDK's: its server closes a
 	// connection whose full buffer has not moved for a minute.
 	DefaultStallTimeout = time.Minute
@@ -83,6 +86,14 @@ type Server struct {
 	// need one more closes the connection. Zero means
 	// DefaultMaxSessionStreams.
 	MaxSessionStreams int
+	// MaxStreams bounds the SSE streams (GETs) open at once on one HTTP
+	// connection, its own and its sessions': a GET beyond it gets 409,
+	// which the TypeScript SDK's client takes as that session's failure,
+	// not the connection's. A GET for any session opens its stream (see
+	// the package doc), so without a bound one connection could hold a
+	// goroutine and its buffers for each of as many sessions as it names.
+	// Zero means DefaultMaxStreams.
+	MaxStreams int
 	// IdleTimeout ends an HTTP connection that has had no request and no
 	// open stream for that long: a client that vanished never says DELETE.
 	// Zero means DefaultIdleTimeout.
@@ -162,6 +173,9 @@ func (s *Server) init() {
 		}
 		if s.MaxSessionStreams <= 0 {
 			s.MaxSessionStreams = DefaultMaxSessionStreams
+		}
+		if s.MaxStreams <= 0 {
+			s.MaxStreams = DefaultMaxStreams
 		}
 		if s.IdleTimeout <= 0 {
 			s.IdleTimeout = DefaultIdleTimeout
