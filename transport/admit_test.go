@@ -81,3 +81,53 @@ func TestAdmitClosesUnauthorised(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitListener: beyond its bound, a connection is not served until
+// one that was is closed.
+func TestLimitListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hs.Serve(LimitListener(ln, 2)) }()
+	defer func() { hs.Close(); <-done }()
+
+	// ask sends a request on c and reports whether its answer came
+	// within d.
+	ask := func(c net.Conn, d time.Duration) error {
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(d))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	var conns []net.Conn
+	for i := range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+		if i < 2 {
+			if err := ask(c, 5*time.Second); err != nil {
+				t.Fatalf("connection %d, within the bound: %v", i, err)
+			}
+		}
+	}
+	if err := ask(conns[2], 300*time.Millisecond); err == nil {
+		t.Fatal("a third connection was served, the bound 2")
+	}
+	conns[0].Close()
+	// Its request is still waiting; the answer comes once served.
+	conns[2].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(conns[2]), nil); err != nil {
+		t.Fatalf("the third connection once the first closed: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+}

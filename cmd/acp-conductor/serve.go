@@ -34,6 +34,7 @@ type serveFlags struct {
 	tokenFile      string
 	insecureNoAuth bool
 	maxConns       int
+	maxTCPConns    int
 	tlsCert        string
 	tlsKey         string
 	allowHosts     []string
@@ -97,6 +98,7 @@ Settings are layered as for "agent", but serve does not spin: it takes no
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (else $"+envToken+")")
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "serve without a token (loopback addresses only)")
 	fs.IntVar(&f.maxConns, "max-connections", 16, "most connections (chains) at once; 0 means no bound")
+	fs.IntVar(&f.maxTCPConns, "max-tcp-connections", 0, "most TCP connections open at once, beyond which new ones wait to be accepted; 0 means enough for every stream of --max-connections (or of 16, if that is 0)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (PEM)")
 	fs.BoolVar(&f.proxy, "proxy", false, "serve a proxy-mode chain, for a parent conductor that lists this URL among its proxies")
@@ -161,6 +163,8 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return fmt.Errorf("--idle-timeout must be positive, not %s", f.idleTimeout)
 	case f.pingInterval < 0:
 		return fmt.Errorf("--ping-interval must be positive, or 0 for none, not %s", f.pingInterval)
+	case f.maxTCPConns < 0:
+		return fmt.Errorf("--max-tcp-connections must be positive, or 0 for the default, not %d", f.maxTCPConns)
 	}
 
 	file, _ := cmd.Flags().GetString("config")
@@ -249,13 +253,18 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	ln = transport.AdmitListener(ln, admitTimeout)
+	maxTCP := f.maxTCPConns
+	if maxTCP == 0 {
+		maxTCP = defaultMaxTCP(f.maxConns)
+	}
+	ln = transport.AdmitListener(transport.LimitListener(ln, maxTCP), admitTimeout)
 	scheme := "ws"
 	if f.tlsCert != "" {
 		scheme = "wss"
 	}
 	log.Info("serving", zap.String("url", scheme+"://"+ln.Addr().String()+f.path), zap.String("chain", cfg.Summary()),
-		zap.Bool("auth", token != ""), zap.Int("max_connections", f.maxConns), zap.String("version", version()))
+		zap.Bool("auth", token != ""), zap.Int("max_connections", f.maxConns), zap.Int("max_tcp_connections", maxTCP),
+		zap.String("version", version()))
 
 	served := make(chan error, 1)
 	go func() {
@@ -286,6 +295,17 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// defaultMaxTCP bounds the TCP connections open at once, each a file
+// descriptor that, without a token, an attacker may hold for admitTimeout:
+// enough for each chain's streams over HTTP/1.1 (a TCP connection each)
+// and a few POSTs, or for 16 chains' when chains are unbounded.
+func defaultMaxTCP(maxConns int) int {
+	if maxConns <= 0 {
+		maxConns = 16
+	}
+	return maxConns * (transport.DefaultMaxStreams + 8)
 }
 
 // admitTimeout is how long a TCP connection may take to send its first

@@ -32,6 +32,7 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"no token", nil, []string{"serve", "--", agent}, "no token"},
 		{"no auth off loopback", nil, []string{"serve", "--insecure-no-auth", "--listen", "0.0.0.0:0", "--", agent}, "loopback address only"},
 		{"no TLS off loopback", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "0.0.0.0:0", "--", agent}, "over TLS"},
+		{"negative TCP bound", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--max-tcp-connections", "-1", "--", agent}, "--max-tcp-connections must be positive"},
 		{"no idle timeout", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--idle-timeout", "0s", "--", agent}, "--idle-timeout must be positive"},
 		// A host with no port is loopback, but no address to listen on.
 		{"no port", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", "127.0.0.1", "--", agent}, `--listen "127.0.0.1": want HOST:PORT`},
@@ -604,5 +605,43 @@ func TestServeSilentWebSocket(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("serve did not say why it closed the socket:\n%s", log)
 		}
+	}
+}
+
+// TestServeTCPBound: with --max-tcp-connections 1, a second TCP
+// connection is served only once the first has closed.
+func TestServeTCPBound(t *testing.T) {
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-t"}, "--max-tcp-connections", "1", "--", shellQuote(demo)+" sample-agent")
+	ask := func(c net.Conn, d time.Duration) error {
+		fmt.Fprintf(c, "PUT /acp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer tok-t\r\nContent-Length: 0\r\n\r\n", hostPort(u))
+		c.SetReadDeadline(time.Now().Add(d))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	first, err := net.Dial("tcp", hostPort(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if err := ask(first, 10*time.Second); err != nil {
+		t.Fatalf("the first connection: %v\n%s", err, log)
+	}
+	second, err := net.Dial("tcp", hostPort(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if err := ask(second, 300*time.Millisecond); err == nil {
+		t.Fatal("a second TCP connection was served, the bound 1")
+	}
+	first.Close()
+	second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(second), nil); err != nil {
+		t.Fatalf("the second connection once the first closed: %v\n%s", err, log)
+	} else {
+		resp.Body.Close()
 	}
 }
