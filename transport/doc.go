@@ -22,7 +22,9 @@
 // the RFD, which the package follows where the two differ (a GET for a
 // session the server has not seen yet opens its stream rather than 404, since
 // a client reopens a session's stream before session/load; a batch is
-// answered 400 with a JSON-RPC error). Streams buffer what is sent while no
+// answered 400 with a JSON-RPC error, and one the chain writes is sent as
+// its messages, since the SDK's client skips an array on a stream).
+// Streams buffer what is sent while no
 // client is attached, up to a bound on bytes and one on the sessions
 // buffering (the SDK's maxBufferedSessionStreams): a request that would make
 // one more session buffer is refused with 400, output that would is a

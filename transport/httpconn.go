@@ -238,7 +238,13 @@ func (c *httpConn) Write(ctx context.Context, msg []byte) error {
 	}
 	m, err := wire.Parse(msg)
 	if err != nil {
-		return nil // nothing the conductor writes; nowhere to route it
+		if wire.IsBatch(msg) {
+			return c.writeBatch(ctx, msg)
+		}
+		// Nowhere to route it, and nobody awaits it.
+		c.s.Logger.Warn("dropped chain output that is not a JSON-RPC message",
+			zap.String("connection", c.id), zap.Int("bytes", len(msg)), zap.Error(err))
+		return nil
 	}
 	if m.IsResponse() && m.ID != nil && c.initID != "" && idKey(m.ID) == c.initID {
 		c.initID = ""
@@ -285,6 +291,28 @@ func (c *httpConn) Write(ctx context.Context, msg []byte) error {
 	}
 	if over {
 		return c.waitForRoom(ctx)
+	}
+	return nil
+}
+
+// writeBatch writes each message of a batch from the chain as a message
+// of its own. The RFD has no batches, and the TypeScript SDK's client
+// skips an array on a stream: dropped whole, a request in it would wait
+// for ever for the client's answer, and a client's request for the
+// response in it. Each of its messages is one the RFD routes.
+func (c *httpConn) writeBatch(ctx context.Context, msg []byte) error {
+	var msgs [][]byte
+	wire.EachElement(msg, func(v []byte) { msgs = append(msgs, v) })
+	c.s.Logger.Debug("split a batch from the chain into its messages", zap.String("connection", c.id), zap.Int("messages", len(msgs)))
+	for _, m := range msgs {
+		if wire.IsBatch(m) { // no JSON-RPC message; Write would split it again
+			c.s.Logger.Warn("dropped a batch nested in chain output",
+				zap.String("connection", c.id), zap.Int("bytes", len(m)))
+			continue
+		}
+		if err := c.Write(ctx, m); err != nil {
+			return err
+		}
 	}
 	return nil
 }

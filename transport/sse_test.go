@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -63,4 +65,63 @@ func TestSSEEventTypes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChainBatchSplit: a batch the chain writes reaches a Streamable HTTP
+// client as its messages, each an event of its own (the RFD has no
+// batches, and the TypeScript SDK's client skips an array), so that a
+// request in it is answered; output that is no JSON-RPC message at all
+// is dropped with a warning naming the connection.
+func TestChainBatchSplit(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	answered := make(chan string, 1)
+	s, u := newTestServer(t, nil)
+	s.Logger = zap.New(core)
+	s.Serve = func(ctx context.Context, c Conn, _ ConnInfo) {
+		if msg, err := c.Read(ctx); err != nil || c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)) != nil {
+			t.Errorf("initialize: %s, %v", msg, err)
+			return
+		}
+		if _, err := c.Read(ctx); err != nil { // the client's go-ahead
+			return
+		}
+		_ = c.Write(ctx, []byte(`42`))
+		_ = c.Write(ctx, []byte(`[{"jsonrpc":"2.0","method":"x/note","params":{}},{"jsonrpc":"2.0","id":"q","method":"x/ask","params":{}}]`))
+		msg, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		answered <- string(msg)
+	}
+	init := post(t, u, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	init.Body.Close()
+	cid := init.Header.Get(HeaderConnectionID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, br := openStream(t, ctx, u, cid, "")
+	defer resp.Body.Close()
+	post(t, u, cid, `{"jsonrpc":"2.0","method":"x/go"}`, nil).Body.Close()
+
+	note, ask := event(t, br), event(t, br)
+	if note != `{"jsonrpc":"2.0","method":"x/note","params":{}}` || ask != `{"jsonrpc":"2.0","id":"q","method":"x/ask","params":{}}` {
+		t.Fatalf("the batch's messages arrived as %s and %s", note, ask)
+	}
+	post(t, u, cid, `{"jsonrpc":"2.0","id":"q","result":{}}`, nil).Body.Close()
+	select {
+	case got := <-answered:
+		if got != `{"jsonrpc":"2.0","id":"q","result":{}}` {
+			t.Errorf("the chain's request was answered %s", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the chain's request was never answered")
+	}
+	var warned bool
+	for _, e := range logs.All() {
+		warned = warned || e.Message == "dropped chain output that is not a JSON-RPC message" && e.ContextMap()["connection"] == cid
+	}
+	if !warned {
+		t.Errorf("no warning for the output that was no message: %v", logs.All())
+	}
+	del(t, u, cid)
+	waitIdle(t, s)
 }
