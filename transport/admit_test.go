@@ -2,11 +2,13 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"testing"
 	"time"
 )
@@ -129,5 +131,36 @@ func TestLimitListener(t *testing.T) {
 		t.Fatalf("the third connection once the first closed: %v", err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestAdmitKeepsAuthorisedH2C: an h2c connection that carried an
+// authorised request is kept past the admission time: Guard finds it
+// through ConnContext, HTTP/2 requests too.
+func TestAdmitKeepsAuthorisedH2C(t *testing.T) {
+	addr := serveGuarded(t, &Server{Serve: echo(make(chan error, 1))}, "tok", 200*time.Millisecond)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	reused := func() bool {
+		var got bool
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got = i.Reused }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "PUT", "http://"+addr+"/acp", nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("answered over %s", resp.Proto)
+		}
+		return got
+	}
+	reused()
+	time.Sleep(600 * time.Millisecond) // three admission times
+	if !reused() {
+		t.Error("an h2c connection that carried an authorised request was closed")
 	}
 }
