@@ -1,12 +1,11 @@
 package mcpbridge
 
 import (
-	"context"
 	"net"
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sync/semaphore"
+	"golang.org/x/net/netutil"
 )
 
 // Bounds on what peers that have not proven anything can hold. Anyone on the
@@ -23,34 +22,25 @@ const (
 	maxHandshakes = 16
 )
 
-// limitListener accepts at most n connections at a time: Accept waits
-// while n are open. (golang.org/x/net/netutil.LimitListener does the same,
-// but x/net would move x/sys and x/text forward in every module here for
-// forty lines.)
+// limitListener accepts at most n connections at a time
+// (netutil.LimitListener: Accept waits while n are open, so more wait in
+// the kernel's accept queue), and counts those open for the tests.
 type limitListener struct {
 	net.Listener
-	sem    *semaphore.Weighted
-	ctx    context.Context // done when the listener is closed
-	cancel context.CancelFunc
-	open   atomic.Int64 // connections accepted and not closed
+	open atomic.Int64 // connections accepted and not closed
 }
 
-func newLimitListener(l net.Listener, n int64) *limitListener {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &limitListener{Listener: l, sem: semaphore.NewWeighted(n), ctx: ctx, cancel: cancel}
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: netutil.LimitListener(l, n)}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	if l.sem.Acquire(l.ctx, 1) != nil {
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		l.sem.Release(1)
 		return nil, err
 	}
 	l.counted(l.open.Add(1))
-	return &limitedConn{Conn: c, release: func() { l.counted(l.open.Add(-1)); l.sem.Release(1) }}, nil
+	return &countedConn{Conn: c, release: func() { l.counted(l.open.Add(-1)) }}, nil
 }
 
 // httpConnsChanged, if set (by tests, before a bridge starts), is called
@@ -63,19 +53,14 @@ func (l *limitListener) counted(open int64) {
 	}
 }
 
-func (l *limitListener) Close() error {
-	l.cancel()
-	return l.Listener.Close()
-}
-
-// limitedConn gives its slot back when it is closed, once.
-type limitedConn struct {
+// countedConn is counted out when it is first closed.
+type countedConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
 }
 
-func (c *limitedConn) Close() error {
+func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err

@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // AdmitListener wraps ln so that a TCP connection that has carried no
@@ -72,52 +74,11 @@ func admit(ctx context.Context) {
 
 // LimitListener wraps ln so that at most n of the connections it accepted
 // are open at once: beyond, Accept waits for one to close, and new ones
-// wait in the kernel's backlog, holding no descriptor of the server's. It
-// is netutil.LimitListener's guard, without golang.org/x/net. n <= 0
-// means no bound.
+// wait in the kernel's backlog, holding no descriptor of the server's
+// (netutil.LimitListener). n <= 0 means no bound.
 func LimitListener(ln net.Listener, n int) net.Listener {
 	if n <= 0 {
 		return ln
 	}
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
-}
-
-type limitListener struct {
-	net.Listener
-	slots     chan struct{} // one per open connection
-	closed    chan struct{} // closed by Close: a waiting Accept returns
-	closeOnce sync.Once
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitConn{Conn: c, l: l}, nil
-}
-
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.closed) })
-	return err
-}
-
-// limitConn gives its slot back when first closed.
-type limitConn struct {
-	net.Conn
-	l    *limitListener
-	once sync.Once
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { <-c.l.slots })
-	return err
+	return netutil.LimitListener(ln, n)
 }
