@@ -152,8 +152,9 @@
 // been failed so, the client is sealed: the chain's later notifications
 // for it (an agent streaming on) are dropped, as route says, and counted.
 //
-// A restarted proxy is sent its replayed initialize first, and what
-// queued for it meanwhile only once it has answered that (outbox.hold):
-// a proxy may take anything else that comes first for the answer it
-// waits for.
+// A restarted proxy is sent its replayed initializes first, one at a
+// time, and what queued for it meanwhile only once it has answered them
+// all (outbox.hold): a proxy may take anything else that comes first for
+// the answer it waits for, and an initialize of the client's that came
+// in among the replays would take a replay's recorded answer.
 package conductor

@@ -131,9 +131,9 @@ func (o *outbox) putTraced(segments [][]byte, record func()) bool {
 
 // hold sets the gate: from now on requests and notifications (putMessage)
 // wait until open, while answers (put) go on. A restarted proxy is sent
-// its replayed initialize first, and a proxy written naively expects that
-// answer, or the answers to what it asks while initializing, before
-// anything else.
+// its replayed initializes first, and a proxy written naively expects
+// their answers, or the answers to what it asks while initializing,
+// before anything else.
 func (o *outbox) hold() {
 	o.mu.Lock()
 	o.gate = true

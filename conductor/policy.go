@@ -145,8 +145,9 @@ func (r *runner) settle(p *peer, calls []*call, report *wire.Error, how afterFai
 // installed at once, with the old process still behind it: requests that
 // arrive during the wait register and queue on it as they would while the
 // process starts, behind the replay, under the same flow control as any
-// other queue, and they go on only once the replay is answered
-// (outbox.hold). startAfter starts the process, or gives up at shutdown.
+// other queue, and they go on only once every replay is answered
+// (outbox.hold; see sendReplay). startAfter starts the process, or gives
+// up at shutdown.
 func (r *runner) restart(p *peer, report *wire.Error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -236,8 +237,12 @@ func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) 
 		}
 	}
 	l.out.put(line.segments()...)
-	// What queues for p meanwhile waits for the replay's answer: a proxy
-	// may take anything else it is sent first for that answer, and fail.
+	// What queues for p meanwhile waits for the answers to this replay
+	// and to those after it (sendReplay opens it): a proxy may take
+	// anything else it is sent first for such an answer, and fail; and
+	// while a replay is pending, an initialize the proxy passes on takes
+	// the successor's recorded answer (takeReinit), meant for a replay,
+	// not for a client's initialize.
 	l.out.hold()
 	return rp, answered, nil
 }
@@ -279,22 +284,17 @@ func (r *runner) replayCallIn(p *peer, rp *replay, answered chan struct{}, once 
 		// The initialize requests the old process left unanswered wait for
 		// this answer, as if the old process had given it.
 		waiters, next, out := p.replayAnswered(rp)
-		if out != nil && rp.restores {
-			if resp.Error == nil {
-				out.open() // restored: what queued for it goes now, in order
-			} else {
-				// Not restored, so what queued for it cannot be served:
-				// its policy applies, and answers that, saying why.
-				cause := named(p.name, fmt.Errorf("component %q refused the replayed initialize: %s", p.name, errorMessage(resp.Error)))
-				r.wg.Go(func() { r.componentFailed(p, cause) })
-			}
+		if out != nil && rp.restores && resp.Error != nil {
+			// Not restored, so what queued for it cannot be served:
+			// its policy applies, and answers that, saying why.
+			cause := named(p.name, fmt.Errorf("component %q refused the replayed initialize: %s", p.name, errorMessage(resp.Error)))
+			r.wg.Go(func() { r.componentFailed(p, cause) })
+			out = nil // never opened: what it holds fails with p
 		}
 		for _, w := range waiters {
 			answerWith(w, resp)
 		}
-		if next != nil {
-			r.sendReplay(p, next)
-		}
+		r.sendReplay(p, next, out)
 		return true
 	}
 	return cl, r.chain.encode(p, wire.IntID(cl.id), d, params), nil
@@ -342,8 +342,10 @@ func (r *runner) traceReplay(p *peer, cl *call, params json.RawMessage) {
 // successor's recorded answer goes to the initialize that restores p,
 // whatever order p would pass several on in. Each is bounded by the
 // initialize timeout from when it goes (see awaitReplay): the chain's own
-// timer stops at the first answer the client gets.
-func (r *runner) sendReplay(p *peer, rp *replay) {
+// timer stops at the first answer the client gets. With none left to
+// send, it opens out, the outbox of p's restored link, if any (see
+// replayInit).
+func (r *runner) sendReplay(p *peer, rp *replay, out *outbox) {
 	for rp != nil {
 		cl, line, answered, err := r.replayCall(p, rp)
 		if err == nil {
@@ -355,9 +357,15 @@ func (r *runner) sendReplay(p *peer, rp *replay) {
 			return
 		}
 		// p's dialect cannot carry these params: p never saw them.
-		waiters, next, _ := p.replayAnswered(rp)
+		waiters, next, current := p.replayAnswered(rp)
+		if current == nil {
+			return // p failed again: its replays went with it
+		}
 		failCalls(waiters, wire.Errorf(codeInvalidParams, "%s: %v", p.getDialect().Initialize, err))
 		rp = next
+	}
+	if out != nil {
+		out.open() // every replay answered: what queued for p goes now, in order
 	}
 }
 

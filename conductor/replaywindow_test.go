@@ -88,3 +88,66 @@ func TestInitializeDuringReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldWaitForEveryReplay has a proxy die holding the editor's second
+// initialize (client b's), and the editor initialize again with the
+// first's params (client a's) and open a session while the replay that
+// restores the new process is in flight. What the editor sent waits
+// until every replay is answered: the new process gets a's replay, then
+// b's, and only then the editor's initialize and session/new, in the
+// order sent. The editor's initialize then goes on as any initialize, to
+// the agent, as it does with only one replay (TestInitializeDuringReplay),
+// rather than take the record of a's answer meant for the replay.
+func TestHeldWaitForEveryReplay(t *testing.T) {
+	e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
+	initializeA(t, e, p, a)
+	e.send(clientInit(1, "b"))
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
+	}
+	p.w.Close() // the proxy dies holding it
+	p = proxyStarted()
+	replay := p.recvMsg()
+	if !strings.Contains(string(replay.Params), `"name":"a"`) {
+		t.Fatalf("the restarted proxy got %s, want the replay of client a's initialize", replay.Bytes())
+	}
+	e.send(clientInit(2, "a"))
+	e.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	e.sync() // both wait behind the replays now
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(replay.Params) + `}}`)
+	p.reply(replay, string(p.recvMsg().Result))
+	forwardInit(t, p, "b", func() { answerInit(t, a, "b") })
+	initializedFor(t, e, 1, "b")
+	// Then what the editor sent, in order.
+	init := p.recvMsg()
+	if init.Method != wire.MethodProxyInitialize || !strings.Contains(string(init.Params), `"name":"a"`) {
+		t.Fatalf("the proxy got %s, want client a's proxy/initialize", init.Bytes())
+	}
+	sess := p.recvMsg()
+	if sess.Method != "session/new" {
+		t.Fatalf("the proxy got %s, want session/new", sess.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(init.Params) + `}}`)
+	select {
+	case l := <-a.lines:
+		if m, err := wire.Parse(l); err != nil || m.Method != wire.MethodInitialize || !strings.Contains(string(m.Params), `"name":"a"`) {
+			t.Fatalf("the agent got %s, want client a's initialize again", l)
+		} else {
+			a.reply(m, `{"protocolVersion":1,"agentInfo":{"name":"for-a"},"again":true}`)
+		}
+	case l := <-p.lines:
+		t.Fatalf("the editor's initialize was answered from the record, the agent not asked: %s", l)
+	case <-time.After(20 * time.Second):
+		t.Fatal("neither the agent nor the proxy got anything")
+	}
+	p.reply(init, string(p.recvMsg().Result))
+	if m := e.recvMsg(); string(m.ID) != "2" || m.Error != nil || !strings.Contains(string(m.Result), `"again":true`) {
+		t.Fatalf("got %s, want initialize 2 answered afresh by the agent", e.seen[len(e.seen)-1])
+	}
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"session/new","params":` + string(sess.Params) + `}}`)
+	a.reply(a.recvMsg(), `{"sessionId":"s1"}`)
+	p.reply(sess, string(p.recvMsg().Result))
+	if m := e.recvMsg(); string(m.ID) != "3" || m.Error != nil || !strings.Contains(string(m.Result), `"sessionId":"s1"`) {
+		t.Fatalf("got %s, want session/new answered", e.seen[len(e.seen)-1])
+	}
+}
