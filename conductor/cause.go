@@ -1,10 +1,12 @@
 package conductor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -52,7 +54,9 @@ const maxCause = 200
 // the last line that is not blank nor part of a stack trace (indented, as
 // Node's, Python's, Java's and Go's frames are) nor a runtime's trailer
 // after one; otherwise the last line that is not blank. It returns it on
-// one line, without control characters, cut to maxCause bytes.
+// one line, without control characters, cut to maxCause bytes; for an
+// error a conductor of ours logged (a nested acp-conductor proxy), the
+// error alone (see logCause).
 // A line is blank if nothing is left of it on one line: a line of NULs or
 // escape codes says no more than an empty one.
 func stderrCause(lines []string) string {
@@ -65,6 +69,9 @@ func stderrCause(lines []string) string {
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		if c := oneLine(lines[i], maxCause); c != "" && !traceLine(lines[i]) {
+			if why, ok := logCause(lines[i]); ok {
+				return why
+			}
 			return c
 		}
 	}
@@ -115,10 +122,85 @@ func traceLine(l string) bool {
 // cobra, clap, commander and argparse print them.
 var usagePrefixes = []string{"Usage:", "usage:", "Flags:", "Global Flags:", "Options:", "Commands:", "Available Commands:", "Arguments:"}
 
+// logCause returns the error of l if l is an error our own logger wrote
+// (cmd/acp-conductor/logging.go: console or json, with or without the
+// time and the logger's name), and reports whether it is. A nested
+// conductor's last line is its "conductor failed", whose error is the
+// cause, raw JSON escapes and all: taken whole, each level of nesting
+// would quote the one below until the innermost cause, which is what
+// says why, fell past maxCause. So it is unquoted, and kept by its end,
+// where the innermost cause is. Messages other than "conductor failed"
+// (which the outer error's "ended unexpectedly" says already) stay in
+// front of it.
+func logCause(l string) (string, bool) {
+	var level, msg, why string
+	if strings.HasPrefix(l, "{") {
+		var e struct{ Level, Msg, Error string }
+		if json.Unmarshal([]byte(l), &e) != nil {
+			return "", false
+		}
+		level, msg, why = strings.ToUpper(e.Level), e.Msg, e.Error
+	} else {
+		// [TIME] LEVEL [NAME] MESSAGE FIELDS, tab-separated.
+		parts := strings.Split(l, "\t")
+		if _, err := time.Parse("2006-01-02T15:04:05.000Z0700", parts[0]); err == nil {
+			parts = parts[1:]
+		}
+		if len(parts) < 3 || len(parts) > 4 || !strings.HasPrefix(parts[len(parts)-1], "{") {
+			return "", false
+		}
+		var f struct{ Error string }
+		if json.Unmarshal([]byte(parts[len(parts)-1]), &f) != nil {
+			return "", false
+		}
+		level, msg, why = parts[0], parts[len(parts)-2], f.Error
+	}
+	switch level {
+	case "ERROR", "DPANIC", "PANIC", "FATAL":
+	default:
+		return "", false
+	}
+	if why == "" {
+		return "", false
+	}
+	if msg != "conductor failed" {
+		why = msg + ": " + why
+	}
+	why = oneLineTail(why, maxCause)
+	return why, why != ""
+}
+
 // oneLine returns s trimmed, without control or bidirectional formatting
 // characters (a tab becomes a space) or invalid UTF-8, and no longer than
 // max bytes, cut on a character boundary and marked by "...".
 func oneLine(s string, max int) string {
+	s = clean(s)
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.TrimSpace(s[:cut]) + "..."
+}
+
+// oneLineTail is oneLine keeping the end of s, marked at its start.
+func oneLineTail(s string, max int) string {
+	s = clean(s)
+	if len(s) <= max {
+		return s
+	}
+	cut := len(s) - (max - len("..."))
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "..." + strings.TrimSpace(s[cut:])
+}
+
+// clean returns s trimmed, without control or bidirectional formatting
+// characters (a tab becomes a space) or invalid UTF-8.
+func clean(s string) string {
 	s = strings.Map(func(r rune) rune {
 		switch {
 		case r == '\t':
@@ -128,13 +210,5 @@ func oneLine(s string, max int) string {
 		}
 		return r
 	}, strings.ToValidUTF8(s, ""))
-	s = strings.TrimSpace(s)
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len("...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strings.TrimSpace(s[:cut]) + "..."
+	return strings.TrimSpace(s)
 }

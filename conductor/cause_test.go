@@ -85,6 +85,12 @@ func TestStderrCause(t *testing.T) {
 		{"only frames", []string{"    at a (x.js:1:1)", "    at b (x.js:2:1)"}, "at b (x.js:2:1)"},
 		{"control characters", []string{"a\x00b\x1b[0m\tc\u202ed\x7f\u0085e"}, "ab[0m cde"},
 		{"invalid UTF-8", []string{"bad \xff\xfe byte"}, "bad  byte"},
+		{"nested conductor, console", []string{"INFO\tstopped\t{}", "ERROR\tconductor failed\t{\"error\": \"component \\\"x\\\" ended: boom\"}"}, `component "x" ended: boom`},
+		{"nested conductor, console with time and name", []string{"2026-11-27T10:51:25.843Z\tERROR\tinner\tthe chain cannot start\t{\"error\": \"no agent\"}"}, "the chain cannot start: no agent"},
+		{"nested conductor, json", []string{`{"level":"error","ts":"2026-11-27T10:51:25.843Z","logger":"inner","msg":"conductor failed","error":"component \"x\" ended: boom"}`}, `component "x" ended: boom`},
+		{"our info line", []string{"INFO\tstopped\t{\"error\": \"context canceled\"}"}, `INFO stopped {"error": "context canceled"}`},
+		{"our error line without an error", []string{`{"level":"error","msg":"conductor failed"}`}, `{"level":"error","msg":"conductor failed"}`},
+		{"nested conductor, long", []string{"ERROR\tconductor failed\t{\"error\": \"" + strings.Repeat("x", 300) + ": boom\"}"}, "..." + strings.Repeat("x", maxCause-len("...: boom")) + ": boom"},
 	}
 	for _, tt := range tests {
 		if got := stderrCause(tt.lines); got != tt.want {

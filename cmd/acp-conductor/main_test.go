@@ -421,6 +421,46 @@ func TestNestedConductorSettings(t *testing.T) {
 	}
 }
 
+// TestNestedConductorCause has a proxy fail two conductors deep: an outer
+// conductor runs a nested acp-conductor proxy (logging in the console
+// format), which runs another (logging json), which runs a proxy that
+// dies saying why. Each conductor's failure names as its cause the error
+// the one below logged, not its log line quoted again at each level, so
+// the outermost still ends with what the proxy said.
+func TestNestedConductorCause(t *testing.T) {
+	crash := "sh -c " + shellQuote(`read -r line; echo "boom: the crash proxy gave up" >&2; exit 2`)
+	inner := "ACP_CONDUCTOR_LOGGING_FORMAT=json " + shellQuote(binary) + " proxy " + shellQuote(crash)
+	middle := shellQuote(binary) + " proxy " + shellQuote(inner)
+	s := start(t, "agent", "--log-format", "json", middle, shellQuote(demo)+" sample-agent")
+	if _, err := io.WriteString(s.stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Its input stays open: the conductor ends because its proxy failed.
+	done := make(chan error, 1)
+	go func() {
+		io.Copy(io.Discard, s.stdout)
+		done <- s.cmd.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the conductor did not end when its nested proxy failed; stderr:\n%s", s.stderr)
+	}
+	var failed []string
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		var entry struct{ Msg, Error string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "conductor failed" {
+			failed = append(failed, entry.Error)
+		}
+	}
+	want := `component "acp-conductor" ended unexpectedly (exit status 1): ` +
+		`component "acp-conductor" ended unexpectedly (exit status 1): ` +
+		`component "sh" ended unexpectedly (exit status 2): boom: the crash proxy gave up`
+	if len(failed) != 1 || failed[0] != want {
+		t.Errorf("the conductor failed with %q,\nwant %q; stderr:\n%s", failed, want, s.stderr)
+	}
+}
+
 func TestLogFile(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "acp.log")
 	r := acp(t, "", nil, "proxy", "--log-file", logFile, "--log-format", "json", "--name", "inner")
