@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -681,5 +684,50 @@ func TestComponentEnv(t *testing.T) {
 				t.Errorf("the agent recorded where the conductor's ACP_TEST_TRANSCRIPT says")
 			}
 		})
+	}
+}
+
+// TestStrayOutputLoggedSparingly has a component print line after line
+// that is not JSON-RPC on its stdout: the first few are logged with what
+// they said, the last of those saying that later ones are counted, and
+// the count once the chain ends, all under the component's name; the
+// chain goes on working meanwhile.
+func TestStrayOutputLoggedSparingly(t *testing.T) {
+	dir := t.TempDir()
+	core, logs := observer.New(zap.DebugLevel)
+	proxy, proxyStarted := scriptedComponent(t, dir, "chatty")
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	e := startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, Logger: zap.New(core)})
+	p, a := proxyStarted(), agentStarted()
+	const printed = 100
+	for i := range printed {
+		p.send(fmt.Sprintf("chatter %d", i))
+	}
+	e.send(clientInit(0, "a"))
+	forwardInit(t, p, "a", func() { answerInit(t, a, "a") })
+	initializedFor(t, e, 0, "a")
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	entries := logs.FilterMessageSnippet("not JSON-RPC").All()
+	if len(entries) != strayLogged+1 {
+		t.Fatalf("logged %d lines for %d stray lines, want %d with their content and one count", len(entries), printed, strayLogged)
+	}
+	for i, en := range entries {
+		ctx := en.ContextMap()
+		if ctx["peer"] != "chatty" {
+			t.Errorf("entry %d (%s) does not name the component: %v", i, en.Message, ctx)
+		}
+		switch {
+		case i < strayLogged:
+			if ctx["line"] != fmt.Sprintf("chatter %d", i) {
+				t.Errorf("entry %d has line %v, want chatter %d", i, ctx["line"], i)
+			}
+			if last := i == strayLogged-1; last != strings.Contains(en.Message, "counted") {
+				t.Errorf("entry %d says %q: only the last with content should say later ones are counted", i, en.Message)
+			}
+		case ctx["count"] != int64(printed):
+			t.Errorf("the last entry (%s) counts %v, want %d", en.Message, ctx["count"], printed)
+		}
 	}
 }

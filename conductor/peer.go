@@ -86,6 +86,8 @@ type peer struct {
 	saidTooMany atomic.Bool
 	// drops counts the messages dropped for it once it was closed.
 	drops atomic.Int64
+	// strays counts the lines it sent that were not JSON-RPC (stray).
+	strays atomic.Int64
 }
 
 // maxInFlight bounds the requests one peer may have in flight through the
@@ -472,9 +474,32 @@ func (p *peer) dropped() {
 }
 
 // logDropped logs how many messages were dropped for p, closed, if more
-// than the first, which dropped logged.
+// than the first, which dropped logged; and how many lines of its output
+// were dropped as not JSON-RPC, if more than stray logged.
 func (p *peer) logDropped() {
 	if n := p.drops.Load(); n > 1 {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
+	}
+	if n := p.strays.Load(); n > strayLogged {
+		p.log.Warn("dropped output that is not JSON-RPC, in all", zap.Int64("count", n))
+	}
+}
+
+// strayLogged is how many of a component's stray lines are logged with
+// what they said: enough to tell what prints them.
+const strayLogged = 5
+
+// stray logs line, output of p's that is not JSON-RPC (err says why),
+// which is dropped. A component that prints as it goes (a debug print
+// left in, a library's banner) would write a warning per line, so only
+// the first strayLogged are, the last saying so; the rest are counted,
+// and the count logged once, when p is done (logDropped).
+func (p *peer) stray(line []byte, err error) {
+	switch n := p.strays.Add(1); {
+	case n < strayLogged:
+		p.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
+	case n == strayLogged:
+		p.log.Warn("dropped output that is not JSON-RPC; later such lines are counted, and the count logged when it is done",
+			zap.Error(err), zap.ByteString("line", clip(line)))
 	}
 }

@@ -468,7 +468,7 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 		failAnswered(from, e.ResponseID, wire.Errorf(codeInternalError, "%s answered with a message that is not JSON-RPC 2.0 (%s)", answerer(from), e.Reason))
 	}
 	if pos != 0 {
-		from.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
+		from.stray(line, err)
 		return
 	}
 	from.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
