@@ -195,7 +195,7 @@ func (r *runner) run(ctx context.Context, client *peer, in io.Reader) error {
 			r.beginStop(nil, nil)
 		case <-r.stopping:
 		}
-		r.shutdown(client, flushed, in)
+		r.shutdown(ctx, client, flushed, in)
 	})
 	r.wg.Wait()
 	for _, p := range r.chain.peers[:len(r.comps)+1] { // the client once, in proxy mode too

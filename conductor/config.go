@@ -76,7 +76,8 @@ type Config struct {
 	GracePeriod time.Duration
 	// Abort, when closed during shutdown, skips what is left of the grace
 	// period: the components are signalled at once. acp-conductor closes it
-	// on a second SIGINT or SIGTERM.
+	// on a second SIGINT or SIGTERM. Run's ctx ending once the client's
+	// input has ended does the same.
 	Abort <-chan struct{}
 	// MaxMessageBytes bounds one message on any connection. Zero means
 	// wire.DefaultMaxMessageBytes.

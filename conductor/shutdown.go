@@ -63,25 +63,45 @@ func (r *runner) isStopped() bool {
 //  2. input is closed along the chain, and the components exit;
 //
 // then every process group still alive gets SIGTERM, and SIGKILL a moment
-// later. Abort skips to the signals. The answers the conductor still owes
-// the client get a moment to be queued (awaitOwed) before its output
-// closes, and what is left for it gets until one second past the deadline
-// to be written.
-func (r *runner) shutdown(client *peer, flushed <-chan struct{}, in io.Reader) {
+// later. Abort skips to the signals, and so does ctx ending once the
+// client's input has ended: the client asked to stop by closing it, and
+// whoever ends ctx (a signal) asks again. An editor such as acpx closes
+// the agent's stdin, then sends SIGTERM, then SIGKILL 1.5s later; waiting
+// out the grace for an agent that ignores the end of its input would get
+// the conductor killed, its outcome unsaid. The answers the conductor
+// still owes the client get a moment to be queued (awaitOwed) before its
+// output closes, and what is left for it gets until one second past the
+// deadline to be written.
+func (r *runner) shutdown(ctx context.Context, client *peer, flushed <-chan struct{}, in io.Reader) {
 	start := time.Now()
 	grace := r.cfg.grace()
 	aborted, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if r.cfg.Abort != nil {
-		r.wg.Go(func() {
+	inputEnded := client.link.Load().readDone
+	r.wg.Go(func() {
+		select {
+		case <-ctx.Done():
 			select {
-			case <-r.cfg.Abort:
-				r.log.Info("stopping at once")
+			case <-inputEnded:
+				r.log.Info("stopping at once: told to stop after the client's input ended", zap.NamedError("why", context.Cause(ctx)))
 				cancel()
-			case <-aborted.Done():
+				return
+			default: // ctx began this shutdown, or the input is still open
 			}
-		})
-	}
+		case <-r.cfg.Abort: // nil, which never fires, without Abort
+			r.log.Info("stopping at once")
+			cancel()
+			return
+		case <-aborted.Done():
+			return
+		}
+		select {
+		case <-r.cfg.Abort:
+			r.log.Info("stopping at once")
+			cancel()
+		case <-aborted.Done():
+		}
+	})
 
 	var out outcome
 	out.unanswered = r.drain(aborted, client, start.Add(grace))

@@ -399,6 +399,36 @@ func TestSecondSignalOutcome(t *testing.T) {
 	}
 }
 
+// TestSignalAfterEOF is acpx ending an agent that ignores the end of its
+// input (Codex): the editor closes its input, then a signal ends ctx. The
+// editor has asked twice, and the conductor stops at once, as after a
+// second signal, rather than wait out the grace period (a minute here;
+// acpx kills it after 1.6s).
+func TestSignalAfterEOF(t *testing.T) {
+	dir := t.TempDir()
+	ctx, signal := context.WithCancelCause(context.Background())
+	defer signal(nil)
+	log, logs := watchLogs(t)
+	e := startChainCtx(t, ctx, Config{
+		Proxies:     []Component{fake(t, dir, "p", "proxy")},
+		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_IGNORE_EOF=1"),
+		GracePeriod: time.Minute,
+		Logger:      log,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.in.Close()
+	logs.wait(t, "draining")
+	signal(errors.New("received SIGTERM"))
+	if err, took := e.stopped(); err != nil || took > 10*time.Second {
+		t.Errorf("Run = %v after %v", err, took)
+	}
+	logs.wait(t, "stopping at once: told to stop after the client's input ended")
+	if want := "agent was still running when the conductor was told to stop at once, and was stopped with SIGTERM"; !strings.Contains(fmt.Sprint(logs.logged("stopped: ")), want) {
+		t.Errorf("outcome %q, want %q", logs.logged("stopped: "), want)
+	}
+}
+
 // TestFailureBeforeFirstRequest has the agent die before the editor sends
 // anything: the editor's first request is answered with the failure,
 // naming the agent and how it ended, with the chain's watchdog and without,

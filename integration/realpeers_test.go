@@ -211,6 +211,38 @@ func TestAcpxSessions(t *testing.T) {
 	// markerChecked's cleanup checks that the owner and the chain are gone.
 }
 
+// TestAcpxStopsCodex runs acpx's exec with Codex behind the chain, with
+// no account: session/new fails with Codex's auth-required error, which
+// acpx must show as it does directly. acpx then ends the agent as it ends
+// any: it closes its stdin, sends SIGTERM 100ms later, and SIGKILL 1.5s
+// after that. Codex ignores the end of its input, so a conductor that
+// waited out its 2s grace for it was killed every time, leaving its
+// outcome unlogged and its processes to the watchdog; told twice to stop,
+// it must stop at once, before acpx has to kill it.
+func TestAcpxStopsCodex(t *testing.T) {
+	requireConductor(t)
+	t.Parallel()
+	ctx := testContext(t, 90*time.Second)
+	dir, home := t.TempDir(), acpxHome(t)
+	marker := markerChecked(t)
+	logFile := filepath.Join(t.TempDir(), "conductor.log")
+	cmd := exec.CommandContext(ctx, npmBin("acpx"), "--format", "json", "--verbose", "--cwd", dir,
+		"--agent", shellJoin(conductor, "agent", "--shutdown-grace", "2s", goProxyCmd("go1"), npmBin("codex-acp")), "exec", "hello")
+	cmd.Env = append(os.Environ(), "HOME="+home, "CODEX_HOME="+t.TempDir(), markerVar+"="+marker,
+		"ACP_CONDUCTOR_LOGGING_FILE="+logFile, "OPENAI_API_KEY=", "CODEX_API_KEY=")
+	var stderr testio.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err == nil || !strings.Contains(string(out), `"error":{"code":-32000,"message":"Authentication required"}`) {
+		t.Errorf("acpx exited with %v, printing\n%s\nwant exit 1 and Codex's auth-required error", err, out)
+	}
+	log, _ := os.ReadFile(logFile)
+	if strings.Contains(stderr.String(), "forcing SIGKILL") || !strings.Contains(string(log), "stopped: ") {
+		t.Errorf("acpx had to kill the conductor, or it did not log how it stopped\nacpx stderr:\n%s\nconductor log:\n%s", stderr.String(), log)
+	}
+	// markerChecked's cleanup checks that nothing of the chain is left.
+}
+
 // TestCodexAgent puts Codex behind a proxy that serves an MCP server (the
 // Thinkwell-dialect twproxy). Codex advertises MCP over HTTP, so the
 // conductor bridges the server over HTTP by default, or over stdio when
