@@ -392,13 +392,7 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 	version := mcpVersionOf(b.mcp.v2)
 	b.mcp.mu.Unlock()
 	usable := func(t string) bool { return agentHas[t] && slices.Contains(bridgeTransports[b.mode], t) }
-	transport := ""
-	for _, t := range bridgeTransports[b.mode] {
-		if agentHas[t] {
-			transport = t
-			break
-		}
-	}
+	transport := b.transport(agentHas)
 	if b.mode == BridgeHTTP && transport == transportStdio {
 		// An HTTP declaration would only be refused, or worse, ignored.
 		b.noHTTPOnce.Do(func() {
@@ -466,6 +460,26 @@ func (b *bridge) rewrite(params json.RawMessage) (json.RawMessage, error) {
 		return nil, err
 	}
 	return wire.SetPath(params, []string{"mcpServers"}, list)
+}
+
+// transport is the transport the bridge gives the agent servers over,
+// the first of its mode's that the agent has, or "" when there is none.
+func (b *bridge) transport(agentHas map[string]bool) string {
+	for _, t := range bridgeTransports[b.mode] {
+		if agentHas[t] {
+			return t
+		}
+	}
+	return ""
+}
+
+// reaches reports whether the bridge can give the agent, as its
+// initialize answer described it, an MCP server over any transport.
+func (b *bridge) reaches(r *mcpRoutes) bool {
+	r.mu.Lock()
+	agentHas := map[string]bool{transportHTTP: r.http, transportStdio: r.stdio}
+	r.mu.Unlock()
+	return b.transport(agentHas) != ""
 }
 
 // needed names the capabilities any of which would let the bridge reach

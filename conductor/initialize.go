@@ -15,8 +15,11 @@ import (
 // proxy/initialize, notes what the final agent can do with MCP servers, and
 // advertises MCP-over-ACP in every answer it passes on: to the editor or
 // parent conductor, and to each proxy from its successor. The conductor
-// bridges what the agent cannot do natively, so the claim holds whatever the
-// agent supports.
+// bridges what the agent cannot do natively, so the claim holds unless the
+// agent (a v2 one, whose every transport is opt-in) can take no server
+// over any transport the bridge may use, or a v2 parent made no such
+// claim to us: then nothing is claimed, not to the proxies either, whose
+// own acp servers would need the bridge as much.
 func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message) bool {
 	return c.onInitializeAfter(to, d, cl, nil)
 }
@@ -40,10 +43,21 @@ func (c *chain) onInitializeAfter(to *peer, d delivery, cl *call, refused []stri
 		if cl.dialect != nil {
 			to.rememberInit(cl.params) // a proxy took them: a restart replays them
 		}
-		if c.topo.Load().role(d.to) == roleAgent {
+		switch c.topo.Load().role(d.to) {
+		case roleAgent:
 			c.mcp.agentCapabilities(resp.Result)
+			c.mcp.servable(c.mcp.agentIsNative() || c.bridge != nil && c.bridge.reaches(c.mcp))
+		case roleUpstream:
+			// The parent bridges for us; a v2 parent that can serve acp
+			// servers says so, a v1 one always can (stdio is built in).
+			c.mcp.servable(!wire.IsV2(resp.Result) || wire.HasMCPOverACP(resp.Result))
 		}
-		if r, err := wire.WithMCPOverACP(resp.Result); err == nil {
+		// Claimed only where something can serve it: an editor or a proxy
+		// that declares an acp server the agent cannot be given would get
+		// a session without it, and only the log would say so.
+		if !c.mcp.acpServable() {
+			to.log.Warn("MCP-over-ACP not advertised: the agent takes no MCP server over any transport the bridge can use")
+		} else if r, err := wire.WithMCPOverACP(resp.Result); err == nil {
 			resp.Result = r
 		} else {
 			to.log.Warn("initialize result is not an object; passed on unchanged", zap.Error(err))

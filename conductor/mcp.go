@@ -76,6 +76,11 @@ type mcpRoutes struct {
 	http    bool                 // the final agent can reach MCP servers over HTTP
 	stdio   bool                 // the final agent can run stdio MCP servers (mcpVersions)
 	v2      bool                 // the final agent speaks ACP v2
+	// unservable: nothing below the conductor can take an acp MCP server
+	// (the agent has no native acp and the bridge reaches it over no
+	// transport, or a v2 parent said none), so MCP-over-ACP is not
+	// advertised (onInitialize).
+	unservable bool
 
 	bindings map[int]binding // by owner position, once its answer to mcp/connect told
 	// For request-binding callers of connect-binding owners: the one
@@ -264,6 +269,23 @@ func (r *mcpRoutes) agentCapabilities(result json.RawMessage) {
 	r.native, r.http, r.v2 = has("acp"), has("http"), v2
 	r.stdio = has("stdio") || mcpVersionOf(v2).stdioBuiltIn
 	r.mu.Unlock()
+}
+
+// servable notes whether the chain below the conductor can take acp MCP
+// servers, as its terminal's initialize answer showed.
+func (r *mcpRoutes) servable(ok bool) {
+	r.mu.Lock()
+	r.unservable = !ok
+	r.mu.Unlock()
+}
+
+// acpServable reports whether MCP-over-ACP may be advertised: true until
+// the terminal's answer says otherwise, as v1, where the bridge always
+// reaches the agent over stdio.
+func (r *mcpRoutes) acpServable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.unservable
 }
 
 // agentV2 reports whether the agent's initialize settled on ACP v2.

@@ -17,7 +17,8 @@
 //       session (with --declare, offering an acp MCP server of its own), and
 //       prints one JSON line: the raw initialize result as it arrived on the
 //       wire ("initialize"), what the SDK made of it ("sdkInitialize"), the
-//       session id, and "failures".
+//       session id, and "failures". It offers its server only if the chain
+//       advertised capabilities.session.mcp.acp, as an editor should.
 import * as acp from "@agentclientprotocol/sdk/experimental/v2/unstable";
 import { spawn } from "node:child_process";
 import { appendFileSync } from "node:fs";
@@ -98,8 +99,10 @@ if (role === "agent") {
         info: { name: "acp-it-v2-client", version: "1.0.0" },
         capabilities: {},
       });
-      // --declare: the editor offers an MCP server of its own (MCP-over-ACP).
-      const mcpServers = argv.slice(0, sep).includes("--declare")
+      // --declare: the editor offers an MCP server of its own (MCP-over-ACP),
+      // as an editor should, only if the chain advertised that it takes one.
+      const mcpServers =
+        argv.slice(0, sep).includes("--declare") && sdkInit?.capabilities?.session?.mcp?.acp
         ? [{ type: "acp", name: "editor-tools", serverId: "srv-1" }]
         : [];
       const s = await cx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers });

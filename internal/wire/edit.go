@@ -127,6 +127,13 @@ func WithMCPOverACP(result json.RawMessage) (json.RawMessage, error) {
 	return SetPath(result, []string{"capabilities", "session", "mcp", "acp"}, json.RawMessage("{}"))
 }
 
+// HasMCPOverACP reports whether an InitializeResponse advertises
+// MCP-over-ACP where its version puts it (see WithMCPOverACP).
+func HasMCPOverACP(result json.RawMessage) bool {
+	v := string(bytes.TrimSpace(Member(MCPCapabilities(result), "acp")))
+	return v != "" && v != "false" && v != "null"
+}
+
 // MCPCapabilities returns the raw MCP capabilities an InitializeResponse
 // declares, from where its protocol version puts them (see WithMCPOverACP),
 // or nil. In v1 a capability is true; in v2 it is an object.

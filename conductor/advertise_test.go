@@ -1,0 +1,98 @@
+package conductor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
+)
+
+// TestAdvertiseMCPOverACP: MCP-over-ACP is advertised, to the editor and
+// to a proxy from its successor alike, only where something can serve
+// an acp server: the agent natively, or the bridge over a transport the
+// agent took (v1: stdio always; v2: only what capabilities.session.mcp
+// lists, and only those of mcp_bridge's mode). A proxy's own acp servers
+// go through the same bridge, so it is told no more than the editor.
+func TestAdvertiseMCPOverACP(t *testing.T) {
+	const (
+		v1 = `{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":%s}}`
+		v2 = `{"protocolVersion":2,"capabilities":{"session":{"mcp":%s}}}`
+	)
+	for _, tt := range []struct {
+		answer string
+		mode   BridgeMode
+		want   bool
+	}{
+		{strings.Replace(v1, "%s", `{}`, 1), BridgeAuto, true},
+		{strings.Replace(v1, "%s", `{}`, 1), BridgeStdio, true},
+		{strings.Replace(v2, "%s", `{}`, 1), BridgeAuto, false},
+		{`{"protocolVersion":2,"capabilities":{"session":{}}}`, BridgeAuto, false},
+		{strings.Replace(v2, "%s", `{"stdio":{}}`, 1), BridgeAuto, true},
+		{strings.Replace(v2, "%s", `{"http":{}}`, 1), BridgeAuto, true},
+		{strings.Replace(v2, "%s", `{"http":{}}`, 1), BridgeHTTP, true},
+		{strings.Replace(v2, "%s", `{"http":{}}`, 1), BridgeStdio, false},
+		{strings.Replace(v2, "%s", `{"stdio":{}}`, 1), BridgeStdio, true},
+		{strings.Replace(v2, "%s", `{"acp":{}}`, 1), BridgeStdio, true},
+	} {
+		t.Run(string(tt.mode)+" "+tt.answer, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			ed := scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent, MCPBridge: tt.mode}))
+			px, ag := proxyStarted(), agentStarted()
+			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`)
+			init := px.recvMsg()
+			px.send(`{"jsonrpc":"2.0","id":"up","method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":2}}}`)
+			ag.reply(ag.recvMsg(), tt.answer)
+			seen := px.recvMsg()
+			if got := wire.HasMCPOverACP(seen.Result); got != tt.want {
+				t.Errorf("the proxy saw %s: MCP-over-ACP advertised %v, want %v", seen.Result, got, tt.want)
+			}
+			px.reply(init, string(seen.Result))
+			answer := ed.recvMsg()
+			if got := wire.HasMCPOverACP(answer.Result); got != tt.want {
+				t.Errorf("the editor saw %s: MCP-over-ACP advertised %v, want %v", answer.Result, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAdvertiseMCPOverACPProxyMode: in proxy mode the parent bridges for
+// the whole tree, so a v2 parent's answer that claims no MCP-over-ACP is
+// believed, and passed on to the inner proxy and back to the parent as
+// it is; a v1 parent can always bridge (stdio is built in).
+func TestAdvertiseMCPOverACPProxyMode(t *testing.T) {
+	for _, tt := range []struct {
+		answer string
+		want   bool
+	}{
+		{`{"protocolVersion":1,"agentCapabilities":{}}`, true},
+		{`{"protocolVersion":2,"capabilities":{"session":{"mcp":{}}}}`, false},
+		{`{"protocolVersion":2,"capabilities":{"session":{"mcp":{"acp":{}}}}}`, true},
+	} {
+		t.Run(tt.answer, func(t *testing.T) {
+			t.Parallel()
+			proxy, proxyStarted := scriptedComponent(t, t.TempDir(), "inner")
+			parent := scriptedEditor(startChain(t, Config{Mode: ProxyMode, Proxies: []Component{proxy}}))
+			px := proxyStarted()
+			parent.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/initialize","params":{"protocolVersion":2}}`)
+			init := px.recvMsg()
+			px.send(`{"jsonrpc":"2.0","id":"up","method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":2}}}`)
+			up := parent.recvMsg()
+			if up.Method != wire.MethodSuccessor {
+				t.Fatalf("the parent got %s, want the initialize for our successor", up.Method)
+			}
+			parent.reply(up, tt.answer)
+			seen := px.recvMsg()
+			if got := wire.HasMCPOverACP(seen.Result); got != tt.want {
+				t.Errorf("the inner proxy saw %s: MCP-over-ACP advertised %v, want %v", seen.Result, got, tt.want)
+			}
+			px.reply(init, string(seen.Result))
+			answer := parent.recvMsg()
+			if got := wire.HasMCPOverACP(answer.Result); got != tt.want {
+				t.Errorf("the parent saw %s: MCP-over-ACP advertised %v, want %v", answer.Result, got, tt.want)
+			}
+		})
+	}
+}
