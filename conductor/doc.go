@@ -150,7 +150,10 @@
 // a proxy whose input closed would answer with an error that knows less,
 // and an agent would hear nothing. Once a request of the client's has
 // been failed so, the client is sealed: the chain's later notifications
-// for it (an agent streaming on) are dropped, as route says, and counted.
+// for it (an agent streaming on) are dropped, as route says, and counted;
+// its outbox refuses them too, sealed under its own lock before the
+// errors are queued, for one routed just before the seal, or addressed
+// by the MCP router, not to land after them.
 //
 // A restarted proxy is sent its replayed initializes first, one at a
 // time, and what queued for it meanwhile only once it has answered them

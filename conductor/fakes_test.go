@@ -361,9 +361,28 @@ func updatePad(seed uint64, i int) int {
 // the response: the editor can check that none overtook another.
 func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Message) {
 	sessions := 0
+	// With ACP_TEST_STREAM_MCP naming an acp MCP server, the agent speaks
+	// MCP-over-ACP itself and, at work forever, connects to that server
+	// and streams MCP notifications on the connection too.
+	mcpServer := os.Getenv("ACP_TEST_STREAM_MCP")
 	return func(m *wire.Message) {
+		if m.IsResponse() && string(m.ID) == `"stream-connect"` {
+			conn := wire.Member(m.Result, "connectionId")
+			go func() {
+				for i := 0; ; i++ {
+					send(&wire.Message{Method: "mcp/message", Params: json.RawMessage(fmt.Sprintf(
+						`{"connectionId":%s,"method":"notifications/message","params":{"level":"info","data":%d}}`, conn, i))})
+					time.Sleep(time.Millisecond)
+				}
+			}()
+			return
+		}
 		switch m.Method {
 		case "initialize":
+			if mcpServer != "" {
+				send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"mcpCapabilities":{"acp":true}}}`)})
+				return
+			}
 			send(&wire.Message{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{}}`)})
 		case "session/new":
 			sessions++
@@ -385,6 +404,10 @@ func fakeStreamer(ch *wire.LineChannel, send func(*wire.Message)) func(*wire.Mes
 			if os.Getenv("ACP_TEST_STREAM_FOREVER") != "" {
 				// An agent at work that never ends its turn: it streams
 				// until it is killed, whether its input ends or not.
+				if mcpServer != "" {
+					send(&wire.Message{ID: json.RawMessage(`"stream-connect"`), Method: "mcp/connect",
+						Params: json.RawMessage(fmt.Sprintf(`{"acpId":%q}`, mcpServer))})
+				}
 				go func() {
 					for i := 0; ; i++ {
 						send(streamedUpdate(p.SessionID, "forever", i, 0))

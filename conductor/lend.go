@@ -46,7 +46,7 @@ func (rd *reader) next(ch channel) ([]byte, error) {
 	return ch.Recv()
 }
 
-// pass sends raw, the line of a message that goes on as it came, to p:
+// pass sends raw, the line of a notification that goes on as it came, to p:
 // lent where rd lends it, and with its newline in one segment where it
 // lies just past it.
 func (rd *reader) pass(p *peer, raw []byte) {
@@ -61,11 +61,11 @@ func (rd *reader) pass(p *peer, raw []byte) {
 		line[0] = whole // one segment to queue and write
 	}
 	if !rd.lends(raw) {
-		p.sendMessage(line...)
+		p.sendMessage(kindNotification, line...)
 		return
 	}
 	o := p.link.Load().out
-	if !o.putMessage(lc, line) {
+	if !o.putMessage(lc, line, kindNotification) {
 		p.dropped()
 		return
 	}

@@ -82,7 +82,7 @@ func TestOutboxLent(t *testing.T) {
 		o.attach(r.try)
 		hb.hold() // a burst: put only queues
 		for _, l := range lines {
-			o.putFrom(lc, [][]byte{l}, false)
+			o.putFrom(lc, [][]byte{l}, kindAnswer)
 		}
 		if n := lentIn(lc, o.queue); n != 3 {
 			t.Fatalf("%d of 3 queued lines lent before the reclaim", n)
@@ -99,8 +99,8 @@ func TestOutboxLent(t *testing.T) {
 	t.Run("taken by the writer", func(t *testing.T) {
 		lc, lines := lentLines(t, 2)
 		o := newOutbox(nil, nil) // no non-blocking writer: the writer goroutine's
-		o.putFrom(lc, lines[:1], false)
-		o.putFrom(lc, lines[1:], false)
+		o.putFrom(lc, lines[:1], kindAnswer)
+		o.putFrom(lc, lines[1:], kindAnswer)
 		segs, _ := o.take(nil, nil)
 		if len(segs) != 2 || lentIn(lc, segs) != 0 || !bytes.Equal(bytes.Join(segs, nil), bytes.Join(lines, nil)) {
 			t.Errorf("took %q, %d of them lent", segs, lentIn(lc, segs))
@@ -114,7 +114,7 @@ func TestOutboxLent(t *testing.T) {
 		o.attach(r.try)
 		hb.hold()
 		for _, l := range lines {
-			o.putFrom(lc, [][]byte{l}, false)
+			o.putFrom(lc, [][]byte{l}, kindAnswer)
 		}
 		hb.release() // writes one; the writer gets the rest
 		if r.got.String() != string(lines[0]) || len(o.queue) != 2 || lentIn(lc, o.queue) != 0 {
@@ -126,7 +126,7 @@ func TestOutboxLent(t *testing.T) {
 		o := newOutbox(nil, nil)
 		r := &recorder{}
 		o.attach(r.try)
-		o.putFrom(lc, lines, false)
+		o.putFrom(lc, lines, kindAnswer)
 		if r.got.String() != string(lines[0]) || len(o.queue) != 0 || len(o.lenders) != 0 {
 			t.Errorf("wrote %q; queued %q, lenders %v", r.got.String(), o.queue, o.lenders)
 		}
@@ -145,7 +145,7 @@ func TestReclaimWaitsForWrite(t *testing.T) {
 			<-release // a write under way
 			return nil, nil
 		})
-		go o.putFrom(lc, lines, false) // another reader's goroutine writes at once
+		go o.putFrom(lc, lines, kindAnswer) // another reader's goroutine writes at once
 		synctest.Wait()
 		reclaimed := make(chan struct{})
 		go func() {

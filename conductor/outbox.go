@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -56,6 +57,30 @@ type outbox struct {
 	// In a traced chain, what records the messages gated holds as sent,
 	// in order (see chain.traceGated): run as the gate lets them go.
 	gatedTrace []func()
+
+	// The client's seal (see seal): notifications are refused and counted
+	// in sealDrops.
+	sealed    bool
+	sealDrops *atomic.Int64
+}
+
+// A kind is what a line put on an outbox is: an answer goes on through a
+// gate and a seal; a request waits at a gate; a notification waits at a
+// gate and is refused by a seal.
+type kind uint8
+
+const (
+	kindAnswer kind = iota
+	kindRequest
+	kindNotification
+)
+
+// kindOf is the kind of a request (id non-nil) or notification.
+func kindOf(id []byte) kind {
+	if id == nil {
+		return kindNotification
+	}
+	return kindRequest
 }
 
 // size is an amount of queued output.
@@ -113,20 +138,32 @@ func (o *outbox) account(in bool) {
 // put appends one line, given as segments that only together end in a
 // newline, and reports whether the outbox still accepts messages.
 func (o *outbox) put(segments ...[]byte) bool {
-	return o.putFrom(nil, segments, false)
+	return o.putFrom(nil, segments, kindAnswer)
 }
 
-// putMessage is put for a request or notification, which a gate holds
-// (see hold); lc is as for putFrom.
-func (o *outbox) putMessage(lc *wire.LineChannel, segments [][]byte) bool {
-	return o.putFrom(lc, segments, true)
+// putMessage is put for a request or notification (k), which a gate
+// holds (see hold) and, a notification, a seal refuses; lc is as for
+// putFrom.
+func (o *outbox) putMessage(lc *wire.LineChannel, segments [][]byte, k kind) bool {
+	return o.putFrom(lc, segments, k)
 }
 
 // putTraced is putMessage in a traced chain: record records the message
 // as sent, when it is: at once, or when the gate lets it go; never if it
-// is dropped, the outbox closed first (see chain.sendTraced).
-func (o *outbox) putTraced(segments [][]byte, record func()) bool {
-	return o.putRecorded(nil, segments, true, record)
+// is dropped, the outbox closed or sealed first (see chain.sendTraced).
+func (o *outbox) putTraced(segments [][]byte, k kind, record func()) bool {
+	return o.putRecorded(nil, segments, k, record)
+}
+
+// seal refuses, from now on, the notifications put on o, counting each
+// in drops. The shutdown seals the client's outbox before it queues the
+// errors of the client's requests: under o's lock, so that a
+// notification routed before the seal (topology.sealed) but put after it
+// cannot follow those errors, whatever the goroutine that routed it.
+func (o *outbox) seal(drops *atomic.Int64) {
+	o.mu.Lock()
+	o.sealed, o.sealDrops = true, drops
+	o.mu.Unlock()
 }
 
 // hold sets the gate: from now on requests and notifications (putMessage)
@@ -172,20 +209,26 @@ func (o *outbox) open() {
 }
 
 // putFrom is put for segments that lie in lc's read buffer, lent, or none
-// if lc is nil; gated says whether a gate holds them (a request or
-// notification: putMessage).
-func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte, gated bool) bool {
-	return o.putRecorded(lc, segments, gated, nil)
+// if lc is nil; k says whether a gate holds them (a request or
+// notification: putMessage) and a seal refuses them (a notification).
+func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte, k kind) bool {
+	return o.putRecorded(lc, segments, k, nil)
 }
 
-// putRecorded is putFrom with putTraced's record, if any.
-func (o *outbox) putRecorded(lc *wire.LineChannel, segments [][]byte, gated bool, record func()) bool {
+// putRecorded is putFrom with putTraced's record, if any. A notification
+// a seal refuses is taken, as the seal's drop, not reported as closed.
+func (o *outbox) putRecorded(lc *wire.LineChannel, segments [][]byte, k kind, record func()) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return false
 	}
-	if gated && o.gate {
+	if o.sealed && k == kindNotification {
+		o.mu.Unlock()
+		o.sealDrops.Add(1)
+		return true
+	}
+	if k != kindAnswer && o.gate {
 		// Owned: it may wait past the refill of the buffer it was read into.
 		for _, s := range segments {
 			o.gated = append(o.gated, bytes.Clone(s))

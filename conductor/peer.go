@@ -455,10 +455,12 @@ func (p *peer) send(line ...[]byte) {
 	}
 }
 
-// sendMessage is send for a request or notification, which waits while a
-// restarted proxy has not answered its replayed initialize (outbox.hold).
-func (p *peer) sendMessage(line ...[]byte) {
-	if !p.link.Load().out.putMessage(nil, line) {
+// sendMessage is send for a request or notification (k), which waits
+// while a restarted proxy has not answered its replayed initialize
+// (outbox.hold); a notification for a sealed client is dropped
+// (outbox.seal).
+func (p *peer) sendMessage(k kind, line ...[]byte) {
+	if !p.link.Load().out.putMessage(nil, line, k) {
 		p.dropped()
 	}
 }

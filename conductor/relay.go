@@ -259,7 +259,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 		c.sendTraced(l.out, nil, false, from, cl.to, nil, d.method, out, line.segments()...)
 		return
 	}
-	l.out.putMessage(nil, line.segments())
+	l.out.putMessage(nil, line.segments(), kindNotification)
 }
 
 // requestID returns the raw requestId of $/cancel_request params.
@@ -288,7 +288,7 @@ func (c *chain) relayFor(cl *call, own bool, from, to *peer, id json.RawMessage,
 		}
 		return
 	}
-	to.sendMessage(line.segments()...)
+	to.sendMessage(kindOf(id), line.segments()...)
 }
 
 // The trailers of lines relayed in segments. They are shared, and only

@@ -178,8 +178,13 @@ func (r *runner) abandonAll(client *peer) {
 	calls := client.inFlightCalls()
 	if len(calls) > 0 {
 		// Sealed before the errors are queued, so that nothing the chain
-		// still sends about those requests follows them.
+		// still sends about those requests follows them: the route drops
+		// what it routes from now on, and the outbox, under its own lock,
+		// what was routed before and is put after (an update in a
+		// reader's hands at this moment, an MCP notification the MCP
+		// router addresses to the client by its own ids).
 		r.chain.seal()
+		client.link.Load().out.seal(&r.chain.sealedDrops)
 	}
 	for _, cl := range calls {
 		failCalls([]*call{cl}, r.stopError(cl.to))

@@ -1077,6 +1077,59 @@ func TestShutdownSealsClient(t *testing.T) {
 	}
 }
 
+// TestShutdownSealsClientMCP: an agent at work forever streams MCP
+// notifications on its connection to the editor's own acp server; once
+// the editor's prompt has failed, none of them reaches it either, though
+// the MCP router, not the position route, addresses them to the editor
+// (past the proxy the agent's messages go to by position).
+func TestShutdownSealsClientMCP(t *testing.T) {
+	dir := t.TempDir()
+	e := startChain(t, Config{
+		Proxies: []Component{fake(t, dir, "p", "proxy")},
+		Agent: fake(t, dir, "agent", "streamer", "ACP_TEST_STREAM_FOREVER=1", "ACP_TEST_IGNORE_EOF=1",
+			"ACP_TEST_STREAM_MCP=srv-1"),
+		GracePeriod: 200 * time.Millisecond,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"acp","name":"tools","id":"srv-1"}]}}`)
+	e.recvMsg()
+	e.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`)
+	for {
+		m := e.recvMsg()
+		if m.Method == "mcp/connect" {
+			e.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"connectionId":"ed-c1"}}`)
+		}
+		if m.Method == "mcp/message" {
+			break // the notifications stream
+		}
+	}
+	e.in.Close()
+	for {
+		m := e.recvMsg()
+		if m.IsResponse() {
+			if string(m.ID) != "2" || !strings.Contains(string(m.Error), "shutting down") {
+				t.Fatalf("prompt answered %s, want the shutdown's error", e.seen[len(e.seen)-1])
+			}
+			break
+		}
+	}
+	after := 0
+	for {
+		line, err := e.ch.Recv()
+		if err != nil {
+			break
+		}
+		after++
+		if after == 1 {
+			t.Errorf("after the prompt's error the editor got %s", line)
+		}
+	}
+	if after > 0 {
+		t.Errorf("%d messages reached the editor after its prompt failed", after)
+	}
+}
+
 // TestShutdownDropsLoggedOnce: an agent streams on to a proxy that has
 // exited as the chain stops; each update is dropped, and the log says so
 // once as it begins and once with the count, not once an update.

@@ -118,7 +118,7 @@ func (c *chain) sendTraced(o *outbox, cl *call, own bool, from, to *peer, id jso
 	if o == nil {
 		o = to.link.Load().out
 	}
-	return o.putTraced(line, record)
+	return o.putTraced(line, kindOf(id), record)
 }
 
 // traceName names a peer in a trace; the conductor, for calls it makes
