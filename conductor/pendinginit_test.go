@@ -759,3 +759,34 @@ func TestInitializeNotBypassedWhileStopping(t *testing.T) {
 		t.Errorf("Run = %v, want mute's failure", err)
 	}
 }
+
+// TestInitializeRefusedRestoreSendsNoMore has the proxy die holding
+// client b's initialize, after a's was answered, and its new process
+// refuse the replay of a's that is to restore it. That process is sent
+// nothing more, b's replay least of all (it is failing, and would take
+// b's params as its first initialize); b's initialize fails with the
+// refusal.
+func TestInitializeRefusedRestoreSendsNoMore(t *testing.T) {
+	e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond, RestartLimit: 1})
+	initializeA(t, e, p, a)
+	e.send(clientInit(1, "b"))
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
+	}
+	p.w.Close() // the proxy dies holding it
+	p = proxyStarted()
+	m := p.recvMsg()
+	if m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"a"`) {
+		t.Fatalf("the restarted proxy got %s, want the replay of a's proxy/initialize", m.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32603,"message":"no"}}`)
+	if m := e.recvMsg(); string(m.ID) != "1" || !strings.Contains(string(m.Error), "refused the replayed initialize") {
+		t.Fatalf("got %s, want initialize 1 failed with the refusal", e.seen[len(e.seen)-1])
+	}
+	// The chain stops (the restart limit is spent): what the refusing
+	// process got until its input ended is all it ever gets.
+	e.close()
+	for l := range p.lines {
+		t.Errorf("the process that refused its restoring replay got %s", l)
+	}
+}

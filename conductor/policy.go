@@ -290,6 +290,11 @@ func (r *runner) replayCallIn(p *peer, rp *replay, answered chan struct{}, once 
 			cause := named(p.name, fmt.Errorf("component %q refused the replayed initialize: %s", p.name, errorMessage(resp.Error)))
 			r.wg.Go(func() { r.componentFailed(p, cause) })
 			out = nil // never opened: what it holds fails with p
+			// Nor is the next replay sent to this process, which is being
+			// failed: it would take those params for its first
+			// initialize. It stays in p's replays, and its waiters go with
+			// p's calls as its policy says (a restart replays them again).
+			next = nil
 		}
 		for _, w := range waiters {
 			answerWith(w, resp)
