@@ -294,3 +294,25 @@ func TestViewRequestBindingError(t *testing.T) {
 		t.Errorf("the answer is drawn as %q, labels %q; want an MCP error", arrows, parseDOM(t, dom).labels)
 	}
 }
+
+// TestViewSelectionHonoursFilter: a selection in the URL that the filters
+// hide (event 300 is in session s6, the view is of s3) selects nothing,
+// and the status says so; one they show is selected and detailed.
+func TestViewSelectionHonoursFilter(t *testing.T) {
+	var events [][]byte
+	for i := range 400 {
+		events = append(events, fmt.Appendf(nil, `{"type":"notification","ts":%d,"from":"agent","to":"client","method":"session/update","session":"s%d","params":{"n":%d}}`,
+			i, i%7, i))
+	}
+	dom := render(t, events, "#session=s3&select=300", 1000)
+	if d := parseDOM(t, dom); d.detail != "" || strings.Contains(dom, "arrow notification selected") {
+		t.Errorf("event 300, of session s6, is selected in a view of s3:\n%s", d.detail)
+	}
+	if !strings.Contains(dom, `data-unselected="300"`) || !strings.Contains(dom, "event 300 is hidden by the filter") {
+		t.Errorf("the status does not say that event 300 is hidden:\n%.1500s", dom)
+	}
+	dom = render(t, events, "#session=s3&select=297", 1000)
+	if d := parseDOM(t, dom); !strings.Contains(d.detail, `"n": 297`) || strings.Contains(dom, "data-unselected") {
+		t.Errorf("event 297, of session s3, is not selected in a view of s3:\n%s", d.detail)
+	}
+}

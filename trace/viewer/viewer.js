@@ -16,6 +16,7 @@
   const sessions = new Set(), methods = new Set(), connections = new Set();
   let shown = [];          // indices into events that pass the filters
   let selected = -1;
+  let hiddenNote = ""; // says why a selection the filters hide was dropped
   let filter = { connection: "", session: "", method: "" };
 
   function lane(name) {
@@ -128,8 +129,20 @@
   function refilter() {
     shown = [];
     for (let i = 0; i < events.length; i++) if (matches(events[i])) shown.push(i);
+    hiddenNote = "";
+    if (selected >= 0 && !matches(events[selected])) unselect(selected);
     writeHash();
     layout();
+  }
+
+  // unselect drops the selection of event i, which the filters hide: a
+  // detail of an event the diagram does not show would pass it off as
+  // one that matches them. The status says so, and the URL drops it.
+  function unselect(i) {
+    selected = -1;
+    $("detail").hidden = true;
+    hiddenNote = "; event " + i + " is hidden by the filter, so nothing is selected";
+    status.dataset.unselected = i;
   }
 
   const x = (l) => GUTTER + l * LANE + LANE / 2;
@@ -155,7 +168,7 @@
     }
     canvas.style.width = (GUTTER + lanes.length * LANE) + "px";
     canvas.style.height = Math.max(shown.length * ROW, 1) + "px";
-    status.textContent = shown.length + " of " + events.length + " events, " + lanes.length + " components";
+    status.textContent = shown.length + " of " + events.length + " events, " + lanes.length + " components" + hiddenNote;
     status.dataset.shown = shown.length;
     status.dataset.total = events.length;
     status.dataset.lanes = lanes.length;
@@ -212,6 +225,11 @@
 
   function select(i) {
     selected = i;
+    if (hiddenNote) { // a choice made since: the note is stale
+      hiddenNote = "";
+      delete status.dataset.unselected;
+      layout();
+    }
     const e = events[i];
     const panel = $("detail");
     if (!e) { panel.hidden = true; writeHash(); render(); return; }
@@ -276,8 +294,14 @@
   layout();
   if (sel >= 0 && sel < events.length) {
     const r = shown.indexOf(sel);
-    if (r >= 0) scroller.scrollTop = Math.max(0, r * ROW - scroller.clientHeight / 2);
-    select(sel);
+    if (r >= 0) {
+      scroller.scrollTop = Math.max(0, r * ROW - scroller.clientHeight / 2);
+      select(sel);
+    } else {
+      unselect(sel);
+      writeHash();
+      layout();
+    }
   }
 
   if (TRACE_LIVE) {
