@@ -190,9 +190,15 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 		}
 		return // or its caller's process was restarted since
 	}
+	own := false
+	if c.trace != nil {
+		// As relayCall's: should to's closed outbox drop it, or to be
+		// gone before it is sent, the answer is the conductor's.
+		own = next.notSent(params)
+	}
 	if err := to.register(next); err != nil {
 		failCalls([]*call{next}, goneError(to, err)) // its hook, if any, sees the failure
 		return
 	}
-	c.relay(cl.from, to, wire.IntID(next.id), dc.d, params)
+	c.relayFor(next, own, cl.from, to, wire.IntID(next.id), dc.d, params)
 }

@@ -147,3 +147,44 @@ func TestTraceReplayNeverStarted(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceResentToGoneSuccessor traces an initialize pending on a proxy
+// that dies and is bypassed, sent on to the next proxy, whose output has
+// closed (as when its process ends) before the conductor marks it gone:
+// the line is dropped, and next never gets the initialize. The trace,
+// which shows the failure the editor is answered with as the chain
+// stops, has the request that answer answers (the editor's, to the
+// conductor), not an answer from next to a request it was never sent.
+func TestTraceResentToGoneSuccessor(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
+	proxy, proxyStarted := scriptedComponent(t, dir, "crashy")
+	proxy.OnFailure = PolicyBypass
+	cfg := Config{Proxies: []Component{proxy, fake(t, dir, "next", "proxy")}, Agent: fake(t, dir, "agent", "agent"), Trace: rec}
+	h := holdBypass(t, &cfg)
+	chains := make(chan *chain, 1)
+	cfg.running = func(c *chain) { chains <- c }
+	e := startChain(t, cfg)
+	p, c := proxyStarted(), <-chains
+
+	e.send(initLine)
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("the proxy got %s, want its proxy/initialize", m.Bytes())
+	}
+	p.w.Close() // the proxy, holding the initialize, dies
+	<-h.reached // bypassed, its initialize not yet sent on
+	c.peers[2].link.Load().out.close()
+	h.free()
+	if m := e.recvMsg(); string(m.ID) != "0" || m.Error == nil {
+		t.Errorf("initialize answered %s, want an error", e.seen[len(e.seen)-1])
+	}
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	for _, ev := range events {
+		if ev.From == "next" || ev.To == "next" {
+			t.Errorf("the trace has a message to or from next, which never got the initialize:\n%s", &out)
+		}
+	}
+}
