@@ -450,7 +450,8 @@ func malformedError(from *peer, m *wire.Message) {
 func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch) {
 	if m.IsRequest() {
 		if c.trace != nil {
-			traceRefused(from, m.ID, m.Method, m.Params, e)
+			method, params := tracedAs(m)
+			traceRefused(from, m.ID, method, params, e)
 		}
 		answer(from, b, encodeError(m.ID, e))
 		return

@@ -89,9 +89,23 @@ func traceByConductor(from *peer, id json.RawMessage, method string, params, bod
 // answers itself with result (in batch b, if any), and traces it so.
 func (c *chain) answerItself(from *peer, m *wire.Message, result json.RawMessage, b *batch) {
 	if c.trace != nil {
-		traceByConductor(from, m.ID, m.Method, m.Params, result, false)
+		method, params := tracedAs(m)
+		traceByConductor(from, m.ID, method, params, result, false)
 	}
 	answer(from, b, encodeResponse(m.ID, result))
+}
+
+// tracedAs returns the method and params a trace records m, a request the
+// conductor answers itself, as: those of the message a successor envelope
+// carries, as it records every envelope it relays, or m's own for an
+// envelope it cannot read (which is why it is refused) or a plain message.
+func tracedAs(m *wire.Message) (string, json.RawMessage) {
+	if wire.IsSuccessor(m.Method) {
+		if method, params, err := m.Unwrap(); err == nil {
+			return method, params
+		}
+	}
+	return m.Method, m.Params
 }
 
 // sendTraced sends to `to` a message from `from` (nil: the conductor),

@@ -13,11 +13,13 @@ import (
 )
 
 // TestTraceConductorAnswers traces requests the conductor answers itself
-// and never sends on: an envelope the editor may not send, and a prompt
-// after the chain failed. The editor gets an error for each, and the
-// trace says who gave it: each is a request from the editor to the
-// conductor and the conductor's error, paired by the editor's id; a
-// metadata trace keeps only their codes.
+// and never sends on: an envelope the editor may not send, a malformed
+// one, and a prompt after the chain failed. The editor gets an error for
+// each, and the trace says who gave it: each is a request from the editor
+// to the conductor and the conductor's error, paired by the editor's id;
+// a metadata trace keeps only their codes. An envelope is recorded as the
+// message it carries, as every relayed envelope is, and one that cannot
+// be read as the envelope.
 func TestTraceConductorAnswers(t *testing.T) {
 	for _, detail := range trace.Details {
 		t.Run(string(detail), func(t *testing.T) {
@@ -31,9 +33,13 @@ func TestTraceConductorAnswers(t *testing.T) {
 			})
 			e.send(initLine)
 			e.recvMsg()
-			e.send(`{"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"x"}}`)
+			e.send(`{"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"x","params":{"carried":1}}}`)
 			if m := e.recvMsg(); m.Error == nil {
 				t.Fatalf("the editor's envelope was answered %s", e.seen[len(e.seen)-1])
+			}
+			e.send(`{"jsonrpc":"2.0","id":8,"method":"proxy/successor","params":{"params":{}}}`)
+			if m := e.recvMsg(); m.Error == nil {
+				t.Fatalf("the editor's malformed envelope was answered %s", e.seen[len(e.seen)-1])
 			}
 			e.send(promptLine(1, true))
 			failedPrompt(t, e, 1, "crasher")
@@ -51,10 +57,16 @@ func TestTraceConductorAnswers(t *testing.T) {
 					got = append(got, fmt.Sprintf("%s %s>%s #%s %s", ev.Type, ev.From, ev.To, ev.ID, ev.Method))
 				}
 			}
-			want := "[request client>conductor #7 proxy/successor response conductor>client #7 proxy/successor " +
+			want := "[request client>conductor #7 x response conductor>client #7 x " +
+				"request client>conductor #8 proxy/successor response conductor>client #8 proxy/successor " +
 				"request client>conductor #2 session/prompt response conductor>client #2 session/prompt]"
 			if fmt.Sprint(got) != want {
 				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &out)
+			}
+			for _, ev := range events {
+				if ev.Type == trace.TypeRequest && string(ev.ID) == "7" && detail == trace.Full && string(ev.Params) != `{"carried":1}` {
+					t.Errorf("the refused envelope is traced with params %s, want those it carries", ev.Params)
+				}
 			}
 			if detail == trace.Metadata && strings.Contains(out.String(), "crashing mid-prompt") {
 				t.Errorf("a metadata trace holds a component's stderr:\n%s", &out)

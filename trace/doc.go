@@ -16,7 +16,9 @@
 // is recorded as the message it carries, from that proxy to its successor,
 // and mcp/message as the MCP message it carries (protocol "mcp"), its
 // answer as the MCP response (which the request binding's answer holds as
-// {result} or {error}). Each request is recorded under the id its receiver
+// {result} or {error}); an envelope the conductor refuses or answers
+// itself is recorded so too, as a request to "conductor", or as the
+// envelope when what it carries cannot be read. Each request is recorded under the id its receiver
 // saw, and its response under the same id, so that from, to and id pair
 // them.
 //
