@@ -111,6 +111,12 @@ func (c *chain) retryInitialize(to *peer, d delivery, cl *call, resp *wire.Messa
 	}
 	retry := &call{from: cl.from, fromID: cl.fromID, method: d.method, batch: cl.batch, params: cl.params, dialect: next}
 	retry.onResponse = c.onInitializeAfter(to, d, retry, refused)
+	if to.trace != nil {
+		// The refusal went to the conductor, which asks again itself:
+		// recorded so, before the retry goes.
+		cl.takeAnswer(resp.Result, resp.Error)
+		retry.markTaken()
+	}
 	c.relayCall(to, retry, d, params)
 	return true
 }

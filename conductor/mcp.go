@@ -1019,6 +1019,9 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 		early = c.mcp.openProposed(srv.owner, srv.spelling, id, proposed)
 	}
 	cl := &call{from: from, fromID: m.ID, method: methodMCPConnect, batch: b}
+	if c.trace != nil {
+		cl.params = m.Params // the caller's, should the conductor answer it (traceCallerAnswer)
+	}
 	cl.onResponse = func(resp *wire.Message) bool {
 		if early == nil {
 			c.connected(srv, id, proposed, nil, resp, gone)

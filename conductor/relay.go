@@ -376,17 +376,29 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 		return
 	}
 	// The trace sees the request end even when nobody takes the answer:
-	// else it would wait for it for as long as the trace runs.
+	// else it would wait for it for as long as the trace runs. One whose
+	// hook may take it is recorded once the hook has (traceHooked).
+	hooked := false
 	if cl.to.trace != nil {
-		cl.traceReply(m.Result, m.Error)
+		if hooked = cl.hookMayTake(); !hooked {
+			cl.traceReply(m.Result, m.Error)
+		}
 	}
 	if !cl.done() {
+		if hooked {
+			cl.traceReply(m.Result, m.Error)
+		}
 		from.log.Debug("dropped an answer its caller no longer awaits: the caller was restarted, or the conductor answered it", zap.ByteString("id", m.ID))
 		return
 	}
 	if cl.onResponse != nil {
+		came := m
 		m = new(wire.Message(*m)) // a hook may keep it (the bridge's hands it on)
-		if cl.onResponse(m) {
+		took := cl.onResponse(m)
+		if hooked {
+			cl.traceHooked(came, m)
+		}
+		if took {
 			return
 		}
 	}
@@ -589,6 +601,9 @@ func failCalls(calls []*call, e *wire.Error) {
 			hooked = cl.onResponse(shown)
 		}
 		if !hooked {
+			if cl.to.trace != nil {
+				cl.traceCallerAnswer(nil, e.Encode())
+			}
 			cl.answer(encodeError(cl.fromID, e))
 		}
 		cl.told()
@@ -627,6 +642,9 @@ func answerWith(cl *call, resp *wire.Message) {
 	if cl.onResponse != nil && cl.onResponse(m) {
 		return
 	}
+	if cl.to.trace != nil {
+		cl.traceCallerAnswer(m.Result, m.Error)
+	}
 	line := encodeResponseTo(cl.fromID, m)
 	cl.answer(line.segments()...)
 }
@@ -642,6 +660,7 @@ func abandon(cl *call, e *wire.Error) {
 	defer cl.told()
 	if cl.to.trace != nil {
 		cl.traceReply(nil, e.Encode())
+		cl.traceCallerAnswer(nil, e.Encode())
 	}
 	cl.answer(encodeError(cl.fromID, e))
 }

@@ -16,7 +16,8 @@ import (
 // to the caller (relayAnswer, failCalls), or drops it because the caller's
 // process was restarted since: every request recorded ends in the trace.
 // What the conductor answers itself is a request to "conductor" and its
-// answer (traceByConductor). Each hook is
+// answer (traceByConductor); so is what it answers a caller after taking
+// a peer's answer itself, which goes to "conductor" (hookMayTake). Each hook is
 // one nil test of the recorder, which the chain and each of its peers hold
 // (never a call, so that a relayed request costs not a byte more): a chain
 // that is not traced pays nothing else.
@@ -34,7 +35,40 @@ const (
 	traceSent     = iota // its request is recorded (or is not held)
 	traceAnswered        // its answer is recorded
 	traceHeld            // its request is not recorded: a gate holds it, or it was never sent
+
+	// traceTaken, beside the state, marks a call whose answer the
+	// conductor takes (see takeAnswer): recorded as going to the
+	// conductor, and, for a request the conductor sends in its caller's
+	// stead (a retry), the request as the conductor's.
+	traceTaken = 1 << 4
 )
+
+// traceMove moves cl's trace from state from to state to, keeping its
+// mark, and reports whether it was in from.
+func (cl *call) traceMove(from, to uint32) bool {
+	for {
+		old := cl.traced.Load()
+		if old&^traceTaken != from {
+			return false
+		}
+		if cl.traced.CompareAndSwap(old, old&traceTaken|to) {
+			return true
+		}
+	}
+}
+
+// traceSwap puts cl's trace in state to, keeping its mark, and returns
+// the state it was in and whether it is marked.
+func (cl *call) traceSwap(to uint32) (was uint32, taken bool) {
+	for {
+		old := cl.traced.Load()
+		if cl.traced.CompareAndSwap(old, old&traceTaken|to) {
+			return old &^ traceTaken, old&traceTaken != 0
+		}
+	}
+}
+
+func (cl *call) taken() bool { return cl.traced.Load()&traceTaken != 0 }
 
 // traceReply records the answer to cl: result, or an error object; only
 // the first, for a request the conductor answered before the peer did.
@@ -46,16 +80,109 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 	if err != nil {
 		body = err
 	}
-	switch cl.traced.Swap(traceAnswered) {
+	was, taken := cl.traceSwap(traceAnswered)
+	switch was {
 	case traceAnswered:
 		return // the trace has its answer already
 	case traceHeld:
-		if cl.from != nil { // else the conductor's own, which no one saw
+		if cl.from != nil && !taken { // else the conductor's own, which no one saw
 			traceByConductor(cl.from, cl.fromID, cl.method, cl.params, body, err != nil)
 		}
 		return
 	}
-	cl.to.trace.Reply(cl.to.name, traceName(cl.from), wire.IntID(cl.id), body, err != nil)
+	to := traceName(cl.from)
+	if taken {
+		to = conductorName
+	}
+	cl.to.trace.Reply(cl.to.name, to, wire.IntID(cl.id), body, err != nil)
+}
+
+// A hook may take a peer's answer for the conductor: retry the request
+// in the proxy's next dialect (retryInitialize), or give the caller
+// another answer (a proxy's initialize refused in every dialect, or
+// answered as by an agent; an owner's refusal of mcp/connect, which
+// tells the conductor to open the connection itself). The trace then
+// says what happened, as it does of every answer the conductor gives
+// itself: the peer's answer goes to the conductor, a retry is the
+// conductor's own request (and its answer the conductor's), and what the
+// caller gets is the conductor's answer to a request from the caller to
+// the conductor, under the caller's id (traceByConductor). An answer the
+// hook only amends (capabilities, _meta) goes to the caller as the peer's.
+// These are the calls whose hooks may do so; only initialize and
+// mcp/connect, so that no other answer waits for its hook to be traced.
+func (cl *call) hookMayTake() bool {
+	return cl.from != nil && cl.onResponse != nil && (cl.dialect != nil || cl.method == methodMCPConnect)
+}
+
+// takeAnswer records the answer to cl, result or an error object, as
+// taken by the conductor: it goes to the conductor. It marks cl so that
+// its caller's answer, whenever it is given, is traced as the
+// conductor's (traceCallerAnswer).
+func (cl *call) takeAnswer(result, err json.RawMessage) {
+	cl.traced.Or(traceTaken)
+	cl.traceReply(result, err)
+}
+
+// markTaken marks cl, a request the conductor sends in its caller's
+// stead, before it is sent: traced from the conductor, and answered to
+// it.
+func (cl *call) markTaken() { cl.traced.Or(traceTaken) }
+
+// traceHooked records the answer to cl, a call whose hook may take it
+// (hookMayTake), once the hook has seen it: came is the peer's answer,
+// shown what the hook made of it, which the caller gets (from the hook
+// itself, if it returned true), unless the hook took it for a retry,
+// which recorded it already.
+func (cl *call) traceHooked(came, shown *wire.Message) {
+	if cl.traced.Load()&^traceTaken == traceAnswered {
+		return // the hook recorded it (retryInitialize)
+	}
+	if !cl.taken() && sameOutcome(came, shown) {
+		cl.traceReply(came.Result, came.Error) // passed on, perhaps amended
+		return
+	}
+	cl.takeAnswer(came.Result, came.Error)
+	cl.traceCallerAnswer(shown.Result, shown.Error)
+}
+
+// sameOutcome reports whether shown, what a hook made of the answer came,
+// tells the caller what came said: both a result, or the same error.
+func sameOutcome(came, shown *wire.Message) bool {
+	if came.Error == nil || shown.Error == nil {
+		return came.Error == nil && shown.Error == nil
+	}
+	return bytes.Equal(came.Error, shown.Error)
+}
+
+// traceCallerAnswer records the answer cl's caller gets, result or an
+// error object, as the conductor's, if the conductor took cl's answer (or
+// cl is its retry): a request from the caller to the conductor, and its
+// answer.
+func (cl *call) traceCallerAnswer(result, err json.RawMessage) {
+	if cl.from == nil || !cl.taken() {
+		return
+	}
+	body := result
+	if err != nil {
+		body = err
+	}
+	traceByConductor(cl.from, cl.fromID, callerMethod(cl), cl.params, body, err != nil)
+}
+
+// callerMethod is the method cl's caller sent, for a call the conductor
+// may take the answer of: the client's initialize in its dialect (a
+// parent conductor's proxy/initialize), a proxy's initialize, or
+// mcp/connect.
+func callerMethod(cl *call) string {
+	if cl.dialect == nil {
+		return cl.method
+	}
+	if cl.from.pos == 0 {
+		if d := cl.from.dialect.Load(); d != nil {
+			return d.Initialize
+		}
+	}
+	return wire.MethodInitialize
 }
 
 // notSent says that cl, of params, has not been sent (yet): should it be
@@ -65,7 +192,7 @@ func (cl *call) notSent(params json.RawMessage) (own bool) {
 	if cl.params == nil {
 		cl.params, own = params, true // recorded with the conductor's answer
 	}
-	cl.traced.CompareAndSwap(traceSent, traceHeld)
+	cl.traceMove(traceSent, traceHeld)
 	return own
 }
 
@@ -122,9 +249,12 @@ func (c *chain) sendTraced(o *outbox, cl *call, own bool, from, to *peer, id jso
 	record := func() {
 		if cl == nil {
 			c.traceSend(from, to, kept, method, params)
-		} else if cl.traced.CompareAndSwap(traceHeld, traceSent) {
+		} else if cl.traceMove(traceHeld, traceSent) {
 			if own {
 				cl.params = nil // kept only in case it was never sent
+			}
+			if cl.taken() {
+				from = nil // a retry: the conductor's own request
 			}
 			c.traceSend(from, to, kept, method, params)
 		}

@@ -2,9 +2,11 @@ package conductor
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +143,7 @@ func TestTraceConductorAnswersMCP(t *testing.T) {
 			answeredOnce(t, events)
 			var got []string
 			for _, ev := range events {
-				if ev.From == "conductor" || ev.To == "conductor" {
+				if (ev.From == "conductor" || ev.To == "conductor") && (ev.Method == "tools/list" || ev.Method == "mcp/disconnect") {
 					s := fmt.Sprintf("%s %s>%s #%s %s", ev.Type, ev.From, ev.To, ev.ID, ev.Method)
 					if ev.IsError != nil {
 						s += fmt.Sprintf(" is_error=%v", *ev.IsError)
@@ -156,4 +158,119 @@ func TestTraceConductorAnswersMCP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTraceTakenAnswers traces answers the conductor takes from a
+// component and does not pass on: a proxy's refusals of proxy/initialize
+// and _proxy/initialize, after each of which the conductor asks again in
+// the next dialect, and a request-binding owner's refusal of mcp/connect,
+// after which the conductor opens the connection itself. Each refusal
+// goes to the conductor, each retry is the conductor's request, and what
+// the caller got is the conductor's answer to the caller's request to
+// it: no component is shown answering the caller with what it never got.
+func TestTraceTakenAnswers(t *testing.T) {
+	line := func(ev trace.Event) string {
+		s := fmt.Sprintf("%s %s>%s #%s %s", ev.Type, ev.From, ev.To, ev.ID, ev.Method)
+		if ev.IsError != nil {
+			s += fmt.Sprintf(" is_error=%v", *ev.IsError)
+		}
+		return s
+	}
+	t.Run("dialect retries", func(t *testing.T) {
+		dir := t.TempDir()
+		var out bytes.Buffer
+		rec := trace.NewRecorder(&out, trace.Options{})
+		e := startChain(t, Config{
+			Proxies: []Component{fake(t, dir, "tw", "thinkwell")},
+			Agent:   fake(t, dir, "agent", "agent"),
+			Trace:   rec,
+		})
+		e.send(initLine)
+		got := e.recvMsg()
+		e.close()
+		rec.Close()
+		events := readTrace(t, out.String())
+		answeredOnce(t, events)
+		var lines []string
+		var answer json.RawMessage
+		for _, ev := range events {
+			if ev.From == "agent" || ev.To == "agent" {
+				continue
+			}
+			lines = append(lines, line(ev))
+			if ev.Type == trace.TypeResponse && ev.To == "client" {
+				answer = ev.Payload
+			}
+		}
+		want := "[request client>tw #1 proxy/initialize response tw>conductor #1 proxy/initialize is_error=true " +
+			"request conductor>tw #2 _proxy/initialize response tw>conductor #2 _proxy/initialize is_error=true " +
+			"request conductor>tw #3 initialize response tw>conductor #3 initialize is_error=false " +
+			"request client>conductor #0 initialize response conductor>client #0 initialize is_error=false]"
+		if fmt.Sprint(lines) != want {
+			t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+		}
+		if !jsonEqual(answer, got.Result) {
+			t.Errorf("the trace answers the editor %s; it got %s", answer, got.Result)
+		}
+	})
+	t.Run("not a proxy", func(t *testing.T) {
+		// An agent in a proxy's place answers initialize as an agent: the
+		// editor gets the conductor's error saying so, not that success.
+		dir := t.TempDir()
+		var out bytes.Buffer
+		rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
+		e := startChain(t, Config{
+			Proxies: []Component{fake(t, dir, "impostor", "agent")},
+			Agent:   fake(t, dir, "agent", "agent"),
+			Trace:   rec,
+		})
+		e.send(initLine)
+		if m := e.recvMsg(); m.Error == nil {
+			t.Fatalf("initialize answered %s, want an error", e.seen[len(e.seen)-1])
+		}
+		e.close()
+		rec.Close()
+		events := readTrace(t, out.String())
+		answeredOnce(t, events)
+		var lines []string
+		for _, ev := range events {
+			lines = append(lines, line(ev))
+		}
+		if got, want := lines[len(lines)-3:], "[response impostor>conductor #3 initialize is_error=false "+
+			"request client>conductor #0 initialize response conductor>client #0 initialize is_error=true]"; fmt.Sprint(got) != want {
+			t.Errorf("the initialize ends in the trace as\n%v\nwant\n%s\n%s", got, want, &out)
+		}
+	})
+	t.Run("mcp/connect", func(t *testing.T) {
+		dir := t.TempDir()
+		var out bytes.Buffer
+		rec := trace.NewRecorder(&out, trace.Options{})
+		e := startChain(t, Config{
+			Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")},
+			Agent:   fake(t, dir, "agent", "mcp-agent"),
+			Trace:   rec,
+		})
+		mcpReports(e)
+		e.close()
+		rec.Close()
+		events := readTrace(t, out.String())
+		answeredOnce(t, events)
+		var lines []string
+		for _, ev := range events {
+			if ev.Method == "mcp/connect" {
+				lines = append(lines, line(ev))
+			}
+		}
+		want := `[request agent>owner #4 mcp/connect response owner>conductor #4 mcp/connect is_error=true ` +
+			`request agent>conductor #"c1" mcp/connect response conductor>agent #"c1" mcp/connect is_error=false]`
+		if fmt.Sprint(lines) != want {
+			t.Errorf("the mcp/connect is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+		}
+	})
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
