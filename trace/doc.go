@@ -6,7 +6,10 @@
 // never blocks the relay, nor wakes the writer for each message (it writes
 // what has gathered 1 ms after the first of a batch). When the buffer is
 // full the message is left out of the trace, counted, and the first loss
-// is logged. The writer turns each message into an Event in the event
+// is logged; the next message that fits is preceded by a gap event
+// (TypeTrace: the type the Rust format's schema gives lines that are no
+// message, component log lines, rather than one of our own), saying how
+// many are missing there, and Close marks the gap a trace ends in. The writer turns each message into an Event in the event
 // shape of the Rust conductor's .jsons traces, so that either project's
 // viewer reads the other's files, and writes it to a file and to a Hub
 // that streams it to live viewers. Secrets it is told of (Redact) are

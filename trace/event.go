@@ -13,6 +13,11 @@ const (
 	TypeRequest      = "request"
 	TypeResponse     = "response"
 	TypeNotification = "notification"
+	// TypeTrace is a line that is no message: in the Rust conductor's
+	// format, a component's log line ({component, level, message,
+	// fields}). Ours marks a gap: Fields.dropped messages the recorder
+	// left out there, as its writer fell behind.
+	TypeTrace = "trace"
 )
 
 // Protocols, the "protocol" of an Event.
@@ -44,6 +49,12 @@ type Event struct {
 	// chain sent the event, in the one trace acp-conductor serve writes for
 	// all its connections; absent in a trace of one chain.
 	Connection string `json:"connection,omitempty"`
+
+	// A TypeTrace event has these, and none of the above but type and ts.
+	Component string          `json:"component,omitempty"`
+	Level     string          `json:"level,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	Fields    json.RawMessage `json:"fields,omitempty"`
 }
 
 // Detail says how much of each message a trace keeps.
@@ -83,6 +94,15 @@ func (e *Event) appendTo(buf []byte) ([]byte, error) {
 	var err error
 	buf = wire.AppendString(append(buf, `{"type":`...), e.Type)
 	buf = strconv.AppendFloat(append(buf, `,"ts":`...), e.TS, 'f', -1, 64)
+	if e.Type == TypeTrace {
+		buf = wire.AppendString(append(buf, `,"component":`...), e.Component)
+		buf = wire.AppendString(append(buf, `,"level":`...), e.Level)
+		buf = wire.AppendString(append(buf, `,"message":`...), e.Message)
+		if len(e.Fields) > 0 {
+			buf, err = appendRaw(append(buf, `,"fields":`...), e.Fields, err)
+		}
+		return append(buf, "}\n"...), err
+	}
 	buf = wire.AppendString(append(buf, `,"protocol":`...), e.Protocol)
 	buf = wire.AppendString(append(buf, `,"from":`...), e.From)
 	buf = wire.AppendString(append(buf, `,"to":`...), e.To)

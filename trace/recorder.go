@@ -61,6 +61,7 @@ type sink struct {
 	full    chan struct{} // signalled when the queue is half full (see run)
 	stop    chan struct{} // closed by Close, before the queue
 	dropped atomic.Int64
+	gap     atomic.Int64 // dropped since the last gap was queued (see put)
 	warned  atomic.Bool
 	log     *zap.Logger
 
@@ -94,6 +95,7 @@ const (
 	kindRequest uint8 = iota
 	kindNotification
 	kindResponse
+	kindGap // messages left out here, as many as id says (see put)
 )
 
 // NewRecorder starts a recorder writing the trace to w (which may be nil
@@ -169,6 +171,10 @@ func (r *Recorder) put(rec record) {
 	if r.closed {
 		return
 	}
+	if r.gap.Load() != 0 && !r.markGap() {
+		r.drop()
+		return
+	}
 	select {
 	case r.queue <- rec:
 		if len(r.queue) >= (cap(r.queue)+1)/2 {
@@ -178,11 +184,39 @@ func (r *Recorder) put(rec record) {
 			}
 		}
 	default:
-		if r.dropped.Add(1) == 1 {
-			r.log.Warn("trace: the writer fell behind; events are being left out of the trace",
-				zap.Int("buffer", cap(r.queue)))
-		}
+		r.drop()
 	}
+}
+
+// drop counts a message left out of the trace, logging the first.
+func (r *Recorder) drop() {
+	r.gap.Add(1)
+	if r.dropped.Add(1) == 1 {
+		r.log.Warn("trace: the writer fell behind; events are being left out of the trace",
+			zap.Int("buffer", cap(r.queue)))
+	}
+}
+
+// markGap queues, where messages were left out, an event that says how
+// many, so that the trace shows the gap where it is rather than only the
+// log; it reports whether the queue took it (else they count on). Called
+// with r.mu held for reading.
+func (r *Recorder) markGap() bool {
+	n := r.gap.Swap(0)
+	if n == 0 {
+		return true // another sender marked it
+	}
+	select {
+	case r.queue <- gapRecord(n, time.Since(r.start)):
+		return true
+	default:
+		r.gap.Add(n)
+		return false
+	}
+}
+
+func gapRecord(n int64, at time.Duration) record {
+	return record{kind: kindGap, at: at, id: strconv.AppendInt(nil, n, 10)}
 }
 
 // Dropped reports how many messages were left out of the trace so far.
@@ -252,6 +286,10 @@ func (r *Recorder) run(w *writer) {
 			w.write(&rec)
 		}
 		w.flush()
+	}
+	if n := r.gap.Swap(0); n > 0 { // the last messages were left out
+		rec := gapRecord(n, time.Since(r.start))
+		w.write(&rec)
 	}
 	w.flush()
 	if w.err != nil {
@@ -353,6 +391,10 @@ func (w *writer) write(rec *record) {
 		if rec.kind == kindRequest {
 			w.pending.add(pendingKey{rec.conn, rec.to, string(rec.id)}, pending{e.Method, e.Session, e.Protocol, carrier})
 		}
+	case kindGap:
+		e = Event{Type: TypeTrace, TS: e.TS, Component: "conductor", Level: "warn",
+			Message: "trace gap: " + string(rec.id) + " messages left out here, as the trace's writer fell behind",
+			Fields:  append(append([]byte(`{"dropped":`), rec.id...), '}')}
 	case kindResponse:
 		isError, body := rec.method == "error", rec.body
 		e.Type, e.ID, e.IsError, e.Method = TypeResponse, rec.id, &isError, ""

@@ -21,6 +21,7 @@ import (
 // stuckWriter blocks its first Write until released, saying when it is in it.
 type stuckWriter struct {
 	entered, release chan struct{}
+	mu               sync.Mutex // guards buf, which a test may read as the writer writes
 	buf              bytes.Buffer
 }
 
@@ -30,7 +31,16 @@ func (w *stuckWriter) Write(p []byte) (int, error) {
 		w.entered = nil
 		<-w.release
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.buf.Write(p)
+}
+
+// String returns what has been written.
+func (w *stuckWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // TestRecorderNeverBlocks holds the trace's writer in a write and records
@@ -56,13 +66,75 @@ func TestRecorderNeverBlocks(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(w.buf.String(), "\n"); n != 2 {
-		t.Errorf("%d events written, want 2:\n%s", n, &w.buf)
+	if n := strings.Count(w.buf.String(), "\n"); n != 3 {
+		t.Errorf("%d events written, want 3 (two, and the gap of nine):\n%s", n, &w.buf)
 	}
 	if logs.FilterMessageSnippet("were left out").Len() != 1 {
 		t.Error("Close did not report the total of dropped events")
 	}
 	r.Send("client", "agent", nil, "late", nil, false) // after Close: ignored, no panic
+}
+
+// TestRecorderMarksGaps: messages left out while the writer is stuck are
+// marked in the trace where they are missing, by one event of the type
+// the Rust conductor's format gives lines that are no message ("trace"),
+// saying how many; and those left out at the end are marked as the trace
+// closes.
+func TestRecorderMarksGaps(t *testing.T) {
+	stuck := func(buffer int) (*Recorder, *stuckWriter, func(string)) {
+		w := &stuckWriter{entered: make(chan struct{}), release: make(chan struct{})}
+		entered := w.entered
+		r := NewRecorder(w, Options{Buffer: buffer})
+		send := func(method string) { r.Send("client", "agent", nil, method, json.RawMessage(`{}`), false) }
+		send("first")
+		<-entered // the writer is stuck writing it
+		for range 10 {
+			send("lost") // as many as fit the buffer, and the rest left out
+		}
+		close(w.release)
+		return r, w, send
+	}
+	events := func(w *stuckWriter) []string {
+		var got []string
+		for _, line := range strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n") {
+			var e Event
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("not an event: %s", line)
+			}
+			if e.Type == TypeTrace {
+				got = append(got, fmt.Sprintf("gap %s %s", e.Fields, e.Component))
+				if !strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"from"`) {
+					t.Errorf("a gap is written %s", line)
+				}
+				continue
+			}
+			got = append(got, e.Method)
+		}
+		return got
+	}
+
+	r, w, send := stuck(2)
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(w.String(), "\n") < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer never caught up:\n%s", w.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	send("after")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(events(w)), `[first lost lost gap {"dropped":8} conductor after]`; got != want {
+		t.Errorf("the trace is\n%v\nwant\n%s", got, want)
+	}
+
+	r, w, _ = stuck(1)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(events(w)), `[first lost gap {"dropped":9} conductor]`; got != want {
+		t.Errorf("the trace that ends in a gap is\n%v\nwant\n%s", got, want)
+	}
 }
 
 // TestRecorderEvents checks how each kind of message is recorded: a request

@@ -316,3 +316,33 @@ func TestViewSelectionHonoursFilter(t *testing.T) {
 		t.Errorf("event 297, of session s3, is not selected in a view of s3:\n%s", d.detail)
 	}
 }
+
+// TestViewGaps: a gap the recorder marked ("trace" with fields.dropped)
+// is drawn where it is, across the lanes, whatever the filters, and adds
+// no lane; the status says how many messages the gaps held.
+func TestViewGaps(t *testing.T) {
+	var events [][]byte
+	for i := range 6 {
+		if i == 3 {
+			events = append(events, []byte(`{"type":"trace","ts":3,"component":"conductor","level":"warn","message":"trace gap: 5 messages left out here","fields":{"dropped":5}}`))
+		}
+		events = append(events, fmt.Appendf(nil, `{"type":"notification","ts":%d,"protocol":"acp","from":"agent","to":"client","method":"session/update","session":"s%d","bytes":2}`, i, i%2))
+	}
+	dom := render(t, events, "#session=s1", 1000)
+	d := parseDOM(t, dom)
+	if d.lanes != 2 || d.shown != 4 || d.total != 7 {
+		t.Errorf("%d lanes, status %d of %d; want 2 lanes (agent, client), 4 of 7 (three of s1 and the gap)", d.lanes, d.shown, d.total)
+	}
+	if n := strings.Count(dom, `class="arrow gap"`); n != 1 {
+		t.Errorf("%d gaps drawn, want 1:\n%.3000s", n, dom)
+	}
+	if i := strings.Index(dom, `class="arrow gap"`); i < 0 || !regexp.MustCompile(`class="arrow gap"[^>]*>.*?trace gap: 5 messages`).MatchString(dom[i:]) {
+		t.Errorf("the gap does not say what it is:\n%.3000s", dom)
+	}
+	if !strings.Contains(dom, `data-lost="5"`) || !strings.Contains(dom, "5 messages lost in gaps") {
+		t.Errorf("the status does not count the lost messages:\n%.1500s", dom)
+	}
+	if order := regexp.MustCompile(`data-index="(\d+)"`).FindAllStringSubmatch(dom, -1); len(order) != 4 || order[1][1] != "3" {
+		t.Errorf("rows %v, want the gap (event 3) second, between s1's events 1 and 4", order)
+	}
+}

@@ -74,7 +74,20 @@
 
   // entry is what the viewer keeps of an event: its members as text, the
   // kind it draws it as, and the event itself, for the detail.
+  // A "trace" event is no message but a line about the trace: in the Rust
+  // conductor's format a component's log line, in ours a gap, where the
+  // recorder left messages out (fields.dropped). It is drawn across the
+  // lanes, whatever the filters: a gap may have held any session's.
   function entry(ev) {
+    if (ev.type === "trace") {
+      const f = ev.fields && typeof ev.fields === "object" ? ev.fields : {};
+      const lost = typeof f.dropped === "number" ? f.dropped : 0;
+      return {
+        ev, type: "trace", kind: lost ? "gap" : "log", lost, from: text(ev.component), to: "",
+        method: text(ev.message), protocol: "", session: "", connection: text(ev.connection), id: "",
+        ts: typeof ev.ts === "number" ? ev.ts.toFixed(3) + "s" : "", isError: false,
+      };
+    }
     return {
       ev, type: text(ev.type), kind: KINDS.has(ev.type) ? ev.type : "other",
       from: text(ev.from) || "?", to: text(ev.to) || "?", method: text(ev.method),
@@ -90,6 +103,10 @@
     if (!ev || typeof ev !== "object") return false;
     const i = events.length, e = entry(ev);
     events.push(e);
+    if (e.type === "trace") {
+      lost += e.lost;
+      return keep(i, true);
+    }
     lane(e.from); lane(e.to);
     if (e.connection) addConnection(e.connection);
     if (e.session && !sessions.has(e.session)) {
@@ -104,9 +121,14 @@
       o.value = e.method;
       $("methods").appendChild(o);
     }
-    if (matches(e)) { shown.push(i); return true; }
-    return false;
+    return keep(i, matches(e));
   }
+
+  function keep(i, shows) {
+    if (shows) shown.push(i);
+    return shows;
+  }
+  let lost = 0; // messages the gaps in the trace held
 
   // A trace that serve wrote holds the chains of many connections, each
   // event marked with its own; the connection filter appears once one is seen.
@@ -120,6 +142,7 @@
   }
 
   function matches(e) {
+    if (e.type === "trace") return true;
     if (filter.connection && e.connection !== filter.connection) return false;
     if (filter.session && e.session !== filter.session) return false;
     if (filter.method && !e.method.includes(filter.method)) return false;
@@ -168,10 +191,12 @@
     }
     canvas.style.width = (GUTTER + lanes.length * LANE) + "px";
     canvas.style.height = Math.max(shown.length * ROW, 1) + "px";
-    status.textContent = shown.length + " of " + events.length + " events, " + lanes.length + " components" + hiddenNote;
+    status.textContent = shown.length + " of " + events.length + " events, " + lanes.length + " components" +
+      (lost ? ", " + lost + " messages lost in gaps" : "") + hiddenNote;
     status.dataset.shown = shown.length;
     status.dataset.total = events.length;
     status.dataset.lanes = lanes.length;
+    status.dataset.lost = lost;
     render();
   }
 
@@ -187,6 +212,7 @@
 
   function row(r, i) {
     const e = events[i];
+    if (e.type === "trace") return note(r, i, e);
     const from = laneOf.get(e.from), to = laneOf.get(e.to);
     const d = document.createElement("div");
     d.className = "arrow " + e.kind + (e.isError ? " error" : "") + (e.protocol === "mcp" ? " mcp" : "") +
@@ -223,6 +249,26 @@
     return d;
   }
 
+  // note draws a line about the trace (a gap, a log line) across the lanes.
+  function note(r, i, e) {
+    const d = document.createElement("div");
+    d.className = "arrow " + e.kind + (i === selected ? " selected" : "");
+    d.style.top = (r * ROW) + "px";
+    d.dataset.index = i;
+    const ts = document.createElement("span");
+    ts.className = "ts";
+    ts.textContent = e.ts;
+    d.appendChild(ts);
+    const label = document.createElement("span");
+    label.className = "label";
+    label.style.left = GUTTER + "px";
+    label.style.width = Math.max(lanes.length, 1) * LANE + "px";
+    label.textContent = (e.kind === "gap" ? "⚠ " : "") + (e.from ? e.from + ": " : "") + e.method;
+    d.appendChild(label);
+    d.title = e.kind === "gap" ? e.lost + " messages are missing here" : "log line";
+    return d;
+  }
+
   function select(i) {
     selected = i;
     if (hiddenNote) { // a choice made since: the note is stale
@@ -234,7 +280,8 @@
     const panel = $("detail");
     if (!e) { panel.hidden = true; writeHash(); render(); return; }
     panel.hidden = false;
-    $("detail-title").textContent = e.type + ": " + e.method + " (" + e.from + " → " + e.to + ")";
+    $("detail-title").textContent = e.type === "trace" ? "trace: " + e.method :
+      e.type + ": " + e.method + " (" + e.from + " → " + e.to + ")";
     $("detail-body").textContent = json(e.ev, 2);
     writeHash();
     render();
