@@ -54,9 +54,15 @@ type outbox struct {
 	gate      bool
 	gated     [][]byte
 	gatedSize size
-	// In a traced chain, what records the messages gated holds as sent,
-	// in order (see chain.traceGated): run as the gate lets them go.
-	gatedTrace []func()
+	// In a traced chain, the records of the messages gated holds, in
+	// order (see chain.sendTraced): made as the gate lets them go.
+	gatedTrace []tracedSend
+	// recording is held by a traced put (putTraced) across its record,
+	// which must come before the message is queued, and by open and
+	// close, which it must not cross. mu is not held across a record:
+	// one the recorder is slow to take would hold up the writer and every
+	// reader that asks, for flow control, what the outbox holds.
+	recording sync.Mutex
 
 	// The client's seal (see seal): notifications are refused and counted
 	// in sealDrops.
@@ -148,11 +154,31 @@ func (o *outbox) putMessage(lc *wire.LineChannel, segments [][]byte, k kind) boo
 	return o.putFrom(lc, segments, k)
 }
 
-// putTraced is putMessage in a traced chain: record records the message
+// putTraced is putMessage in a traced chain: s records the message (k)
 // as sent, when it is: at once, or when the gate lets it go; never if it
 // is dropped, the outbox closed or sealed first (see chain.sendTraced).
-func (o *outbox) putTraced(segments [][]byte, k kind, record func()) bool {
-	return o.putRecorded(nil, segments, k, record)
+func (o *outbox) putTraced(segments [][]byte, k kind, s *tracedSend) bool {
+	o.recording.Lock()
+	defer o.recording.Unlock()
+	o.mu.Lock()
+	switch {
+	case o.closed:
+		o.mu.Unlock()
+		return false
+	case o.sealed && k == kindNotification:
+		o.mu.Unlock()
+		o.sealDrops.Add(1)
+		return true
+	case k != kindAnswer && o.gate:
+		o.gatedTrace = append(o.gatedTrace, *s)
+		o.holdGated(segments)
+		return true
+	}
+	o.mu.Unlock()
+	// None can change before the put: close, seal and open wait for
+	// recording, the gate being set only before the outbox is anyone's.
+	s.record() // before it is queued, so before any answer to it
+	return o.putFrom(nil, segments, k)
 }
 
 // seal refuses, from now on, the notifications put on o, counting each
@@ -161,6 +187,8 @@ func (o *outbox) putTraced(segments [][]byte, k kind, record func()) bool {
 // notification routed before the seal (topology.sealed) but put after it
 // cannot follow those errors, whatever the goroutine that routed it.
 func (o *outbox) seal(drops *atomic.Int64) {
+	o.recording.Lock()
+	defer o.recording.Unlock()
 	o.mu.Lock()
 	o.sealed, o.sealDrops = true, drops
 	o.mu.Unlock()
@@ -170,7 +198,7 @@ func (o *outbox) seal(drops *atomic.Int64) {
 // wait until open, while answers (put) go on. A restarted proxy is sent
 // its replayed initializes first, and a proxy written naively expects
 // their answers, or the answers to what it asks while initializing,
-// before anything else.
+// before anything else. It is set before the outbox is anyone's.
 func (o *outbox) hold() {
 	o.mu.Lock()
 	o.gate = true
@@ -179,23 +207,31 @@ func (o *outbox) hold() {
 
 // open lifts the gate: what it held follows what is queued, in order.
 func (o *outbox) open() {
+	o.recording.Lock()
+	defer o.recording.Unlock()
 	o.mu.Lock()
 	if !o.gate {
 		o.mu.Unlock()
 		return
 	}
-	o.gate = false
 	records := o.gatedTrace
 	o.gatedTrace = nil
+	send := len(o.gated) > 0 && !o.closed
+	o.mu.Unlock()
+	if send {
+		// Recorded before they are queued, so before any answer to them.
+		// What the gate takes meanwhile follows them; close waits.
+		for i := range records {
+			records[i].record()
+		}
+	}
+	o.mu.Lock()
+	o.gate = false
 	if len(o.gated) == 0 || o.closed {
 		o.gated, o.gatedSize = nil, size{}
 		o.account(false)
 		o.mu.Unlock()
 		return
-	}
-	// Recorded before they are queued, so before any answer to them.
-	for _, record := range records {
-		record()
 	}
 	o.queue = append(o.queue, o.gated...)
 	o.queued = o.queued.add(o.gated)
@@ -208,16 +244,22 @@ func (o *outbox) open() {
 	o.writeNow()
 }
 
-// putFrom is put for segments that lie in lc's read buffer, lent, or none
-// if lc is nil; k says whether a gate holds them (a request or
-// notification: putMessage) and a seal refuses them (a notification).
-func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte, k kind) bool {
-	return o.putRecorded(lc, segments, k, nil)
+// holdGated keeps segments behind the gate, with o.mu held and released.
+func (o *outbox) holdGated(segments [][]byte) {
+	// Owned: it may wait past the refill of the buffer it was read into.
+	for _, s := range segments {
+		o.gated = append(o.gated, bytes.Clone(s))
+	}
+	o.gatedSize = o.gatedSize.add(segments)
+	o.account(true)
+	o.mu.Unlock()
 }
 
-// putRecorded is putFrom with putTraced's record, if any. A notification
-// a seal refuses is taken, as the seal's drop, not reported as closed.
-func (o *outbox) putRecorded(lc *wire.LineChannel, segments [][]byte, k kind, record func()) bool {
+// putFrom is put for segments that lie in lc's read buffer, lent, or none
+// if lc is nil; k says whether a gate holds them (a request or
+// notification: putMessage) and a seal refuses them (a notification),
+// which is taken, as the seal's drop, not reported as closed.
+func (o *outbox) putFrom(lc *wire.LineChannel, segments [][]byte, k kind) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
@@ -229,20 +271,8 @@ func (o *outbox) putRecorded(lc *wire.LineChannel, segments [][]byte, k kind, re
 		return true
 	}
 	if k != kindAnswer && o.gate {
-		// Owned: it may wait past the refill of the buffer it was read into.
-		for _, s := range segments {
-			o.gated = append(o.gated, bytes.Clone(s))
-		}
-		o.gatedSize = o.gatedSize.add(segments)
-		if record != nil {
-			o.gatedTrace = append(o.gatedTrace, record)
-		}
-		o.account(true)
-		o.mu.Unlock()
+		o.holdGated(segments)
 		return true
-	}
-	if record != nil {
-		record() // before it is queued, so before any answer to it
 	}
 	if lc != nil && !slices.Contains(o.lenders, lc) {
 		o.lenders = append(o.lenders, lc)
@@ -341,11 +371,13 @@ func (o *outbox) attach(try func([][]byte) ([][]byte, error)) {
 // but not what a gate held: the calls among it are failed with the
 // process it waited for, or by the shutdown.
 func (o *outbox) close() {
+	o.recording.Lock() // not while a traced put or open records
 	o.mu.Lock()
 	o.closed = true
 	o.gated, o.gatedSize, o.gatedTrace = nil, size{}, nil
 	o.account(false)
 	o.mu.Unlock()
+	o.recording.Unlock()
 	o.signal()
 }
 

@@ -23,11 +23,9 @@ import (
 // that is not traced pays nothing else.
 
 // traceSend records a request (id != nil) or notification from `from` (nil:
-// the conductor) to `to`, as the destination sees it.
+// the conductor) to `to`, as the destination sees it. The trace keeps id.
 func (c *chain) traceSend(from, to *peer, id json.RawMessage, method string, params json.RawMessage) {
-	// The trace keeps id, which relayCall makes on its stack: a copy,
-	// made only when tracing.
-	c.trace.Send(traceName(from), to.name, bytes.Clone(id), method, params, to.pos < 0 || (from != nil && from.pos < 0))
+	c.trace.Send(traceName(from), to.name, id, method, params, to.pos < 0 || (from != nil && from.pos < 0))
 }
 
 // Where the trace is with a call (call.traced).
@@ -245,24 +243,42 @@ func tracedAs(m *wire.Message) (string, json.RawMessage) {
 // so (traceReply). o is to's outbox; nil: the current link's. It reports
 // whether the outbox took the line.
 func (c *chain) sendTraced(o *outbox, cl *call, own bool, from, to *peer, id json.RawMessage, method string, params json.RawMessage, line ...[]byte) bool {
-	kept := bytes.Clone(id) // id may be on the caller's stack
-	record := func() {
-		if cl == nil {
-			c.traceSend(from, to, kept, method, params)
-		} else if cl.traceMove(traceHeld, traceSent) {
-			if own {
-				cl.params = nil // kept only in case it was never sent
-			}
-			if cl.taken() {
-				from = nil // a retry: the conductor's own request
-			}
-			c.traceSend(from, to, kept, method, params)
-		}
-	}
 	if o == nil {
 		o = to.link.Load().out
 	}
-	return o.putTraced(line, kindOf(id), record)
+	// The trace keeps id, which relayCall makes on its stack: a copy, made
+	// only when tracing.
+	kept := bytes.Clone(id)
+	return o.putTraced(line, kindOf(id), &tracedSend{c: c, cl: cl, own: own, from: from, to: to, id: kept, method: method, params: params})
+}
+
+// A tracedSend is a message sendTraced records as it goes: made on the
+// caller's stack, and copied only while a gate holds the message.
+type tracedSend struct {
+	c        *chain
+	cl       *call
+	own      bool
+	from, to *peer
+	id       json.RawMessage
+	method   string
+	params   json.RawMessage
+}
+
+// record records s as sent.
+func (s *tracedSend) record() {
+	from := s.from
+	if s.cl != nil {
+		if !s.cl.traceMove(traceHeld, traceSent) {
+			return
+		}
+		if s.own {
+			s.cl.params = nil // kept only in case it was never sent
+		}
+		if s.cl.taken() {
+			from = nil // a retry: the conductor's own request
+		}
+	}
+	s.c.traceSend(from, s.to, s.id, s.method, s.params)
 }
 
 // traceName names a peer in a trace; the conductor, for calls it makes
