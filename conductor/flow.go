@@ -174,9 +174,9 @@ func (f *flow) leave(b *peer) {
 // is p, or q's reader waits for p through others: then it reports false
 // and records nothing. q's reader waiting for p itself is allowed, unless
 // p is a proxy (relaying) whose reader has not yet gone on for long past
-// q's outbox: see the rule above. A proxy's reader that waits already for
-// p is woken to decide again. Peers are compared by process (host), and a
-// process waits for whatever any of its readers waits for.
+// q's outbox: see the rule above. q's reader, if a proxy's that began to
+// wait for p before p's waited for q, is woken to decide again. Peers are compared by process (host), and a process waits for
+// whatever any of its readers waits for.
 func (f *flow) wait(p *peer, l *link, q *peer, relaying bool) bool {
 	held := 0
 	if relaying {
@@ -188,6 +188,7 @@ func (f *flow) wait(p *peer, l *link, q *peer, relaying bool) bool {
 	if f.closes(q.host(), p.host(), 0, &seen) {
 		return false
 	}
+	paired := false
 	if ql := f.waitsFor(q.host(), p.host()); ql != nil {
 		if relaying {
 			if l.pairWith != q {
@@ -197,14 +198,17 @@ func (f *flow) wait(p *peer, l *link, q *peer, relaying bool) bool {
 				return false
 			}
 		}
-		if ql.relaying {
+		if ql.relaying && !ql.paired {
+			// One that waits with the pair in view would decide the
+			// same: woken, it would wake this one in turn, for ever.
 			select {
 			case ql.rethink <- struct{}{}:
 			default:
 			}
 		}
+		paired = true
 	}
-	l.waitingOn, l.relaying = q, relaying
+	l.waitingOn, l.relaying, l.paired = q, relaying, paired
 	return true
 }
 
@@ -252,6 +256,6 @@ func (f *flow) closes(x, to *peer, n int, seen *[]*peer) bool {
 
 func (f *flow) done(l *link) {
 	f.mu.Lock()
-	l.waitingOn, l.relaying = nil, false
+	l.waitingOn, l.relaying, l.paired = nil, false, false
 	f.mu.Unlock()
 }

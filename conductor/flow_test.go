@@ -281,3 +281,45 @@ func TestFlowProxyPairGoesOn(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 }
+
+// TestFlowPairWakesOnce: two proxies' readers, each gone on past the
+// other's full outbox for longer than the rule lets them, wait for each
+// other, as any pair may. The second to wait wakes the first, which
+// waited before the pair formed, to decide again; the first, deciding
+// to wait, must not wake the second in turn, which decided with the pair
+// in view: each would wake the other for ever, spinning both readers.
+func TestFlowPairWakesOnce(t *testing.T) {
+	fl := newFlow()
+	a := newPeer("a", 1, newLink(nil, nil, nil, fl), zapNop())
+	b := newPeer("b", 2, newLink(nil, nil, nil, fl), zapNop())
+	la, lb := a.link.Load(), b.link.Load()
+	for _, l := range []*link{la, lb} {
+		l.out.queued = size{bytes: 2 * queueBytes} // full, and grown by queueBytes
+	}
+	woken := func(l *link) bool {
+		select {
+		case <-l.rethink:
+			return true
+		default:
+			return false
+		}
+	}
+	if !fl.wait(a, la, b, true) {
+		t.Fatal("a may not wait for b, which waits for nobody")
+	}
+	lb.pairWith, lb.pairFrom = a, 0
+	if !fl.wait(b, lb, a, true) {
+		t.Fatal("b, gone on past a for queueBytes, may not wait for it")
+	}
+	if !woken(la) {
+		t.Fatal("a, which waited before the pair formed, is not woken")
+	}
+	fl.done(la)
+	la.pairWith, la.pairFrom = b, 0
+	if !fl.wait(a, la, b, true) {
+		t.Fatal("a, gone on past b for queueBytes, may not wait for it")
+	}
+	if woken(lb) {
+		t.Error("a wakes b, which waited with the pair in view, and would decide the same")
+	}
+}

@@ -119,6 +119,7 @@ type link struct {
 
 	waitingOn *peer // whose full outbox its reader waits for; guarded by flow.mu
 	relaying  bool  // its reader is a proxy's; guarded by flow.mu
+	paired    bool  // waitingOn's reader waited for it as it began; guarded by flow.mu
 	// rethink wakes its waiting reader to decide again: the peer it waits
 	// for has begun to wait for it (flow.go).
 	rethink chan struct{}
