@@ -105,6 +105,27 @@ func initAndCrash(t *testing.T, e *editor) {
 	failedPrompt(t, e, 1, "crasher")
 }
 
+// promptsInBackoff sends prompts 2 to last while the crashed proxy waits
+// out its back-off, once the conductor has read them, lets it start.
+func promptsInBackoff(t *testing.T, e *editor, h *heldBackoff, last int) {
+	t.Helper()
+	h.next(t)
+	for id := 2; id <= last; id++ {
+		e.send(promptLine(id, false))
+	}
+	e.sync()
+	h.release <- struct{}{}
+}
+
+// awaitResponses reads until n responses have come.
+func awaitResponses(e *editor, n int) {
+	for answered := 0; answered < n; {
+		if m := e.recvMsg(); m.IsResponse() {
+			answered++
+		}
+	}
+}
+
 // failedPrompt reads until the answer to prompt id, which must be an error
 // naming the crashed proxy.
 func failedPrompt(t *testing.T, e *editor, id int, crashed string) {
@@ -290,12 +311,7 @@ func TestRestartRefusedReplayFailsQueued(t *testing.T) {
 	h := holdBackoff(&cfg)
 	e := startChain(t, cfg)
 	initAndCrash(t, e)
-	h.next(t)
-	for id := 2; id <= 3; id++ {
-		e.send(promptLine(id, false))
-	}
-	e.sync()
-	h.release <- struct{}{}
+	promptsInBackoff(t, e, h, 3)
 	for answered := 0; answered < 2; {
 		m := e.recvMsg()
 		if !m.IsResponse() {

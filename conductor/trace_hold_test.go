@@ -27,17 +27,8 @@ func TestTraceHeldUntilReplayAnswered(t *testing.T) {
 	h := holdBackoff(&cfg)
 	e := startChain(t, cfg)
 	initAndCrash(t, e)
-	h.next(t)
-	for id := 2; id <= 3; id++ {
-		e.send(promptLine(id, false))
-	}
-	e.sync()
-	h.release <- struct{}{}
-	for answered := 0; answered < 2; {
-		if m := e.recvMsg(); m.IsResponse() {
-			answered++
-		}
-	}
+	promptsInBackoff(t, e, h, 3)
+	awaitResponses(e, 2)
 	if err := e.close(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
@@ -78,17 +69,8 @@ func TestTraceRefusedReplay(t *testing.T) {
 	h := holdBackoff(&cfg)
 	e := startChain(t, cfg)
 	initAndCrash(t, e)
-	h.next(t)
-	for id := 2; id <= 3; id++ {
-		e.send(promptLine(id, false))
-	}
-	e.sync()
-	h.release <- struct{}{}
-	for answered := 0; answered < 2; {
-		if m := e.recvMsg(); m.IsResponse() {
-			answered++
-		}
-	}
+	promptsInBackoff(t, e, h, 3)
+	awaitResponses(e, 2)
 	e.close()
 	rec.Close()
 	events := readTrace(t, out.String())

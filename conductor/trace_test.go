@@ -303,11 +303,7 @@ func TestTraceConcurrentSessions(t *testing.T) {
 			}
 		}
 	}()
-	for answered := 0; answered < sessions*prompts; {
-		if e.recvMsg().IsResponse() {
-			answered++
-		}
-	}
+	awaitResponses(e, sessions*prompts)
 	if err := e.close(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
