@@ -19,16 +19,7 @@ import (
 func TestInitializeRestoredWithoutPassingOn(t *testing.T) {
 	e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
 	initializeA(t, e, p, a)
-	e.send(clientInit(1, "b"))
-	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
-		t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
-	}
-	p.w.Close() // the proxy dies holding it
-	p = proxyStarted()
-	replay := p.recvMsg()
-	if !strings.Contains(string(replay.Params), `"name":"a"`) {
-		t.Fatalf("the restarted proxy got %s, want the replay of client a's initialize", replay.Bytes())
-	}
+	p, replay := diesHoldingB(t, e, p, proxyStarted)
 	p.reply(replay, `{"protocolVersion":1,"agentInfo":{"name":"the-proxy"}}`)
 	m := p.recvMsg()
 	if m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"b"`) {
@@ -101,16 +92,7 @@ func TestInitializeDuringReplay(t *testing.T) {
 func TestHeldWaitForEveryReplay(t *testing.T) {
 	e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond})
 	initializeA(t, e, p, a)
-	e.send(clientInit(1, "b"))
-	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
-		t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
-	}
-	p.w.Close() // the proxy dies holding it
-	p = proxyStarted()
-	replay := p.recvMsg()
-	if !strings.Contains(string(replay.Params), `"name":"a"`) {
-		t.Fatalf("the restarted proxy got %s, want the replay of client a's initialize", replay.Bytes())
-	}
+	p, replay := diesHoldingB(t, e, p, proxyStarted)
 	e.send(clientInit(2, "a"))
 	e.send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
 	e.sync() // both wait behind the replays now
@@ -150,4 +132,22 @@ func TestHeldWaitForEveryReplay(t *testing.T) {
 	if m := e.recvMsg(); string(m.ID) != "3" || m.Error != nil || !strings.Contains(string(m.Result), `"sessionId":"s1"`) {
 		t.Fatalf("got %s, want session/new answered", e.seen[len(e.seen)-1])
 	}
+}
+
+// diesHoldingB has the editor send client b's initialize, which the proxy
+// dies holding, and returns the restarted proxy and the replay of client
+// a's initialize that restores it.
+func diesHoldingB(t *testing.T, e *editor, p *scripted, proxyStarted func() *scripted) (*scripted, *wire.Message) {
+	t.Helper()
+	e.send(clientInit(1, "b"))
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("the proxy got %s, want its second proxy/initialize", m.Bytes())
+	}
+	p.w.Close() // the proxy dies holding it
+	p = proxyStarted()
+	replay := p.recvMsg()
+	if !strings.Contains(string(replay.Params), `"name":"a"`) {
+		t.Fatalf("the restarted proxy got %s, want the replay of client a's initialize", replay.Bytes())
+	}
+	return p, replay
 }
