@@ -22,8 +22,11 @@ import (
 // order, and receive only ever appends to other peers' outboxes, so messages
 // from one peer to another keep their order on every path.
 type chain struct {
-	topo   atomic.Pointer[topology] // replaced when a proxy is bypassed
-	peers  []*peer                  // by position; in proxy mode peers[n+1] is peers[0]
+	topo atomic.Pointer[topology] // replaced when a proxy is bypassed, or the client sealed
+	// topoMu orders the replacements of topo (changeTopo): readers load
+	// it alone, but a change made to a stale copy would undo another.
+	topoMu sync.Mutex
+	peers  []*peer // by position; in proxy mode peers[n+1] is peers[0]
 	log    *zap.Logger
 	mcp    *mcpRoutes
 	bridge *bridge // nil in proxy mode, where the parent bridges
@@ -760,16 +763,24 @@ func (c *chain) stopInitTimer() {
 // seal drops, from now on, the notifications for the client (see
 // topology.sealed).
 func (c *chain) seal() {
-	t := *c.topo.Load()
-	t.sealed = true
-	c.topo.Store(&t)
+	c.changeTopo(func(t *topology) { t.sealed = true })
 }
 
 // bypass takes the proxy at pos out of the routes.
 func (c *chain) bypass(pos int) {
+	c.changeTopo(func(t *topology) {
+		t.bypassed = append(append([]bool(nil), t.bypassed...), make([]bool, max(0, pos+1-len(t.bypassed)))...)
+		t.bypassed[pos] = true
+	})
+}
+
+// changeTopo replaces the topology with a copy that change has changed.
+// A shutdown seals the client while a failed proxy may be bypassed.
+func (c *chain) changeTopo(change func(*topology)) {
+	c.topoMu.Lock()
+	defer c.topoMu.Unlock()
 	t := *c.topo.Load()
-	t.bypassed = append(append([]bool(nil), t.bypassed...), make([]bool, max(0, pos+1-len(t.bypassed)))...)
-	t.bypassed[pos] = true
+	change(&t)
 	c.topo.Store(&t)
 }
 

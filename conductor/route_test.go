@@ -2,6 +2,7 @@ package conductor
 
 import (
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
@@ -254,6 +255,27 @@ func TestRouteAllocations(t *testing.T) {
 		dl := fixedDialects{}
 		if n := testing.AllocsPerRun(100, func() { topo.route(inbound{from: tt.from, msg: m}, dl) }); n != tt.want {
 			t.Errorf("route(%s) allocates %v times, want %v", tt.line, n, tt.want)
+		}
+	}
+}
+
+// TestSealAndBypassBothHold seals the client while a proxy is bypassed, as
+// a shutdown that drains may while a proxy fails: each replaces the
+// topology with a changed copy, and neither change may be lost to the
+// other, or a bypassed proxy would be routed to again, or the sealed
+// client hear an agent streaming on.
+func TestSealAndBypassBothHold(t *testing.T) {
+	for i := range 100000 {
+		c := &chain{}
+		c.topo.Store(&topology{proxies: 2})
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() { <-start; c.seal() })
+		wg.Go(func() { <-start; c.bypass(1) })
+		close(start)
+		wg.Wait()
+		if tp := c.topo.Load(); !tp.sealed || len(tp.bypassed) < 2 || !tp.bypassed[1] {
+			t.Fatalf("round %d: sealed %v, bypassed %v: a change was lost", i, tp.sealed, tp.bypassed)
 		}
 	}
 }
