@@ -51,6 +51,14 @@ import (
 // crosses every hop, so this costs nothing, and it needs no bookkeeping
 // per message.
 //
+// A restarted proxy's outbox whose gate is closed (outbox.hold) drains
+// only once the proxy's replayed initializes are answered, and those
+// answers come from its successors: while its new process is replayed
+// them, their readers do not wait for it, or the flood that filled it
+// would hold everything until the initialize timeout failed the proxy.
+// What they add to it meanwhile is bounded by that timeout; during the
+// back-off before the process starts, they wait as for any outbox.
+//
 // A bridged MCP connection is a peer too, bounded the same way, but one
 // peer feeds it and it feeds one: the peer that owns its server. Only the
 // owner's reader waits for its outbox, and its reader waits only for the
@@ -129,7 +137,11 @@ func (c *chain) fullPeer(p *peer, skip []*peer) (*peer, <-chan struct{}) {
 		if q.host() == p.host() || slices.Contains(skip, q) {
 			continue
 		}
-		if ch := q.link.Load().out.full(); ch != nil {
+		o := q.link.Load().out
+		if ch := o.full(); ch != nil {
+			if q.pos > 0 && p.pos > q.pos && o.replaying() {
+				continue // the answers that let it drain come from p's side
+			}
 			return q, ch
 		}
 	}

@@ -114,6 +114,15 @@ func (o *outbox) full() <-chan struct{} {
 	return o.drained
 }
 
+// replaying reports whether a gate holds what is sent to the outbox
+// (hold) while the process it drains to is replayed its initializes: it
+// has started (attach), and is not yet restored (open).
+func (o *outbox) replaying() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gate && o.try != nil
+}
+
 // heldBytes returns how many bytes the outbox holds, queued or being written.
 func (o *outbox) heldBytes() int {
 	o.mu.Lock()

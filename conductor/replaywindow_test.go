@@ -1,9 +1,14 @@
 package conductor
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -151,3 +156,102 @@ func diesHoldingB(t *testing.T, e *editor, p *scripted, proxyStarted func() *scr
 	}
 	return p, replay
 }
+
+// TestRefusedRestoreSendsNoMoreReplays has a restarted proxy refuse the
+// replay that restores it while the replay of client b's initialize waits
+// behind it. The process is failed for that refusal: b's replay must not
+// go to it, whose answer, coming before the failure takes the replays,
+// would open the gate and let what the editor queued reach a proxy never
+// restored.
+func TestRefusedRestoreSendsNoMoreReplays(t *testing.T) {
+	e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond, RestartLimit: 1})
+	initializeA(t, e, p, a)
+	p, replay := diesHoldingB(t, e, p, proxyStarted)
+	p.send(`{"jsonrpc":"2.0","id":` + string(replay.ID) + `,"error":{"code":-32603,"message":"not today"}}`)
+	select {
+	case l, ok := <-p.lines:
+		if ok {
+			t.Errorf("the proxy that refused its restore was sent %s", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the proxy that refused its restore was neither sent anything nor stopped")
+	}
+	for { // nor is b's initialize left waiting
+		if m := e.recvMsg(); m.IsResponse() && string(m.ID) == "1" {
+			break
+		}
+	}
+	e.close()
+}
+
+// TestGatedProxySuccessorReads has the editor flood a restarted proxy
+// while a replay of its is still passed on to the agent: what the editor
+// sent waits behind the gate, past the outbox's bound, and the editor's
+// reader pauses. The agent streams an update, then answers the replay's
+// initialize: its reader must go on to that answer, which alone opens
+// the gate, rather than wait for the gated outbox to drain, which would
+// hold everything until the initialize timeout failed the proxy.
+func TestGatedProxySuccessorReads(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	paused := make(chan struct{}, 1)
+	logger := zap.New(core, zap.Hooks(func(en zapcore.Entry) error {
+		if en.Message == pausedReading {
+			select {
+			case paused <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}))
+	e, p, a, proxyStarted := restartableChain(t, Config{RestartBackoff: time.Millisecond, InitTimeout: time.Minute, Logger: logger})
+	initializeA(t, e, p, a)
+	p, replay := diesHoldingB(t, e, p, proxyStarted)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"proxy/successor","params":{"method":"initialize","params":` + string(replay.Params) + `}}`)
+	p.reply(replay, string(p.recvMsg().Result)) // restored from the record
+	forwardB(t, p)
+	init := a.recvMsg()
+	fill := strings.Repeat("x", 1<<20)
+	go func() {
+		for id := 2; id < 8; id++ {
+			if e.ch.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[],"_meta":{"fill":%q}}}`, id, fill)) != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-paused:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the editor's reader never paused")
+	}
+	a.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{}}}`)
+	// The answer comes once the update was read, not in one read with it:
+	// once the agent's reader has paused, or, as it should, not within 1s.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if logs.FilterMessage(pausedReading).FilterField(zap.String("peer", "agent")).Len() > 0 {
+			break
+		}
+	}
+	a.reply(init, `{"protocolVersion":1,"agentInfo":{"name":"for-b"}}`)
+	select {
+	case l, ok := <-p.lines:
+		if !ok || !strings.Contains(string(l), `"for-b"`) {
+			t.Fatalf("the proxy got %s, want the agent's answer for client b", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent's answer to the replayed initialize never reached the proxy")
+	}
+}
+
+// forwardB has the restarted proxy p pass on the replay of client b's
+// initialize.
+func forwardB(t *testing.T, p *scripted) {
+	t.Helper()
+	m := p.recvMsg()
+	if m.Method != wire.MethodProxyInitialize || !strings.Contains(string(m.Params), `"name":"b"`) {
+		t.Fatalf("the restarted proxy got %s, want the replay of client b's initialize", m.Bytes())
+	}
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"proxy/successor","params":{"method":"initialize","params":` + string(m.Params) + `}}`)
+}
+
+// pausedReading is what a reader logs as it waits for a full outbox.
+const pausedReading = "paused reading: a peer's queue is full"
