@@ -346,21 +346,23 @@ func (c *Conn) watchHold(h *holder, from Side, method string) (stop func()) {
 	)
 	check := func() {
 		mu.Lock()
-		defer mu.Unlock()
 		if stopped {
+			mu.Unlock()
 			return
 		}
 		holds, taken, over := c.out.placeOf(h)
-		switch {
-		case over:
-			return
-		case holds && taken == last:
+		warn := !over && holds && taken == last
+		if !over && !warn {
+			last = taken // a place taken since the last check gets d of its own
+			t.Reset(d)
+		}
+		mu.Unlock()
+		if warn {
+			// Not under mu: stop, as the handler returns, waits for it,
+			// and a slow log would hold up the traffic behind it.
 			c.log.Warn(fmt.Sprintf("a handler has held its place in the outgoing order for over %v, holding up all later traffic both ways; a handler that waits on anything but its peers should call Request.Detach first", d),
 				"method", method, "from", from)
-			return
 		}
-		last = taken // a place taken since the last check gets d of its own
-		t.Reset(d)
 	}
 	mu.Lock()
 	_, last, _ = c.out.placeOf(h)

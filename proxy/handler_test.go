@@ -428,3 +428,40 @@ func testHandlerHoldWarning(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
 	c.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
 }
+
+// stuckWarn is a log handler whose warning that a handler holds its place
+// blocks until released, as a log written to a pipe nobody reads would.
+type stuckWarn struct{ entered, release chan struct{} }
+
+func (s stuckWarn) Enabled(context.Context, slog.Level) bool { return true }
+func (s stuckWarn) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s stuckWarn) WithGroup(string) slog.Handler            { return s }
+func (s stuckWarn) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "held its place") {
+		close(s.entered)
+		<-s.release
+	}
+	return nil
+}
+
+// A handler that returns while the warning that it held its place is
+// being logged is answered at once: the log, however slow, holds up no
+// traffic.
+func TestHandlerHoldWarningLogsAside(t *testing.T) {
+	log := stuckWarn{entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(log.release)
+	c := serve(t, &proxy.Proxy{
+		Logger:      slog.New(log),
+		HoldWarning: 10 * time.Millisecond,
+		FromPredecessor: map[string]proxy.Handler{
+			"_x/holds": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				<-log.entered
+				return json.RawMessage("{}"), nil
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"_x/holds"}`)
+	c.expect(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	c.send(`{"jsonrpc":"2.0","method":"_x/note","params":{}}`) // queued behind the handler's place
+	c.expect(`{"jsonrpc":"2.0","method":"proxy/successor","params":{"method":"_x/note","params":{}}}`)
+}
