@@ -159,5 +159,7 @@
 // time, and what queued for it meanwhile only once it has answered them
 // all (outbox.hold): a proxy may take anything else that comes first for
 // the answer it waits for, and an initialize of the client's that came
-// in among the replays would take a replay's recorded answer.
+// in among the replays would take a replay's recorded answer. What it
+// holds counts toward its bound, but the readers after it, whose answers
+// alone let it drain, do not wait for it while the replays are under way.
 package conductor
