@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"testing"
@@ -58,6 +59,30 @@ func BenchmarkPassthrough(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tc.n), tc.per)
 		})
 	}
+}
+
+// BenchmarkHandledUpdate measures what a handler costs per message it
+// takes: a FromSuccessor session/update handler that forwards every update
+// unchanged, as one that filters or records the stream does for most.
+// Against BenchmarkPassthrough's update, the difference is the handler's
+// goroutine, its place in the outgoing order and its Request.
+func BenchmarkHandledUpdate(b *testing.B) {
+	// As BenchmarkPassthrough, each op is one Serve of n updates.
+	const n = 1000
+	input := bytes.Repeat([]byte(fmt.Sprintf(passUpdate, "hello")), n)
+	b.SetBytes(int64(len(input)))
+	b.ReportAllocs()
+	p := &proxy.Proxy{FromSuccessor: map[string]proxy.Handler{
+		"session/update": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+			return r.Forward(ctx)
+		},
+	}}
+	for b.Loop() {
+		if err := p.Serve(context.Background(), bytes.NewReader(input), discard{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/msg")
 }
 
 // TestPassthroughAllocs pins what a proxy allocates per message it only
