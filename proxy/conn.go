@@ -50,6 +50,10 @@ type Conn struct {
 	// unconducted is set once a plain initialize was refused: the proxy
 	// was started as an agent, by an editor. Only the reader uses it.
 	unconducted bool
+	// watching is set once a handler has started watchHolds, which runs
+	// among the handlers until the connection stops. Only the reader
+	// uses it.
+	watching bool
 
 	mu     sync.Mutex
 	calls  map[int64]*call    // requests sent, by the proxy's own id, until answered
@@ -290,7 +294,7 @@ func (c *Conn) relay(id json.RawMessage, from Side, method string, params, extra
 // handle runs fn for a message in a goroutine of its own, holding the
 // message's place in the outgoing order.
 func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extra json.RawMessage, fn Handler) {
-	h := new(holder)
+	h := &holder{from: from, method: method}
 	ctx, cancel := context.WithCancelCause(context.WithValue(c.ctx, holderKey{}, h))
 	r := &Request{Method: method, Params: params, From: from, id: id, extra: extra, conn: c, holder: h}
 	if id != nil {
@@ -299,10 +303,17 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extr
 		c.mu.Unlock()
 	}
 	c.out.hold(h)
-	stopWatch := c.watchHold(h, from, method)
+	if !c.watching {
+		c.watching = true
+		if d := c.p.holdWarning(); d >= 0 {
+			c.handlers.Go(func() error {
+				c.watchHolds(d)
+				return nil
+			})
+		}
+	}
 	c.handlers.Go(func() error {
 		defer c.out.release(h)
-		defer stopWatch()
 		defer cancel(nil)
 		result, err := c.run(ctx, fn, r)
 		if id == nil {
@@ -328,51 +339,29 @@ func (c *Conn) handle(id json.RawMessage, from Side, method string, params, extr
 	})
 }
 
-// watchHold warns, once, if the handler of h holds one place for longer
-// than the proxy's HoldWarning: all traffic behind it waits, and nothing
-// else would tell its author why the chain froze. It checks as often as
-// that, on a timer, only while the handler runs, and returns what stops
-// it; once stop has returned the check does nothing more.
-func (c *Conn) watchHold(h *holder, from Side, method string) (stop func()) {
-	d := c.p.holdWarning()
-	if d < 0 {
-		return func() {}
-	}
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-		last    = -1 // the place h held at the last check
-	)
-	check := func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
+// watchHolds warns, once for each handler, of one that holds one place
+// for d or longer: all traffic behind it waits, and nothing else would
+// tell its author why the chain froze. It runs, from the first handler
+// on, until the connection stops, and wakes only when the oldest place
+// not yet warned of would be overdue, or every d, so that handling a
+// message costs no more than noting when its place was taken.
+func (c *Conn) watchHolds(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
 			return
+		case <-t.C:
 		}
-		holds, taken, over := c.out.placeOf(h)
-		warn := !over && holds && taken == last
-		if !over && !warn {
-			last = taken // a place taken since the last check gets d of its own
-			t.Reset(d)
-		}
-		mu.Unlock()
-		if warn {
-			// Not under mu: stop, as the handler returns, waits for it,
-			// and a slow log would hold up the traffic behind it.
+		stuck, next := c.out.stuck(d, time.Now())
+		for _, h := range stuck {
+			// Not under the outbox's lock: a slow log must not hold up
+			// the traffic, nor the handler's answer.
 			c.log.Warn(fmt.Sprintf("a handler has held its place in the outgoing order for over %v, holding up all later traffic both ways; a handler that waits on anything but its peers should call Request.Detach first", d),
-				"method", method, "from", from)
+				"method", h.method, "from", h.from)
 		}
-	}
-	mu.Lock()
-	_, last, _ = c.out.placeOf(h)
-	t = time.AfterFunc(d, check)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
+		t.Reset(next)
 	}
 }
 

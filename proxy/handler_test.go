@@ -429,6 +429,50 @@ func testHandlerHoldWarning(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
 }
 
+// Each handler that holds its place past HoldWarning is warned of once,
+// one queued behind another as well, after it has held its own place
+// that long, however long it goes on holding it.
+func TestHandlerHoldWarningEach(t *testing.T) { synctest.Test(t, testHandlerHoldWarningEach) }
+
+func testHandlerHoldWarningEach(t *testing.T) {
+	var log testio.Buffer
+	release := make(chan struct{})
+	block := func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+		<-release
+		return json.RawMessage("{}"), nil
+	}
+	c := serve(t, &proxy.Proxy{
+		Logger:          slog.New(slog.NewTextHandler(&log, nil)),
+		HoldWarning:     5 * time.Second,
+		FromPredecessor: map[string]proxy.Handler{"_x/first": block, "_x/second": block},
+	})
+	warnings := func(method string) int {
+		return strings.Count(log.String(), "held its place in the outgoing order for over 5s, holding up all later traffic both ways; a handler that waits on anything but its peers should call Request.Detach first\" method="+method+" ")
+	}
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"_x/first"}`)
+	time.Sleep(2 * time.Second)
+	synctest.Wait()
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"_x/second"}`)
+	time.Sleep(4 * time.Second) // 6s
+	synctest.Wait()
+	if warnings("_x/first") != 1 || warnings("_x/second") != 0 {
+		t.Fatalf("at 6s, want _x/first warned of once and _x/second not; log:\n%s", log.String())
+	}
+	time.Sleep(2 * time.Second) // 8s
+	synctest.Wait()
+	if warnings("_x/first") != 1 || warnings("_x/second") != 1 {
+		t.Fatalf("at 8s, want each warned of once; log:\n%s", log.String())
+	}
+	time.Sleep(time.Minute)
+	synctest.Wait()
+	if got := strings.Count(log.String(), "held its place"); got != 2 {
+		t.Errorf("%d warnings after a minute more, want 2; log:\n%s", got, log.String())
+	}
+	close(release)
+	c.expect(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	c.expect(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+}
+
 // stuckWarn is a log handler whose warning that a handler holds its place
 // blocks until released, as a log written to a pipe nobody reads would.
 type stuckWarn struct{ entered, release chan struct{} }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
@@ -76,7 +77,13 @@ type holder struct {
 	done     bool // the handler returned
 	detached bool // the handler gave up ordering
 	free     bool // it is no handler's: see Conn.free
-	taken    int  // places taken so far, for Conn.watchHold
+
+	// For Conn.watchHolds: when h took the place it has, whether its
+	// handler has been warned of, and what to name it by.
+	since  time.Time
+	warned bool
+	from   Side
+	method string
 }
 
 // holds reports whether h keeps a place. A nil holder (for what the proxy
@@ -95,7 +102,7 @@ func (o *outbox) hold(h *holder) {
 	defer o.mu.Unlock()
 	if !o.closed {
 		o.queue = append(o.queue, entry{place: h})
-		h.taken++
+		h.since = time.Now()
 	}
 }
 
@@ -186,17 +193,36 @@ func (o *outbox) resume(h *holder, place bool) {
 	h.waiting--
 	if place && h.holds() && !o.closed {
 		o.queue = append(o.queue, entry{place: h})
-		h.taken++
+		h.since = time.Now()
 	}
 	o.signal()
 }
 
-// placeOf reports whether h holds a place, and how many it has taken, or
-// over if it will never take one again.
-func (o *outbox) placeOf(h *holder) (holds bool, taken int, over bool) {
+// stuck returns the holders not yet warned of that have held their places
+// for d or longer at now, marking them warned of, and how long until the
+// oldest place of the others will have been held that long (d if there is
+// none). Places are taken at the end of the queue, so they are queued in
+// the order of their since, and the scan stops at the first not overdue.
+func (o *outbox) stuck(d time.Duration, now time.Time) (stuck []*holder, next time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return h.holds(), h.taken, h.done || h.detached || o.closed
+	next = d // a place taken from now on is d away
+	if o.closed {
+		return nil, next
+	}
+	for _, e := range o.queue {
+		h := e.place
+		if h == nil || h.warned {
+			continue
+		}
+		if held := now.Sub(h.since); held < d {
+			next = d - held
+			break
+		}
+		h.warned = true
+		stuck = append(stuck, h)
+	}
+	return stuck, next
 }
 
 // release marks h's handler as returned.
