@@ -1029,7 +1029,11 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 		}
 		// What the parent sent on the connection meanwhile follows the
 		// answer, which says the connection is open.
+		came := *resp
 		held := c.connected(srv, id, proposed, early, resp, gone)
+		if cl.to.trace != nil {
+			cl.traceHooked(&came, resp) // before what it held goes on
+		}
 		line := encodeResponseTo(cl.fromID, resp)
 		cl.answer(line.segments()...)
 		c.mcp.release(held)

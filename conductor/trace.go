@@ -129,11 +129,13 @@ func (cl *call) markTaken() { cl.traced.Or(traceTaken) }
 // traceHooked records the answer to cl, a call whose hook may take it
 // (hookMayTake), once the hook has seen it: came is the peer's answer,
 // shown what the hook made of it, which the caller gets (from the hook
-// itself, if it returned true), unless the hook took it for a retry,
-// which recorded it already.
+// itself, if it returned true), unless the hook recorded it already: a
+// retry does (retryInitialize), and so does a hook that sends more after
+// its answer (mcpConnect's, what the connection held), calling this
+// itself before it does, so that the trace keeps the order.
 func (cl *call) traceHooked(came, shown *wire.Message) {
 	if cl.traced.Load()&^traceTaken == traceAnswered {
-		return // the hook recorded it (retryInitialize)
+		return // the hook recorded it
 	}
 	if !cl.taken() && sameOutcome(came, shown) {
 		cl.traceReply(came.Result, came.Error) // passed on, perhaps amended

@@ -274,3 +274,57 @@ func jsonEqual(a, b json.RawMessage) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
+
+// TestTraceConnectTakenBeforeHeld: a Thinkwell parent proposes its
+// connectionId and sends on the connection before its _mcp/connect is
+// answered; the owner, of the request binding, refuses mcp/connect, and
+// the conductor opens the connection itself, answers the parent, and
+// only then lets what the parent sent go to the owner. The trace shows
+// the refusal, the parent's connect and the conductor's answer before
+// the message on the connection goes on, as they happened.
+func TestTraceConnectTakenBeforeHeld(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
+	e := startChain(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}, Trace: rec})
+	next, answer, _ := parentHarness(t, e)
+	reply := func(id string) {
+		t.Helper()
+		for {
+			m := e.recvMsg()
+			if m.IsNotification() {
+				continue // the owner's progress, on the connection
+			}
+			if string(m.ID) != id || m.Error != nil {
+				t.Fatalf("want the answer to %s, got %s", id, e.seen[len(e.seen)-1])
+			}
+			return
+		}
+	}
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
+	answer(next(true, "initialize", `"protocolVersion":1`), `{"protocolVersion":1,"agentCapabilities":{}}`)
+	reply("0")
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	answer(next(true, "session/new", `"url":"acp:srv-r"`), `{"sessionId":"s1"}`)
+	reply("1")
+	e.send(`{"jsonrpc":"2.0","id":10,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw-1","url":"acp:srv-r"}}}`)
+	e.send(`{"jsonrpc":"2.0","id":11,"method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{"connectionId":"tw-1","method":"tools/list","params":{},"id":1}}}`)
+	reply("10")
+	reply("11")
+	e.close()
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	var lines []string
+	for _, ev := range events {
+		if ev.Method == "mcp/connect" || ev.Method == "_mcp/connect" || ev.Method == "tools/list" && ev.Type == trace.TypeRequest {
+			lines = append(lines, fmt.Sprintf("%s %s>%s %s", ev.Type, ev.From, ev.To, ev.Method))
+		}
+	}
+	want := "[request client>owner mcp/connect response owner>conductor mcp/connect " +
+		"request client>conductor mcp/connect response conductor>client mcp/connect " +
+		"request client>owner tools/list]"
+	if fmt.Sprint(lines) != want {
+		t.Errorf("the connect is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+	}
+}
