@@ -170,7 +170,9 @@ type call struct {
 	// traced is where the trace is with it (traceSent, ...): the
 	// conductor may answer for the peer asked (abandon), whose own answer
 	// may come later all the same, and a restarted proxy's gate may hold
-	// the request, which it may never let go (outbox.hold).
+	// the request, which it may never let go (outbox.hold). It may also
+	// bear the traceTaken mark: read and move it only through traceMove,
+	// traceSwap and taken, which keep the two apart.
 	traced atomic.Uint32
 	idBuf  [12]byte // holds fromID when it fits (with traced, a call stays in the 144-byte size class)
 }

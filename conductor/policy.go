@@ -231,7 +231,7 @@ func (r *runner) replayInit(p *peer, l *link) (*replay, <-chan struct{}, error) 
 		// the back-off comes first, and the start may never come.
 		cl.notSent(nil)
 		rp.record = func() {
-			if cl.traced.CompareAndSwap(traceHeld, traceSent) {
+			if cl.traceMove(traceHeld, traceSent) {
 				r.traceReplay(p, cl, rp.params)
 			}
 		}
