@@ -17,10 +17,10 @@ import (
 // process was restarted since: every request recorded ends in the trace.
 // What the conductor answers itself is a request to "conductor" and its
 // answer (traceByConductor); so is what it answers a caller after taking
-// a peer's answer itself, which goes to "conductor" (hookMayTake). Each hook is
-// one nil test of the recorder, which the chain and each of its peers hold
-// (never a call, so that a relayed request costs not a byte more): a chain
-// that is not traced pays nothing else.
+// a peer's answer itself, which goes to "conductor" (hookMayTake). Each
+// hook is one nil test of the recorder, which the chain and each of its
+// peers hold (never a call, so that a relayed request costs not a byte
+// more): a chain that is not traced pays nothing else.
 
 // traceSend records a request (id != nil) or notification from `from` (nil:
 // the conductor) to `to`, as the destination sees it. The trace keeps id.

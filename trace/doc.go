@@ -9,10 +9,11 @@
 // is logged; the next message that fits is preceded by a gap event
 // (TypeTrace: the type the Rust format's schema gives lines that are no
 // message, component log lines, rather than one of our own), saying how
-// many are missing there, and Close marks the gap a trace ends in. The writer turns each message into an Event in the event
-// shape of the Rust conductor's .jsons traces, so that either project's
-// viewer reads the other's files, and writes it to a file and to a Hub
-// that streams it to live viewers. Secrets it is told of (Redact) are
+// many are missing there, and Close marks the gap a trace ends in. The
+// writer turns each message into an Event in the event shape of the Rust
+// conductor's .jsons traces, so that either project's viewer reads the
+// other's files, and writes it to a file and to a Hub that streams it to
+// live viewers. Secrets it is told of (Redact) are
 // written as [redacted], whatever message holds them.
 //
 // The conductor is invisible in a trace: a proxy's proxy/successor envelope
@@ -28,10 +29,10 @@
 // itself) is recorded as going to "conductor", a retry as the
 // conductor's request, and what the caller gets as the conductor's
 // answer to the caller's request to "conductor": a trace never shows a
-// component answering what its caller did not get. Each request is recorded under the id its receiver
-// saw, and its response under the same id, so that from, to and id pair
-// them; a response to "conductor" pairs with the request its sender was
-// asked under that id, whoever sent it.
+// component answering what its caller did not get. Each request is
+// recorded under the id its receiver saw, and its response under the same
+// id, so that from, to and id pair them; a response to "conductor" pairs
+// with the request its sender was asked under that id, whoever sent it.
 //
 // View renders a trace as one self-contained HTML page; Serve serves the
 // same page live, over loopback only, behind a random path token.
