@@ -1046,6 +1046,19 @@ func TestShutdownSealsClient(t *testing.T) {
 		t.Fatalf("got %s, want the agent's first update", e.seen[len(e.seen)-1])
 	}
 	e.in.Close()
+	promptFailedLast(t, e)
+	if err, _ := e.stopped(); err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if got := logs.logged("dropped notifications for the client"); len(got) != 1 {
+		t.Errorf("logged %q, want one summary of the updates dropped", got)
+	}
+}
+
+// promptFailedLast reads what the editor gets until its prompt (id 2)
+// fails with the shutdown's error, and checks that nothing follows it.
+func promptFailedLast(t *testing.T, e *editor) {
+	t.Helper()
 	for {
 		m := e.recvMsg()
 		if m.IsResponse() {
@@ -1068,12 +1081,6 @@ func TestShutdownSealsClient(t *testing.T) {
 	}
 	if after > 0 {
 		t.Errorf("%d messages reached the editor after its prompt failed", after)
-	}
-	if err, _ := e.stopped(); err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	if got := logs.logged("dropped notifications for the client"); len(got) != 1 {
-		t.Errorf("logged %q, want one summary of the updates dropped", got)
 	}
 }
 
@@ -1105,29 +1112,7 @@ func TestShutdownSealsClientMCP(t *testing.T) {
 		}
 	}
 	e.in.Close()
-	for {
-		m := e.recvMsg()
-		if m.IsResponse() {
-			if string(m.ID) != "2" || !strings.Contains(string(m.Error), "shutting down") {
-				t.Fatalf("prompt answered %s, want the shutdown's error", e.seen[len(e.seen)-1])
-			}
-			break
-		}
-	}
-	after := 0
-	for {
-		line, err := e.ch.Recv()
-		if err != nil {
-			break
-		}
-		after++
-		if after == 1 {
-			t.Errorf("after the prompt's error the editor got %s", line)
-		}
-	}
-	if after > 0 {
-		t.Errorf("%d messages reached the editor after its prompt failed", after)
-	}
+	promptFailedLast(t, e)
 }
 
 // TestShutdownDropsLoggedOnce: an agent streams on to a proxy that has
