@@ -590,3 +590,44 @@ func TestPendingBounded(t *testing.T) {
 		t.Errorf("a response to a forgotten request: %+v, want a response without a method", e)
 	}
 }
+
+// TestRecorderGapsExact: senders on many goroutines overrun a small
+// buffer; every message is either in the trace or counted by a gap
+// marker, and the markers' counts add up to Dropped.
+func TestRecorderGapsExact(t *testing.T) {
+	var out bytes.Buffer
+	r := NewRecorder(&out, Options{Buffer: 4, Detail: Metadata})
+	const senders, each = 8, 500
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Go(func() {
+			for range each {
+				r.Send("client", "agent", nil, "n", nil, false)
+			}
+		})
+	}
+	wg.Wait()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var written, gaps int64
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var e Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("not an event: %s", line)
+		}
+		if e.Type != TypeTrace {
+			written++
+			continue
+		}
+		var f struct{ Dropped int64 }
+		if err := json.Unmarshal(e.Fields, &f); err != nil || f.Dropped <= 0 {
+			t.Fatalf("a gap says %s", e.Fields)
+		}
+		gaps += f.Dropped
+	}
+	if gaps != r.Dropped() || written+gaps != senders*each {
+		t.Errorf("%d written and %d in gaps of %d sent; Dropped says %d", written, gaps, senders*each, r.Dropped())
+	}
+	t.Logf("%d of %d dropped", r.Dropped(), senders*each)
+}
