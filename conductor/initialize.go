@@ -154,14 +154,21 @@ func (c *chain) resendInitialize(cl *call, report *wire.Error) {
 // sendOn is resendInitialize's sending, under the bypassed proxy's hold
 // of cl (see peer.resendHeld).
 func (c *chain) sendOn(cl *call, report *wire.Error) {
-	if cl.to.trace != nil {
-		cl.traceReply(nil, report.Encode())
+	traced := cl.to.trace != nil
+	if traced {
+		// As a retry's (retryInitialize): the conductor takes the hop's
+		// end and asks again itself, and what the caller gets is its
+		// answer to the caller's request to the conductor.
+		cl.takeAnswer(nil, report.Encode())
 	}
 	dc := c.topo.Load().resend(cl.from.pos, c)
 	if dc.act == actRefuse {
 		// take, not done: a bypass may run on a timer's goroutine, which
 		// the shutdown does not wait for.
 		if cl.take() {
+			if traced {
+				cl.traceCallerAnswer(nil, dc.err.Encode())
+			}
 			cl.answer(encodeError(cl.fromID, dc.err))
 			cl.told()
 		}
@@ -179,7 +186,11 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 		var err error
 		if params, err = dc.proxyInit.InitializeParams(params); err != nil {
 			if cl.take() {
-				cl.answer(encodeError(cl.fromID, wire.Errorf(codeInvalidParams, "%s: %v", dc.d.method, err)))
+				e := wire.Errorf(codeInvalidParams, "%s: %v", dc.d.method, err)
+				if traced {
+					cl.traceCallerAnswer(nil, e.Encode())
+				}
+				cl.answer(encodeError(cl.fromID, e))
 				cl.told()
 			}
 			return
@@ -191,16 +202,20 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 	// moment between them, a cancel by their id finds one or the other.
 	if ok, e := cl.from.retrack(cl, next); !ok {
 		if e != nil {
+			if traced {
+				cl.traceCallerAnswer(nil, e.Encode())
+			}
 			cl.answer(encodeError(cl.fromID, e)) // the conductor is stopping
 			cl.told()
 		}
 		return // or its caller's process was restarted since
 	}
 	own := false
-	if c.trace != nil {
+	if traced {
 		// As relayCall's: should to's closed outbox drop it, or to be
 		// gone before it is sent, the answer is the conductor's.
 		own = next.notSent(params)
+		next.markTaken() // the conductor's own request, as a retry is
 	}
 	if err := to.register(next); err != nil {
 		failCalls([]*call{next}, goneError(to, err)) // its hook, if any, sees the failure

@@ -106,10 +106,12 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 // caller gets is the conductor's answer to a request from the caller to
 // the conductor, under the caller's id (traceByConductor). An answer the
 // hook only amends (capabilities, _meta) goes to the caller as the peer's.
-// These are the calls whose hooks may do so; only initialize and
-// mcp/connect, so that no other answer waits for its hook to be traced.
+// These are the calls whose hooks may do so, and those the conductor
+// sends in their caller's stead (marked: a retry, an initialize resent
+// past a bypassed proxy); only initialize and mcp/connect, so that no
+// other answer waits for its hook to be traced.
 func (cl *call) hookMayTake() bool {
-	return cl.from != nil && cl.onResponse != nil && (cl.dialect != nil || cl.method == methodMCPConnect)
+	return cl.from != nil && cl.onResponse != nil && (cl.dialect != nil || cl.method == methodMCPConnect || cl.taken())
 }
 
 // takeAnswer records the answer to cl, result or an error object, as

@@ -170,3 +170,49 @@ func TestTraceResentToGoneSuccessor(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceResentPastBypass traces an initialize pending on a proxy that
+// dies and is bypassed, and that the conductor sends on to the agent,
+// whose answer the editor gets. As with a retry in another dialect, the
+// dead proxy's hop ends at the conductor, the resend is the conductor's
+// own request, and the editor's answer is the conductor's to its request
+// to "conductor": the editor is shown one answer, the one it got, not a
+// failure from the dead proxy it never saw and then the agent's.
+func TestTraceResentPastBypass(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
+	proxy, proxyStarted := scriptedComponent(t, dir, "crashy")
+	proxy.OnFailure = PolicyBypass
+	e := startChain(t, Config{Proxies: []Component{proxy}, Agent: fake(t, dir, "agent", "agent"), Trace: rec})
+	p := proxyStarted()
+
+	e.send(initLine)
+	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
+		t.Fatalf("the proxy got %s, want its proxy/initialize", m.Bytes())
+	}
+	p.w.Close() // the proxy, holding the initialize, dies
+	if m := e.recvMsg(); string(m.ID) != "0" || m.Error != nil {
+		t.Fatalf("initialize answered %s, want the agent's answer", e.seen[len(e.seen)-1])
+	}
+	e.close()
+	rec.Close()
+	events := readTrace(t, out.String())
+	answeredOnce(t, events)
+	var lines []string
+	for _, ev := range events {
+		if ev.Method == "initialize" || ev.Method == "proxy/initialize" {
+			s := fmt.Sprintf("%s %s>%s #%s", ev.Type, ev.From, ev.To, ev.ID)
+			if ev.IsError != nil {
+				s += fmt.Sprintf(" is_error=%v", *ev.IsError)
+			}
+			lines = append(lines, s)
+		}
+	}
+	want := "[request client>crashy #1 response crashy>conductor #1 is_error=true " +
+		"request conductor>agent #1 response agent>conductor #1 is_error=false " +
+		"request client>conductor #0 response conductor>client #0 is_error=false]"
+	if fmt.Sprint(lines) != want {
+		t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+	}
+}

@@ -26,13 +26,15 @@
 // takes from a component rather than pass it on (a proxy's refusal of one
 // dialect's initialize, after which the conductor asks again in the next;
 // an owner's refusal of mcp/connect, after which it opens the connection
-// itself) is recorded as going to "conductor", a retry as the
-// conductor's request, and what the caller gets as the conductor's
-// answer to the caller's request to "conductor": a trace never shows a
-// component answering what its caller did not get. Each request is
-// recorded under the id its receiver saw, and its response under the same
-// id, so that from, to and id pair them; a response to "conductor" pairs
-// with the request its sender was asked under that id, whoever sent it.
+// itself; the end of an initialize pending on a proxy that failed and
+// was bypassed, which it sends on past it) is recorded as going to
+// "conductor", a retry or resend as the conductor's request, and what
+// the caller gets as the conductor's answer to the caller's request to
+// "conductor": a trace never shows a component answering what its
+// caller did not get. Each request is recorded under the id its receiver
+// saw, and its response under the same id, so that from, to and id pair
+// them; a response to "conductor" pairs with the request its sender was
+// asked under that id, whoever sent it.
 //
 // View renders a trace as one self-contained HTML page; Serve serves the
 // same page live, over loopback only, behind a random path token.
