@@ -202,16 +202,12 @@ func TestTraceResentPastBypass(t *testing.T) {
 	var lines []string
 	for _, ev := range events {
 		if ev.Method == "initialize" || ev.Method == "proxy/initialize" {
-			s := fmt.Sprintf("%s %s>%s #%s", ev.Type, ev.From, ev.To, ev.ID)
-			if ev.IsError != nil {
-				s += fmt.Sprintf(" is_error=%v", *ev.IsError)
-			}
-			lines = append(lines, s)
+			lines = append(lines, eventLine(ev))
 		}
 	}
-	want := "[request client>crashy #1 response crashy>conductor #1 is_error=true " +
-		"request conductor>agent #1 response agent>conductor #1 is_error=false " +
-		"request client>conductor #0 response conductor>client #0 is_error=false]"
+	want := "[request client>crashy #1 proxy/initialize response crashy>conductor #1 proxy/initialize is_error=true " +
+		"request conductor>agent #1 initialize response agent>conductor #1 initialize is_error=false " +
+		"request client>conductor #0 initialize response conductor>client #0 initialize is_error=false]"
 	if fmt.Sprint(lines) != want {
 		t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
 	}

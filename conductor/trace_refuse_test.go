@@ -160,6 +160,16 @@ func TestTraceConductorAnswersMCP(t *testing.T) {
 	}
 }
 
+// eventLine is ev as the trace tests compare it: type, from>to, id,
+// method, and whether a response is an error.
+func eventLine(ev trace.Event) string {
+	s := fmt.Sprintf("%s %s>%s #%s %s", ev.Type, ev.From, ev.To, ev.ID, ev.Method)
+	if ev.IsError != nil {
+		s += fmt.Sprintf(" is_error=%v", *ev.IsError)
+	}
+	return s
+}
+
 // TestTraceTakenAnswers traces answers the conductor takes from a
 // component and does not pass on: a proxy's refusals of proxy/initialize
 // and _proxy/initialize, after each of which the conductor asks again in
@@ -169,13 +179,6 @@ func TestTraceConductorAnswersMCP(t *testing.T) {
 // the caller got is the conductor's answer to the caller's request to
 // it: no component is shown answering the caller with what it never got.
 func TestTraceTakenAnswers(t *testing.T) {
-	line := func(ev trace.Event) string {
-		s := fmt.Sprintf("%s %s>%s #%s %s", ev.Type, ev.From, ev.To, ev.ID, ev.Method)
-		if ev.IsError != nil {
-			s += fmt.Sprintf(" is_error=%v", *ev.IsError)
-		}
-		return s
-	}
 	t.Run("dialect retries", func(t *testing.T) {
 		dir := t.TempDir()
 		var out bytes.Buffer
@@ -197,7 +200,7 @@ func TestTraceTakenAnswers(t *testing.T) {
 			if ev.From == "agent" || ev.To == "agent" {
 				continue
 			}
-			lines = append(lines, line(ev))
+			lines = append(lines, eventLine(ev))
 			if ev.Type == trace.TypeResponse && ev.To == "client" {
 				answer = ev.Payload
 			}
@@ -234,7 +237,7 @@ func TestTraceTakenAnswers(t *testing.T) {
 		answeredOnce(t, events)
 		var lines []string
 		for _, ev := range events {
-			lines = append(lines, line(ev))
+			lines = append(lines, eventLine(ev))
 		}
 		if got, want := lines[len(lines)-3:], "[response impostor>conductor #3 initialize is_error=false "+
 			"request client>conductor #0 initialize response conductor>client #0 initialize is_error=true]"; fmt.Sprint(got) != want {
@@ -258,7 +261,7 @@ func TestTraceTakenAnswers(t *testing.T) {
 		var lines []string
 		for _, ev := range events {
 			if ev.Method == "mcp/connect" {
-				lines = append(lines, line(ev))
+				lines = append(lines, eventLine(ev))
 			}
 		}
 		want := `[request agent>owner #4 mcp/connect response owner>conductor #4 mcp/connect is_error=true ` +
