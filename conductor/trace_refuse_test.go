@@ -26,13 +26,10 @@ func TestTraceConductorAnswers(t *testing.T) {
 	for _, detail := range trace.Details {
 		t.Run(string(detail), func(t *testing.T) {
 			dir := t.TempDir()
-			var out bytes.Buffer
-			rec := trace.NewRecorder(&out, trace.Options{Detail: detail})
-			e := startChain(t, Config{
+			e := startTraced(t, Config{
 				Proxies: []Component{fake(t, dir, "crasher", "proxy", "ACP_TEST_CRASH_ON_PROMPT=1")},
 				Agent:   fake(t, dir, "agent", "streamer"),
-				Trace:   rec,
-			})
+			}, detail)
 			e.send(initLine)
 			e.recvMsg()
 			e.send(`{"jsonrpc":"2.0","id":7,"method":"proxy/successor","params":{"method":"x","params":{"carried":1}}}`)
@@ -44,15 +41,12 @@ func TestTraceConductorAnswers(t *testing.T) {
 				t.Fatalf("the editor's malformed envelope was answered %s", e.seen[len(e.seen)-1])
 			}
 			e.send(promptLine(1, true))
-			failedPrompt(t, e, 1, "crasher")
+			failedPrompt(t, e.editor, 1, "crasher")
 			e.send(promptLine(2, false))
 			if m := e.recvMsg(); m.Error == nil || string(m.ID) != "2" {
 				t.Fatalf("a prompt after the chain failed was answered %s", e.seen[len(e.seen)-1])
 			}
-			e.close()
-			rec.Close()
-			events := readTrace(t, out.String())
-			answeredOnce(t, events)
+			events := e.end(t)
 			var got []string
 			for _, ev := range events {
 				if ev.From == "conductor" || ev.To == "conductor" {
@@ -63,15 +57,15 @@ func TestTraceConductorAnswers(t *testing.T) {
 				"request client>conductor #8 proxy/successor response conductor>client #8 proxy/successor " +
 				"request client>conductor #2 session/prompt response conductor>client #2 session/prompt]"
 			if fmt.Sprint(got) != want {
-				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &out)
+				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &e.out)
 			}
 			for _, ev := range events {
 				if ev.Type == trace.TypeRequest && string(ev.ID) == "7" && detail == trace.Full && string(ev.Params) != `{"carried":1}` {
 					t.Errorf("the refused envelope is traced with params %s, want those it carries", ev.Params)
 				}
 			}
-			if detail == trace.Metadata && strings.Contains(out.String(), "crashing mid-prompt") {
-				t.Errorf("a metadata trace holds a component's stderr:\n%s", &out)
+			if detail == trace.Metadata && strings.Contains(e.out.String(), "crashing mid-prompt") {
+				t.Errorf("a metadata trace holds a component's stderr:\n%s", &e.out)
 			}
 		})
 	}
@@ -129,18 +123,12 @@ func TestTraceConductorAnswersMCP(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			var out bytes.Buffer
-			rec := trace.NewRecorder(&out, trace.Options{})
-			e := startChain(t, Config{
+			e := startTraced(t, Config{
 				Proxies: []Component{fake(t, dir, "owner", owner[0], owner[1:]...)},
 				Agent:   fake(t, dir, "agent", "mcp-agent"),
-				Trace:   rec,
-			})
-			mcpReports(e)
-			e.close()
-			rec.Close()
-			events := readTrace(t, out.String())
-			answeredOnce(t, events)
+			}, trace.Full)
+			mcpReports(e.editor)
+			events := e.end(t)
 			var got []string
 			for _, ev := range events {
 				if (ev.From == "conductor" || ev.To == "conductor") && (ev.Method == "tools/list" || ev.Method == "mcp/disconnect") {
@@ -154,7 +142,7 @@ func TestTraceConductorAnswersMCP(t *testing.T) {
 			want := `[request agent>conductor #"c3" tools/list response conductor>agent #"c3" tools/list is_error=true ` +
 				`request agent>conductor #"c4" mcp/disconnect response conductor>agent #"c4" mcp/disconnect is_error=false]`
 			if fmt.Sprint(got) != want {
-				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &out)
+				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &e.out)
 			}
 		})
 	}
@@ -181,19 +169,13 @@ func eventLine(ev trace.Event) string {
 func TestTraceTakenAnswers(t *testing.T) {
 	t.Run("dialect retries", func(t *testing.T) {
 		dir := t.TempDir()
-		var out bytes.Buffer
-		rec := trace.NewRecorder(&out, trace.Options{})
-		e := startChain(t, Config{
+		e := startTraced(t, Config{
 			Proxies: []Component{fake(t, dir, "tw", "thinkwell")},
 			Agent:   fake(t, dir, "agent", "agent"),
-			Trace:   rec,
-		})
+		}, trace.Full)
 		e.send(initLine)
 		got := e.recvMsg()
-		e.close()
-		rec.Close()
-		events := readTrace(t, out.String())
-		answeredOnce(t, events)
+		events := e.end(t)
 		var lines []string
 		var answer json.RawMessage
 		for _, ev := range events {
@@ -210,7 +192,7 @@ func TestTraceTakenAnswers(t *testing.T) {
 			"request conductor>tw #3 initialize response tw>conductor #3 initialize is_error=false " +
 			"request client>conductor #0 initialize response conductor>client #0 initialize is_error=false]"
 		if fmt.Sprint(lines) != want {
-			t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+			t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &e.out)
 		}
 		if !jsonEqual(answer, got.Result) {
 			t.Errorf("the trace answers the editor %s; it got %s", answer, got.Result)
@@ -220,44 +202,32 @@ func TestTraceTakenAnswers(t *testing.T) {
 		// An agent in a proxy's place answers initialize as an agent: the
 		// editor gets the conductor's error saying so, not that success.
 		dir := t.TempDir()
-		var out bytes.Buffer
-		rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
-		e := startChain(t, Config{
+		e := startTraced(t, Config{
 			Proxies: []Component{fake(t, dir, "impostor", "agent")},
 			Agent:   fake(t, dir, "agent", "agent"),
-			Trace:   rec,
-		})
+		}, trace.Metadata)
 		e.send(initLine)
 		if m := e.recvMsg(); m.Error == nil {
 			t.Fatalf("initialize answered %s, want an error", e.seen[len(e.seen)-1])
 		}
-		e.close()
-		rec.Close()
-		events := readTrace(t, out.String())
-		answeredOnce(t, events)
+		events := e.end(t)
 		var lines []string
 		for _, ev := range events {
 			lines = append(lines, eventLine(ev))
 		}
 		if got, want := lines[len(lines)-3:], "[response impostor>conductor #3 initialize is_error=false "+
 			"request client>conductor #0 initialize response conductor>client #0 initialize is_error=true]"; fmt.Sprint(got) != want {
-			t.Errorf("the initialize ends in the trace as\n%v\nwant\n%s\n%s", got, want, &out)
+			t.Errorf("the initialize ends in the trace as\n%v\nwant\n%s\n%s", got, want, &e.out)
 		}
 	})
 	t.Run("mcp/connect", func(t *testing.T) {
 		dir := t.TempDir()
-		var out bytes.Buffer
-		rec := trace.NewRecorder(&out, trace.Options{})
-		e := startChain(t, Config{
+		e := startTraced(t, Config{
 			Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")},
 			Agent:   fake(t, dir, "agent", "mcp-agent"),
-			Trace:   rec,
-		})
-		mcpReports(e)
-		e.close()
-		rec.Close()
-		events := readTrace(t, out.String())
-		answeredOnce(t, events)
+		}, trace.Full)
+		mcpReports(e.editor)
+		events := e.end(t)
 		var lines []string
 		for _, ev := range events {
 			if ev.Method == "mcp/connect" {
@@ -267,7 +237,7 @@ func TestTraceTakenAnswers(t *testing.T) {
 		want := `[request agent>owner #4 mcp/connect response owner>conductor #4 mcp/connect is_error=true ` +
 			`request agent>conductor #"c1" mcp/connect response conductor>agent #"c1" mcp/connect is_error=false]`
 		if fmt.Sprint(lines) != want {
-			t.Errorf("the mcp/connect is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+			t.Errorf("the mcp/connect is traced as\n%v\nwant\n%s\n%s", lines, want, &e.out)
 		}
 	})
 }
@@ -287,10 +257,8 @@ func jsonEqual(a, b json.RawMessage) bool {
 // the message on the connection goes on, as they happened.
 func TestTraceConnectTakenBeforeHeld(t *testing.T) {
 	dir := t.TempDir()
-	var out bytes.Buffer
-	rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
-	e := startChain(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}, Trace: rec})
-	next, answer, _ := parentHarness(t, e)
+	e := startTraced(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}}, trace.Metadata)
+	next, answer, _ := parentHarness(t, e.editor)
 	reply := func(id string) {
 		t.Helper()
 		for {
@@ -314,10 +282,7 @@ func TestTraceConnectTakenBeforeHeld(t *testing.T) {
 	e.send(`{"jsonrpc":"2.0","id":11,"method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{"connectionId":"tw-1","method":"tools/list","params":{},"id":1}}}`)
 	reply("10")
 	reply("11")
-	e.close()
-	rec.Close()
-	events := readTrace(t, out.String())
-	answeredOnce(t, events)
+	events := e.end(t)
 	var lines []string
 	for _, ev := range events {
 		if ev.Method == "mcp/connect" || ev.Method == "_mcp/connect" || ev.Method == "tools/list" && ev.Type == trace.TypeRequest {
@@ -328,6 +293,6 @@ func TestTraceConnectTakenBeforeHeld(t *testing.T) {
 		"request client>conductor mcp/connect response conductor>client mcp/connect " +
 		"request client>owner tools/list]"
 	if fmt.Sprint(lines) != want {
-		t.Errorf("the connect is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+		t.Errorf("the connect is traced as\n%v\nwant\n%s\n%s", lines, want, &e.out)
 	}
 }

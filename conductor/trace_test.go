@@ -138,6 +138,34 @@ func byHop(t *testing.T, s string) map[[2]string][]string {
 	return hops
 }
 
+// A tracedChain is a chain whose trace is written to out.
+type tracedChain struct {
+	*editor
+	rec *trace.Recorder
+	out bytes.Buffer
+}
+
+// startTraced starts the chain cfg describes, traced at detail.
+func startTraced(t *testing.T, cfg Config, detail trace.Detail) *tracedChain {
+	t.Helper()
+	c := new(tracedChain)
+	c.rec = trace.NewRecorder(&c.out, trace.Options{Detail: detail})
+	cfg.Trace = c.rec
+	c.editor = startChain(t, cfg)
+	return c
+}
+
+// end stops the chain and its recorder and returns the trace, checked to
+// answer every request once (answeredOnce).
+func (c *tracedChain) end(t *testing.T) []trace.Event {
+	t.Helper()
+	c.close()
+	c.rec.Close()
+	events := readTrace(t, c.out.String())
+	answeredOnce(t, events)
+	return events
+}
+
 // readTrace parses a trace, failing on any line that is not an event.
 func readTrace(t *testing.T, s string) []trace.Event {
 	t.Helper()
