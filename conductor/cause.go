@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"go.uber.org/zap/zapcore"
 )
 
 // A namedError is a failure whose message names its component already, so
@@ -168,6 +170,43 @@ func logCause(l string) (string, bool) {
 	}
 	why = oneLineTail(why, maxCause)
 	return why, why != ""
+}
+
+// logLevel returns the level of l if l is a line our own logger wrote
+// (cmd/acp-conductor/logging.go: console or json, with or without the
+// time and the logger's name), and reports whether it is. A nested
+// conductor's lines are logged at their own level rather than at info,
+// as the rest of a component's stderr is, so that the outer conductor's
+// level filters them as the nested one meant: its warnings and errors
+// show under an outer warn, its info does not. A level past error comes
+// back as error: the outer conductor logs it, it does not panic or exit.
+func logLevel(l string) (zapcore.Level, bool) {
+	var name string
+	if strings.HasPrefix(l, "{") {
+		var e struct {
+			Level string
+			Msg   *string
+		}
+		if json.Unmarshal([]byte(l), &e) != nil || e.Msg == nil || e.Level != strings.ToLower(e.Level) {
+			return 0, false
+		}
+		name = e.Level
+	} else {
+		// [TIME] LEVEL [NAME] MESSAGE [FIELDS], tab-separated.
+		parts := strings.Split(l, "\t")
+		if _, err := time.Parse("2006-01-02T15:04:05.000Z0700", parts[0]); err == nil {
+			parts = parts[1:]
+		}
+		if len(parts) < 2 || parts[0] != strings.ToUpper(parts[0]) {
+			return 0, false
+		}
+		name = parts[0]
+	}
+	level, err := zapcore.ParseLevel(name) // which takes "" for info
+	if err != nil || name == "" {
+		return 0, false
+	}
+	return min(level, zapcore.ErrorLevel), true
 }
 
 // oneLine returns s trimmed, without control or bidirectional formatting

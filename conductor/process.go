@@ -178,7 +178,13 @@ func (p *process) pumpStderr(log *zap.Logger) {
 			return
 		}
 		p.stderr.add(line)
-		log.Info(line, zap.String("stream", "stderr"))
+		level, ok := logLevel(line)
+		if !ok {
+			level = zap.InfoLevel
+		}
+		if ce := log.Check(level, line); ce != nil {
+			ce.Write(zap.String("stream", "stderr"))
+		}
 	})
 }
 

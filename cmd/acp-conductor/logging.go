@@ -24,8 +24,8 @@ func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
 	if l.File == "" && os.Getenv(supervisor.ComponentEnv) != "" {
 		// A component of another conductor (it sets the marker), which
 		// logs each line of our stderr in one of its own, with the time:
-		// one time is enough. The level stays, as the outer one logs every
-		// such line at info.
+		// one time is enough. The level stays: the outer one logs each
+		// such line at the level it names.
 		enc.TimeKey = zapcore.OmitKey
 	}
 	var encoder zapcore.Encoder

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -391,7 +392,9 @@ func TestAgentServes(t *testing.T) {
 func TestNestedConductorSettings(t *testing.T) {
 	traceFile := filepath.Join(t.TempDir(), "chain.jsons")
 	r := acp(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`+"\n",
-		[]string{"ACP_CONDUCTOR_TRACE_FILE=" + traceFile, "ACP_CONDUCTOR_LOGGING_FORMAT=json"},
+		// The outer one logs at debug too, or it would leave out the
+		// nested one's debug lines, which it logs at their own level.
+		[]string{"ACP_CONDUCTOR_TRACE_FILE=" + traceFile, "ACP_CONDUCTOR_LOGGING_FORMAT=json", "ACP_CONDUCTOR_LOGGING_LEVEL=debug"},
 		"agent", "ACP_CONDUCTOR_LOGGING_LEVEL=debug "+shellQuote(binary)+" proxy", shellQuote(demo)+" sample-agent")
 	if r.code != 0 || !strings.Contains(r.stdout, `"id":0,"result"`) {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
@@ -458,6 +461,38 @@ func TestNestedConductorCause(t *testing.T) {
 		`component "sh" ended unexpectedly (exit status 2): boom: the crash proxy gave up`
 	if len(failed) != 1 || failed[0] != want {
 		t.Errorf("the conductor failed with %q,\nwant %q; stderr:\n%s", failed, want, s.stderr)
+	}
+}
+
+// TestNestedConductorLevels: a nested conductor's log lines are logged by
+// the outer one at the level each names, not all at info, so that the
+// outer log level filters them as the nested one meant: under an outer
+// warn, the nested one's warning (an unknown setting) and error (its
+// proxy failed) show, and its info ("starting") does not.
+func TestNestedConductorLevels(t *testing.T) {
+	crash := "sh -c " + shellQuote(`read -r line; exit 2`)
+	inner := "ACP_CONDUCTOR_NO_SUCH_SETTING=1 " + shellQuote(binary) + " proxy " + shellQuote(crash)
+	r := acp(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`+"\n", nil,
+		"agent", "--log-level", "warn", "--log-format", "json", inner, shellQuote(demo)+" sample-agent")
+	levels := map[string][]string{} // what the nested conductor logged, by the outer line's level
+	for _, line := range strings.Split(r.stderr, "\n") {
+		var entry struct{ Level, Msg, Peer string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Peer == "acp-conductor" {
+			levels[entry.Level] = append(levels[entry.Level], entry.Msg)
+		}
+	}
+	if !slices.ContainsFunc(levels["warn"], func(m string) bool { return strings.Contains(m, "ignored an unknown setting") }) {
+		t.Errorf("the nested conductor's warning is not logged at warn; stderr:\n%s", r.stderr)
+	}
+	if !slices.ContainsFunc(levels["error"], func(m string) bool { return strings.Contains(m, "component failed") }) {
+		t.Errorf("the nested conductor's error is not logged at error; stderr:\n%s", r.stderr)
+	}
+	for level, msgs := range levels {
+		for _, m := range msgs {
+			if strings.Contains(m, "starting") {
+				t.Errorf("the nested conductor's info shows at %s under an outer warn: %q", level, m)
+			}
+		}
 	}
 }
 
