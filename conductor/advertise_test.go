@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -94,5 +97,32 @@ func TestAdvertiseMCPOverACPProxyMode(t *testing.T) {
 				t.Errorf("the parent saw %s: MCP-over-ACP advertised %v, want %v", answer.Result, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAdvertiseMCPOverACPWarnsOnce: that MCP-over-ACP is not advertised
+// is logged once for the chain, not once for each initialize answer
+// passed on without it (the client's and each proxy's).
+func TestAdvertiseMCPOverACPWarnsOnce(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	dir := t.TempDir()
+	first, firstStarted := scriptedComponent(t, dir, "first")
+	second, secondStarted := scriptedComponent(t, dir, "second")
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	ed := scriptedEditor(startChain(t, Config{Proxies: []Component{first, second}, Agent: agent, Logger: zap.New(core)}))
+	p1, p2, ag := firstStarted(), secondStarted(), agentStarted()
+	ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`)
+	init1 := p1.recvMsg()
+	p1.send(`{"jsonrpc":"2.0","id":"up","method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":2}}}`)
+	init2 := p2.recvMsg()
+	p2.send(`{"jsonrpc":"2.0","id":"up","method":"proxy/successor","params":{"method":"initialize","params":{"protocolVersion":2}}}`)
+	ag.reply(ag.recvMsg(), `{"protocolVersion":2,"capabilities":{"session":{"mcp":{}}}}`)
+	p2.reply(init2, string(p2.recvMsg().Result))
+	p1.reply(init1, string(p1.recvMsg().Result))
+	if answer := ed.recvMsg(); wire.HasMCPOverACP(answer.Result) {
+		t.Fatalf("the editor saw %s: MCP-over-ACP advertised", answer.Result)
+	}
+	if n := logs.FilterMessageSnippet("MCP-over-ACP not advertised").Len(); n != 1 {
+		t.Errorf("%d warnings that MCP-over-ACP is not advertised, want 1", n)
 	}
 }

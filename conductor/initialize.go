@@ -56,7 +56,11 @@ func (c *chain) onInitializeAfter(to *peer, d delivery, cl *call, refused []stri
 		// that declares an acp server the agent cannot be given would get
 		// a session without it, and only the log would say so.
 		if !c.mcp.acpServable() {
-			to.log.Warn("MCP-over-ACP not advertised: the agent takes no MCP server over any transport the bridge can use")
+			// Once: it holds for every answer passed on, one for each
+			// proxy and the client's.
+			c.unadvertisedOnce.Do(func() {
+				to.log.Warn("MCP-over-ACP not advertised: the agent takes no MCP server over any transport the bridge can use")
+			})
 		} else if r, err := wire.WithMCPOverACP(resp.Result); err == nil {
 			resp.Result = r
 		} else {

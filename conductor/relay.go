@@ -37,6 +37,9 @@ type chain struct {
 	bridged bridgedNames
 	// sealedDrops counts the notifications dropped for a sealed client.
 	sealedDrops atomic.Int64
+	// unadvertisedOnce logs that MCP-over-ACP is not advertised once, not
+	// for each initialize answer passed on without it.
+	unadvertisedOnce sync.Once
 
 	// failed reports a component that broke the protocol's promises (here:
 	// did not answer initialize in time) to the runner's failure policy.
