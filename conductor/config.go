@@ -77,7 +77,8 @@ type Config struct {
 	// Abort, when closed during shutdown, skips what is left of the grace
 	// period: the components are signalled at once. acp-conductor closes it
 	// on a second SIGINT or SIGTERM. Run's ctx ending once the client's
-	// input has ended does the same.
+	// input has ended does the same; a cause of its that has a Signal()
+	// os.Signal method is then logged as that signal alone.
 	Abort <-chan struct{}
 	// MaxMessageBytes bounds one message on any connection. Zero means
 	// wire.DefaultMaxMessageBytes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,19 @@ func (r *runner) isStopped() bool {
 	return r.stopped
 }
 
+// stopWhy is what the log says of cause, Run's ctx's, when it stops the
+// conductor at once after the client's input ended. A cause that has a
+// Signal method (acp-conductor's first signal, whose message tells the
+// client that another one stops at once) is named by its signal alone:
+// here this one did.
+func stopWhy(cause error) string {
+	var sig interface{ Signal() os.Signal }
+	if errors.As(cause, &sig) {
+		return sig.Signal().String()
+	}
+	return cause.Error()
+}
+
 // shutdown is the one shutdown path, run once stopping is closed. Within
 // one deadline, the grace period from now:
 //
@@ -83,7 +97,7 @@ func (r *runner) shutdown(ctx context.Context, client *peer, flushed <-chan stru
 		case <-ctx.Done():
 			select {
 			case <-inputEnded:
-				r.log.Info("stopping at once: told to stop after the client's input ended", zap.NamedError("why", context.Cause(ctx)))
+				r.log.Info("stopping at once: told to stop after the client's input ended", zap.String("why", stopWhy(context.Cause(ctx))))
 				cancel()
 				return
 			default: // ctx began this shutdown, or the input is still open

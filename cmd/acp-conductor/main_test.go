@@ -621,6 +621,10 @@ func TestSecondSignal(t *testing.T) {
 		if !strings.Contains(line, `"id":0`) || !strings.Contains(line, `"error"`) {
 			t.Errorf("initialize answered %q, want an error", line)
 		}
+		// The first signal's cause, as the editor hears it.
+		if want := "terminated (another one stops at once)"; !strings.Contains(line, want) {
+			t.Errorf("initialize answered %q, want it to say %q", line, want)
+		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("no answer 15s after the second SIGTERM")
 	}
@@ -633,6 +637,57 @@ func TestSecondSignal(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("still running 15s after the second SIGTERM, with a 60s grace period")
+	}
+}
+
+// TestSignalAfterInputEnded: a signal that comes after the editor closed
+// its input stops the conductor at once, and the log names the signal as
+// why, not with what a first signal tells the editor ("another one stops
+// at once"): this one did.
+func TestSignalAfterInputEnded(t *testing.T) {
+	cmd := exec.Command(binary, "agent", "--shutdown-grace", "60s", "--log-level", "debug", "sleep 1000")
+	cmd.Env = cleanEnv()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	logs := bufio.NewScanner(stderr)
+	waitLog := func(s string) string {
+		t.Helper()
+		for logs.Scan() {
+			if strings.Contains(logs.Text(), s) {
+				return logs.Text()
+			}
+		}
+		t.Fatalf("the conductor never logged %q", s)
+		return ""
+	}
+	waitLog("started component")
+	stdin.Close()
+	waitLog("draining")
+	cmd.Process.Signal(syscall.SIGTERM)
+	line := waitLog("stopping at once")
+	go io.Copy(io.Discard, stderr)
+	if want := `told to stop after the client's input ended	{"why": "terminated"}`; !strings.HasSuffix(line, want) {
+		t.Errorf("logged %q, want it to end %q", line, want)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("still running 15s after SIGTERM, with a 60s grace period and its input ended")
 	}
 }
 

@@ -161,6 +161,15 @@ func abortContext(ctx context.Context, abort <-chan struct{}) (_ context.Context
 	return ctx, func() { stop(); wg.Wait() }
 }
 
+// signalled is the cause a first signal ends onSignals' context with. Its
+// message tells the editor that another one stops at once; a conductor
+// that this one stops at once (the editor's input had ended already)
+// names its signal alone, which its Signal method gives.
+type signalled struct{ sig os.Signal }
+
+func (s signalled) Error() string     { return fmt.Sprintf("%v (another one stops at once)", s.sig) }
+func (s signalled) Signal() os.Signal { return s.sig }
+
 // onSignals returns a context that SIGINT, SIGTERM or SIGHUP (a closed
 // terminal, or a supervisor that says stop) cancels, so that the chain
 // drains and stops, and a channel that a second such signal closes, so that
@@ -174,7 +183,7 @@ func onSignals(parent context.Context) (ctx context.Context, abort <-chan struct
 	wg.Go(func() {
 		select {
 		case s := <-sigs:
-			cancel(fmt.Errorf("%v (another one stops at once)", s))
+			cancel(signalled{s})
 		case <-done:
 			return
 		}
