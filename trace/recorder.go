@@ -62,7 +62,6 @@ type sink struct {
 	stop    chan struct{} // closed by Close, before the queue
 	dropped atomic.Int64
 	gap     atomic.Int64 // dropped since the last gap was queued (see put)
-	warned  atomic.Bool
 	log     *zap.Logger
 
 	// The secrets Redact was told, until the writer takes them.
@@ -164,16 +163,27 @@ func (r *Recorder) Reply(from, to string, id json.RawMessage, body json.RawMessa
 }
 
 func (r *Recorder) put(rec record) {
+	if r.putLocked(rec) {
+		// Logged with no lock held: a logger stalled on its output (a
+		// stderr nobody reads) must not hold up Close, which would then
+		// hold up every sender behind it, the relay among them.
+		r.log.Warn("trace: the writer fell behind; events are being left out of the trace",
+			zap.Int("buffer", cap(r.queue)))
+	}
+}
+
+// putLocked queues rec, or leaves it out; it reports whether this was the
+// first message left out, which put logs once it holds no lock.
+func (r *Recorder) putLocked(rec record) (firstDrop bool) {
 	rec.at = time.Since(r.start)
 	rec.conn = r.conn
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.closed {
-		return
+		return false
 	}
 	if r.gap.Load() != 0 && !r.markGap() {
-		r.drop()
-		return
+		return r.drop()
 	}
 	select {
 	case r.queue <- rec:
@@ -183,18 +193,17 @@ func (r *Recorder) put(rec record) {
 			default:
 			}
 		}
+		return false
 	default:
-		r.drop()
+		return r.drop()
 	}
 }
 
-// drop counts a message left out of the trace, logging the first.
-func (r *Recorder) drop() {
+// drop counts a message left out of the trace, and reports whether it is
+// the first, which is logged.
+func (r *Recorder) drop() bool {
 	r.gap.Add(1)
-	if r.dropped.Add(1) == 1 {
-		r.log.Warn("trace: the writer fell behind; events are being left out of the trace",
-			zap.Int("buffer", cap(r.queue)))
-	}
+	return r.dropped.Add(1) == 1
 }
 
 // markGap queues, where messages were left out, an event that says how

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -73,6 +74,92 @@ func TestRecorderNeverBlocks(t *testing.T) {
 		t.Error("Close did not report the total of dropped events")
 	}
 	r.Send("client", "agent", nil, "late", nil, false) // after Close: ignored, no panic
+}
+
+// stalledLog is a logger's output whose first write blocks until released,
+// as a stderr nobody reads does; later writes go through.
+type stalledLog struct {
+	mu       sync.Mutex
+	stalled  bool
+	entered  chan struct{}
+	release  chan struct{}
+	messages []string
+}
+
+func (l *stalledLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	first := !l.stalled
+	l.stalled = true
+	l.mu.Unlock()
+	if first {
+		close(l.entered)
+		<-l.release
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.messages = append(l.messages, string(p))
+	return len(p), nil
+}
+
+// TestRecorderLogsDropUnlocked stalls the logger in the warning of the
+// first message left out: the relay's other messages are still recorded
+// or counted, and Close, which takes the sink's lock, is not held up by
+// it (and so cannot hold up every sender behind it); the loss is still
+// logged once.
+func TestRecorderLogsDropUnlocked(t *testing.T) {
+	w := &stuckWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	entered := w.entered
+	lw := &stalledLog{entered: make(chan struct{}), release: make(chan struct{})}
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(lw), zap.WarnLevel))
+	r := NewRecorder(w, Options{Buffer: 1, Logger: logger})
+	send := func(method string) { r.Send("client", "agent", nil, method, json.RawMessage(`{}`), false) }
+	send("first")
+	<-entered // the writer is stuck writing it
+	send("queued")
+	warned := make(chan struct{})
+	go func() {
+		defer close(warned)
+		send("lost") // the first loss, whose warning stalls
+	}()
+	<-lw.entered
+	for range 5 {
+		send("lost") // recording goes on
+	}
+	if got := r.Dropped(); got != 6 {
+		t.Errorf("dropped %d, want 6", got)
+	}
+	close(w.release)
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	var err error
+	select {
+	case err = <-closed:
+	case <-time.After(5 * time.Second):
+		t.Error("Close is held up by the stalled logger")
+		close(lw.release)
+		err = <-closed
+	}
+	if err != nil {
+		t.Error(err)
+	}
+	select {
+	case <-lw.release:
+	default:
+		close(lw.release)
+	}
+	<-warned
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	n := 0
+	for _, m := range lw.messages {
+		n += strings.Count(m, "fell behind")
+	}
+	if n != 1 {
+		t.Errorf("the loss was logged %d times, want once:\n%s", n, strings.Join(lw.messages, ""))
+	}
+	if got := strings.Count(w.String(), "\n"); got != 3 {
+		t.Errorf("%d events written, want 3 (two, and the gap of six):\n%s", got, w.String())
+	}
 }
 
 // TestRecorderMarksGaps: messages left out while the writer is stuck are
