@@ -473,6 +473,39 @@ func testHandlerHoldWarningEach(t *testing.T) {
 	c.expect(`{"jsonrpc":"2.0","id":2,"result":{}}`)
 }
 
+// A HoldWarning under MinHoldWarning is taken as MinHoldWarning: a
+// handler is not warned of before then, nor the watcher woken continually.
+func TestHandlerHoldWarningFloor(t *testing.T) { synctest.Test(t, testHandlerHoldWarningFloor) }
+
+func testHandlerHoldWarningFloor(t *testing.T) {
+	var log testio.Buffer
+	release := make(chan struct{})
+	c := serve(t, &proxy.Proxy{
+		Logger:      slog.New(slog.NewTextHandler(&log, nil)),
+		HoldWarning: time.Nanosecond,
+		FromPredecessor: map[string]proxy.Handler{
+			"_x/holds": func(ctx context.Context, r *proxy.Request) (json.RawMessage, error) {
+				<-release
+				return json.RawMessage("{}"), nil
+			},
+		},
+	})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"_x/holds"}`)
+	time.Sleep(proxy.MinHoldWarning / 2)
+	synctest.Wait()
+	if strings.Contains(log.String(), "held its place") {
+		t.Fatalf("warned before MinHoldWarning had passed; log:\n%s", log.String())
+	}
+	time.Sleep(proxy.MinHoldWarning)
+	synctest.Wait()
+	want := fmt.Sprintf("held its place in the outgoing order for over %v,", proxy.MinHoldWarning)
+	if got := strings.Count(log.String(), "held its place"); got != 1 || !strings.Contains(log.String(), want) {
+		t.Errorf("want one warning, %q; log:\n%s", want, log.String())
+	}
+	close(release)
+	c.expect(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+}
+
 // stuckWarn is a log handler whose warning that a handler holds its place
 // blocks until released, as a log written to a pipe nobody reads would.
 type stuckWarn struct{ entered, release chan struct{} }

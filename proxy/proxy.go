@@ -64,7 +64,8 @@ type Proxy struct {
 	// proxy warns, through Logger, naming its method: everything behind
 	// it, both ways, waits meanwhile, which a handler that blocks on a
 	// person or a slow tool without calling [Request.Detach] does not
-	// mean. Zero means 10s; a negative value, never.
+	// mean. Zero means 10s; a negative value, never; a positive value
+	// under [MinHoldWarning] means MinHoldWarning.
 	HoldWarning time.Duration
 
 	// MCPServers are MCP servers the proxy offers the agent over ACP. Each
@@ -73,10 +74,18 @@ type Proxy struct {
 	MCPServers []*MCPServer
 }
 
-// holdWarning returns p.HoldWarning, or its default.
+// MinHoldWarning is the shortest [Proxy.HoldWarning] a proxy keeps to:
+// the connection's watcher wakes as often as that, and a nanosecond
+// would keep it awake all the time a handler runs.
+const MinHoldWarning = 10 * time.Millisecond
+
+// holdWarning returns p.HoldWarning, or its default, or its floor.
 func (p *Proxy) holdWarning() time.Duration {
-	if p.HoldWarning == 0 {
+	switch {
+	case p.HoldWarning == 0:
 		return 10 * time.Second
+	case p.HoldWarning > 0 && p.HoldWarning < MinHoldWarning:
+		return MinHoldWarning
 	}
 	return p.HoldWarning
 }
