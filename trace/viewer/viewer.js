@@ -153,6 +153,7 @@
     shown = [];
     for (let i = 0; i < events.length; i++) if (matches(events[i])) shown.push(i);
     hiddenNote = "";
+    delete status.dataset.unselected;
     if (selected >= 0 && !matches(events[selected])) unselect(selected);
     writeHash();
     layout();
