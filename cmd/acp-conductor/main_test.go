@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -574,48 +575,88 @@ func TestSignalStops(t *testing.T) {
 	}
 }
 
+// A sleeper is a conductor in front of an agent that never answers, with
+// a 60s grace, whose log is read a line at a time.
+type sleeper struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr io.Reader
+	logs   *bufio.Scanner
+	drain  sync.Once // the rest of the log, read once waitLog is done
+}
+
+func startSleeper(t *testing.T) *sleeper {
+	t.Helper()
+	s := &sleeper{cmd: exec.Command(binary, "agent", "--shutdown-grace", "60s", "--log-level", "debug", "sleep 1000")}
+	s.cmd.Env = cleanEnv()
+	var err error
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if s.stdout, err = s.cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if s.stderr, err = s.cmd.StderrPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.stdin.Close(); s.cmd.Process.Kill() })
+	s.logs = bufio.NewScanner(s.stderr)
+	s.waitLog(t, "started component")
+	return s
+}
+
+// waitLog returns the first line logged from now on that holds substr.
+func (s *sleeper) waitLog(t *testing.T, substr string) string {
+	t.Helper()
+	for s.logs.Scan() {
+		if strings.Contains(s.logs.Text(), substr) {
+			return s.logs.Text()
+		}
+	}
+	t.Fatalf("the conductor never logged %q", substr)
+	return ""
+}
+
+// drainLog reads the rest of the log, so that the conductor never waits
+// to write it.
+func (s *sleeper) drainLog() {
+	s.drain.Do(func() { go io.Copy(io.Discard, s.stderr) })
+}
+
+// exits checks that the conductor exits cleanly within 15s, long before
+// its grace period would end.
+func (s *sleeper) exits(t *testing.T, after string) {
+	t.Helper()
+	s.drainLog()
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still running 15s after %s, with a 60s grace period", after)
+	}
+}
+
 // TestSecondSignal sends SIGTERM while a request is in flight to an agent
 // that will never answer, with a long grace period, then SIGTERM again:
 // the second skips the drain, the request is answered with an error, and
 // the conductor exits long before the grace period ends.
 func TestSecondSignal(t *testing.T) {
-	cmd := exec.Command(binary, "agent", "--shutdown-grace", "60s", "--log-level", "debug", "sleep 1000")
-	cmd.Env = cleanEnv()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	logs := bufio.NewScanner(stderr)
-	waitLog := func(s string) {
-		t.Helper()
-		for logs.Scan() {
-			if strings.Contains(logs.Text(), s) {
-				return
-			}
-		}
-		t.Fatalf("the conductor never logged %q", s)
-	}
-	waitLog("started component")
-	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	cmd.Process.Signal(syscall.SIGTERM)
-	waitLog("draining")
-	cmd.Process.Signal(syscall.SIGTERM)
-	go io.Copy(io.Discard, stderr)
+	s := startSleeper(t)
+	fmt.Fprintln(s.stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.waitLog(t, "draining")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.drainLog()
 	answer := make(chan string, 1)
-	go func() { line, _ := bufio.NewReader(stdout).ReadString('\n'); answer <- line }()
+	go func() { line, _ := bufio.NewReader(s.stdout).ReadString('\n'); answer <- line }()
 	select {
 	case line := <-answer:
 		if !strings.Contains(line, `"id":0`) || !strings.Contains(line, `"error"`) {
@@ -628,16 +669,7 @@ func TestSecondSignal(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("no answer 15s after the second SIGTERM")
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("still running 15s after the second SIGTERM, with a 60s grace period")
-	}
+	s.exits(t, "the second SIGTERM")
 }
 
 // TestSignalAfterInputEnded: a signal that comes after the editor closed
@@ -645,50 +677,15 @@ func TestSecondSignal(t *testing.T) {
 // why, not with what a first signal tells the editor ("another one stops
 // at once"): this one did.
 func TestSignalAfterInputEnded(t *testing.T) {
-	cmd := exec.Command(binary, "agent", "--shutdown-grace", "60s", "--log-level", "debug", "sleep 1000")
-	cmd.Env = cleanEnv()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	logs := bufio.NewScanner(stderr)
-	waitLog := func(s string) string {
-		t.Helper()
-		for logs.Scan() {
-			if strings.Contains(logs.Text(), s) {
-				return logs.Text()
-			}
-		}
-		t.Fatalf("the conductor never logged %q", s)
-		return ""
-	}
-	waitLog("started component")
-	stdin.Close()
-	waitLog("draining")
-	cmd.Process.Signal(syscall.SIGTERM)
-	line := waitLog("stopping at once")
-	go io.Copy(io.Discard, stderr)
+	s := startSleeper(t)
+	s.stdin.Close()
+	s.waitLog(t, "draining")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	line := s.waitLog(t, "stopping at once")
 	if want := `told to stop after the client's input ended	{"why": "terminated"}`; !strings.HasSuffix(line, want) {
 		t.Errorf("logged %q, want it to end %q", line, want)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("exit: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("still running 15s after SIGTERM, with a 60s grace period and its input ended")
-	}
+	s.exits(t, "SIGTERM, its input ended")
 }
 
 func TestShellQuote(t *testing.T) {
