@@ -85,9 +85,9 @@ type peer struct {
 	// maxInFlight, which is logged the first time only.
 	saidTooMany atomic.Bool
 	// drops counts the messages dropped for it once it was closed.
-	drops atomic.Int64
+	drops tally
 	// strays counts the lines it sent that were not JSON-RPC (stray).
-	strays atomic.Int64
+	strays tally
 }
 
 // maxInFlight bounds the requests one peer may have in flight through the
@@ -471,21 +471,25 @@ func (p *peer) sendMessage(k kind, line ...[]byte) {
 // dropped notes a message dropped because p's outbox is closed. Once p
 // is closed everything for it goes this way (an agent streaming on to a
 // proxy that has exited): the first is logged, the rest counted, and the
-// count logged once, when p is done (logDropped).
+// count logged now and then as they go on (tally), and when p is done
+// (logDropped).
 func (p *peer) dropped() {
-	if p.drops.Add(1) == 1 {
-		p.log.Debug("dropped message for closed peer; later ones are counted, and the count logged when it is done")
+	switch n, whole, count := p.drops.add(1); {
+	case whole:
+		p.log.Debug("dropped message for closed peer; later ones are counted, and the count logged now and then")
+	case count:
+		p.log.Debug("dropped messages for closed peer, so far", zap.Int64("count", n))
 	}
 }
 
-// logDropped logs how many messages were dropped for p, closed, if more
-// than the first, which dropped logged; and how many lines of its output
-// were dropped as not JSON-RPC, if more than stray logged.
+// logDropped logs how many messages were dropped for p, closed, and how
+// many lines of its output were dropped as not JSON-RPC, where some were
+// not logged yet, in full or in a count.
 func (p *peer) logDropped() {
-	if n := p.drops.Load(); n > 1 {
+	if n, ok := p.drops.unreported(); ok {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
 	}
-	if n := p.strays.Load(); n > strayLogged {
+	if n, ok := p.strays.unreported(); ok {
 		p.log.Warn("dropped output that is not JSON-RPC, in all", zap.Int64("count", n))
 	}
 }
@@ -498,13 +502,16 @@ const strayLogged = 5
 // which is dropped. A component that prints as it goes (a debug print
 // left in, a library's banner) would write a warning per line, so only
 // the first strayLogged are, the last saying so; the rest are counted,
-// and the count logged once, when p is done (logDropped).
+// and the count logged now and then as they go on (tally), and when p
+// is done (logDropped).
 func (p *peer) stray(line []byte, err error) {
-	switch n := p.strays.Add(1); {
-	case n < strayLogged:
+	switch n, whole, count := p.strays.add(strayLogged); {
+	case whole && n < strayLogged:
 		p.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
-	case n == strayLogged:
-		p.log.Warn("dropped output that is not JSON-RPC; later such lines are counted, and the count logged when it is done",
+	case whole:
+		p.log.Warn("dropped output that is not JSON-RPC; later such lines are counted, and the count logged now and then",
 			zap.Error(err), zap.ByteString("line", clip(line)))
+	case count:
+		p.log.Warn("dropped output that is not JSON-RPC, so far", zap.Int64("count", n))
 	}
 }
