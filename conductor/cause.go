@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -174,39 +175,49 @@ func logCause(l string) (string, bool) {
 
 // logLevel returns the level of l if l is a line our own logger wrote
 // (cmd/acp-conductor/logging.go: console or json, with or without the
-// time and the logger's name), and reports whether it is. A nested
-// conductor's lines are logged at their own level rather than at info,
-// as the rest of a component's stderr is, so that the outer conductor's
-// level filters them as the nested one meant: its warnings and errors
-// show under an outer warn, its info does not. A level past error comes
-// back as error: the outer conductor logs it, it does not panic or exit.
-func logLevel(l string) (zapcore.Level, bool) {
+// time and the logger's name), and l without it, and reports whether it
+// is. A nested conductor's lines are logged at their own level rather
+// than at info, as the rest of a component's stderr is, so that the
+// outer conductor's level filters them as the nested one meant: its
+// warnings and errors show under an outer warn, its info does not. A
+// level past error comes back as error: the outer conductor logs it, it
+// does not panic or exit. The text loses the level it was logged at,
+// which the outer line says already: "WARN  WARN dropped" says it twice.
+func logLevel(l string) (level zapcore.Level, text string, ok bool) {
 	var name string
+	text = l
 	if strings.HasPrefix(l, "{") {
 		var e struct {
 			Level string
 			Msg   *string
 		}
 		if json.Unmarshal([]byte(l), &e) != nil || e.Msg == nil || e.Level != strings.ToLower(e.Level) {
-			return 0, false
+			return 0, "", false
 		}
 		name = e.Level
+		// zap writes the level first; anywhere else it is left, as
+		// cutting a member out of JSON it did not write could break it.
+		if rest, ok := strings.CutPrefix(l, `{"level":"`+name+`",`); ok {
+			text = "{" + rest
+		}
 	} else {
 		// [TIME] LEVEL [NAME] MESSAGE [FIELDS], tab-separated.
-		parts := strings.Split(l, "\t")
+		parts := strings.SplitN(l, "\t", 3)
+		at := 0
 		if _, err := time.Parse("2006-01-02T15:04:05.000Z0700", parts[0]); err == nil {
-			parts = parts[1:]
+			at = 1
 		}
-		if len(parts) < 2 || parts[0] != strings.ToUpper(parts[0]) {
-			return 0, false
+		if len(parts) < at+2 || parts[at] != strings.ToUpper(parts[at]) {
+			return 0, "", false
 		}
-		name = parts[0]
+		name = parts[at]
+		text = strings.Join(slices.Delete(parts, at, at+1), "\t")
 	}
 	level, err := zapcore.ParseLevel(name) // which takes "" for info
 	if err != nil || name == "" {
-		return 0, false
+		return 0, "", false
 	}
-	return min(level, zapcore.ErrorLevel), true
+	return min(level, zapcore.ErrorLevel), text, true
 }
 
 // oneLine returns s trimmed, without control or bidirectional formatting

@@ -138,34 +138,38 @@ func FuzzStderrCause(f *testing.F) {
 }
 
 // TestLogLevel: a line our own logger wrote, console or json, with or
-// without the time and the logger's name, is read for its level; a level
-// past error reads as error; other lines are not log lines of ours.
+// without the time and the logger's name, is read for its level, which
+// its text loses; a level past error reads as error; other lines are not
+// log lines of ours.
 func TestLogLevel(t *testing.T) {
 	for _, tt := range []struct {
 		line string
 		want string // "" for no log line of ours
+		text string // the line without its level
 	}{
-		{"WARN\tstopped: slow\t{\"took\": 1}", "warn"},
-		{"2026-11-27T11:46:05.210Z\tERROR\tinner\tconductor failed\t{\"error\": \"x\"}", "error"},
-		{"DEBUG\tstarted component", "debug"},
-		{"FATAL\tgave up", "error"},
-		{`{"level":"warn","msg":"dropped"}`, "warn"},
-		{`{"level":"panic","logger":"inner","msg":"oops"}`, "error"},
-		{`{"level":"info"}`, ""},
-		{`{"level":"WARN","msg":"not zap's json"}`, ""},
-		{"warn\tlower case is not the console's", ""},
-		{"\tindented", ""},
-		{"WARN", ""},
-		{"boom: the proxy gave up", ""},
-		{"Error: something", ""},
+		{"WARN\tstopped: slow\t{\"took\": 1}", "warn", "stopped: slow\t{\"took\": 1}"},
+		{"2026-11-27T11:46:05.210Z\tERROR\tinner\tconductor failed\t{\"error\": \"x\"}", "error", "2026-11-27T11:46:05.210Z\tinner\tconductor failed\t{\"error\": \"x\"}"},
+		{"DEBUG\tstarted component", "debug", "started component"},
+		{"FATAL\tgave up", "error", "gave up"},
+		{"INFO\tthe WARN\tin the text stays", "info", "the WARN\tin the text stays"},
+		{`{"level":"warn","msg":"dropped"}`, "warn", `{"msg":"dropped"}`},
+		{`{"level":"panic","logger":"inner","msg":"oops"}`, "error", `{"logger":"inner","msg":"oops"}`},
+		{`{"msg":"level elsewhere","level":"warn"}`, "warn", `{"msg":"level elsewhere","level":"warn"}`},
+		{`{"level":"info"}`, "", ""},
+		{`{"level":"WARN","msg":"not zap's json"}`, "", ""},
+		{"warn\tlower case is not the console's", "", ""},
+		{"\tindented", "", ""},
+		{"WARN", "", ""},
+		{"boom: the proxy gave up", "", ""},
+		{"Error: something", "", ""},
 	} {
-		level, ok := logLevel(tt.line)
+		level, text, ok := logLevel(tt.line)
 		got := ""
 		if ok {
 			got = level.String()
 		}
-		if got != tt.want {
-			t.Errorf("logLevel(%q) = %q, want %q", tt.line, got, tt.want)
+		if got != tt.want || text != tt.text {
+			t.Errorf("logLevel(%q) = %q, %q; want %q, %q", tt.line, got, text, tt.want, tt.text)
 		}
 	}
 }

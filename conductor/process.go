@@ -178,11 +178,11 @@ func (p *process) pumpStderr(log *zap.Logger) {
 			return
 		}
 		p.stderr.add(line)
-		level, ok := logLevel(line)
+		level, text, ok := logLevel(line)
 		if !ok {
-			level = zap.InfoLevel
+			level, text = zap.InfoLevel, line
 		}
-		if ce := log.Check(level, line); ce != nil {
+		if ce := log.Check(level, text); ce != nil {
 			ce.Write(zap.String("stream", "stderr"))
 		}
 	})

@@ -87,3 +87,39 @@ func TestStderrLongLine(t *testing.T) {
 		})
 	}
 }
+
+// TestStderrNestedLevel: a nested conductor's log lines, console or
+// json, are logged at their own level without it in their text, where
+// the outer line says it already; other lines are logged as they came.
+func TestStderrNestedLevel(t *testing.T) {
+	script := `printf 'WARN\tinner\tdropped notification\t{"method": "x"}\n' >&2; ` +
+		`printf '2026-11-27T11:46:05.210Z\tERROR\tconductor failed\n' >&2; ` +
+		`printf '{"level":"warn","logger":"inner","msg":"dropped"}\n' >&2; ` +
+		`printf 'WARNING: not ours\n' >&2`
+	p, err := startProcess(Component{Name: "nested", Command: "/bin/sh", Args: []string{"-c", script}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(p.stdin, p.stdout)
+	defer p.wait()
+	core, logs := observer.New(zapcore.DebugLevel)
+	p.pumpStderr(zap.New(core))
+	want := []struct {
+		level zapcore.Level
+		msg   string
+	}{
+		{zapcore.WarnLevel, "inner\tdropped notification\t{\"method\": \"x\"}"},
+		{zapcore.ErrorLevel, "2026-11-27T11:46:05.210Z\tconductor failed"},
+		{zapcore.WarnLevel, `{"logger":"inner","msg":"dropped"}`},
+		{zapcore.InfoLevel, "WARNING: not ours"},
+	}
+	got := logs.All()
+	if len(got) != len(want) {
+		t.Fatalf("logged %d entries, want %d: %v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if got[i].Level != w.level || got[i].Message != w.msg {
+			t.Errorf("entry %d: %v %q, want %v %q", i, got[i].Level, got[i].Message, w.level, w.msg)
+		}
+	}
+}
