@@ -127,6 +127,10 @@ type Config struct {
 	// tests: it waits d, or until stop is closed, and reports whether the
 	// wait ran out.
 	restartWait func(d time.Duration, stop <-chan struct{}) bool
+	// exitWait, if set, replaces the timer of the shutdown's wait for the
+	// processes it signalled to exit, for tests: what it returns fires
+	// when the wait of d is up.
+	exitWait func(d time.Duration) <-chan time.Time
 	// bypassHold, if set, runs once a bypassed proxy's calls are taken,
 	// before its initializes are sent on, for tests: it may hold them there.
 	bypassHold func()

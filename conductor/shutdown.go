@@ -373,7 +373,8 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 	for _, l := range retired {
 		ownKill(l.proc, replacedName(l.proc))
 	}
-	escalate := func(sig string, send func(*process), bound time.Duration) {
+	// escalate sends sig to the processes still running and returns them.
+	escalate := func(sig string, send func(*process)) []*process {
 		var left []*process
 		var names []string
 		add := func(proc *process, name string) {
@@ -395,31 +396,23 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 			add(l.proc, replacedName(l.proc))
 		}
 		if len(left) == 0 {
-			return
+			return nil
 		}
 		// Logged as it happens, before the outcome: when each signal went.
 		r.log.Debug("signalling the components still running", zap.String("signal", sig), zap.Strings("components", names))
 		for _, proc := range left {
 			send(proc)
 		}
-		wait := time.NewTimer(bound)
-		defer wait.Stop()
-		for _, proc := range left {
-			select {
-			case <-proc.exited:
-			case <-wait.C:
-				return
-			}
-		}
+		return left
 	}
-	escalate("SIGTERM", func(p *process) { p.signal(syscall.SIGTERM) }, termBound)
-	escalate("SIGKILL", func(p *process) { p.signal(syscall.SIGKILL) }, killBound)
+	r.awaitExits(escalate("SIGTERM", func(p *process) { p.signal(syscall.SIGTERM) }), termBound)
+	// Those its own stop killed are waited for with those killed here,
+	// within the one bound: each in turn would take one bound apiece.
+	killed := escalate("SIGKILL", func(p *process) { p.signal(syscall.SIGKILL) })
 	for proc := range killedBefore {
-		select {
-		case <-proc.exited:
-		case <-time.After(killBound):
-		}
+		killed = append(killed, proc)
 	}
+	r.awaitExits(killed, killBound)
 
 	// Every process is gone, but whatever it started outside its group may
 	// still hold its output open: give up on that after outputBound.
@@ -429,6 +422,34 @@ func (r *runner) stopAll(stop context.Context, deadline time.Time) (sent []signa
 		p.link.Load().endOutputs(outputs)
 	}
 	return sent, cutShort
+}
+
+// awaitExits waits until every process of procs has exited, or bound has
+// passed: one bound for them all, as they were signalled at once.
+func (r *runner) awaitExits(procs []*process, bound time.Duration) {
+	if len(procs) == 0 {
+		return
+	}
+	if r.cfg.exitWait != nil {
+		exitedBy(procs, r.cfg.exitWait(bound))
+		return
+	}
+	wait := time.NewTimer(bound)
+	defer wait.Stop()
+	exitedBy(procs, wait.C)
+}
+
+// exitedBy waits until every process of procs has exited, and reports
+// true, or until timeout fires, and reports false.
+func exitedBy(procs []*process, timeout <-chan time.Time) bool {
+	for _, proc := range procs {
+		select {
+		case <-proc.exited:
+		case <-timeout:
+			return false
+		}
+	}
+	return true
 }
 
 // replacedName names the process of a restarted or bypassed component in

@@ -1163,3 +1163,40 @@ func TestOutcomeOwnKill(t *testing.T) {
 		t.Errorf("logged %v, want %q", all, want)
 	}
 }
+
+// TestShutdownKillWaitShared: the replaced processes a component's own
+// stop killed before the shutdown's signals, still not gone, are waited
+// for together, within one killBound, not one killBound apiece. They
+// are not signalled again (their pids are past any pid_max), and are
+// named once each.
+func TestShutdownKillWaitShared(t *testing.T) {
+	var waits []time.Duration
+	r := &runner{
+		cfg: Config{exitWait: func(d time.Duration) <-chan time.Time {
+			waits = append(waits, d)
+			up := make(chan time.Time, 1)
+			up <- time.Time{} // none of them ever exits: the wait is up at once
+			return up
+		}},
+		log:   zap.NewNop(),
+		chain: &chain{flow: newFlow()},
+		cut:   make(chan struct{}),
+	}
+	for i := range 3 {
+		proc := &process{name: "proxy", pid: 1<<30 + i, exited: make(chan struct{})}
+		proc.killed.Store(true)
+		r.retired = append(r.retired, &link{proc: proc})
+	}
+	sent, _ := r.stopAll(context.Background(), time.Now())
+	if len(waits) != 1 || waits[0] != killBound {
+		t.Errorf("waited %v for the processes to exit, want one wait of %v for all", waits, killBound)
+	}
+	if len(sent) != 3 {
+		t.Fatalf("outcome names %d processes, want 3: %v", len(sent), sent)
+	}
+	for _, s := range sent {
+		if s.signal != "SIGKILL" || !s.own {
+			t.Errorf("outcome %+v, want the process's own SIGKILL", s)
+		}
+	}
+}
