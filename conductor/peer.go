@@ -88,6 +88,9 @@ type peer struct {
 	drops tally
 	// strays counts the lines it sent that were not JSON-RPC (stray).
 	strays tally
+	// unsent counts its responses to ids the conductor did not send it
+	// (unmatched).
+	unsent tally
 }
 
 // maxInFlight bounds the requests one peer may have in flight through the
@@ -482,15 +485,19 @@ func (p *peer) dropped() {
 	}
 }
 
-// logDropped logs how many messages were dropped for p, closed, and how
-// many lines of its output were dropped as not JSON-RPC, where some were
-// not logged yet, in full or in a count.
+// logDropped logs how many messages were dropped for p, closed, how many
+// lines of its output were dropped as not JSON-RPC, and how many of its
+// responses to ids the conductor did not send, where some were not
+// logged yet, in full or in a count.
 func (p *peer) logDropped() {
 	if n, ok := p.drops.unreported(); ok {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
 	}
 	if n, ok := p.strays.unreported(); ok {
 		p.log.Warn("dropped output that is not JSON-RPC, in all", zap.Int64("count", n))
+	}
+	if n, ok := p.unsent.unreported(); ok {
+		p.log.Warn("dropped responses to ids the conductor did not send, in all", zap.Int64("count", n))
 	}
 }
 
@@ -513,5 +520,30 @@ func (p *peer) stray(line []byte, err error) {
 			zap.Error(err), zap.ByteString("line", clip(line)))
 	case count:
 		p.log.Warn("dropped output that is not JSON-RPC, so far", zap.Int64("count", n))
+	}
+}
+
+// unsentLogged is how many of a peer's responses to ids the conductor did
+// not send are logged with what they said.
+const unsentLogged = 5
+
+// unmatched logs m, a response of p's to an id the conductor did not send
+// it, which is dropped. A peer may answer so each notification of a kind
+// (Codex answers $/cancel_request with an error under a null id), so only
+// the first unsentLogged are logged, as stray's lines are, and the rest
+// counted.
+func (p *peer) unmatched(m *wire.Message) {
+	n, whole, count := p.unsent.add(unsentLogged)
+	said := []zap.Field{zap.ByteString("id", m.ID)}
+	if m.Error != nil { // what an error says may tell what it answers
+		said = append(said, zap.ByteString("error", clip(m.Error)))
+	}
+	switch {
+	case whole && n < unsentLogged:
+		p.log.Warn("dropped response to an id the conductor did not send", said...)
+	case whole:
+		p.log.Warn("dropped response to an id the conductor did not send; later such responses are counted, and the count logged now and then", said...)
+	case count:
+		p.log.Warn("dropped responses to ids the conductor did not send, so far", zap.Int64("count", n))
 	}
 }

@@ -377,7 +377,7 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 		if from.sent(m.ID) {
 			from.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before", zap.ByteString("id", m.ID))
 		} else {
-			from.log.Warn("dropped response to an id the conductor did not send", zap.ByteString("id", m.ID))
+			from.unmatched(m)
 		}
 		return
 	}

@@ -1,0 +1,52 @@
+package conductor
+
+import (
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// TestIdlessAnswersLoggedSparingly: an agent that answers each
+// $/cancel_request notification with an error under no id, or a null
+// one (as Codex does), has those answers dropped, the first few logged
+// with what they said and the rest counted, not one warning each.
+func TestIdlessAnswersLoggedSparingly(t *testing.T) {
+	for _, tt := range []struct{ name, line string }{
+		{"null id", `{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"Method not found"}}`},
+		{"no id", `{"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"}}`},
+		{"unsent id", `{"jsonrpc":"2.0","id":"x9","error":{"code":-32601,"message":"Method not found"}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			core, logs := observer.New(zap.DebugLevel)
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
+			a := agentStarted()
+			const answered = 100
+			for range answered {
+				a.send(tt.line)
+			}
+			e.send(clientInit(0, "a"))
+			answerInit(t, a, "a") // read after all of them, on the same pipe
+			initializedFor(t, e, 0, "a")
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			var warned int
+			counted := false
+			for _, en := range logs.All() {
+				if ctx := en.ContextMap(); en.Level >= zap.WarnLevel && ctx["peer"] == "agent" {
+					warned++
+					counted = counted || ctx["count"] == int64(answered)
+				}
+			}
+			if few := max(strayLogged, unsentLogged) + 1; warned > few {
+				t.Errorf("logged %d warnings for %d answers the conductor cannot match, want at most %d:\n%v", warned, answered, few, logs.All())
+			}
+			if !counted {
+				t.Errorf("no warning counts the %d answers:\n%v", answered, logs.All())
+			}
+		})
+	}
+}
