@@ -84,6 +84,16 @@ const (
 // Check for the rest. Its error, if any, is a Problems listing every problem
 // it found.
 func Parse(path string, data []byte) (*File, error) {
+	f, ps := parse(path, data)
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return f, nil
+}
+
+// parse is Parse, returning with the problems what could be decoded (nil
+// if the YAML itself is invalid), so that the checks after it still run.
+func parse(path string, data []byte) (*File, Problems) {
 	f := &File{path: path}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -122,18 +132,21 @@ func Parse(path string, data []byte) (*File, error) {
 	case !errors.Is(err, io.EOF):
 		ps = append(ps, f.syntaxProblem(err))
 	}
-	ps = append(ps, f.validate()...)
-	if len(ps) > 0 {
-		return nil, ps
-	}
-	return f, nil
+	return f, append(ps, f.validate()...)
 }
 
 // Check reports the problems that depend on the mode the chain runs in.
 func (f *File) Check(mode conductor.Mode) error {
+	return f.check(mode).err()
+}
+
+func (f *File) check(mode conductor.Mode) Problems {
 	var ps Problems
 	switch {
 	case mode == conductor.AgentMode && f.Agent == nil:
+		if f.mistyped["agent"] {
+			break // its type problem says what is wrong
+		}
 		if e, ok := f.nodes["agent"]; ok {
 			ps = append(ps, f.problem(e.key.Line, "agent: needs at least a command"))
 		} else {
@@ -142,7 +155,7 @@ func (f *File) Check(mode conductor.Mode) error {
 	case mode == conductor.ProxyMode && f.Agent != nil:
 		ps = append(ps, f.agentInProxyMode())
 	}
-	return ps.err()
+	return ps
 }
 
 func (f *File) agentInProxyMode() Problem {

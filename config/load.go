@@ -42,35 +42,58 @@ const MaxFileBytes = 1 << 20
 
 // Load assembles the chain opts describes and layers its settings: flags,
 // then ACP_CONDUCTOR_* environment variables, then the file, then defaults.
-// Problems with the chain or its settings come back together as Problems.
-// Once it has read them, Load removes the settings' variables from the
-// environment, so that no component inherits them: a nested conductor
-// takes only those its component's env sets.
+// Problems with the chain or its settings come back together as Problems,
+// all of them at once: those of the file, of the mode and of the flags and
+// environment. Once it has read them, Load removes the settings' variables
+// from the environment, so that no component inherits them: a nested
+// conductor takes only those its component's env sets.
 func Load(opts Options) (*Config, error) {
+	c, ps, err := load(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return c, nil
+}
+
+// load is Load, going on past the problems it finds so that they all come
+// out at once. Beside them it returns the chain as far as it could be
+// assembled, for checks that look at its components; err is for what
+// leaves nothing to check (an unreadable file).
+func load(opts Options) (*Config, Problems, error) {
 	if opts.File != "" && len(opts.Components) > 0 {
-		return nil, errors.New("config: give the chain either as a file (--config) or as arguments, not both")
+		return nil, nil, errors.New("config: give the chain either as a file (--config) or as arguments, not both")
 	}
 	c := &Config{Mode: opts.Mode, File: opts.File}
+	var ps Problems
 	var f *File
 	if opts.File != "" {
-		var err error
-		if opts.Data != nil {
-			f, err = Parse(opts.File, opts.Data)
-		} else {
-			f, err = ReadFile(opts.File)
+		data := opts.Data
+		if data == nil {
+			var err error
+			if data, err = Read(opts.File); err != nil {
+				return nil, nil, err
+			}
 		}
-		if err != nil {
-			return nil, proxyModeAgent(opts.Mode, opts.File, opts.Data, err)
+		var fps Problems
+		if f, fps = parse(opts.File, data); len(fps) > 0 {
+			ps = append(ps, proxyModeAgent(opts.Mode, opts.File, data, fps)...)
 		}
-		if err := f.Check(opts.Mode); err != nil {
-			return nil, err
+		if f != nil {
+			for _, p := range f.check(opts.Mode) {
+				if !slices.Contains(ps, p) { // proxyModeAgent may have said it
+					ps = append(ps, p)
+				}
+			}
+			c.Proxies = append([]Component(nil), f.Proxies...)
+			if f.Agent != nil {
+				c.Agent = *f.Agent
+			}
 		}
-		c.Proxies = append([]Component(nil), f.Proxies...)
-		if f.Agent != nil {
-			c.Agent = *f.Agent
-		}
-	} else if err := c.fromArgs(opts.Components); err != nil {
-		return nil, err
+	} else {
+		ps = append(ps, c.fromArgs(opts.Components)...)
 	}
 	// Whatever the chain came from (the file's headers may name it, and
 	// are expanded by now), no component inherits the token.
@@ -87,11 +110,9 @@ func Load(opts Options) (*Config, error) {
 
 	v, err := layers(f, opts.Flags)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := c.settle(v, opts.Flags); err != nil {
-		return nil, err
-	}
+	ps = append(ps, c.settle(v, opts.Flags)...)
 	c.SpinFrom = origin("spin", f, opts.Flags)
 	// Read by now, the settings' variables are this conductor's alone: a
 	// component inherits the environment, and a nested conductor (acp-
@@ -101,7 +122,7 @@ func Load(opts Options) (*Config, error) {
 	for _, s := range settings {
 		os.Unsetenv(envVar(s.key))
 	}
-	return c, nil
+	return c, ps, nil
 }
 
 // origin names where the setting key was set, as settle's messages name
@@ -155,7 +176,7 @@ func Read(path string) ([]byte, error) {
 }
 
 // fromArgs fills in the components from command-line strings.
-func (c *Config) fromArgs(args []string) error {
+func (c *Config) fromArgs(args []string) Problems {
 	var ps Problems
 	comps := make([]Component, 0, len(args))
 	for i, s := range args {
@@ -260,8 +281,8 @@ func (f *File) settings() map[string]any {
 // layer wins: the file's values were checked by Parse, on their lines, and
 // the defaults are valid, so only the flags and the environment are left to
 // check here. A bad value is reported even when a higher layer overrides
-// it, as a bad value in the file is.
-func (c *Config) settle(v *viper.Viper, fs *pflag.FlagSet) error {
+// it, as a bad value in the file is. With problems, c is left unset.
+func (c *Config) settle(v *viper.Viper, fs *pflag.FlagSet) Problems {
 	var ps Problems
 	for _, s := range settings {
 		check := checks[s.key]
@@ -383,19 +404,13 @@ func integer(v any) (int, error) {
 	return 0, fmt.Errorf("invalid integer %v", v)
 }
 
-// proxyModeAgent returns err, the problems of the chain file at path (data,
-// if read already), with those of its agent section replaced by the one
+// proxyModeAgent returns ps, the problems of the chain file at path (data),
+// with those of its agent section replaced by the one
 // that matters in proxy mode: that the section may not be there at all.
 // Fixing what is wrong inside it would only lead to that.
-func proxyModeAgent(mode conductor.Mode, path string, data []byte, err error) error {
-	ps, ok := err.(Problems)
-	if !ok || mode != conductor.ProxyMode {
-		return err
-	}
-	if data == nil {
-		if data, err = Read(path); err != nil {
-			return ps
-		}
+func proxyModeAgent(mode conductor.Mode, path string, data []byte, ps Problems) Problems {
+	if mode != conductor.ProxyMode {
+		return ps
 	}
 	f := &File{path: path}
 	var root yaml.Node

@@ -17,6 +17,11 @@ import (
 // slash is a path, relative to the component's working directory; any other
 // is looked up in the conductor's PATH, unless the component sets its own.
 func (c *Config) CheckCommands() error {
+	return errors.Join(c.commandErrs()...)
+}
+
+// commandErrs is CheckCommands' list, one error a component.
+func (c *Config) commandErrs() []error {
 	comps := c.Proxies
 	if c.Mode == conductor.AgentMode {
 		comps = append(comps[:len(comps):len(comps)], c.Agent)
@@ -27,17 +32,17 @@ func (c *Config) CheckCommands() error {
 		if c.Mode == conductor.AgentMode && i == len(comps)-1 {
 			role = "agent"
 		}
+		if !local(comp) {
+			continue // connected, not run, or its command is a problem already
+		}
 		if err := findCommand(comp); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q (%s): %w", role, comp.Name, comp.Origin, err))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func findCommand(c Component) error {
-	if c.URL != "" {
-		return nil // connected, not run
-	}
 	if c.Cwd != "" {
 		if fi, err := os.Stat(c.Cwd); err != nil {
 			return fmt.Errorf("working directory: %w", err)

@@ -268,6 +268,46 @@ func checkServe(s string) error {
 	return trace.CheckLoopback(s)
 }
 
+// Validate reports every problem with the chain opts describes that it can
+// find in one pass: tab indentation, the file's keys, values and names, the
+// mode, the flags' and environment's settings, what Lint reports and, if
+// commands, what CheckCommands does. Unlike Load it goes on past each
+// problem, so that fixing one does not reveal the next. c is the chain
+// once errs is empty.
+func Validate(opts Options, commands bool) (c *Config, errs, warnings Problems) {
+	if opts.File != "" && opts.Data == nil {
+		data, err := Read(opts.File)
+		if err != nil {
+			return nil, Problems{{Msg: err.Error()}}, nil
+		}
+		opts.Data = data
+	}
+	tabs := TabProblems(opts.File, opts.Data)
+	c, ps, err := load(opts)
+	if err != nil {
+		return nil, Problems{{Msg: err.Error()}}, nil
+	}
+	errs = tabs
+	for _, p := range ps {
+		// YAML refuses a tab where it is indentation in its own words, on
+		// some line near it; the tab's own problem says it better.
+		if len(tabs) == 0 || !strings.HasPrefix(p.Msg, "invalid YAML: ") {
+			errs = append(errs, p)
+		}
+	}
+	lerrs, warnings := c.Lint()
+	errs = append(errs, lerrs...)
+	if commands {
+		for _, err := range c.commandErrs() {
+			errs = append(errs, Problem{Msg: err.Error()})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs, warnings
+	}
+	return c, nil, warnings
+}
+
 // Lint reports what Load accepts but a run would trip on: errors where the
 // run would fail, warnings where it depends on the directory the editor
 // starts the conductor in. It does not look for the programs; see
@@ -278,7 +318,7 @@ func (c *Config) Lint() (errs, warnings Problems) {
 		comps = append(comps[:len(comps):len(comps)], c.Agent)
 	}
 	for _, comp := range comps {
-		if comp.URL != "" {
+		if !local(comp) {
 			continue
 		}
 		at := func(format string, args ...any) Problem {
@@ -304,6 +344,13 @@ func (c *Config) Lint() (errs, warnings Problems) {
 		errs = append(errs, Problem{Msg: fmt.Sprintf("environment variable %s names no setting (see acp-conductor --help)", name)})
 	}
 	return errs, warnings
+}
+
+// local reports whether comp is run rather than connected to, with a
+// command to judge: one a chain file leaves out or mistypes has its own
+// problem already.
+func local(comp Component) bool {
+	return comp.URL == "" && strings.TrimSpace(comp.Command) != "" && !strings.ContainsRune(comp.Command, 0)
 }
 
 // TabProblems reports the lines of data, the chain file at path, indented

@@ -99,7 +99,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"agent", "--help"}, []string{"Usage:\n  acp-conductor agent [flags] [PROXY...] AGENT", "Examples:", "--config", "--log-level", "ACP_CONDUCTOR_LOGGING_LEVEL", "--log-format", "--log-file", "--shutdown-grace", "--max-message-bytes", "--name"}},
 		{[]string{"proxy", "--help"}, []string{"proxy/initialize", "Examples:", "--config", "--shutdown-grace", "--spin"}},
 		{[]string{"serve", "--help"}, []string{"--listen", "Examples:", "--config", "--shutdown-grace", "serve does not spin: it takes no\n--spin"}},
-		{[]string{"validate", "--help"}, []string{"--mode", "Examples:", "max_message_bytes:", "env: {API_KEY: abc}"}},
+		{[]string{"validate", "--help"}, []string{"--mode", "Examples:", "max_message_bytes:", "env: {API_KEY: abc}", "reported in one pass"}},
 		{[]string{"help", "agent"}, []string{"Usage:"}},
 	} {
 		r := acp(t, "", nil, tc.args...)
@@ -249,6 +249,13 @@ agent:
 			[]string{"from environment variable ACP_CONDUCTOR_LOGGING_FORMAT"}},
 		{"missing programs", nil, []string{"validate", good}, 1, "",
 			[]string{`proxy "context" (` + good + `:4): command "ctx-proxy" not found in PATH`}},
+		{"every problem at once", []string{"ACP_CONDUCTOR_LOGGING_FORMAT=xml"}, []string{"validate", writeFile(t, "many.yaml",
+			"proxies:\n  - command: no-such-proxy\n    on_failure: retry\n    agrs: [x]\nagent: {command: sh, on_failure: bypass}\n")}, 1, "",
+			[]string{`many.yaml:4: unknown key "agrs" in proxies[0]`, `many.yaml:3: proxies[0].on_failure: invalid policy "retry"`,
+				`many.yaml:5: agent.on_failure: "bypass" is for proxies`, "from environment variable ACP_CONDUCTOR_LOGGING_FORMAT",
+				`proxy "no-such-proxy" (`, `command "no-such-proxy" not found in PATH`}},
+		{"tab indentation and the environment", []string{"ACP_CONDUCTOR_SPIN=5s"}, []string{"validate", writeFile(t, "tabs2.yaml", "agent:\n\tcommand: sh\n")}, 1, "",
+			[]string{"tabs2.yaml:2: indented with a tab", "spin: must be at most 1ms"}},
 		{"no file", nil, []string{"validate"}, 1, "", []string{"no chain file"}},
 		{"missing file", nil, []string{"validate", "/no/such/chain.yaml"}, 1, "", []string{"no such file"}},
 		{"bad mode", nil, []string{"validate", "--mode", "client", good}, 1, "", []string{`--mode "client": want agent or proxy`}},

@@ -20,13 +20,14 @@ func newValidateCmd() *cobra.Command {
 together, each with its line: unknown keys, values of the wrong type, tab
 indentation, missing commands, programs not found in PATH (skip with
 --no-commands), a command and its arguments written as one string, ~ (which
-nothing expands), duplicate names, invalid settings. ACP_CONDUCTOR_*
-environment variables are applied and checked too, as "agent" and "proxy"
-would, and one that names no setting is an error. Problems come in rounds,
-each once the one before has none: tab indentation; the file's keys, values
-and names; the environment's settings; commands written with their
-arguments or ~, programs not found and unknown variables. A relative
-cwd is a warning: it depends on where the editor starts the conductor.
+nothing expands), duplicate names, invalid settings and on_failure
+policies, an agent missing in agent mode or present in proxy mode.
+ACP_CONDUCTOR_* environment variables are applied and checked too, as
+"agent" and "proxy" would, and one that names no setting is an error.
+Every problem found is reported in one pass, for every component, each
+naming its component or key; only a file that is not YAML at all hides
+the problems of its keys. A relative cwd is a warning: it depends on
+where the editor starts the conductor.
 Prints a one-line summary and exits 0 if the file is good, and exits 1
 otherwise.
 
@@ -101,30 +102,12 @@ file reference" and "Remote chains" say more.
 			}
 
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			// Read once, for the tabs and for Load: the file may be a
-			// pipe (validate <(generate-chain)), empty when read again.
-			data, err := config.Read(file)
-			if err != nil {
-				fmt.Fprintln(errOut, err)
-				return reportedError{err}
-			}
-			if tabs := config.TabProblems(file, data); len(tabs) > 0 {
-				fmt.Fprintln(errOut, tabs)
-				return reportedError{tabs}
-			}
-			cfg, err := config.Load(config.Options{Mode: m, File: file, Data: data})
-			if err != nil {
-				fmt.Fprintln(errOut, err)
-				return reportedError{err}
-			}
-			errs, warnings := cfg.Lint()
+			commands, _ := cmd.Flags().GetBool("commands")
+			// Validate reads the file once: it may be a pipe
+			// (validate <(generate-chain)), empty when read again.
+			cfg, errs, warnings := config.Validate(config.Options{Mode: m, File: file}, commands && !noCommands)
 			for _, w := range warnings {
 				fmt.Fprintf(errOut, "warning: %s\n", w)
-			}
-			if commands, _ := cmd.Flags().GetBool("commands"); commands && !noCommands {
-				if err := cfg.CheckCommands(); err != nil {
-					errs = append(errs, config.Problem{Msg: err.Error()})
-				}
 			}
 			if len(errs) > 0 {
 				fmt.Fprintln(errOut, errs)
