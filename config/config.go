@@ -12,24 +12,27 @@ import (
 // A Config is a chain ready to run: every component named, every setting
 // layered and checked.
 type Config struct {
-	Name              string
-	Mode              conductor.Mode
-	Proxies           []Component // nearest the editor first
-	Agent             Component   // AgentMode only
-	Logging           Logging
-	ShutdownGrace     time.Duration
-	MaxMessageBytes   int
-	InitTimeout       time.Duration
-	RestartLimit      int
-	RestartWindow     time.Duration
-	RestartBackoff    time.Duration
-	RestartBackoffMax time.Duration
-	MCPBridge         string
-	MCPHTTPIdle       time.Duration // 0: sessions end only when their client ends them
-	Trace             Trace
-	Spin              time.Duration // how long the relay polls before it sleeps; 0: it does not
-	SpinFrom          string        // where Spin was set ("environment variable ACP_CONDUCTOR_SPIN", say), or "" for its default
-	File              string        // the chain file, or "" if the chain came from arguments
+	Name            string
+	Mode            conductor.Mode
+	Proxies         []Component // nearest the editor first
+	Agent           Component   // AgentMode only
+	Logging         Logging
+	ShutdownGrace   time.Duration
+	MaxMessageBytes int
+	// MaxMessageBytesFrom says where MaxMessageBytes was set, as SpinFrom
+	// does, or "" for its default: serve's default is lower.
+	MaxMessageBytesFrom string
+	InitTimeout         time.Duration
+	RestartLimit        int
+	RestartWindow       time.Duration
+	RestartBackoff      time.Duration
+	RestartBackoffMax   time.Duration
+	MCPBridge           string
+	MCPHTTPIdle         time.Duration // 0: sessions end only when their client ends them
+	Trace               Trace
+	Spin                time.Duration // how long the relay polls before it sleeps; 0: it does not
+	SpinFrom            string        // where Spin was set ("environment variable ACP_CONDUCTOR_SPIN", say), or "" for its default
+	File                string        // the chain file, or "" if the chain came from arguments
 }
 
 // Conductor returns the conductor's configuration for c, logging to log.

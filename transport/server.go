@@ -29,6 +29,11 @@ const (
 	HeaderProtocolVersion = "Acp-Protocol-Version"
 )
 
+// SDKMaxMessageBytes is the TypeScript SDK 2.4's DEFAULT_MAX_MESSAGE_BYTES,
+// the longest message its Streamable HTTP client takes from a server: one
+// longer on an SSE stream errors its whole transport, not the message.
+const SDKMaxMessageBytes = 32 << 20
+
 // Defaults for the zero values of Server.
 const (
 	DefaultMaxMessageBytes = 64 << 20

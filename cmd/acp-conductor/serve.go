@@ -19,6 +19,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/conductor"
 	"github.com/acp-conductor/acp-conductor/config"
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/supervisor"
 	"github.com/acp-conductor/acp-conductor/transport"
 )
@@ -27,6 +28,14 @@ import (
 // --token-file is given. serve removes it from its environment, so that no
 // component inherits it.
 const envToken = config.EnvServeToken
+
+// serveMaxMessageBytes is serve's max_message_bytes unless a layer sets
+// one: the TypeScript SDK's HTTP client closes its whole transport on a
+// message over its limit, where the conductor drops only that message
+// and answers its request with an error naming the limit. A component's
+// line may run an envelope's slack past the limit, and the client's id
+// replaces the hop's, hence the margin below the SDK's limit.
+const serveMaxMessageBytes = transport.SDKMaxMessageBytes - 2*wire.EnvelopeOverhead
 
 type serveFlags struct {
 	listen         string
@@ -64,6 +73,12 @@ alive with no request in progress is closed after 2 minutes, or
 cut by that. The chain is given as for
 "agent", or with --proxy as for "proxy": a chain of proxies that a parent
 conductor reaches as one of its own, by URL.
+
+Unless --max-message-bytes, its variable or the chain file sets it, the
+longest message is 32 MiB less 8 KiB, not 64 MiB: the TypeScript SDK's
+HTTP client closes its whole connection on a message over 32 MiB, while
+the conductor drops only the message, answering its request, or the call
+it answered, with an error that names the limit.
 
 Every request must carry "Authorization: Bearer TOKEN". The token is read from
 --token-file or the ` + envToken + ` environment variable, never from the
@@ -198,6 +213,9 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 		return nil
 	}
 
+	if cfg.MaxMessageBytesFrom == "" {
+		cfg.MaxMessageBytes = serveMaxMessageBytes
+	}
 	cc := cfg.Conductor(log)
 	cc.Abort = abort
 	if exe, err := os.Executable(); err == nil {

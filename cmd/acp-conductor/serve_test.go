@@ -645,3 +645,38 @@ func TestServeTCPBound(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestServeMessageLimit: unless a layer sets max_message_bytes, serve
+// takes no message the TypeScript SDK's HTTP client could not, so that
+// the agent's answer over its limit fails only that call, where the SDK
+// would close its whole transport. A POST declaring the SDK's limit is
+// refused before its body is read; a limit set explicitly still applies.
+func TestServeMessageLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     []string
+		refused bool
+	}{
+		{"default", nil, true},
+		{"set", []string{"ACP_CONDUCTOR_MAX_MESSAGE_BYTES=67108864"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, _, log := startServe(t, append([]string{"ACP_CONDUCTOR_TOKEN=tok-123"}, tc.env...), "--", "cat")
+			host := strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/acp")
+			nc, err := net.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			fmt.Fprintf(nc, "POST /acp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer tok-123\r\n"+
+				"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n",
+				host, transport.SDKMaxMessageBytes)
+			nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			status, err := bufio.NewReader(nc).ReadString('\n')
+			refused := err == nil && strings.Contains(status, " 413 ")
+			if refused != tc.refused {
+				t.Errorf("a POST of %d bytes: %q, %v; want refused with 413: %v\n%s", transport.SDKMaxMessageBytes, status, err, tc.refused, log)
+			}
+		})
+	}
+}

@@ -58,7 +58,9 @@ file reference" and "Remote chains" say more.
     format: console           # console or json
     file: ""                  # empty means stderr
   shutdown_grace: 2s          # a duration: 500ms, 2s, 1m
-  max_message_bytes: 67108864 # at least 1024
+  max_message_bytes: 67108864 # at least 1024; serve's default is 32 MiB
+                              # less 8 KiB, what the TypeScript SDK's HTTP
+                              # client takes: leave it out for serve
   init_timeout: 60s           # the chain must answer initialize by then
   restart_limit: 3            # restarts within restart_window, then it fails
   restart_window: 1m
