@@ -24,6 +24,9 @@
 // a client reopens a session's stream before session/load; a batch is
 // answered 400 with a JSON-RPC error, and one the chain writes is sent as
 // its messages, since the SDK's client skips an array on a stream).
+// A WebSocket has one stream, so a batch there is passed on as stdio
+// passes one: acp-conductor relays each entry as a message of its own
+// and answers them in one array, as JSON-RPC 2.0 does.
 // Streams buffer what is sent while no
 // client is attached, up to a bound on bytes and one on the sessions
 // buffering (the SDK's maxBufferedSessionStreams): a request that would make

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -678,5 +680,57 @@ func TestServeMessageLimit(t *testing.T) {
 				t.Errorf("a POST of %d bytes: %q, %v; want refused with 413: %v\n%s", transport.SDKMaxMessageBytes, status, err, tc.refused, log)
 			}
 		})
+	}
+}
+
+// TestServeWebSocketBatch: a batch over a WebSocket meets the conductor's
+// own batch handling, as on stdio: each entry goes to the chain as a
+// message of its own (an SDK agent refuses batches), and the answers come
+// back together in one array, as JSON-RPC 2.0 answers a batch. Streamable
+// HTTP refuses one with 400 instead, as its answers would belong on
+// several streams.
+func TestServeWebSocketBatch(t *testing.T) {
+	seen := filepath.Join(t.TempDir(), "agent-input")
+	agent := "sh -c " + shellQuote("tee "+shellQuote(seen)+" | "+shellQuote(demo)+" sample-agent")
+	u, _, log := startServe(t, []string{"ACP_CONDUCTOR_TOKEN=tok-123"}, "--", shellQuote(demo)+" sample-proxy", agent)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialInitialized(ctx, t, "ws"+strings.TrimPrefix(u, "http"), transport.DialOptions{Header: http.Header{"Authorization": {"Bearer tok-123"}}}, log)
+	defer c.Close()
+	batch := `[{"jsonrpc":"2.0","id":"a","method":"session/new","params":{"cwd":"/","mcpServers":[]}},` +
+		`{"jsonrpc":"2.0","method":"$/nothing"},` +
+		`{"jsonrpc":"2.0","id":"b","method":"session/new","params":{"cwd":"/","mcpServers":[]}}]`
+	if err := c.Write(ctx, []byte(batch)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("Read: %v\n%s", err, log)
+	}
+	var answers []struct {
+		ID     string          `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(got, &answers); err != nil || len(answers) != 2 ||
+		!strings.Contains(string(answers[0].Result)+string(answers[1].Result), `"sessionId"`) {
+		t.Fatalf("answer %s (%v); want an array of the two sessions\n%s", got, err, log)
+	}
+	ids := []string{answers[0].ID, answers[1].ID}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"a", "b"}) {
+		t.Errorf("answer ids %q, want a and b", ids)
+	}
+	c.Close()
+	data, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if strings.HasPrefix(line, "[") {
+			t.Errorf("the agent was sent a batch: %s", line)
+		}
+	}
+	if n := strings.Count(string(data), `"method":"session/new"`); n != 2 {
+		t.Errorf("the agent was sent %d session/new, want 2:\n%s", n, data)
 	}
 }
