@@ -637,18 +637,32 @@ func refuseCall(cl *call, params json.RawMessage, e *wire.Error) {
 // answerWith answers cl with resp, an answer given to another call in its
 // stead (see runner.settle), as relayAnswer answers it with its own.
 func answerWith(cl *call, resp *wire.Message) {
+	// As in relayAnswer: one whose hook may take the answer is recorded
+	// once the hook has, as what its caller got.
+	hooked := false
 	if cl.to.trace != nil {
-		cl.traceReply(resp.Result, resp.Error)
+		if hooked = cl.hookMayTake(); !hooked {
+			cl.traceReply(resp.Result, resp.Error)
+		}
 	}
 	if !cl.take() {
+		if hooked {
+			cl.traceReply(resp.Result, resp.Error)
+		}
 		return // its caller's process was restarted since
 	}
 	defer cl.told()
 	m := new(wire.Message(*resp)) // its hook may change it, and others get it too
-	if cl.onResponse != nil && cl.onResponse(m) {
-		return
+	if cl.onResponse != nil {
+		took := cl.onResponse(m)
+		if hooked {
+			cl.traceHooked(resp, m)
+		}
+		if took {
+			return
+		}
 	}
-	if cl.to.trace != nil {
+	if cl.to.trace != nil && !hooked {
 		cl.traceCallerAnswer(m.Result, m.Error)
 	}
 	line := encodeResponseTo(cl.fromID, m)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"github.com/acp-conductor/acp-conductor/trace"
@@ -210,5 +211,63 @@ func TestTraceResentPastBypass(t *testing.T) {
 		"request client>conductor #0 initialize response conductor>client #0 initialize is_error=false]"
 	if fmt.Sprint(lines) != want {
 		t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+	}
+}
+
+// TestTraceReplayAnswersWaiter has a Thinkwell-dialect proxy die holding
+// the editor's second initialize, and the restarted process answer the
+// replay that restores it without the _meta.proxy mark, as an agent
+// would. The editor's initialize, which waited for that replay, gets the
+// error its hook makes of that answer; the trace shows the proxy's answer
+// going to the conductor and the editor answered by the conductor, not
+// the proxy answering the editor with a result the editor never got.
+func TestTraceReplayAnswersWaiter(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	proxy.OnFailure = PolicyRestart
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	c := startTraced(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond}, trace.Metadata)
+	p, a := proxyStarted(), agentStarted()
+	// passOn has the proxy pass its initialize m on, and answer it with
+	// its successor's answer, marked if mark.
+	passOn := func(p *scripted, m *wire.Message, fromAgent, mark bool) {
+		p.send(`{"jsonrpc":"2.0","id":1,"method":"_proxy/successor/request","params":{"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"a"}}}}`)
+		if fromAgent {
+			answerInit(t, a, "a")
+		}
+		result := p.recvMsg().Result
+		if mark {
+			result, _ = wire.Thinkwell.InitializeParams(result)
+		}
+		p.reply(m, string(result))
+	}
+	c.send(clientInit(0, "a"))
+	for range 2 { // proxy/initialize, _proxy/initialize
+		m := p.recvMsg()
+		p.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"no"}}`)
+	}
+	passOn(p, p.recvMsg(), true, true)
+	initializedFor(t, c.editor, 0, "a")
+
+	c.send(clientInit(1, "a"))
+	if m := p.recvMsg(); m.Method != wire.MethodInitialize {
+		t.Fatalf("the proxy got %s, want its initialize", m.Bytes())
+	}
+	p.w.Close() // the proxy dies holding it
+	p = proxyStarted()
+	passOn(p, p.recvMsg(), false, false) // the replay, answered as by an agent
+	if m := c.recvMsg(); string(m.ID) != "1" || m.Error == nil {
+		t.Fatalf("initialize 1 answered %s, want an error", c.seen[len(c.seen)-1])
+	}
+	var lines []string // the editor's, from its second initialize on
+	for _, ev := range c.end(t) {
+		if ev.From == "client" || ev.To == "client" {
+			lines = append(lines, eventLine(ev))
+		}
+	}
+	lines = lines[len(lines)-3:]
+	want := "[request client>proxy #4 initialize request client>conductor #1 initialize response conductor>client #1 initialize is_error=true]"
+	if fmt.Sprint(lines) != want {
+		t.Errorf("the editor's second initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &c.out)
 	}
 }
