@@ -163,7 +163,7 @@ func (c *chain) sendOn(cl *call, report *wire.Error) {
 		// As a retry's (retryInitialize): the conductor takes the hop's
 		// end and asks again itself, and what the caller gets is its
 		// answer to the caller's request to the conductor.
-		cl.takeAnswer(nil, report.Encode())
+		cl.takeFailed(report.Encode())
 	}
 	dc := c.topo.Load().resend(cl.from.pos, c)
 	if dc.act == actRefuse {

@@ -595,7 +595,7 @@ func failCalls(calls []*call, e *wire.Error) {
 	for _, cl := range calls {
 		cl.to.forget(cl) // those its peer failed with are gone already
 		if cl.to.trace != nil {
-			cl.traceReply(nil, e.Encode())
+			cl.traceFailed(e.Encode())
 		}
 		if !cl.take() {
 			continue // its caller's process was restarted since
@@ -679,7 +679,7 @@ func abandon(cl *call, e *wire.Error) {
 	}
 	defer cl.told()
 	if cl.to.trace != nil {
-		cl.traceReply(nil, e.Encode())
+		cl.traceFailed(e.Encode())
 		cl.traceCallerAnswer(nil, e.Encode())
 	}
 	cl.answer(encodeError(cl.fromID, e))

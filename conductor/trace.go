@@ -17,7 +17,9 @@ import (
 // process was restarted since: every request recorded ends in the trace.
 // What the conductor answers itself is a request to "conductor" and its
 // answer (traceByConductor); so is what it answers a caller after taking
-// a peer's answer itself, which goes to "conductor" (hookMayTake). Each
+// a peer's answer itself, which goes to "conductor" (hookMayTake). A
+// failure it gives for a peer that never answered is its own answer, from
+// "conductor", to the request that peer was sent (traceFailed). Each
 // hook is one nil test of the recorder, which the chain and each of its
 // peers hold (never a call, so that a relayed request costs not a byte
 // more): a chain that is not traced pays nothing else.
@@ -73,7 +75,15 @@ func (cl *call) taken() bool { return cl.traced.Load()&traceTaken != 0 }
 // A request never sent (a gate held it and never let it go, or cl.to's
 // outbox was closed: see sendTraced) never reached cl.to: the conductor
 // answered it, and the trace says so (traceByConductor).
-func (cl *call) traceReply(result, err json.RawMessage) {
+func (cl *call) traceReply(result, err json.RawMessage) { cl.traceEnd(result, err, false) }
+
+// traceFailed records e, the conductor's own error object, as the answer
+// to cl, which cl.to never gave (it is gone, say): from the conductor,
+// not from cl.to.
+func (cl *call) traceFailed(e json.RawMessage) { cl.traceEnd(nil, e, true) }
+
+// traceEnd is traceReply, for an answer from the conductor if own.
+func (cl *call) traceEnd(result, err json.RawMessage, own bool) {
 	body := result
 	if err != nil {
 		body = err
@@ -91,6 +101,10 @@ func (cl *call) traceReply(result, err json.RawMessage) {
 	to := traceName(cl.from)
 	if taken {
 		to = conductorName
+	}
+	if own {
+		cl.to.trace.ReplyFor(cl.to.name, conductorName, to, wire.IntID(cl.id), body, true)
+		return
 	}
 	cl.to.trace.Reply(cl.to.name, to, wire.IntID(cl.id), body, err != nil)
 }
@@ -121,6 +135,13 @@ func (cl *call) hookMayTake() bool {
 func (cl *call) takeAnswer(result, err json.RawMessage) {
 	cl.traced.Or(traceTaken)
 	cl.traceReply(result, err)
+}
+
+// takeFailed is takeAnswer for e, the conductor's own error object, which
+// cl.to never gave (see traceFailed).
+func (cl *call) takeFailed(e json.RawMessage) {
+	cl.traced.Or(traceTaken)
+	cl.traceFailed(e)
 }
 
 // markTaken marks cl, a request the conductor sends in its caller's

@@ -175,9 +175,10 @@ func TestTraceResentToGoneSuccessor(t *testing.T) {
 // TestTraceResentPastBypass traces an initialize pending on a proxy that
 // dies and is bypassed, and that the conductor sends on to the agent,
 // whose answer the editor gets. As with a retry in another dialect, the
-// dead proxy's hop ends at the conductor, the resend is the conductor's
-// own request, and the editor's answer is the conductor's to its request
-// to "conductor": the editor is shown one answer, the one it got, not a
+// dead proxy's hop ends at the conductor, with the conductor's own report
+// (the proxy never answered), the resend is the conductor's own request,
+// and the editor's answer is the conductor's to its request to
+// "conductor": the editor is shown one answer, the one it got, not a
 // failure from the dead proxy it never saw and then the agent's.
 func TestTraceResentPastBypass(t *testing.T) {
 	dir := t.TempDir()
@@ -206,7 +207,7 @@ func TestTraceResentPastBypass(t *testing.T) {
 			lines = append(lines, eventLine(ev))
 		}
 	}
-	want := "[request client>crashy #1 proxy/initialize response crashy>conductor #1 proxy/initialize is_error=true " +
+	want := "[request client>crashy #1 proxy/initialize response conductor>conductor #1 proxy/initialize is_error=true " +
 		"request conductor>agent #1 initialize response agent>conductor #1 initialize is_error=false " +
 		"request client>conductor #0 initialize response conductor>client #0 initialize is_error=false]"
 	if fmt.Sprint(lines) != want {

@@ -21,7 +21,9 @@ import (
 // to the conductor and the conductor's error, paired by the editor's id;
 // a metadata trace keeps only their codes. An envelope is recorded as the
 // message it carries, as every relayed envelope is, and one that cannot
-// be read as the envelope.
+// be read as the envelope. The prompt the proxy dies holding was sent to
+// it, and its failure is the conductor's: from the conductor, under the
+// id the proxy saw.
 func TestTraceConductorAnswers(t *testing.T) {
 	for _, detail := range trace.Details {
 		t.Run(string(detail), func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestTraceConductorAnswers(t *testing.T) {
 			}
 			want := "[request client>conductor #7 x response conductor>client #7 x " +
 				"request client>conductor #8 proxy/successor response conductor>client #8 proxy/successor " +
-				"request client>conductor #2 session/prompt response conductor>client #2 session/prompt]"
+				"response conductor>client #2 session/prompt request client>conductor #2 session/prompt response conductor>client #2 session/prompt]"
 			if fmt.Sprint(got) != want {
 				t.Errorf("the conductor's answers are traced as\n%v\nwant\n%s\n%s", got, want, &e.out)
 			}

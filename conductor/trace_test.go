@@ -182,20 +182,29 @@ func readTrace(t *testing.T, s string) []trace.Event {
 
 // answeredOnce checks that every request in a trace has exactly one
 // response, from the one asked to the one asking, under its id; or to the
-// conductor, which took the answer to a request it sent for another.
+// conductor, which took the answer to a request it sent for another; or
+// from the conductor, which failed a request its receiver never answered,
+// to its sender, or to itself if it took that failure.
 func answeredOnce(t *testing.T, events []trace.Event) {
 	t.Helper()
 	type key struct{ from, to, id string }
 	open := map[key]int{}
+	method := map[key]string{}
 	for _, e := range events {
 		switch e.Type {
 		case trace.TypeRequest:
-			open[key{e.From, e.To, string(e.ID)}]++
+			k := key{e.From, e.To, string(e.ID)}
+			open[k]++
+			method[k] = e.Method
 		case trace.TypeResponse:
 			k := key{e.To, e.From, string(e.ID)}
-			if e.To == "conductor" && open[k] == 0 {
+			if open[k] == 0 && (e.To == "conductor" || e.From == "conductor") {
 				for o := range open {
-					if o.to == e.From && o.id == string(e.ID) {
+					if o.id != string(e.ID) || method[o] != e.Method {
+						continue
+					}
+					if e.To == "conductor" && o.to == e.From ||
+						e.From == "conductor" && (o.from == e.To || e.To == "conductor") {
 						k = o
 					}
 				}
@@ -212,8 +221,9 @@ func answeredOnce(t *testing.T, events []trace.Event) {
 }
 
 // TestTraceRestart traces a chain whose middle proxy crashes on a prompt
-// and is restarted: the trace shows the prompt failing at the crashed
-// proxy, the conductor replaying its initialization, and the next prompt
+// and is restarted: the trace shows the prompt sent to the crashed proxy
+// failed by the conductor (the proxy never answered it), the conductor
+// replaying its initialization, and the next prompt
 // going through the new process; every request in it is answered once.
 func TestTraceRestart(t *testing.T) {
 	dir := t.TempDir()
@@ -249,7 +259,7 @@ func TestTraceRestart(t *testing.T) {
 	var failed, replayed, reanswered, after bool
 	for _, ev := range events {
 		switch {
-		case ev.Type == trace.TypeResponse && ev.From == "crasher" && ev.To == "first" && ev.Method == "session/prompt" && *ev.IsError:
+		case ev.Type == trace.TypeResponse && ev.From == "conductor" && ev.To == "first" && ev.Method == "session/prompt" && *ev.IsError:
 			failed = true
 			if !strings.Contains(string(ev.Payload), "crasher") {
 				t.Errorf("the failed prompt's error does not name the proxy: %s", ev.Payload)
@@ -263,7 +273,7 @@ func TestTraceRestart(t *testing.T) {
 		}
 	}
 	if !failed || !replayed || !reanswered || !after {
-		t.Errorf("trace: prompt failed at the crashed proxy %v, initialize replayed %v and answered %v, next prompt through %v:\n%s",
+		t.Errorf("trace: prompt to the crashed proxy failed by the conductor %v, initialize replayed %v and answered %v, next prompt through %v:\n%s",
 			failed, replayed, reanswered, after, &out)
 	}
 }

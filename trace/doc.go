@@ -31,10 +31,15 @@
 // "conductor", a retry or resend as the conductor's request, and what
 // the caller gets as the conductor's answer to the caller's request to
 // "conductor": a trace never shows a component answering what its
-// caller did not get. Each request is recorded under the id its receiver
-// saw, and its response under the same id, so that from, to and id pair
-// them; a response to "conductor" pairs with the request its sender was
-// asked under that id, whoever sent it.
+// caller did not get. Nor one answering what it never answered: a
+// failure the conductor gives in a component's stead (the component
+// exited holding the request, say, or was bypassed) is a response from
+// "conductor" (ReplyFor). Each request is recorded under the id its
+// receiver saw, and its response under the same id, so that from, to
+// and id pair them; a response to "conductor" pairs with the request its
+// sender was asked under that id, whoever sent it, and one from
+// "conductor" with the request its receiver sent under that id (or, to
+// "conductor" too, anyone), whoever was asked.
 //
 // View renders a trace as one self-contained HTML page; Serve serves the
 // same page live, over loopback only, behind a random path token.

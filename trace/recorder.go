@@ -85,6 +85,7 @@ type record struct {
 	kind     uint8
 	mcp      bool // crossed a bridged MCP connection
 	from, to string
+	asked    string // of a response from someone else than who was asked (ReplyFor)
 	id       json.RawMessage
 	method   string
 	body     json.RawMessage // params, result or error
@@ -158,6 +159,17 @@ func (r *Recorder) Reply(from, to string, id json.RawMessage, body json.RawMessa
 	rec := record{kind: kindResponse, from: from, to: to, id: id, body: body}
 	if isError {
 		rec.method = "error" // the writer's marker; responses carry no method
+	}
+	r.put(rec)
+}
+
+// ReplyFor is Reply for a response from someone else than asked, the
+// one the request was sent to: the conductor, answering with its own
+// failure a request that asked will never answer (it has exited, say).
+func (r *Recorder) ReplyFor(asked, from, to string, id json.RawMessage, body json.RawMessage, isError bool) {
+	rec := record{kind: kindResponse, from: from, to: to, asked: asked, id: id, body: body}
+	if isError {
+		rec.method = "error"
 	}
 	r.put(rec)
 }
@@ -408,6 +420,9 @@ func (w *writer) write(rec *record) {
 		isError, body := rec.method == "error", rec.body
 		e.Type, e.ID, e.IsError, e.Method = TypeResponse, rec.id, &isError, ""
 		k := pendingKey{rec.conn, rec.from, string(rec.id)}
+		if rec.asked != "" {
+			k.to = rec.asked
+		}
 		if p, ok := w.pending.take(k); ok {
 			e.Method, e.Session, e.Protocol = p.method, p.session, p.protocol
 			if p.carrier && !isError {

@@ -282,6 +282,28 @@ func TestRecorderEvents(t *testing.T) {
 	}
 }
 
+// TestRecorderReplyFor records the conductor's failure of a request its
+// receiver never answered: from the conductor, under the receiver's id,
+// with the method and session of the request it ends.
+func TestRecorderReplyFor(t *testing.T) {
+	var out bytes.Buffer
+	r := NewRecorder(&out, Options{})
+	r.Send("client", "proxy", json.RawMessage("3"), "session/prompt", json.RawMessage(`{"sessionId":"s1"}`), false)
+	r.ReplyFor("proxy", "conductor", "client", json.RawMessage("3"), json.RawMessage(`{"code":-32603,"message":"gone"}`), true)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var e Event
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Type != TypeResponse || e.From != "conductor" || e.To != "client" || string(e.ID) != "3" ||
+		e.Method != "session/prompt" || e.Session != "s1" || e.IsError == nil || !*e.IsError {
+		t.Errorf("the conductor's failure is recorded as %+v", e)
+	}
+}
+
 // TestRecorderMCPMessageSpellings: every mcp/message is recorded as the
 // MCP message it carries, and its answer under that message's method:
 // the one a bridged client's message goes to its server's owner in (the
