@@ -1020,7 +1020,9 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	}
 	cl := &call{from: from, fromID: m.ID, method: methodMCPConnect, batch: b}
 	if c.trace != nil {
-		cl.params = m.Params // the caller's, should the conductor answer it (traceCallerAnswer)
+		// As the caller sent them (out of its envelope, in its spelling),
+		// should the conductor answer it (traceCallerAnswer).
+		cl.method, cl.params = tracedAs(m)
 	}
 	cl.onResponse = func(resp *wire.Message) bool {
 		if early == nil {

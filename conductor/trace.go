@@ -125,7 +125,14 @@ func (cl *call) traceEnd(result, err json.RawMessage, own bool) {
 // past a bypassed proxy); only initialize and mcp/connect, so that no
 // other answer waits for its hook to be traced.
 func (cl *call) hookMayTake() bool {
-	return cl.from != nil && cl.onResponse != nil && (cl.dialect != nil || cl.method == methodMCPConnect || cl.taken())
+	return cl.from != nil && cl.onResponse != nil && (cl.dialect != nil || isConnect(cl.method) || cl.taken())
+}
+
+// isConnect reports whether method is mcp/connect in any dialect's
+// spelling: a traced connect keeps its caller's (mcpConnect).
+func isConnect(method string) bool {
+	m, _ := wire.MCPMethod(method)
+	return m == methodMCPConnect
 }
 
 // takeAnswer records the answer to cl, result or an error object, as
@@ -195,7 +202,7 @@ func (cl *call) traceCallerAnswer(result, err json.RawMessage) {
 // callerMethod is the method cl's caller sent, for a call the conductor
 // may take the answer of: the client's initialize in its dialect (a
 // parent conductor's proxy/initialize), a proxy's initialize, or
-// mcp/connect.
+// mcp/connect as the caller spelled it.
 func callerMethod(cl *call) string {
 	if cl.dialect == nil {
 		return cl.method

@@ -255,8 +255,9 @@ func jsonEqual(a, b json.RawMessage) bool {
 // answered; the owner, of the request binding, refuses mcp/connect, and
 // the conductor opens the connection itself, answers the parent, and
 // only then lets what the parent sent go to the owner. The trace shows
-// the refusal, the parent's connect and the conductor's answer before
-// the message on the connection goes on, as they happened.
+// the refusal, the parent's connect (spelled as the parent did, the
+// owner's as the owner got it) and the conductor's answer before the
+// message on the connection goes on, as they happened.
 func TestTraceConnectTakenBeforeHeld(t *testing.T) {
 	dir := t.TempDir()
 	e := startTraced(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}}, trace.Metadata)
@@ -292,9 +293,53 @@ func TestTraceConnectTakenBeforeHeld(t *testing.T) {
 		}
 	}
 	want := "[request client>owner mcp/connect response owner>conductor mcp/connect " +
-		"request client>conductor mcp/connect response conductor>client mcp/connect " +
+		"request client>conductor _mcp/connect response conductor>client _mcp/connect " +
 		"request client>owner tools/list]"
 	if fmt.Sprint(lines) != want {
 		t.Errorf("the connect is traced as\n%v\nwant\n%s\n%s", lines, want, &e.out)
+	}
+}
+
+// TestTraceTakenConnectSpelling has a Thinkwell-dialect parent connect to
+// a request-binding owner, whose refusal of the connect the conductor
+// takes, opening the connection itself, and then connect again, which the
+// conductor answers at once. Each connect is the parent's request to the
+// conductor, and the trace records it as the parent sent it: _mcp/connect,
+// with the params its envelope carried.
+func TestTraceTakenConnectSpelling(t *testing.T) {
+	dir := t.TempDir()
+	e := startTraced(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}}, trace.Full)
+	next, answer, _ := parentHarness(t, e.editor)
+	reply := func(id string) {
+		t.Helper()
+		for {
+			if m := e.recvMsg(); m.IsResponse() {
+				if string(m.ID) != id || m.Error != nil {
+					t.Fatalf("want the answer to %s, got %s", id, e.seen[len(e.seen)-1])
+				}
+				return
+			}
+		}
+	}
+	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
+	answer(next(true, "initialize", `"protocolVersion":1`), `{"protocolVersion":1,"agentCapabilities":{}}`)
+	reply("0")
+	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	answer(next(true, "session/new", `"url":"acp:srv-r"`), `{"sessionId":"s1"}`)
+	reply("1")
+	for _, id := range []string{"10", "11"} {
+		e.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw-` + id + `","url":"acp:srv-r"}}}`)
+		reply(id)
+	}
+	var got []string
+	for _, ev := range e.end(t) {
+		if ev.Type == trace.TypeRequest && ev.To == "conductor" {
+			got = append(got, eventLine(ev)+" "+string(ev.Params))
+		}
+	}
+	want := `[request client>conductor #10 _mcp/connect {"connectionId":"tw-10","url":"acp:srv-r"} ` +
+		`request client>conductor #11 _mcp/connect {"connectionId":"tw-11","url":"acp:srv-r"}]`
+	if fmt.Sprint(got) != want {
+		t.Errorf("the parent's connects are traced as\n%v\nwant\n%s\n%s", got, want, &e.out)
 	}
 }
