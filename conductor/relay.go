@@ -122,6 +122,10 @@ func (c *chain) dispatch(pos int, from *peer, m *wire.Message, b *batch, rd *rea
 		return
 	case actAnswerInit:
 		if result, ok := from.takeReinit(dc.raw); ok {
+			if c.trace != nil {
+				method, params := tracedAs(m)
+				traceByConductor(from, m.ID, method, params, result, false)
+			}
 			from.send(encodeResponse(m.ID, result))
 			return
 		}

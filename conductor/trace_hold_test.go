@@ -272,3 +272,29 @@ func TestTraceReplayAnswersWaiter(t *testing.T) {
 		t.Errorf("the editor's second initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &c.out)
 	}
 }
+
+// TestTraceReinitAnswered has a restarted proxy pass on the replay that
+// restores it: the conductor answers that initialize itself, from what
+// the agent answered the first time, and the trace says so, as a
+// request from the proxy to the conductor and its answer.
+func TestTraceReinitAnswered(t *testing.T) {
+	dir := t.TempDir()
+	proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+	proxy.OnFailure = PolicyRestart
+	agent, agentStarted := scriptedComponent(t, dir, "agent")
+	c := startTraced(t, Config{Proxies: []Component{proxy}, Agent: agent, RestartBackoff: time.Millisecond}, trace.Metadata)
+	p, a := proxyStarted(), agentStarted()
+	initializeA(t, c.editor, p, a)
+	p.w.Close() // the proxy dies
+	restoreWithA(t, proxyStarted(), a, true)
+	var lines []string
+	for _, ev := range c.end(t) {
+		if ev.Method == "initialize" && (ev.From == "conductor" || ev.To == "conductor") {
+			lines = append(lines, eventLine(ev))
+		}
+	}
+	want := "[request proxy>conductor #1 initialize response conductor>proxy #1 initialize is_error=false]"
+	if fmt.Sprint(lines) != want {
+		t.Errorf("the restored proxy's initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &c.out)
+	}
+}
