@@ -633,7 +633,10 @@ func refuseCall(cl *call, params json.RawMessage, e *wire.Error) {
 		}
 	}
 	if cl.from != nil && cl.from.trace != nil {
-		traceRefused(cl.from, cl.fromID, cl.method, params, e)
+		if cl.dialect != nil {
+			params = cl.params // an initialize's, as its caller sent them
+		}
+		traceRefused(cl.from, cl.fromID, callerMethod(cl), params, e)
 	}
 	cl.answer(encodeError(cl.fromID, e))
 }

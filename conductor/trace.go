@@ -94,7 +94,7 @@ func (cl *call) traceEnd(result, err json.RawMessage, own bool) {
 		return // the trace has its answer already
 	case traceHeld:
 		if cl.from != nil && !taken { // else the conductor's own, which no one saw
-			traceByConductor(cl.from, cl.fromID, cl.method, cl.params, body, err != nil)
+			traceByConductor(cl.from, cl.fromID, callerMethod(cl), cl.params, body, err != nil)
 		}
 		return
 	}

@@ -298,3 +298,37 @@ func TestTraceReinitAnswered(t *testing.T) {
 		t.Errorf("the restored proxy's initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &c.out)
 	}
 }
+
+// TestTraceHeldInitializeFailed has the editor initialize again while a
+// crashed proxy waits out its back-off, and the restarted process refuse
+// its replayed initialize, which ends the chain: the initialize was never
+// sent, and the conductor answered it. The trace records it as the
+// editor's request to the conductor, as the editor sent it (initialize,
+// not the proxy/initialize it would have gone on as).
+func TestTraceHeldInitializeFailed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{
+		Proxies:      []Component{restartedCrasher(t, dir, "ACP_TEST_REFUSE_AFTER_FIRST="+filepath.Join(dir, "ran"))},
+		Agent:        fake(t, dir, "agent", "streamer"),
+		RestartLimit: 1,
+	}
+	h := holdBackoff(&cfg)
+	c := startTraced(t, cfg, trace.Metadata)
+	initAndCrash(t, c.editor)
+	h.next(t)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}`)
+	c.sync()
+	h.release <- struct{}{}
+	if m := c.recvMsg(); string(m.ID) != "2" || m.Error == nil {
+		t.Fatalf("initialize 2 answered %s, want an error", c.seen[len(c.seen)-1])
+	}
+	var lines []string
+	for _, ev := range c.end(t) {
+		if ev.From == "client" && ev.To == "conductor" && ev.Type == trace.TypeRequest {
+			lines = append(lines, eventLine(ev))
+		}
+	}
+	if want := "[request client>conductor #2 initialize]"; fmt.Sprint(lines) != want {
+		t.Errorf("the held initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &c.out)
+	}
+}
