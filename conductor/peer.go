@@ -91,6 +91,12 @@ type peer struct {
 	// unsent counts its responses to ids the conductor did not send it
 	// (unmatched).
 	unsent tally
+	// refusedNotes counts its notifications the conductor refused
+	// (refusedNote).
+	refusedNotes tally
+	// unawaited counts its answers to calls nobody awaits any more
+	// (unawaitedAnswer).
+	unawaited tally
 }
 
 // maxInFlight bounds the requests one peer may have in flight through the
@@ -486,9 +492,10 @@ func (p *peer) dropped() {
 }
 
 // logDropped logs how many messages were dropped for p, closed, how many
-// lines of its output were dropped as not JSON-RPC, and how many of its
-// responses to ids the conductor did not send, where some were not
-// logged yet, in full or in a count.
+// lines of its output were dropped as not JSON-RPC, how many of its
+// responses to ids the conductor did not send, of its notifications the
+// conductor refused and of its answers nobody awaited, where some were
+// not logged yet, in full or in a count.
 func (p *peer) logDropped() {
 	if n, ok := p.drops.unreported(); ok {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
@@ -498,6 +505,12 @@ func (p *peer) logDropped() {
 	}
 	if n, ok := p.unsent.unreported(); ok {
 		p.log.Warn("dropped responses to ids the conductor did not send, in all", zap.Int64("count", n))
+	}
+	if n, ok := p.refusedNotes.unreported(); ok {
+		p.log.Warn("dropped notifications the conductor refused, in all", zap.Int64("count", n))
+	}
+	if n, ok := p.unawaited.unreported(); ok {
+		p.log.Debug("dropped answers nobody awaits, in all", zap.Int64("count", n))
 	}
 }
 
@@ -545,5 +558,47 @@ func (p *peer) unmatched(m *wire.Message) {
 		p.log.Warn("dropped response to an id the conductor did not send; later such responses are counted, and the count logged now and then", said...)
 	case count:
 		p.log.Warn("dropped responses to ids the conductor did not send, so far", zap.Int64("count", n))
+	}
+}
+
+// refusedLogged is how many of a peer's notifications the conductor
+// refuses are logged with their method and why.
+const refusedLogged = 5
+
+// refusedNote logs m, a notification of p's the conductor refuses (e
+// says why), which is dropped: it has no id to answer. A peer may send
+// one of a kind for every turn (an envelope it may not send, say), so
+// only the first refusedLogged are logged, as stray's lines are, and
+// the rest counted.
+func (p *peer) refusedNote(m *wire.Message, e *wire.Error) {
+	switch n, whole, count := p.refusedNotes.add(refusedLogged); {
+	case whole && n < refusedLogged:
+		p.log.Warn("dropped notification", zap.String("method", m.Method), zap.String("reason", e.Message))
+	case whole:
+		p.log.Warn("dropped notification; later ones the conductor refuses are counted, and the count logged now and then",
+			zap.String("method", m.Method), zap.String("reason", e.Message))
+	case count:
+		p.log.Warn("dropped notifications the conductor refused, so far", zap.Int64("count", n))
+	}
+}
+
+// unawaitedLogged is how many of a peer's answers nobody awaits are
+// logged with their id.
+const unawaitedLogged = 5
+
+// unawaitedAnswer logs an answer of p's under id, an id the conductor
+// sent it, to a call nobody awaits any more: the conductor answered it
+// itself, or p answered it before. A peer that answers each call twice
+// would log a line each, so only the first unawaitedLogged are logged,
+// and the rest counted.
+func (p *peer) unawaitedAnswer(id json.RawMessage) {
+	switch n, whole, count := p.unawaited.add(unawaitedLogged); {
+	case whole && n < unawaitedLogged:
+		p.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before", zap.ByteString("id", id))
+	case whole:
+		p.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before; later such answers are counted, and the count logged now and then",
+			zap.ByteString("id", id))
+	case count:
+		p.log.Debug("dropped answers nobody awaits, so far", zap.Int64("count", n))
 	}
 }

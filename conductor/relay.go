@@ -379,7 +379,7 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 	cl := from.complete(m.ID)
 	if cl == nil {
 		if from.sent(m.ID) {
-			from.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before", zap.ByteString("id", m.ID))
+			from.unawaitedAnswer(m.ID)
 		} else {
 			from.unmatched(m)
 		}
@@ -478,7 +478,7 @@ func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch
 		answer(from, b, encodeError(m.ID, e))
 		return
 	}
-	from.log.Warn("dropped notification", zap.String("method", m.Method), zap.String("reason", e.Message))
+	from.refusedNote(m, e)
 }
 
 // badInput deals with a line that is not a JSON-RPC message. The client is
