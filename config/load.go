@@ -58,6 +58,26 @@ func Load(opts Options) (*Config, error) {
 	return c, nil
 }
 
+// LoadChecked is Load, then CheckCommands, in one pass: the programs of
+// the components Load could read are looked for even where it found
+// problems, and reported with them, so that fixing one problem does not
+// reveal the next. With programs missing and no other problem, c is the
+// chain all the same, so that the error is reported as its settings say.
+func LoadChecked(opts Options) (c *Config, err error) {
+	c, ps, err := load(opts)
+	if err != nil {
+		return nil, err
+	}
+	errs := c.commandErrs()
+	if len(ps) > 0 {
+		for _, err := range errs {
+			ps = append(ps, Problem{Msg: err.Error()})
+		}
+		return nil, ps
+	}
+	return c, errors.Join(errs...)
+}
+
 // load is Load, going on past the problems it finds so that they all come
 // out at once. Beside them it returns the chain as far as it could be
 // assembled, for checks that look at its components; err is for what
@@ -176,21 +196,21 @@ func Read(path string) ([]byte, error) {
 	return data, nil
 }
 
-// fromArgs fills in the components from command-line strings.
+// fromArgs fills in the components from command-line strings. One that
+// cannot be read is a problem, and stays in the chain with no command.
 func (c *Config) fromArgs(args []string) Problems {
 	var ps Problems
 	comps := make([]Component, 0, len(args))
 	for i, s := range args {
 		comp, err := ParseComponent(s)
 		if err != nil {
+			// Kept in its place, with no command to look for, so that
+			// the last is still the agent and the rest are still checked.
 			ps = append(ps, Problem{Msg: fmt.Sprintf("argument %d: %v", i+1, err)})
-			continue
+			comp = Component{}
 		}
 		comp.Origin = "argument " + strconv.Itoa(i+1)
 		comps = append(comps, comp)
-	}
-	if len(ps) > 0 {
-		return ps
 	}
 	if c.Mode == conductor.AgentMode {
 		if len(comps) == 0 {
@@ -204,7 +224,7 @@ func (c *Config) fromArgs(args []string) Problems {
 		remotes = append(remotes, &c.Proxies[i])
 	}
 	remoteTokenHeaders(remotes)
-	return nil
+	return ps
 }
 
 // layers builds the viper instance that resolves every setting, highest

@@ -409,6 +409,53 @@ func TestCheckCommands(t *testing.T) {
 	}
 }
 
+// TestLoadCheckedEveryComponent: an argument that cannot be read does
+// not keep the others from being looked for, nor does a bad setting:
+// every problem comes back at once.
+func TestLoadCheckedEveryComponent(t *testing.T) {
+	clearEnv(t)
+	for _, tc := range []struct {
+		name string
+		mode conductor.Mode
+		args []string
+		flag []string
+		want []string
+	}{
+		{"bad proxy", conductor.AgentMode, []string{"no-such-proxy-xyz", "x | y", "no-such-agent-xyz"}, nil, []string{
+			`proxy "no-such-proxy-xyz" (argument 1): command "no-such-proxy-xyz" not found in PATH`,
+			`argument 2: component "x | y": unquoted shell operator`,
+			`agent "no-such-agent-xyz" (argument 3): command "no-such-agent-xyz" not found in PATH`}},
+		{"bad agent", conductor.AgentMode, []string{"no-such-proxy-xyz", "my-agent 'oops"}, nil, []string{
+			`proxy "no-such-proxy-xyz" (argument 1): command "no-such-proxy-xyz" not found in PATH`,
+			`argument 2: component "my-agent 'oops": unbalanced quote`}},
+		{"proxy mode", conductor.ProxyMode, []string{"", "no-such-proxy-xyz"}, nil, []string{
+			`argument 1: component "": empty`,
+			`proxy "no-such-proxy-xyz" (argument 2): command "no-such-proxy-xyz" not found in PATH`}},
+		{"bad setting", conductor.AgentMode, []string{"no-such-agent-xyz"}, []string{"--shutdown-grace=-1s"}, []string{
+			"shutdown_grace",
+			`agent "no-such-agent-xyz" (argument 1): command "no-such-agent-xyz" not found in PATH`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadChecked(Options{Mode: tc.mode, Components: tc.args, Flags: flags(t, tc.flag...)})
+			if c != nil {
+				t.Errorf("LoadChecked returned a chain beside its problems")
+			}
+			for _, want := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("LoadChecked error = %v\nwant it to contain %q", err, want)
+				}
+			}
+		})
+	}
+
+	// Only programs missing: the chain comes back beside them, for its
+	// settings to say how the error is reported.
+	c, err := LoadChecked(Options{Mode: conductor.AgentMode, Components: []string{"no-such-agent-xyz"}, Flags: flags(t, "--log-level=debug")})
+	if c == nil || c.Logging.Level != "debug" || err == nil || !strings.Contains(err.Error(), "not found in PATH") {
+		t.Errorf("LoadChecked = %+v, %v; want the chain and its missing program", c, err)
+	}
+}
+
 // TestEverySettingChecked: settle checks each layered setting a flag or the
 // environment gives, so each needs its check.
 func TestEverySettingChecked(t *testing.T) {

@@ -334,6 +334,28 @@ func TestChainErrors(t *testing.T) {
 	}
 }
 
+// TestChainErrorsEveryComponent: a chain on the command line has every
+// component checked in one pass: an argument that cannot be read does not
+// hide the programs missing from the others.
+func TestChainErrorsEveryComponent(t *testing.T) {
+	r := acp(t, "", nil, "agent", "no-such-proxy-xyz", "x | y", "no-such-agent-xyz --acp")
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+	for _, want := range []string{
+		`proxy "no-such-proxy-xyz" (argument 1): command "no-such-proxy-xyz" not found in PATH`,
+		`argument 2: component "x | y": unquoted shell operator`,
+		`agent "no-such-agent-xyz" (argument 3): command "no-such-agent-xyz" not found in PATH`,
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout is for the protocol only, but got %q", r.stdout)
+	}
+}
+
 // TestInvalidRequestAnswered: the editor hears of a line that is no
 // JSON-RPC 2.0 message under the id of the request it would be, when that
 // can be read, so that a caller waiting on that id is answered; and under

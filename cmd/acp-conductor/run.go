@@ -60,12 +60,9 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	defer stopSignals()
 
 	file, _ := cmd.Flags().GetString("config")
-	cfg, err := config.Load(config.Options{Mode: mode, File: file, Components: args, Flags: cmd.Flags()})
-	if err == nil {
-		// Fail before the chain starts, naming the component, rather than
-		// midway through it.
-		err = cfg.CheckCommands()
-	}
+	// A missing program fails before the chain starts, naming the
+	// component, rather than midway through it.
+	cfg, err := config.LoadChecked(config.Options{Mode: mode, File: file, Components: args, Flags: cmd.Flags()})
 	// Refusing, or stopped before the chain started, the editor's first
 	// request is still answered; only a second signal skips that.
 	untilAbort, cancel := abortContext(ctx, abort)

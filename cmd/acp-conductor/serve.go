@@ -187,11 +187,8 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	if f.proxy {
 		mode = conductor.ProxyMode
 	}
-	cfg, err := config.Load(config.Options{Mode: mode, File: file, Components: args, Flags: cmd.Flags()})
+	cfg, err := config.LoadChecked(config.Options{Mode: mode, File: file, Components: args, Flags: cmd.Flags()})
 	if err != nil {
-		return err
-	}
-	if err := cfg.CheckCommands(); err != nil {
 		return err
 	}
 	log, closeLog, err := newLogger(cfg.Logging, cfg.Name)
