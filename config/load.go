@@ -135,6 +135,11 @@ func load(opts Options) (*Config, Problems, error) {
 	ps = append(ps, c.settle(v, opts.Flags)...)
 	c.SpinFrom = origin("spin", f, opts.Flags)
 	c.MaxMessageBytesFrom = origin("max_message_bytes", f, opts.Flags)
+	if len(ps) > 0 {
+		// No chain will run: the variables stay, so that the problems
+		// are logged where they say (LogFileHint).
+		return c, ps, nil
+	}
 	// Read by now, the settings' variables are this conductor's alone: a
 	// component inherits the environment, and a nested conductor (acp-
 	// conductor proxy, as a component) would take them for its own, and

@@ -456,6 +456,22 @@ func TestLoadCheckedEveryComponent(t *testing.T) {
 	}
 }
 
+// TestLogFileHintAfterProblems: a chain Load refuses leaves the settings'
+// variables in place, so that its problems are logged to the file they
+// name.
+func TestLogFileHintAfterProblems(t *testing.T) {
+	clearEnv(t)
+	logFile := filepath.Join(t.TempDir(), "acp.log")
+	t.Setenv(envVar("logging.file"), logFile)
+	t.Setenv(envVar("shutdown_grace"), "soon")
+	if _, err := Load(Options{Mode: conductor.AgentMode, Components: []string{"a"}}); err == nil {
+		t.Fatal("Load accepted a shutdown_grace of soon")
+	}
+	if got := LogFileHint("", nil); got != logFile {
+		t.Errorf("LogFileHint after Load's problems = %q, want %q", got, logFile)
+	}
+}
+
 // TestEverySettingChecked: settle checks each layered setting a flag or the
 // environment gives, so each needs its check.
 func TestEverySettingChecked(t *testing.T) {
