@@ -866,8 +866,8 @@ func TestExitWithDetachedHolder(t *testing.T) {
 // TestExitStatusAtShutdown: at shutdown, the agent closes its output while
 // the proxy's request to it is in flight, and exits with status 3, at once
 // or only once its input ends (here after the conductor has answered).
-// The error that answers the request, as the trace records it, says how
-// the agent ended, or that it is exiting; never that it is running.
+// The error the conductor answers the request with, as the trace records it,
+// says how the agent ended, or that it is exiting; never that it is running.
 func TestExitStatusAtShutdown(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -946,8 +946,8 @@ func TestExitStatusAtShutdown(t *testing.T) {
 				Data exitError
 			}
 			json.Unmarshal(answer.Payload, &payload)
-			if answer.From != "agent" || !*answer.IsError || payload.Data.Component != "agent" || payload.Data.Status != tc.want {
-				t.Errorf("the proxy's request was answered %s -> %s %s, want an error naming the agent, %q", answer.From, answer.To, answer.Payload, tc.want)
+			if answer.From != "conductor" || !*answer.IsError || payload.Data.Component != "agent" || payload.Data.Status != tc.want {
+				t.Errorf("the proxy's request was answered %s -> %s %s, want the conductor's error naming the agent, %q", answer.From, answer.To, answer.Payload, tc.want)
 			}
 			if tc.linger {
 				p.w.Close()
