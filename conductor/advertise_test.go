@@ -126,3 +126,33 @@ func TestAdvertiseMCPOverACPWarnsOnce(t *testing.T) {
 		t.Errorf("%d warnings that MCP-over-ACP is not advertised, want 1", n)
 	}
 }
+
+// TestAdvertiseMCPOverACPUnknownAgent: a proxy that answers initialize
+// itself, before the agent has answered one (or without passing it on),
+// leaves the agent's MCP transports unknown. In v2 every transport is
+// opt-in, so nothing is known to serve an acp server and none is
+// claimed; in v1 stdio is built in, and the bridge reaches any agent.
+func TestAdvertiseMCPOverACPUnknownAgent(t *testing.T) {
+	for _, tt := range []struct {
+		answer string
+		want   bool
+	}{
+		{`{"protocolVersion":1,"agentCapabilities":{}}`, true},
+		{`{"protocolVersion":2,"capabilities":{"session":{}}}`, false},
+	} {
+		t.Run(tt.answer, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			proxy, proxyStarted := scriptedComponent(t, dir, "proxy")
+			agent, _ := scriptedComponent(t, dir, "agent")
+			ed := scriptedEditor(startChain(t, Config{Proxies: []Component{proxy}, Agent: agent}))
+			px := proxyStarted()
+			ed.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}`)
+			px.reply(px.recvMsg(), tt.answer)
+			answer := ed.recvMsg()
+			if got := wire.HasMCPOverACP(answer.Result); got != tt.want {
+				t.Errorf("the editor saw %s: MCP-over-ACP advertised %v, want %v", answer.Result, got, tt.want)
+			}
+		})
+	}
+}

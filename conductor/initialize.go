@@ -19,7 +19,10 @@ import (
 // agent (a v2 one, whose every transport is opt-in) can take no server
 // over any transport the bridge may use, or a v2 parent made no such
 // claim to us: then nothing is claimed, not to the proxies either, whose
-// own acp servers would need the bridge as much.
+// own acp servers would need the bridge as much. A v2 answer a proxy gives
+// before the terminal has answered claims nothing either: the agent's
+// transports are unknown, and a claim that turns out false would cost the
+// editor its servers with only the log saying so.
 func (c *chain) onInitialize(to *peer, d delivery, cl *call) func(*wire.Message) bool {
 	return c.onInitializeAfter(to, d, cl, nil)
 }
@@ -55,11 +58,11 @@ func (c *chain) onInitializeAfter(to *peer, d delivery, cl *call, refused []stri
 		// Claimed only where something can serve it: an editor or a proxy
 		// that declares an acp server the agent cannot be given would get
 		// a session without it, and only the log would say so.
-		if !c.mcp.acpServable() {
+		if why := c.mcp.unservableWhy(wire.IsV2(resp.Result)); why != "" {
 			// Once: it holds for every answer passed on, one for each
 			// proxy and the client's.
 			c.unadvertisedOnce.Do(func() {
-				to.log.Warn("MCP-over-ACP not advertised: the agent takes no MCP server over any transport the bridge can use")
+				to.log.Warn("MCP-over-ACP not advertised: " + why)
 			})
 		} else if r, err := wire.WithMCPOverACP(resp.Result); err == nil {
 			resp.Result = r

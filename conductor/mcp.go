@@ -81,6 +81,10 @@ type mcpRoutes struct {
 	// transport, or a v2 parent said none), so MCP-over-ACP is not
 	// advertised (onInitialize).
 	unservable bool
+	// terminalKnown is set once the terminal (the agent, or the parent in
+	// proxy mode) has answered an initialize: until then what it can serve
+	// is not known, and an answer a proxy gave on its own is all there is.
+	terminalKnown bool
 
 	bindings map[int]binding // by owner position, once its answer to mcp/connect told
 	// For request-binding callers of connect-binding owners: the one
@@ -275,17 +279,25 @@ func (r *mcpRoutes) agentCapabilities(result json.RawMessage) {
 // servers, as its terminal's initialize answer showed.
 func (r *mcpRoutes) servable(ok bool) {
 	r.mu.Lock()
-	r.unservable = !ok
+	r.unservable, r.terminalKnown = !ok, true
 	r.mu.Unlock()
 }
 
-// acpServable reports whether MCP-over-ACP may be advertised: true until
-// the terminal's answer says otherwise, as v1, where the bridge always
-// reaches the agent over stdio.
-func (r *mcpRoutes) acpServable() bool {
+// unservableWhy says why MCP-over-ACP may not be advertised in an
+// initialize answer of the ACP version v2 says, or "" if it may. Before
+// the terminal has answered, only a version whose agents all run stdio
+// servers (v1) is known to be reachable by the bridge; a v2 agent might
+// list no transport at all.
+func (r *mcpRoutes) unservableWhy(v2 bool) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.unservable
+	switch {
+	case r.unservable:
+		return "the agent takes no MCP server over any transport the bridge can use"
+	case !r.terminalKnown && !mcpVersionOf(v2).stdioBuiltIn:
+		return "a proxy answered initialize before the agent (or parent) did, so the MCP transports it takes are not known"
+	}
+	return ""
 }
 
 // agentV2 reports whether the agent's initialize settled on ACP v2.
