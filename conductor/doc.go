@@ -84,7 +84,8 @@
 // 2026-07-28). An owner's binding is learned from its answer to the first
 // mcp/connect the conductor relays or sends for it: refused as an unknown
 // method (-32601, however written: -32601.0 too, as wire.Parse reads a
-// code), it binds per request, otherwise per connection. Where
+// code), it binds per request, otherwise per connection; a nested
+// conductor takes both (metaRequestBinding) and gets each as it came. Where
 // caller and owner differ, the conductor translates (mcpxlate.go), playing
 // a legacy MCP client's initialize handshake for a stateless owner. The
 // client's own mcp/message goes to the first proxy, as its other messages

@@ -160,7 +160,28 @@ const (
 	bindingUnknown binding = iota
 	bindingConnect         // mcp/connect, then mcp/message {connectionId}
 	bindingRequest         // mcp/message {serverId, requestId}, answered {result} or {error}
+	bindingEither          // either, as the caller speaks: a nested conductor (metaRequestBinding)
 )
+
+// bindingTakes says what an owner of each binding is sent as the caller
+// sent it; the rest the conductor translates. An owner whose binding is
+// unknown is asked with mcp/connect first.
+var bindingTakes = [...]struct{ connect, request bool }{
+	bindingUnknown: {},
+	bindingConnect: {connect: true},
+	bindingRequest: {request: true},
+	bindingEither:  {connect: true, request: true},
+}
+
+// metaRequestBinding marks the mcp/connect a conductor sends to open the
+// connection its request-binding callers would share (viaConnection). A
+// conductor that gets it takes mcp/message {serverId, requestId} for every
+// server it routes, so it refuses the connect, saying so in the error's
+// data under the same key (mcpConnect): its parent then sends each call
+// as it came, and the one translation, if any, is the nested conductor's,
+// next to the owner. Two would turn an owner's {error} outcome into an
+// ACP error on the way, which is a caller's cancellation to the SDK.
+const metaRequestBinding = "acp-conductor/requestBinding"
 
 // An ownedID is a connectionId as its owner gave it. Each owner picks its
 // own ids, so two owners may well give the same one.
@@ -314,10 +335,14 @@ func (r *mcpRoutes) bindingOf(pos int) binding {
 	return r.bindings[pos]
 }
 
-// learn records how the owner at pos binds, from what it answered.
+// learn records how the owner at pos binds, from what it answered. An
+// owner that takes either binding still does when a caller's mcp/connect
+// is answered with a connection.
 func (r *mcpRoutes) learn(pos int, b binding) {
 	r.mu.Lock()
-	r.bindings[pos] = b
+	if r.bindings[pos] != bindingEither {
+		r.bindings[pos] = b
+	}
 	r.mu.Unlock()
 }
 
@@ -704,7 +729,7 @@ func (r *mcpRoutes) openProposed(owner int, spelling, serverID string, proposed 
 		return nil
 	}
 	c := &mcpConn{owner: owner, spelling: spelling, serverID: serverID, ownerID: string(proposed), agentID: string(proposed),
-		holding: r.bindings[owner] != bindingConnect}
+		holding: !bindingTakes[r.bindings[owner]].connect}
 	r.addAgentConnLocked(c)
 	return c
 }
@@ -986,6 +1011,13 @@ func (c *chain) mcpConnect(from *peer, m *wire.Message, params json.RawMessage, 
 	srv, id, ok := c.mcp.serverAt(id, spelling)
 	if !ok {
 		return c.answerGone(from, m, id, spelling, b) // else not declared in this chain: ordinary routing
+	}
+	if wire.Member(wire.Member(params, "_meta"), metaRequestBinding) != nil {
+		// A parent conductor's, for its request-binding callers: it can
+		// send their calls as they are (metaRequestBinding).
+		c.answerError(from, m, wire.Errorf(codeMethodNotFound, "%s not needed: mcp/message {serverId, requestId} reaches MCP server %q", methodMCPConnect, srv.name).
+			WithData(map[string]json.RawMessage{metaRequestBinding: json.RawMessage("true")}), b)
+		return true
 	}
 	if spelling != "url" {
 		c.mcp.agentSpoke(spelling)
@@ -1270,7 +1302,7 @@ func (c *chain) mcpToServer(src int, from *peer, m *wire.Message, params json.Ra
 		c.mcp.agentSpoke("serverId") // a proxy's spelling says nothing of the agent's
 	}
 	params = c.mcp.withSession(params, serverID)
-	if c.mcp.bindingOf(srv.owner) == bindingRequest {
+	if bindingTakes[c.mcp.bindingOf(srv.owner)].request {
 		c.callOwner(src, srv.owner, from, m, params, b)
 		return true
 	}

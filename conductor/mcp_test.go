@@ -379,7 +379,7 @@ func TestMCPRequestCallerConnectOwner(t *testing.T) {
 	}
 	owner, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
 	for _, want := range []string{
-		`"method":"mcp/connect","params":{"serverId":"srv-1","_meta":{"acp-conductor/sessionId":"s1"}}`,
+		`"method":"mcp/connect","params":{"serverId":"srv-1","_meta":{"acp-conductor/requestBinding":true,"acp-conductor/sessionId":"s1"}}`,
 		`"method":"mcp/message","params":{"connectionId":"conn-1","method":"tools/call","params":{"name":"echo",`,
 		`"id":900,"error":{"code":-32601,`,
 		`"method":"mcp/disconnect","params":{"connectionId":"conn-1"}`,
@@ -405,7 +405,15 @@ func TestMCPThinkwellOwner(t *testing.T) {
 	const url = "acp:6f1c2a9e-0d7b-4c55-9a43-2b8e5d1f7a60"
 	// Both spellings go out; each flavour reads its own, and the
 	// connectionId @thinkwell/conductor's proxies keep, sacp's replace.
-	const connect = `"method":"_mcp/connect","params":{"connectionId":"acp-conductor:1","url":"` + url + `","acp_url":"` + url + `","_meta":{"acp-conductor/sessionId":"s1"}}}`
+	// The connection the conductor opens for a request-binding agent says
+	// so (metaRequestBinding).
+	connect := func(agent string) string {
+		meta := `{"acp-conductor/sessionId":"s1"}`
+		if agent == "mcp-req-agent" {
+			meta = `{"acp-conductor/requestBinding":true,"acp-conductor/sessionId":"s1"}`
+		}
+		return `"method":"_mcp/connect","params":{"connectionId":"acp-conductor:1","url":"` + url + `","acp_url":"` + url + `","_meta":` + meta + `}}`
+	}
 	conn := map[string]string{"thinkwell": "acp-conductor:1", "sacp": "tw-conn-1"}
 	for _, flavor := range []string{"thinkwell", "sacp"} {
 		for _, agent := range []string{"mcp-agent", "mcp-req-agent", "mcp-stdio-agent"} {
@@ -464,7 +472,7 @@ func TestMCPThinkwellOwner(t *testing.T) {
 				owner, _ := os.ReadFile(filepath.Join(dir, "owner.txt"))
 				bye := `{"jsonrpc":"2.0","method":"_proxy/successor/notification","params":{"method":"_mcp/disconnect","params":{"connectionId":"` +
 					conn[flavor] + `","connection_id":"` + conn[flavor] + `"}}}`
-				for _, want := range []string{connect, `"method":"_mcp/message","params":{"connectionId":"` + conn[flavor] + `","method":"tools/call"`, bye} {
+				for _, want := range []string{connect(agent), `"method":"_mcp/message","params":{"connectionId":"` + conn[flavor] + `","method":"tools/call"`, bye} {
 					if !strings.Contains(string(owner), want) {
 						t.Errorf("owner never saw %s:\n%s", want, owner)
 					}
@@ -544,7 +552,7 @@ func TestMCPParentOwner(t *testing.T) {
 
 	// The request binding, onto a connection of the conductor's own.
 	e.send(`{"jsonrpc":"2.0","id":13,"method":"proxy/successor","params":{"method":"mcp/message","params":{"serverId":"srv-p","requestId":"r1","method":"tools/call","params":{"name":"echo"}}}}`)
-	answer(next(false, "mcp/connect", `{"serverId":"srv-p","_meta":{"acp-conductor/sessionId":"s1"}}`), `{"connectionId":"c-p2"}`)
+	answer(next(false, "mcp/connect", `{"serverId":"srv-p","_meta":{"acp-conductor/requestBinding":true,"acp-conductor/sessionId":"s1"}}`), `{"connectionId":"c-p2"}`)
 	answer(next(false, "mcp/message", `{"connectionId":"c-p2","method":"tools/call"`), `{"content":[{"type":"text","text":"ran again"}]}`)
 	reply("13", `{"result":{"content":[{"type":"text","text":"ran again"}]}}`)
 

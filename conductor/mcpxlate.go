@@ -287,13 +287,15 @@ func (c *chain) viaConnection(srv mcpServer, serverID string, fn func(*mcpConn, 
 	if ownerSpellings[srv.spelling].proposeID {
 		proposed = r.newRequestID()
 	}
-	params := r.withSession(connectParams(srv.spelling, serverID, proposed, nil), serverID)
+	params := r.withSession(connectParams(srv.spelling, serverID, proposed, json.RawMessage(`{"`+metaRequestBinding+`":true}`)), serverID)
 	d := c.toOwner(srv.owner, spell(srv.spelling, methodMCPConnect))
 	cl := &call{method: d.method, onResponse: func(resp *wire.Message) bool {
 		var conn *mcpConn
 		var e *wire.Error
 		cid := connectionIDOf(resp.Result, proposed)
 		switch {
+		case refusedConnect(resp) && wire.Member(wire.Member(resp.Error, "data"), metaRequestBinding) != nil:
+			r.learn(srv.owner, bindingEither)
 		case refusedConnect(resp):
 			r.learn(srv.owner, bindingRequest)
 		case resp.Error == nil && cid != nil:
