@@ -293,7 +293,14 @@ func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 		c.relay(p, owner, nil, d, params)
 		return
 	}
-	c.relayCall(owner, &call{from: p, fromID: m.ID, method: methodMCPMessage}, d, params)
+	cl := &call{from: p, fromID: m.ID, method: methodMCPMessage}
+	cl.onResponse = func(resp *wire.Message) bool {
+		if resp.Error != nil {
+			resp.Error = connErrorFor(resp.Error, conn.ownerID, "") // the client speaks MCP, of no connection
+		}
+		return false
+	}
+	c.relayCall(owner, cl, d, params)
 }
 
 // refuseBridged answers a bridged connection that will not be served:

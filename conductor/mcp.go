@@ -1226,6 +1226,14 @@ func (c *chain) onConn(src int, from *peer, m *wire.Message, method string, para
 		return
 	}
 	cl := &call{from: from, fromID: m.ID, method: method, batch: b}
+	if agentSide && conn.agentID != conn.ownerID {
+		cl.onResponse = func(resp *wire.Message) bool {
+			if resp.Error != nil {
+				resp.Error = connErrorFor(resp.Error, conn.ownerID, conn.agentID)
+			}
+			return false
+		}
+	}
 	if agentSide && method == methodMCPMessage && !c.mcp.track(conn, cl) {
 		c.noConnection(agentSide, from, m, method, id, b) // its server ended meanwhile
 		return
@@ -1790,6 +1798,46 @@ func connEndedError(agentID string, why *wire.Error) *wire.Error {
 	_ = json.Unmarshal(why.Data, &data) // an object the conductor made
 	data["connectionId"] = json.RawMessage(agentID)
 	return wire.Errorf(why.Code, "MCP connection %s ended: %s", agentID, why.Message).WithData(data)
+}
+
+// connErrorFor returns e, an owner's error, naming the connection the
+// caller knows as callerID (raw JSON; "" for none: a bridged client or a
+// request-binding caller holds no connection) where it named the owner's
+// ownerID, in its data and as "connection <id>" in its message (the
+// conductor's own wording, which a nested conductor answers with). The
+// owner's id means nothing to the caller, or another of its connections;
+// the rest of the error, its cause, is kept.
+func connErrorFor(e json.RawMessage, ownerID, callerID string) json.RawMessage {
+	var data map[string]json.RawMessage
+	if json.Unmarshal(wire.Member(e, "data"), &data) != nil || !sameID(data["connectionId"], ownerID) {
+		return e
+	}
+	old, now := "connection "+ownerID, "connection"
+	if delete(data, "connectionId"); callerID != "" {
+		data["connectionId"] = json.RawMessage(callerID)
+		now += " " + callerID
+	}
+	out, err := wire.EditMember(e, "message", func(raw json.RawMessage) (json.RawMessage, error) {
+		var msg string
+		if json.Unmarshal(raw, &msg) != nil {
+			return raw, nil
+		}
+		return dataString(strings.ReplaceAll(msg, old, now)), nil
+	})
+	if err != nil {
+		return e
+	}
+	if out, err = wire.EditMember(out, "data", func(json.RawMessage) (json.RawMessage, error) { return wire.Marshal(data) }); err != nil {
+		return e
+	}
+	return out
+}
+
+// sameID reports whether raw and id (raw JSON) name the same id, however
+// each is escaped.
+func sameID(raw json.RawMessage, id string) bool {
+	var a, b any
+	return raw != nil && json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(id), &b) == nil && a == b
 }
 
 // dataString returns s, an id the conductor names in its own error data,

@@ -350,6 +350,9 @@ func (c *chain) toConnectOwner(src int, conn *mcpConn, from *peer, m *wire.Messa
 		c.mcp.mu.Lock()
 		conn.active = slices.DeleteFunc(conn.active, func(a activeRequest) bool { return a.call == cl })
 		c.mcp.mu.Unlock()
+		if resp.Error != nil {
+			resp.Error = connErrorFor(resp.Error, conn.ownerID, "")
+		}
 		asOutcome(resp)
 		return false
 	}
