@@ -76,9 +76,10 @@ type Config struct {
 	GracePeriod time.Duration
 	// Abort, when closed during shutdown, skips what is left of the grace
 	// period: the components are signalled at once. acp-conductor closes it
-	// on a second SIGINT or SIGTERM. Run's ctx ending once the client's
-	// input has ended does the same; a cause of its that has a Signal()
-	// os.Signal method is then logged as that signal alone.
+	// on a second SIGINT or SIGTERM. Run's ctx ending and the client's
+	// input ending, once both have, in either order, do the same; a cause
+	// of ctx's that has a Signal() os.Signal method is then logged as that
+	// signal alone.
 	Abort <-chan struct{}
 	// MaxMessageBytes bounds one message on any connection. Zero means
 	// wire.DefaultMaxMessageBytes.

@@ -55,11 +55,11 @@ func (r *runner) isStopped() bool {
 	return r.stopped
 }
 
-// stopWhy is what the log says of cause, Run's ctx's, when it stops the
-// conductor at once after the client's input ended. A cause that has a
-// Signal method (acp-conductor's first signal, whose message tells the
-// client that another one stops at once) is named by its signal alone:
-// here this one did.
+// stopWhy is what the log says of cause, Run's ctx's, when it and the end
+// of the client's input, in either order, stop the conductor at once. A
+// cause that has a Signal method (acp-conductor's first signal, whose
+// message tells the client that another one stops at once) is named by
+// its signal alone: here no other one was needed.
 func stopWhy(cause error) string {
 	var sig interface{ Signal() os.Signal }
 	if errors.As(cause, &sig) {
@@ -77,44 +77,51 @@ func stopWhy(cause error) string {
 //  2. input is closed along the chain, and the components exit;
 //
 // then every process group still alive gets SIGTERM, and SIGKILL a moment
-// later. Abort skips to the signals, and so does ctx ending once the
-// client's input has ended: the client asked to stop by closing it, and
-// whoever ends ctx (a signal) asks again. An editor such as acpx closes
-// the agent's stdin, then sends SIGTERM, then SIGKILL 1.5s later; waiting
-// out the grace for an agent that ignores the end of its input would get
-// the conductor killed, its outcome unsaid. The answers the conductor
-// still owes the client get a moment to be queued (awaitOwed) before its
-// output closes, and what is left for it gets until one second past the
-// deadline to be written.
+// later. Abort skips to the signals, and so do ctx ending and the
+// client's input ending, once both have, in either order: the client asked
+// to stop by closing it, and whoever ends ctx (a signal) asks again. An
+// editor such as acpx closes the agent's stdin, then sends SIGTERM, then
+// SIGKILL 1.5s later; waiting out the grace for an agent that ignores the
+// end of its input would get the conductor killed, its outcome unsaid. The
+// order is no sign of intent: the editor's gap may be squeezed on a loaded
+// machine, its input held by flow control, or a Ctrl-C may reach editor
+// and conductor at once. The answers the conductor still owes the client
+// get a moment to be queued (awaitOwed) before its output closes, and what
+// is left for it gets until one second past the deadline to be written:
+// an editor that closed its input may still read.
 func (r *runner) shutdown(ctx context.Context, client *peer, flushed <-chan struct{}, in io.Reader) {
 	start := time.Now()
 	grace := r.cfg.grace()
 	aborted, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inputEnded := client.link.Load().readDone
+	told, ended := ctx.Done(), client.link.Load().readDone
+	// Which came first is read here, if one did, where it may have begun
+	// the shutdown: the watcher may run late, and find both.
+	toldFirst := isClosed(told) && !isClosed(ended)
+	known := isClosed(told) || isClosed(ended)
+	watched := make(chan struct{})
 	r.wg.Go(func() {
-		select {
-		case <-ctx.Done():
+		defer close(watched)
+		for range 2 { // until both have happened; each is then nil
 			select {
-			case <-inputEnded:
-				r.log.Info("stopping at once: told to stop after the client's input ended", zap.String("why", stopWhy(context.Cause(ctx))))
+			case <-told:
+				told, toldFirst, known = nil, toldFirst || !known, true
+			case <-ended:
+				ended, known = nil, true
+			case <-r.cfg.Abort: // nil, which never fires, without Abort
+				r.log.Info("stopping at once")
 				cancel()
 				return
-			default: // ctx began this shutdown, or the input is still open
+			case <-aborted.Done():
+				return
 			}
-		case <-r.cfg.Abort: // nil, which never fires, without Abort
-			r.log.Info("stopping at once")
-			cancel()
-			return
-		case <-aborted.Done():
-			return
 		}
-		select {
-		case <-r.cfg.Abort:
-			r.log.Info("stopping at once")
-			cancel()
-		case <-aborted.Done():
+		msg := "stopping at once: told to stop after the client's input ended"
+		if toldFirst {
+			msg = "stopping at once: the client's input ended after it was told to stop"
 		}
+		r.log.Info(msg, zap.String("why", stopWhy(context.Cause(ctx))))
+		cancel()
 	})
 
 	var out outcome
@@ -122,6 +129,10 @@ func (r *runner) shutdown(ctx context.Context, client *peer, flushed <-chan stru
 	out.aborted = aborted.Err() != nil
 	r.abandonAll(client)
 	out.signalled, out.cutShort = r.stopAll(aborted, start.Add(grace))
+	// Nothing is left to cut short; closing in below ends the client's
+	// input, which must not read as a reason to stop at once.
+	cancel()
+	<-watched
 	if r.bridge != nil {
 		r.bridge.Close()
 	}
@@ -450,6 +461,16 @@ func exitedBy(procs []*process, timeout <-chan time.Time) bool {
 		}
 	}
 	return true
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // replacedName names the process of a restarted or bypassed component in

@@ -429,6 +429,34 @@ func TestSignalAfterEOF(t *testing.T) {
 	}
 }
 
+// TestEOFAfterSignal is TestSignalAfterEOF the other way round: a signal
+// ends ctx, and then the editor's input ends (acpx's gap squeezed, or a
+// Ctrl-C that reaches both). Both have happened; the conductor stops at
+// once all the same.
+func TestEOFAfterSignal(t *testing.T) {
+	dir := t.TempDir()
+	ctx, signal := context.WithCancelCause(context.Background())
+	defer signal(nil)
+	log, logs := watchLogs(t)
+	e := startChainCtx(t, ctx, Config{
+		Proxies:     []Component{fake(t, dir, "p", "proxy")},
+		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_IGNORE_EOF=1"),
+		GracePeriod: time.Minute,
+		Logger:      log,
+	})
+	e.send(initLine)
+	e.recvMsg()
+	signal(errors.New("received SIGTERM"))
+	logs.wait(t, "draining")
+	if err, took := e.stopped(); err != nil || took > 10*time.Second {
+		t.Errorf("Run = %v after %v", err, took)
+	}
+	logs.wait(t, "stopping at once: the client's input ended after it was told to stop")
+	if want := "agent was still running when the conductor was told to stop at once, and was stopped with SIGTERM"; !strings.Contains(fmt.Sprint(logs.logged("stopped: ")), want) {
+		t.Errorf("outcome %q, want %q", logs.logged("stopped: "), want)
+	}
+}
+
 // TestFailureBeforeFirstRequest has the agent die before the editor sends
 // anything: the editor's first request is answered with the failure,
 // naming the agent and how it ended, with the chain's watchdog and without,

@@ -28,10 +28,10 @@ The conductor stops when the editor closes stdin, on SIGINT, SIGTERM or
 SIGHUP, or when a component fails. Within --shutdown-grace, requests in flight
 finish and every component's stdin is closed; what is still running then gets
 SIGTERM, and SIGKILL half a second later. A second signal skips the wait,
-and so does a signal after the editor closed stdin. A chain that cannot
-start answers the editor's first request with the reason; when stdin is a
-terminal, it prints the reason and exits at once. It exits 0 after a clean
-stop and 1 otherwise, with the reason logged.`,
+and so do a signal and the editor closing stdin, in either order. A chain
+that cannot start answers the editor's first request with the reason; when
+stdin is a terminal, it prints the reason and exits at once. It exits 0
+after a clean stop and 1 otherwise, with the reason logged.`,
 		Example: `  # One proxy, then the agent:
   acp-conductor agent "ctx-proxy --flag x" "npx -y some-agent --acp"
 

@@ -607,7 +607,8 @@ func TestSignalStops(t *testing.T) {
 }
 
 // A sleeper is a conductor in front of an agent that never answers, with
-// a 60s grace, whose log is read a line at a time.
+// a 60s grace, whose log is read a line at a time. Its agent is sleep, or
+// the agent given.
 type sleeper struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -617,9 +618,10 @@ type sleeper struct {
 	drain  sync.Once // the rest of the log, read once waitLog is done
 }
 
-func startSleeper(t *testing.T) *sleeper {
+func startSleeper(t *testing.T, agent ...string) *sleeper {
 	t.Helper()
-	s := &sleeper{cmd: exec.Command(binary, "agent", "--shutdown-grace", "60s", "--log-level", "debug", "sleep 1000")}
+	agent = append(agent, "sleep 1000")
+	s := &sleeper{cmd: exec.Command(binary, "agent", "--shutdown-grace", "60s", "--log-level", "debug", agent[0])}
 	s.cmd.Env = cleanEnv()
 	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
@@ -675,6 +677,30 @@ func (s *sleeper) exits(t *testing.T, after string) {
 	}
 }
 
+// exitLog checks that the conductor exits cleanly within 15s, long before
+// its grace period would end, and returns the rest of its log.
+func (s *sleeper) exitLog(t *testing.T, after string) string {
+	t.Helper()
+	rest := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		for s.logs.Scan() {
+			b.WriteString(s.logs.Text() + "\n")
+		}
+		rest <- b.String()
+	}()
+	var log string
+	select {
+	case log = <-rest: // stderr ends as the conductor exits
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still running 15s after %s, with a 60s grace period", after)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("exit: %v\n%s", err, log)
+	}
+	return log
+}
+
 // TestSecondSignal sends SIGTERM while a request is in flight to an agent
 // that will never answer, with a long grace period, then SIGTERM again:
 // the second skips the drain, the request is answered with an error, and
@@ -717,6 +743,51 @@ func TestSignalAfterInputEnded(t *testing.T) {
 		t.Errorf("logged %q, want it to end %q", line, want)
 	}
 	s.exits(t, "SIGTERM, its input ended")
+}
+
+// TestSignalThenInputEnded is TestSignalAfterInputEnded the other way
+// round: acpx's 100 ms between closing the conductor's stdin and its
+// SIGTERM squeezed to nothing, or a Ctrl-C that reaches editor and
+// conductor, where the editor dies. Once both have happened the conductor
+// stops at once, whichever came first: with a request in flight, which
+// the editor, still reading, hears answered with an error, and with none,
+// the agent ignoring the end of its input as Codex does.
+func TestSignalThenInputEnded(t *testing.T) {
+	// The agent says when it has the request, so that the signal finds it
+	// in flight, or when its input ended, and then ignores its input.
+	const agent = `sh -c 'read -r line; echo read it >&2; exec sleep 1000'`
+	for _, inFlight := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inFlight=%v", inFlight), func(t *testing.T) {
+			s := startSleeper(t, agent)
+			answer := make(chan string, 1)
+			if inFlight {
+				fmt.Fprintln(s.stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+				go func() { line, _ := bufio.NewReader(s.stdout).ReadString('\n'); answer <- line }()
+				s.waitLog(t, "read it")
+			}
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			if line := s.waitLog(t, "draining"); inFlight && !strings.Contains(line, `"inFlight": 1`) {
+				t.Errorf("logged %q, want the request in flight", line)
+			}
+			if !inFlight {
+				// Its input closed: the chain waits for it to exit.
+				s.waitLog(t, "read it")
+			}
+			s.stdin.Close()
+			log := s.exitLog(t, "its input ended after SIGTERM")
+			if want := "stopping at once: the client's input ended after it was told to stop\t{\"why\": \"terminated\"}\n"; !strings.Contains(log, want) {
+				t.Errorf("log:\n%s\nwant a line ending %q", log, want)
+			}
+			if want := "sh was still running when the conductor was told to stop at once"; !strings.Contains(log, want) {
+				t.Errorf("log:\n%s\nwant an outcome saying %q", log, want)
+			}
+			if inFlight {
+				if line := <-answer; !strings.Contains(line, `"id":0`) || !strings.Contains(line, `"error"`) {
+					t.Errorf("initialize answered %q, want an error", line)
+				}
+			}
+		})
+	}
 }
 
 func TestShellQuote(t *testing.T) {
