@@ -33,20 +33,9 @@ func TestIdlessAnswersLoggedSparingly(t *testing.T) {
 			if err := e.close(); err != nil {
 				t.Errorf("Run: %v", err)
 			}
-			var warned int
-			counted := false
-			for _, en := range logs.All() {
-				if ctx := en.ContextMap(); en.Level >= zap.WarnLevel && ctx["peer"] == "agent" {
-					warned++
-					counted = counted || ctx["count"] == int64(answered)
-				}
-			}
-			if few := max(strayLogged, unsentLogged) + 1; warned > few {
-				t.Errorf("logged %d warnings for %d answers the conductor cannot match, want at most %d:\n%v", warned, answered, few, logs.All())
-			}
-			if !counted {
-				t.Errorf("no warning counts the %d answers:\n%v", answered, logs.All())
-			}
+			loggedSparingly(t, logs, "answers the conductor cannot match", answered, max(strayLogged, unsentLogged)+1, func(en observer.LoggedEntry) bool {
+				return en.Level >= zap.WarnLevel && en.ContextMap()["peer"] == "agent"
+			})
 		})
 	}
 }

@@ -39,20 +39,9 @@ func TestRefusedNotificationsLoggedSparingly(t *testing.T) {
 			if err := e.close(); err != nil {
 				t.Errorf("Run: %v", err)
 			}
-			var warned int
-			counted := false
-			for _, en := range logs.All() {
-				if ctx := en.ContextMap(); strings.Contains(en.Message, "dropped notification") && ctx["peer"] == tt.from {
-					warned++
-					counted = counted || ctx["count"] == int64(refused)
-				}
-			}
-			if few := refusedLogged + 1; warned > few {
-				t.Errorf("logged %d warnings for %d refused notifications, want at most %d", warned, refused, few)
-			}
-			if !counted {
-				t.Errorf("no warning counts the %d refused notifications", refused)
-			}
+			loggedSparingly(t, logs, "refused notifications", refused, refusedLogged+1, func(en observer.LoggedEntry) bool {
+				return strings.Contains(en.Message, "dropped notification") && en.ContextMap()["peer"] == tt.from
+			})
 		})
 	}
 }
@@ -82,18 +71,27 @@ func TestUnawaitedAnswersLoggedSparingly(t *testing.T) {
 	if err := e.close(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
+	loggedSparingly(t, logs, "answers nobody awaits", again, unawaitedLogged+1, func(en observer.LoggedEntry) bool {
+		return strings.Contains(en.Message, "nobody awaits") && en.ContextMap()["peer"] == "agent"
+	})
+}
+
+// loggedSparingly checks that of the n events that match, at most few
+// lines were logged, one of them counting all n.
+func loggedSparingly(t *testing.T, logs *observer.ObservedLogs, what string, n, few int, match func(observer.LoggedEntry) bool) {
+	t.Helper()
 	var logged int
 	counted := false
 	for _, en := range logs.All() {
-		if ctx := en.ContextMap(); strings.Contains(en.Message, "nobody awaits") && ctx["peer"] == "agent" {
+		if match(en) {
 			logged++
-			counted = counted || ctx["count"] == int64(again)
+			counted = counted || en.ContextMap()["count"] == int64(n)
 		}
 	}
-	if few := unawaitedLogged + 1; logged > few {
-		t.Errorf("logged %d lines for %d answers nobody awaits, want at most %d", logged, again, few)
+	if logged > few {
+		t.Errorf("logged %d lines for %d %s, want at most %d:\n%v", logged, n, what, few, logs.All())
 	}
 	if !counted {
-		t.Errorf("no line counts the %d answers nobody awaits", again)
+		t.Errorf("no line counts the %d %s:\n%v", n, what, logs.All())
 	}
 }
