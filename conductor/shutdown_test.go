@@ -399,61 +399,51 @@ func TestSecondSignalOutcome(t *testing.T) {
 	}
 }
 
-// TestSignalAfterEOF is acpx ending an agent that ignores the end of its
-// input (Codex): the editor closes its input, then a signal ends ctx. The
-// editor has asked twice, and the conductor stops at once, as after a
-// second signal, rather than wait out the grace period (a minute here;
-// acpx kills it after 1.6s).
-func TestSignalAfterEOF(t *testing.T) {
-	dir := t.TempDir()
-	ctx, signal := context.WithCancelCause(context.Background())
-	defer signal(nil)
-	log, logs := watchLogs(t)
-	e := startChainCtx(t, ctx, Config{
-		Proxies:     []Component{fake(t, dir, "p", "proxy")},
-		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_IGNORE_EOF=1"),
-		GracePeriod: time.Minute,
-		Logger:      log,
-	})
-	e.send(initLine)
-	e.recvMsg()
-	e.in.Close()
-	logs.wait(t, "draining")
-	signal(errors.New("received SIGTERM"))
-	if err, took := e.stopped(); err != nil || took > 10*time.Second {
-		t.Errorf("Run = %v after %v", err, took)
-	}
-	logs.wait(t, "stopping at once: told to stop after the client's input ended")
-	if want := "agent was still running when the conductor was told to stop at once, and was stopped with SIGTERM"; !strings.Contains(fmt.Sprint(logs.logged("stopped: ")), want) {
-		t.Errorf("outcome %q, want %q", logs.logged("stopped: "), want)
-	}
-}
-
-// TestEOFAfterSignal is TestSignalAfterEOF the other way round: a signal
-// ends ctx, and then the editor's input ends (acpx's gap squeezed, or a
-// Ctrl-C that reaches both). Both have happened; the conductor stops at
-// once all the same.
-func TestEOFAfterSignal(t *testing.T) {
-	dir := t.TempDir()
-	ctx, signal := context.WithCancelCause(context.Background())
-	defer signal(nil)
-	log, logs := watchLogs(t)
-	e := startChainCtx(t, ctx, Config{
-		Proxies:     []Component{fake(t, dir, "p", "proxy")},
-		Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_IGNORE_EOF=1"),
-		GracePeriod: time.Minute,
-		Logger:      log,
-	})
-	e.send(initLine)
-	e.recvMsg()
-	signal(errors.New("received SIGTERM"))
-	logs.wait(t, "draining")
-	if err, took := e.stopped(); err != nil || took > 10*time.Second {
-		t.Errorf("Run = %v after %v", err, took)
-	}
-	logs.wait(t, "stopping at once: the client's input ended after it was told to stop")
-	if want := "agent was still running when the conductor was told to stop at once, and was stopped with SIGTERM"; !strings.Contains(fmt.Sprint(logs.logged("stopped: ")), want) {
-		t.Errorf("outcome %q, want %q", logs.logged("stopped: "), want)
+// TestSignalAndEOF: a signal ends ctx and the editor's input ends, in
+// either order, and the conductor stops at once, as after a second
+// signal, rather than wait out the grace period (a minute here). Input
+// first is acpx ending an agent that ignores the end of its input
+// (Codex): it closes the input, then signals, and kills the conductor
+// 1.6s later. Signal first is acpx's gap squeezed, or a Ctrl-C that
+// reaches both editor and conductor.
+func TestSignalAndEOF(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		signalFirst bool
+		logged      string
+	}{
+		{"input first", false, "stopping at once: told to stop after the client's input ended"},
+		{"signal first", true, "stopping at once: the client's input ended after it was told to stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, signal := context.WithCancelCause(context.Background())
+			defer signal(nil)
+			log, logs := watchLogs(t)
+			e := startChainCtx(t, ctx, Config{
+				Proxies:     []Component{fake(t, dir, "p", "proxy")},
+				Agent:       fake(t, dir, "agent", "streamer", "ACP_TEST_IGNORE_EOF=1"),
+				GracePeriod: time.Minute,
+				Logger:      log,
+			})
+			e.send(initLine)
+			e.recvMsg()
+			if !tc.signalFirst {
+				e.in.Close()
+				logs.wait(t, "draining")
+			}
+			signal(errors.New("received SIGTERM"))
+			if tc.signalFirst {
+				logs.wait(t, "draining")
+			}
+			if err, took := e.stopped(); err != nil || took > 10*time.Second { // stopped closes the input
+				t.Errorf("Run = %v after %v", err, took)
+			}
+			logs.wait(t, tc.logged)
+			if want := "agent was still running when the conductor was told to stop at once, and was stopped with SIGTERM"; !strings.Contains(fmt.Sprint(logs.logged("stopped: ")), want) {
+				t.Errorf("outcome %q, want %q", logs.logged("stopped: "), want)
+			}
+		})
 	}
 }
 
