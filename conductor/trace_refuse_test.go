@@ -259,28 +259,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 // owner's as the owner got it) and the conductor's answer before the
 // message on the connection goes on, as they happened.
 func TestTraceConnectTakenBeforeHeld(t *testing.T) {
-	dir := t.TempDir()
-	e := startTraced(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}}, trace.Metadata)
-	next, answer, _ := parentHarness(t, e.editor)
-	reply := func(id string) {
-		t.Helper()
-		for {
-			m := e.recvMsg()
-			if m.IsNotification() {
-				continue // the owner's progress, on the connection
-			}
-			if string(m.ID) != id || m.Error != nil {
-				t.Fatalf("want the answer to %s, got %s", id, e.seen[len(e.seen)-1])
-			}
-			return
-		}
-	}
-	e.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"_meta":{"proxy":true}}}`)
-	answer(next(true, "initialize", `"protocolVersion":1`), `{"protocolVersion":1,"agentCapabilities":{}}`)
-	reply("0")
-	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
-	answer(next(true, "session/new", `"url":"acp:srv-r"`), `{"sessionId":"s1"}`)
-	reply("1")
+	e, reply := ownerUnderParent(t, trace.Metadata)
 	e.send(`{"jsonrpc":"2.0","id":10,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw-1","url":"acp:srv-r"}}}`)
 	e.send(`{"jsonrpc":"2.0","id":11,"method":"_proxy/successor/request","params":{"method":"_mcp/message","params":{"connectionId":"tw-1","method":"tools/list","params":{},"id":1}}}`)
 	reply("10")
@@ -307,10 +286,35 @@ func TestTraceConnectTakenBeforeHeld(t *testing.T) {
 // conductor, and the trace records it as the parent sent it: _mcp/connect,
 // with the params its envelope carried.
 func TestTraceTakenConnectSpelling(t *testing.T) {
+	e, reply := ownerUnderParent(t, trace.Full)
+	for _, id := range []string{"10", "11"} {
+		e.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw-` + id + `","url":"acp:srv-r"}}}`)
+		reply(id)
+	}
+	var got []string
+	for _, ev := range e.end(t) {
+		if ev.Type == trace.TypeRequest && ev.To == "conductor" {
+			got = append(got, eventLine(ev)+" "+string(ev.Params))
+		}
+	}
+	want := `[request client>conductor #10 _mcp/connect {"connectionId":"tw-10","url":"acp:srv-r"} ` +
+		`request client>conductor #11 _mcp/connect {"connectionId":"tw-11","url":"acp:srv-r"}]`
+	if fmt.Sprint(got) != want {
+		t.Errorf("the parent's connects are traced as\n%v\nwant\n%s\n%s", got, want, &e.out)
+	}
+}
+
+// ownerUnderParent starts a conductor in proxy mode, traced in detail,
+// whose one proxy owns the request-binding MCP server srv-r, and plays
+// its parent through initialize and session/new. reply reads the
+// parent's way to the answer to id, past the owner's notifications on
+// the connection, and fails the test if it is an error.
+func ownerUnderParent(t *testing.T, detail trace.Detail) (e *tracedChain, reply func(id string)) {
+	t.Helper()
 	dir := t.TempDir()
-	e := startTraced(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}}, trace.Full)
+	e = startTraced(t, Config{Mode: ProxyMode, Proxies: []Component{fake(t, dir, "owner", "mcp-req-owner")}}, detail)
 	next, answer, _ := parentHarness(t, e.editor)
-	reply := func(id string) {
+	reply = func(id string) {
 		t.Helper()
 		for {
 			if m := e.recvMsg(); m.IsResponse() {
@@ -327,19 +331,5 @@ func TestTraceTakenConnectSpelling(t *testing.T) {
 	e.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
 	answer(next(true, "session/new", `"url":"acp:srv-r"`), `{"sessionId":"s1"}`)
 	reply("1")
-	for _, id := range []string{"10", "11"} {
-		e.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"_proxy/successor/request","params":{"method":"_mcp/connect","params":{"connectionId":"tw-` + id + `","url":"acp:srv-r"}}}`)
-		reply(id)
-	}
-	var got []string
-	for _, ev := range e.end(t) {
-		if ev.Type == trace.TypeRequest && ev.To == "conductor" {
-			got = append(got, eventLine(ev)+" "+string(ev.Params))
-		}
-	}
-	want := `[request client>conductor #10 _mcp/connect {"connectionId":"tw-10","url":"acp:srv-r"} ` +
-		`request client>conductor #11 _mcp/connect {"connectionId":"tw-11","url":"acp:srv-r"}]`
-	if fmt.Sprint(got) != want {
-		t.Errorf("the parent's connects are traced as\n%v\nwant\n%s\n%s", got, want, &e.out)
-	}
+	return e, reply
 }
