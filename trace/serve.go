@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,13 @@ func CheckLoopback(addr string) error {
 		return fmt.Errorf("address %q is not loopback: the trace viewer serves only this machine (use 127.0.0.1, [::1] or localhost)", addr)
 	}
 	return nil
+}
+
+// loopbackOrigin reports whether origin is an http origin on a loopback
+// host; "null", sent by sandboxed and file: pages, is not.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Scheme == "http" && u.Host != "" && loopbackHost(u.Hostname())
 }
 
 func loopbackHost(host string) bool {
@@ -106,8 +114,8 @@ func (s *Server) Close() error {
 
 // handler serves GET /TOKEN/ (the page, with the events so far) and GET
 // /TOKEN/events?from=N (server-sent events from sequence number N on). The
-// Host header must name a loopback host, so that a web page elsewhere
-// cannot reach the viewer through DNS rebinding.
+// Host header and any Origin must name a loopback host, so that a web page
+// elsewhere cannot reach the viewer through DNS rebinding.
 func (s *Server) handler(title string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, err := net.SplitHostPort(r.Host)
@@ -116,6 +124,12 @@ func (s *Server) handler(title string) http.Handler {
 		}
 		if !loopbackHost(strings.Trim(host, "[]")) {
 			http.Error(w, "forbidden host", http.StatusForbidden)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
+			// A page elsewhere that learnt the URL must not read the
+			// stream; the viewer's own requests send none, or its own.
+			http.Error(w, "forbidden origin", http.StatusForbidden)
 			return
 		}
 		token, rest, slash := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")

@@ -69,6 +69,45 @@ func TestServeGuards(t *testing.T) {
 	}
 }
 
+// TestServeOrigin: a request from a page elsewhere, even one that holds
+// the URL, is refused, on the page and on its stream alike; the viewer's
+// own origin, or none, is served.
+func TestServeOrigin(t *testing.T) {
+	srv, _ := startServer(t)
+	u, _ := url.Parse(srv.URL())
+	for _, tc := range []struct {
+		origin string
+		want   int
+	}{
+		{"", http.StatusOK},
+		{"http://" + u.Host, http.StatusOK},
+		{"http://localhost:" + u.Port(), http.StatusOK},
+		{"http://evil.example", http.StatusForbidden},
+		{"https://127.0.0.1.evil.example", http.StatusForbidden},
+		{"null", http.StatusForbidden},
+	} {
+		for _, path := range []string{"", "events?from=0"} {
+			c, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			origin := ""
+			if tc.origin != "" {
+				origin = "Origin: " + tc.origin + "\r\n"
+			}
+			fmt.Fprintf(c, "GET %s%s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", u.Path, path, u.Host, origin)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET %s%s (Origin %q): %d, want %d", u.Path, path, tc.origin, resp.StatusCode, tc.want)
+			}
+		}
+	}
+}
+
 // TestServeStreams: the page carries the events so far and names the
 // stream of those after; the stream delivers each new event as it is
 // recorded.
