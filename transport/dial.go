@@ -128,11 +128,31 @@ func (e *RefusedError) Error() string {
 func refusal(u *url.URL, resp *http.Response, hdr http.Header) *RefusedError {
 	e := &RefusedError{URL: display(u), Status: resp.Status, Code: resp.StatusCode, Token: hdr.Get("Authorization") != ""}
 	if resp.StatusCode == http.StatusForbidden && resp.Body != nil {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		line, _, _ := strings.Cut(string(b), "\n")
+		line, _, _ := strings.Cut(readRedacted(resp.Body, 512, hdr), "\n")
 		e.Reason = shorten(redactHeaders(line, hdr), 80)
 	}
 	return e
+}
+
+// readRedacted returns the start of body, up to n bytes, without the
+// values of hdr (redactHeaders). It reads further than n, by the longest
+// value, so that a value the cut would split is still found whole.
+func readRedacted(body io.Reader, n int, hdr http.Header) string {
+	longest := 0
+	for _, vs := range hdr {
+		for _, v := range vs {
+			longest = max(longest, len(v))
+		}
+	}
+	b, _ := io.ReadAll(io.LimitReader(body, int64(n+longest)))
+	s := redactHeaders(string(b), hdr)
+	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	return s
 }
 
 // redactHeaders removes from s every word of a header value long enough to

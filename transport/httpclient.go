@@ -126,10 +126,12 @@ func (c *httpClient) setHeaders(req *http.Request, h http.Header) {
 	}
 }
 
-// statusError describes a refused request with the start of its body.
-func statusError(what string, resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	return fmt.Errorf("%s: %s: %s", what, resp.Status, strings.TrimSpace(string(b)))
+// statusError describes a refused request with the start of its body,
+// without the dial's header values: an error page (a proxy's, say) may
+// echo the Authorization it was sent, and this error is logged and may
+// reach the editor.
+func (c *httpClient) statusError(what string, resp *http.Response) error {
+	return fmt.Errorf("%s: %s: %s", what, resp.Status, strings.TrimSpace(readRedacted(resp.Body, 512, c.hdr)))
 }
 
 func (c *httpClient) Write(ctx context.Context, msg []byte) error {
@@ -176,7 +178,7 @@ func (c *httpClient) Write(ctx context.Context, msg []byte) error {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	err = statusError("POST "+m.Method, resp)
+	err = c.statusError("POST "+m.Method, resp)
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
 		c.fail(err) // the connection is unusable or gone
@@ -211,7 +213,7 @@ func (c *httpClient) initialize(ctx context.Context, m *wire.Message) error {
 			u, _ := url.Parse(c.url) // it is a URL's String
 			c.fail(fmt.Errorf("initialize: %w", refusal(u, resp, c.hdr)))
 		} else {
-			c.fail(statusError("initialize", resp))
+			c.fail(c.statusError("initialize", resp))
 		}
 		return c.err
 	}
@@ -291,7 +293,7 @@ func (c *httpClient) readOpened(r streamOpened, session string) error {
 	}
 	if r.resp.StatusCode != http.StatusOK {
 		defer r.resp.Body.Close()
-		err := statusError("opening a stream", r.resp)
+		err := c.statusError("opening a stream", r.resp)
 		if session == "" {
 			c.fail(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -733,5 +734,66 @@ func poster(t *testing.T, client *http.Client, url string) func(h http.Header, b
 		}
 		resp.Body.Close()
 		return resp
+	}
+}
+
+// TestHTTPStatusErrorsRedact: a Streamable HTTP server (or a proxy before
+// it) whose error page echoes the request's Authorization has the token
+// left out of the error, at initialize and in a request's failed answer,
+// which reach the log and the editor: only 401 and 403 were redacted.
+func TestHTTPStatusErrorsRedact(t *testing.T) {
+	const token = "s3cret-token-0123"
+	var initOK atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet:
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		case r.Header.Get(HeaderConnectionID) == "" && initOK.Load():
+			w.Header().Set(HeaderConnectionID, "c1")
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+		default:
+			http.Error(w, "bad gateway: "+r.Header.Get("Authorization"), http.StatusBadGateway)
+		}
+	}))
+	defer srv.Close()
+	opts := DialOptions{StreamableHTTP: true, Header: http.Header{"Authorization": {"Bearer " + token}}}
+	initialize := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	c, err := Dial(ctx, srv.URL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Write(ctx, initialize)
+	c.Close()
+	if err == nil || strings.Contains(err.Error(), token) || !strings.Contains(err.Error(), "502") {
+		t.Errorf("initialize: %v, want a 502 without the token", err)
+	}
+
+	initOK.Store(true)
+	if c, err = Dial(ctx, srv.URL, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Write(ctx, initialize); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx); err != nil { // initialize's answer
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(answer), token) || !strings.Contains(string(answer), "502") {
+		t.Errorf("session/new answered %s, want a 502 without the token", answer)
 	}
 }
