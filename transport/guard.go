@@ -44,7 +44,7 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		refuse := func(status int, reason string) {
 			log.Warn("refused request", zap.String("remote", r.RemoteAddr), zap.String("method", r.Method),
-				zap.String("host", r.Host), zap.String("origin", r.Header.Get("Origin")), zap.String("reason", reason))
+				zap.String("host", clip(r.Host)), zap.String("origin", clip(r.Header.Get("Origin"))), zap.String("reason", reason))
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="acp"`)
 			}
@@ -121,6 +121,16 @@ func (g *Guard) originAllowed(origin, host string) bool {
 // would refuse what the Guard allows (a loopback Origin on another port,
 // an AllowedHosts name) for Streamable HTTP and the WebSocket alike.
 type originJudged struct{}
+
+// clip cuts a header value a refused peer chose to a length fit for a
+// log line: headers may be a megabyte long.
+func clip(s string) string {
+	const n = 256
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
 
 // hostname strips the port from a Host header.
 func hostname(hostport string) string {

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -795,5 +798,46 @@ func TestHTTPStatusErrorsRedact(t *testing.T) {
 	}
 	if strings.Contains(string(answer), token) || !strings.Contains(string(answer), "502") {
 		t.Errorf("session/new answered %s, want a 502 without the token", answer)
+	}
+}
+
+// TestGuardLogBounded: what a refused peer sent in Host and Origin is
+// logged cut short, so that a peer without the token cannot have each of
+// its requests write a header's worth (up to a megabyte) into the log.
+func TestGuardLogBounded(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	_, u := newTestServer(t, &Guard{Token: "s3cret", Loopback: true, Logger: zap.New(core)})
+	long := strings.Repeat("a", 64<<10)
+	for _, h := range []map[string]string{
+		{"Host": long + ".example"},
+		{"Origin": "http://" + long + ".example"},
+	} {
+		req, _ := http.NewRequest("GET", u, nil)
+		for k, v := range h {
+			if k == "Host" {
+				req.Host = v
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%v...: %s, want 403", h, resp.Status)
+		}
+	}
+	entries := logs.FilterMessage("refused request").All()
+	if len(entries) != 2 {
+		t.Fatalf("%d refusals logged, want 2", len(entries))
+	}
+	for _, e := range entries {
+		for k, v := range e.ContextMap() {
+			if s, _ := v.(string); len(s) > 512 {
+				t.Errorf("refusal logged %s of %d bytes", k, len(s))
+			}
+		}
 	}
 }
