@@ -97,6 +97,9 @@ type peer struct {
 	// unawaited counts its answers to calls nobody awaits any more
 	// (unawaitedAnswer).
 	unawaited tally
+	// rejectedInput counts the client's lines that were not JSON-RPC
+	// (rejected).
+	rejectedInput tally
 }
 
 // maxInFlight bounds the requests one peer may have in flight through the
@@ -494,8 +497,9 @@ func (p *peer) dropped() {
 // logDropped logs how many messages were dropped for p, closed, how many
 // lines of its output were dropped as not JSON-RPC, how many of its
 // responses to ids the conductor did not send, of its notifications the
-// conductor refused and of its answers nobody awaited, where some were
-// not logged yet, in full or in a count.
+// conductor refused, of its answers nobody awaited and of its lines
+// rejected as not JSON-RPC, where some were not logged yet, in full or in
+// a count.
 func (p *peer) logDropped() {
 	if n, ok := p.drops.unreported(); ok {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
@@ -511,6 +515,9 @@ func (p *peer) logDropped() {
 	}
 	if n, ok := p.unawaited.unreported(); ok {
 		p.log.Debug("dropped answers nobody awaits, in all", zap.Int64("count", n))
+	}
+	if n, ok := p.rejectedInput.unreported(); ok {
+		p.log.Warn("rejected input, in all", zap.Int64("count", n))
 	}
 }
 
@@ -600,5 +607,25 @@ func (p *peer) unawaitedAnswer(id json.RawMessage) {
 			zap.ByteString("id", id))
 	case count:
 		p.log.Debug("dropped answers nobody awaits, so far", zap.Int64("count", n))
+	}
+}
+
+// rejectedLogged is how many of the client's lines that are not JSON-RPC
+// are logged with what they said.
+const rejectedLogged = 5
+
+// rejected logs line, the client's, which is not JSON-RPC (err says why)
+// and is answered with an error. Each is answered, but a client that
+// keeps writing such lines would write a warning each, so only the first
+// rejectedLogged are logged, as stray's lines are, and the rest counted.
+func (p *peer) rejected(line []byte, err error) {
+	switch n, whole, count := p.rejectedInput.add(rejectedLogged); {
+	case whole && n < rejectedLogged:
+		p.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
+	case whole:
+		p.log.Warn("rejected input; later such lines are counted, and the count logged now and then",
+			zap.Error(err), zap.ByteString("line", clip(line)))
+	case count:
+		p.log.Warn("rejected input, so far", zap.Int64("count", n))
 	}
 }

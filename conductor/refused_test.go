@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -74,6 +75,47 @@ func TestUnawaitedAnswersLoggedSparingly(t *testing.T) {
 	loggedSparingly(t, logs, "answers nobody awaits", again, unawaitedLogged+1, func(en observer.LoggedEntry) bool {
 		return strings.Contains(en.Message, "nobody awaits") && en.ContextMap()["peer"] == "agent"
 	})
+}
+
+// TestRejectedInputLoggedSparingly: a client that keeps writing lines
+// that are not JSON-RPC has each answered with its error, the first few
+// logged with what they said, the rest counted, not one warning each;
+// and the chain goes on working.
+func TestRejectedInputLoggedSparingly(t *testing.T) {
+	for _, tt := range []struct {
+		name, line string
+		code       int
+	}{
+		{"not JSON", `not json`, -32700},
+		{"not JSON-RPC", `{"id":1}`, -32600},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			core, logs := observer.New(zap.DebugLevel)
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
+			a := agentStarted()
+			const rejected = 10000
+			for range rejected {
+				e.send(tt.line)
+			}
+			for i := range rejected {
+				m := e.recvMsg()
+				if m.Error == nil || !strings.Contains(string(m.Error), fmt.Sprintf(`"code":%d`, tt.code)) {
+					t.Fatalf("answer %d to %s: %s, want error %d", i, tt.line, m.Bytes(), tt.code)
+				}
+			}
+			e.send(clientInit(0, "a"))
+			answerInit(t, a, "a")
+			initializedFor(t, e, 0, "a")
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			loggedSparingly(t, logs, "rejected lines", rejected, rejectedLogged+1, func(en observer.LoggedEntry) bool {
+				return strings.Contains(en.Message, "rejected input") && en.ContextMap()["peer"] == "client"
+			})
+		})
+	}
 }
 
 // loggedSparingly checks that of the n events that match, at most few

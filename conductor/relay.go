@@ -494,7 +494,7 @@ func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) 
 		from.stray(line, err)
 		return
 	}
-	from.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
+	from.rejected(line, err)
 	answer(from, b, encodeError(wire.ParseErrorID(err), wire.ParseError(err)))
 }
 
