@@ -73,17 +73,16 @@ type peer struct {
 	// that follows is its successor's, passed back (see retryInitialize).
 	// A restart clears it (replace).
 	passedInit atomic.Bool
-	// saidBoth is set once the peer has sent a response with both a
-	// result and an error, which is logged the first time only.
-	saidBoth atomic.Bool
-	// saidMalformed is set once the peer has sent a response whose error
-	// is malformed, which is logged the first time only.
-	saidMalformed atomic.Bool
+	// both counts its responses with both a result and an error
+	// (bothAnswers).
+	both tally
+	// malformed counts its responses whose error is malformed
+	// (malformedError).
+	malformed tally
 	// maxInFlight bounds inflight (see track); set before the peer reads.
 	maxInFlight int
-	// saidTooMany is set once a request of the peer's was refused for
-	// maxInFlight, which is logged the first time only.
-	saidTooMany atomic.Bool
+	// tooManyCalls counts its requests refused for maxInFlight (tooMany).
+	tooManyCalls tally
 	// drops counts the messages dropped for it once it was closed.
 	drops tally
 	// strays counts the lines it sent that were not JSON-RPC (stray).
@@ -291,18 +290,20 @@ func (p *peer) askedLocked() {
 	}
 }
 
-// logTooMany is the diagnostic, logged once per peer, for a request
-// refused for the bound on requests in flight.
+// logTooMany is the diagnostic, logged in full once per peer and then
+// counted, for a request refused for the bound on requests in flight.
 const logTooMany = "refused requests past the limit on requests in flight: the peer asked waits to answer the earlier ones"
 
 // tooMany returns the error that refuses c, a request from p past
 // maxInFlight, naming the peer it would wait on, and says so the first
-// time. p.mu is held.
+// time; the rest are counted, as a peer that keeps asking past the bound
+// would log a line each. p.mu is held.
 func (p *peer) tooMany(c *call) *wire.Error {
-	if !p.saidTooMany.Swap(true) {
+	switch n, whole, count := p.tooManyCalls.add(1); {
+	case whole:
 		p.log.Warn(logTooMany, zap.Int("limit", p.maxInFlight), zap.String("to", c.to.name), zap.String("method", c.method))
-	} else {
-		p.log.Debug(logTooMany, zap.String("to", c.to.name), zap.String("method", c.method))
+	case count:
+		p.log.Debug(logTooMany+", so far", zap.Int64("count", n))
 	}
 	return wire.Errorf(codeInternalError, "%s has %d requests in flight through the conductor, the limit: this %s was not sent on to %q, which has yet to answer them",
 		p.name, p.maxInFlight, c.method, c.to.name)
@@ -497,9 +498,10 @@ func (p *peer) dropped() {
 // logDropped logs how many messages were dropped for p, closed, how many
 // lines of its output were dropped as not JSON-RPC, how many of its
 // responses to ids the conductor did not send, of its notifications the
-// conductor refused, of its answers nobody awaited and of its lines
-// rejected as not JSON-RPC, where some were not logged yet, in full or in
-// a count.
+// conductor refused, of its answers nobody awaited, of its lines
+// rejected as not JSON-RPC, of its responses with both members or a
+// malformed error and of its requests past maxInFlight, where some were
+// not logged yet, in full or in a count.
 func (p *peer) logDropped() {
 	if n, ok := p.drops.unreported(); ok {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
@@ -518,6 +520,15 @@ func (p *peer) logDropped() {
 	}
 	if n, ok := p.rejectedInput.unreported(); ok {
 		p.log.Warn("rejected input, in all", zap.Int64("count", n))
+	}
+	if n, ok := p.both.unreported(); ok {
+		p.log.Debug(logBothAnswers+", in all", zap.Int64("count", n))
+	}
+	if n, ok := p.malformed.unreported(); ok {
+		p.log.Debug(logMalformedError+", in all", zap.Int64("count", n))
+	}
+	if n, ok := p.tooManyCalls.unreported(); ok {
+		p.log.Debug(logTooMany+", in all", zap.Int64("count", n))
 	}
 }
 

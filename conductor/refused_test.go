@@ -118,6 +118,71 @@ func TestRejectedInputLoggedSparingly(t *testing.T) {
 	}
 }
 
+// TestBadResponsesLoggedSparingly: a component that keeps answering with
+// both a result and an error, or with a malformed error, has the first
+// of each logged in full and the rest counted, not one line each; and
+// the chain goes on working.
+func TestBadResponsesLoggedSparingly(t *testing.T) {
+	for _, tt := range []struct{ name, line, said string }{
+		{"both", `{"jsonrpc":"2.0","id":"x","result":{},"error":{"code":1,"message":"m"}}`, logBothAnswers},
+		{"malformed", `{"jsonrpc":"2.0","id":"x","error":"boom"}`, logMalformedError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			core, logs := observer.New(zap.DebugLevel)
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
+			a := agentStarted()
+			const bad = 10000
+			for range bad {
+				a.send(tt.line)
+			}
+			e.send(clientInit(0, "a"))
+			answerInit(t, a, "a") // read after all of them, on the same pipe
+			initializedFor(t, e, 0, "a")
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			loggedSparingly(t, logs, tt.name+" responses", bad, 2, func(en observer.LoggedEntry) bool {
+				return strings.HasPrefix(en.Message, tt.said) && en.ContextMap()["peer"] == "agent"
+			})
+		})
+	}
+}
+
+// TestTooManyLoggedSparingly: a client that keeps asking past its bound
+// on requests in flight has each request refused, the first refusal
+// logged in full and the rest counted, not one line each.
+func TestTooManyLoggedSparingly(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	agent, agentStarted := scriptedComponent(t, t.TempDir(), "agent")
+	e := startChain(t, Config{Agent: agent, Logger: zap.New(core), running: func(c *chain) {
+		for _, p := range c.peers {
+			p.maxInFlight = 1
+		}
+	}})
+	a := agentStarted()
+	e.send(clientInit(0, "a"))
+	m := a.recvMsg()
+	const refused = 10000
+	for i := range refused {
+		e.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{}}`, i+1))
+	}
+	for range refused {
+		if m := e.recvMsg(); errorCode(m.Error) != codeInternalError {
+			t.Fatalf("got %s, want a refusal for the limit", m.Bytes())
+		}
+	}
+	a.reply(m, `{"protocolVersion":1,"agentInfo":{"name":"for-a"}}`)
+	initializedFor(t, e, 0, "a")
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	loggedSparingly(t, logs, "refusals for the limit", refused, 2, func(en observer.LoggedEntry) bool {
+		return strings.HasPrefix(en.Message, logTooMany) && en.ContextMap()["peer"] == "client"
+	})
+}
+
 // loggedSparingly checks that of the n events that match, at most few
 // lines were logged, one of them counting all n.
 func loggedSparingly(t *testing.T, logs *observer.ObservedLogs, what string, n, few int, match func(observer.LoggedEntry) bool) {

@@ -416,43 +416,47 @@ func (c *chain) relayAnswer(from *peer, m *wire.Message) {
 	cl.answer(line.segments()...)
 }
 
-// logBothAnswers is the diagnostic, logged once per peer, for a response
-// that carries both a result and an error.
+// logBothAnswers is the diagnostic, logged in full once per peer and then
+// counted, for a response that carries both a result and an error.
 const logBothAnswers = "response with both result and error, which JSON-RPC 2.0 forbids: relayed as the error, its result dropped"
 
 // bothAnswers makes m, a response with both a result and an error, the
-// error alone, and says so the first time from sends one. The error is
-// the answer wherever it is read (the conductor's own hooks, the trace,
-// the caller), so that no reader takes the request as done: the
-// TypeScript SDK fails such a response with an error too (-32600, the
-// response as its data), and other readers may take either member. A
-// result beside "error":null is the result (see wire.Parse).
+// error alone, and says so the first time from sends one, counting the
+// rest, which a peer may send without end. The error is the answer
+// wherever it is read (the conductor's own hooks, the trace, the
+// caller), so that no reader takes the request as done: the TypeScript
+// SDK fails such a response with an error too (-32600, the response as
+// its data), and other readers may take either member. A result beside
+// "error":null is the result (see wire.Parse).
 func bothAnswers(from *peer, m *wire.Message) {
-	if !from.saidBoth.Swap(true) {
+	switch n, whole, count := from.both.add(1); {
+	case whole:
 		from.log.Warn(logBothAnswers, zap.ByteString("id", m.ID), zap.ByteString("result", clip(m.Result)))
-	} else {
-		from.log.Debug(logBothAnswers, zap.ByteString("id", m.ID))
+	case count:
+		from.log.Debug(logBothAnswers+", so far", zap.Int64("count", n))
 	}
 	m.Result = nil
 }
 
-// logMalformedError is the diagnostic, logged once per peer, for a
-// response whose error is not a JSON-RPC error object.
+// logMalformedError is the diagnostic, logged in full once per peer and
+// then counted, for a response whose error is not a JSON-RPC error
+// object.
 const logMalformedError = `response with a malformed error, not an object with an integer "code" and a string "message": answered as the conductor's -32603, the error in its data`
 
 // malformedError makes m's error, which is not the object JSON-RPC 2.0
 // requires ("error": null, a string, an object without an integer code or
 // a string message), the conductor's own internal error, with the error as
-// it came in data, and says so the first time from sends one. Relayed as
-// it came, such an answer is no response to the TypeScript SDK, which
-// fails the request with its own -32600 naming nobody, and another reader
-// may wait for an answer for ever. As with bothAnswers, it is replaced
+// it came in data, and says so the first time from sends one, counting
+// the rest. Relayed as it came, such an answer is no response to the
+// TypeScript SDK, which fails the request with its own -32600 naming
+// nobody, and another reader may wait for an answer for ever. As with bothAnswers, it is replaced
 // before anyone reads it: the conductor's hooks, the trace, the caller.
 func malformedError(from *peer, m *wire.Message) {
-	if !from.saidMalformed.Swap(true) {
+	switch n, whole, count := from.malformed.add(1); {
+	case whole:
 		from.log.Warn(logMalformedError, zap.ByteString("id", m.ID), zap.ByteString("error", clip(m.Error)))
-	} else {
-		from.log.Debug(logMalformedError, zap.ByteString("id", m.ID))
+	case count:
+		from.log.Debug(logMalformedError+", so far", zap.Int64("count", n))
 	}
 	who := from.name // the client, or a bridged MCP client
 	if from.pos > 0 {
