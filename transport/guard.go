@@ -122,8 +122,8 @@ func (g *Guard) originAllowed(origin, host string) bool {
 // an AllowedHosts name) for Streamable HTTP and the WebSocket alike.
 type originJudged struct{}
 
-// clip cuts a header value a refused peer chose to a length fit for a
-// log line: headers may be a megabyte long.
+// clip cuts a header value a peer chose, or an error quoting one, to a
+// length fit for a log line: headers may be a megabyte long.
 func clip(s string) string {
 	const n = 256
 	if len(s) <= n {

@@ -334,7 +334,7 @@ func (s *Server) run(c Conn, info ConnInfo) {
 	start := time.Now()
 	log := s.Logger.With(zap.String("connection", info.ID))
 	log.Info("connection opened", zap.String("transport", info.Transport),
-		zap.String("remote", info.Remote), zap.String("proto", info.Proto), zap.String("user_agent", info.UserAgent))
+		zap.String("remote", info.Remote), zap.String("proto", info.Proto), zap.String("user_agent", clip(info.UserAgent)))
 	if hc, ok := c.(*httpConn); ok {
 		reaped := make(chan struct{})
 		go func() { hc.reapIdle(); close(reaped) }()
@@ -369,7 +369,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: judged, Subprotocols: offered(r)})
 	if err != nil {
 		s.release()
-		s.Logger.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.Error(err))
+		// The library's error quotes the header it refused, which the
+		// peer chose and may be a megabyte long.
+		s.Logger.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.String("error", clip(err.Error())))
 		return
 	}
 	hb := heartbeat{interval: pingInterval(s.PingInterval), timeout: s.pingTimeout, pong: s.pong}

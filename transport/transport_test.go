@@ -841,3 +841,47 @@ func TestGuardLogBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeLogBounded: once a request is admitted, what its headers
+// said is logged cut short too: the WebSocket library's error for a
+// failed upgrade, which quotes the header it refused, and the User-Agent
+// of a connection opened.
+func TestUpgradeLogBounded(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	s, u := newTestServer(t, &Guard{Token: "s3cret", Loopback: true})
+	s.Logger = zap.New(core) // before any request
+	long := strings.Repeat("a", 64<<10)
+	for _, h := range []map[string]string{
+		{"Sec-WebSocket-Version": long},
+		{"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": long},
+		{"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "User-Agent": long},
+	} {
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// A handler may log after its answer is on the way.
+	for deadline := time.Now().Add(5 * time.Second); logs.FilterMessage("websocket upgrade failed").Len() < 2 ||
+		logs.FilterMessage("connection opened").Len() < 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("want 2 failed upgrades and a connection opened logged, got:\n%v", logs.All())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, e := range logs.All() {
+		for k, v := range e.ContextMap() {
+			if s, _ := v.(string); len(s) > 512 {
+				t.Errorf("%q logged %s of %d bytes", e.Message, k, len(s))
+			}
+		}
+	}
+}
