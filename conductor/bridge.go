@@ -266,7 +266,7 @@ func (c *chain) openBridged(ctx context.Context, srv mcpServer, serverID string,
 func (c *chain) fromBridge(p, owner *peer, conn *mcpConn, line []byte) {
 	m, err := wire.Parse(line)
 	if err != nil {
-		p.log.Warn("dropped MCP input that is not one JSON-RPC message", zap.Error(err), zap.ByteString("line", clip(line)))
+		p.rejected(line, err)
 		if !errors.Is(err, wire.ErrNotJSON) {
 			p.send(encodeError(wire.ParseErrorID(err), wire.Errorf(codeInvalidRequest, "%v", err)))
 		}

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -253,6 +256,39 @@ func TestMCPBridgedBadInput(t *testing.T) {
 			t.Errorf("%s: got\n%s\nwant\n%s", tc.in, got, tc.want)
 		}
 	}
+}
+
+// TestMCPBridgedBadInputLoggedSparingly: a bridged MCP client that keeps
+// writing lines that are not JSON-RPC has each refused, the first few
+// logged with what they said, the rest counted, not one warning each.
+func TestMCPBridgedBadInputLoggedSparingly(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	ed, _, declared := mcpChainWith(t, `{}`, Config{MCPBridge: BridgeStdio, Logger: zap.New(core)})
+	s := startShim(t, declared)
+	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}}`)
+	connect := ed.recvMsg()
+	ed.send(`{"jsonrpc":"2.0","id":` + string(connect.ID) + `,"result":{"connectionId":"c1"}}`)
+	ed.recvMsg() // the client's initialize, on the connection
+	const bad = 10000
+	for range bad {
+		s.send(`{"id":5,"method":"tools/list"}`)
+	}
+	for range bad {
+		if m := s.recvMsg(); errorCode(m.Error) != codeInvalidRequest {
+			t.Fatalf("got %s, want -32600", m.Bytes())
+		}
+	}
+	s.w.Close() // the bridged connection ends, and logs its count
+	counted := func(en observer.LoggedEntry) bool { return en.ContextMap()["count"] == int64(bad) }
+	for deadline := time.Now().Add(10 * time.Second); len(logs.Filter(counted).All()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the bridged connection's end logged no count")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	loggedSparingly(t, logs, "rejected MCP lines", bad, rejectedLogged+1, func(en observer.LoggedEntry) bool {
+		return strings.Contains(en.Message, "rejected input") || strings.Contains(en.Message, "dropped MCP input")
+	})
 }
 
 // TestMCPBridgedRefusedOversize: a bridged client whose connection the

@@ -96,8 +96,8 @@ type peer struct {
 	// unawaited counts its answers to calls nobody awaits any more
 	// (unawaitedAnswer).
 	unawaited tally
-	// rejectedInput counts the client's lines that were not JSON-RPC
-	// (rejected).
+	// rejectedInput counts a client's lines that were not JSON-RPC
+	// (rejected): the editor's, or a bridged MCP client's.
 	rejectedInput tally
 }
 
@@ -621,12 +621,13 @@ func (p *peer) unawaitedAnswer(id json.RawMessage) {
 	}
 }
 
-// rejectedLogged is how many of the client's lines that are not JSON-RPC
+// rejectedLogged is how many of a client's lines that are not JSON-RPC
 // are logged with what they said.
 const rejectedLogged = 5
 
-// rejected logs line, the client's, which is not JSON-RPC (err says why)
-// and is answered with an error. Each is answered, but a client that
+// rejected logs line, a client's (the editor's, or a bridged MCP
+// client's), which is not JSON-RPC (err says why) and is refused: with
+// an error, as JSON-RPC requires, where it can be answered. A client that
 // keeps writing such lines would write a warning each, so only the first
 // rejectedLogged are logged, as stray's lines are, and the rest counted.
 func (p *peer) rejected(line []byte, err error) {
