@@ -33,7 +33,7 @@ import (
 func mcpCancelled(from *peer, params json.RawMessage) (json.RawMessage, bool) {
 	cl := from.inFlight(requestID(params))
 	if cl == nil {
-		from.log.Debug("dropped an MCP cancel for a request not in flight", zap.ByteString("requestId", requestID(params)))
+		from.unheeded("dropped an MCP cancel for a request not in flight", zap.ByteString("requestId", requestID(params)))
 		return nil, false
 	}
 	out, err := wire.SetPath(params, []string{"requestId"}, wire.IntID(cl.id))

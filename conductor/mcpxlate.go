@@ -391,7 +391,7 @@ func (c *chain) toRequestCaller(conn *mcpConn, from *peer, m *wire.Message, para
 	}
 	c.mcp.mu.Unlock()
 	if reqID == nil {
-		from.log.Debug("dropped an MCP notification no request in flight is waiting for", zap.String("method", method))
+		from.unheeded("dropped an MCP notification no request in flight is waiting for", zap.String("method", method))
 		return
 	}
 	d := c.topo.Load().toCaller(caller, methodMCPMessage)
@@ -507,7 +507,7 @@ func (c *chain) statelessCall(conn *mcpConn, from *peer, m *wire.Message, method
 		c.answerItself(from, m, json.RawMessage(`{}`), b)
 		return
 	case slDrop:
-		from.log.Debug("dropped an MCP notification a stateless server takes no part in", zap.String("method", method))
+		from.unheeded("dropped an MCP notification a stateless server takes no part in", zap.String("method", method))
 		return
 	case slCancel:
 		// It names the request by the caller's id: the mcp/message's own

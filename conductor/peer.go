@@ -96,6 +96,9 @@ type peer struct {
 	// unawaited counts its answers to calls nobody awaits any more
 	// (unawaitedAnswer).
 	unawaited tally
+	// ignored counts its notifications about no request in flight
+	// (unheeded).
+	ignored tally
 	// rejectedInput counts a client's lines that were not JSON-RPC
 	// (rejected): the editor's, or a bridged MCP client's.
 	rejectedInput tally
@@ -499,9 +502,10 @@ func (p *peer) dropped() {
 // lines of its output were dropped as not JSON-RPC, how many of its
 // responses to ids the conductor did not send, of its notifications the
 // conductor refused, of its answers nobody awaited, of its lines
-// rejected as not JSON-RPC, of its responses with both members or a
-// malformed error and of its requests past maxInFlight, where some were
-// not logged yet, in full or in a count.
+// rejected as not JSON-RPC, of its notifications about no request in
+// flight, of its responses with both members or a malformed error and of
+// its requests past maxInFlight, where some were not logged yet, in full
+// or in a count.
 func (p *peer) logDropped() {
 	if n, ok := p.drops.unreported(); ok {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
@@ -520,6 +524,9 @@ func (p *peer) logDropped() {
 	}
 	if n, ok := p.rejectedInput.unreported(); ok {
 		p.log.Warn("rejected input, in all", zap.Int64("count", n))
+	}
+	if n, ok := p.ignored.unreported(); ok {
+		p.log.Debug("ignored notifications about no request in flight, in all", zap.Int64("count", n))
 	}
 	if n, ok := p.both.unreported(); ok {
 		p.log.Debug(logBothAnswers+", in all", zap.Int64("count", n))
@@ -639,5 +646,25 @@ func (p *peer) rejected(line []byte, err error) {
 			zap.Error(err), zap.ByteString("line", clip(line)))
 	case count:
 		p.log.Warn("rejected input, so far", zap.Int64("count", n))
+	}
+}
+
+// unheededLogged is how many of a peer's notifications about no request
+// in flight are logged with what they named.
+const unheededLogged = 5
+
+// unheeded logs msg, about a notification of p's that names no request
+// in flight (a cancel that crossed its answer, an MCP notification for
+// nobody), which is dropped. Harmless one at a time, but a peer may send
+// them without end, so only the first unheededLogged are logged, and the
+// rest counted.
+func (p *peer) unheeded(msg string, what zap.Field) {
+	switch n, whole, count := p.ignored.add(unheededLogged); {
+	case whole && n < unheededLogged:
+		p.log.Debug(msg, what)
+	case whole:
+		p.log.Debug(msg+"; later notifications about no request in flight are counted, and the count logged now and then", what)
+	case count:
+		p.log.Debug("ignored notifications about no request in flight, so far", zap.Int64("count", n))
 	}
 }

@@ -183,6 +183,30 @@ func TestTooManyLoggedSparingly(t *testing.T) {
 	})
 }
 
+// TestUnheededCancelsLoggedSparingly: a client that keeps cancelling
+// requests not in flight has the cancels ignored, the first few logged
+// with their id, the rest counted, not one line each; and the chain goes
+// on working.
+func TestUnheededCancelsLoggedSparingly(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	agent, agentStarted := scriptedComponent(t, t.TempDir(), "agent")
+	e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
+	a := agentStarted()
+	const ignored = 10000
+	for i := range ignored {
+		e.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`, i))
+	}
+	e.send(clientInit(0, "a"))
+	answerInit(t, a, "a")
+	initializedFor(t, e, 0, "a")
+	if err := e.close(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	loggedSparingly(t, logs, "cancels for no request in flight", ignored, unheededLogged+1, func(en observer.LoggedEntry) bool {
+		return strings.Contains(en.Message, "not in flight") || strings.Contains(en.Message, "no request in flight")
+	})
+}
+
 // loggedSparingly checks that of the n events that match, at most few
 // lines were logged, one of them counting all n.
 func loggedSparingly(t *testing.T, logs *observer.ObservedLogs, what string, n, few int, match func(observer.LoggedEntry) bool) {

@@ -234,7 +234,7 @@ func (c *chain) cancel(from *peer, params json.RawMessage, extra string) {
 	id := requestID(params)
 	cl := from.inFlight(id)
 	if cl == nil {
-		from.log.Debug("ignored cancel for a request not in flight", zap.ByteString("requestId", id))
+		from.unheeded("ignored cancel for a request not in flight", zap.ByteString("requestId", id))
 		return
 	}
 	var l *link // for an initialize, the link of the process it is pending on
