@@ -133,8 +133,10 @@ func TestMCPOwnerGone(t *testing.T) {
 						t.Errorf("shim exit: %s", got["shim-exit"])
 					}
 					// A new connection with the old token is refused,
-					// saying why, and no goroutine stays behind for it.
-					if got["reconnect"] != "EOF" || got["reconnect-exit"] != "exit status 1" ||
+					// saying why to the client and on stderr, and no
+					// goroutine stays behind for it.
+					if !strings.Contains(got["reconnect"], `"id":1,"error":{"code":-33001,"message":"MCP server \"owner-tools\" is no longer available: owner, the proxy that served it, was `+how) ||
+						got["reconnect-exit"] != "exit status 1" ||
 						!strings.Contains(got["reconnect-stderr"], `refused this shim: MCP server "owner-tools" is no longer available: owner, the proxy that served it, was `+how) {
 						t.Errorf("reconnecting after the owner went away: got %q, exit %s, stderr %q; want the shim refused at the handshake, saying why",
 							got["reconnect"], got["reconnect-exit"], got["reconnect-stderr"])

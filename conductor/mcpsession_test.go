@@ -183,15 +183,19 @@ func TestMCPSessionEndsBridgedStdio(t *testing.T) {
 	owner := newOwnerWatch(t, ed)
 	owner.await("close")
 
-	// A shim that presents the revoked token is refused at once; the
-	// owner hears nothing of it. (The disconnect of the first connection
+	// A shim that presents the revoked token is refused at once, and its
+	// client's initialize answered with why; the owner hears nothing of it. (The disconnect of the first connection
 	// may reach the owner meanwhile.)
 	run := runShimOnce(t, declared)
 	for waiting := true; waiting; {
 		select {
 		case <-run.exited:
+			const why = `MCP server \"tools\" is no longer available: session/close ended session \"s1\", which declared it`
 			if run.err == nil || !strings.Contains(run.stderr.String(), `refused this shim: MCP server "tools" is no longer available: session/close ended session "s1"`) {
 				t.Errorf("a shim with the closed session's token exited with %v, saying %q; want it refused, saying session s1 ended", run.err, &run.stderr)
+			}
+			if want := `{"jsonrpc":"2.0","id":0,"error":{"code":-33001,"message":"` + why + `"}}` + "\n"; run.stdout.String() != want {
+				t.Errorf("a shim with the closed session's token told its client %q, want %q", &run.stdout, want)
 			}
 			waiting = false
 		case l, ok := <-ed.lines:
@@ -700,25 +704,23 @@ func shimEnded(t *testing.T, s *scripted) {
 type shimRun struct {
 	exited chan struct{}
 	err    error        // how it exited, once it has
+	stdout bytes.Buffer // what its client was told, once it has exited
 	stderr bytes.Buffer // what it said, once it has exited
 }
 
-// runShimOnce runs the declared stdio server with nothing on its input.
+// runShimOnce runs the declared stdio server with an initialize, and then
+// the end, on its input.
 func runShimOnce(t *testing.T, decl json.RawMessage) *shimRun {
 	t.Helper()
 	run := &shimRun{exited: make(chan struct{})}
 	cmd := shimCommand(t, decl)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = &run.stderr
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"client","version":"1"}}}` + "\n")
+	cmd.Stdout, cmd.Stderr = &run.stdout, &run.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { run.err = cmd.Wait(); close(run.exited) }()
 	t.Cleanup(func() {
-		stdin.Close()
 		cmd.Process.Kill()
 		<-run.exited
 	})

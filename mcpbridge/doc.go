@@ -50,7 +50,8 @@
 // connections wait in the kernel's queue. Refusals are logged without the
 // presented secret, at most one line per interval with a count of the rest.
 // A revoked secret (Revoke) is refused with the reason given, the shim's
-// refusal saying it and HTTP answering 410 Gone, for the last 1024
+// refusal saying it (on stderr, and to its client as the error of each
+// request up to initialize) and HTTP answering 410 Gone, for the last 1024
 // revoked: its holder was admitted once, and is owed why not now.
 //
 // # Stale directories

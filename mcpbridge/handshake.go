@@ -5,16 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/creachadair/jrpc2"
 )
 
 // The shim opens its connection with one line and the bridge answers with
 // one, before any MCP traffic:
 //
 //	→ {"mcpShim":1,"token":"<64 hex digits>"}
-//	← {"ok":true}  or  {"error":"<why not>"}
+//	← {"ok":true}  or  {"error":"<why not>"}  or  {"error":"<why not>","code":-33001}
 //
 // The answer lets a refused shim say why on stderr rather than exit as if
-// the server had simply ended.
+// the server had simply ended. A code comes with a revoked token, whose
+// holder was admitted once: the shim then tells its client too.
 type hello struct {
 	Version int    `json:"mcpShim"`
 	Token   string `json:"token"`
@@ -23,6 +26,9 @@ type hello struct {
 type welcome struct {
 	OK    bool   `json:"ok,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Code is set for a revoked token: the shim answers its client's
+	// requests with this error, as a refused bridged connection is.
+	Code jrpc2.Code `json:"code,omitempty"`
 }
 
 const shimVersion = 1
@@ -53,7 +59,7 @@ func (b *Bridge) checkHello(line []byte) (*declaration, error) {
 	d, ok := b.decls.lookup(h.Token)
 	if !ok {
 		if _, why := b.decls.whyRevoked(h.Token); why != nil {
-			return nil, errors.New(asRPCError(why).Message) // said to the shim, without the code
+			return nil, asRPCError(why)
 		}
 		return nil, errBadToken
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -57,6 +58,9 @@ func RunShim(ctx context.Context, stdin io.Reader, stdout io.Writer, socket, tok
 			if ctx.Err() != nil {
 				return nil
 			}
+			if r, ok := errors.AsType[*refusedError](err); ok {
+				refuseClient(stdin, stdout, r.e)
+			}
 			return err
 		}
 		g.Go(func() error {
@@ -97,7 +101,48 @@ func greet(conn net.Conn, in *bufio.Reader, token string) error {
 		return fmt.Errorf("mcpbridge: handshake: %w", err)
 	}
 	if !w.OK {
+		if w.Code != 0 {
+			return &refusedError{&wire.Error{Code: w.Code, Message: w.Error}}
+		}
 		return fmt.Errorf("mcpbridge: the conductor refused this shim: %s", w.Error)
 	}
 	return nil
+}
+
+// A refusedError is the bridge's refusal of a revoked token, which the
+// client is owed too.
+type refusedError struct{ e *wire.Error }
+
+func (r *refusedError) Error() string {
+	return "mcpbridge: the conductor refused this shim: " + r.e.Message
+}
+
+// refuseClient answers each request the client sends with e, until it has
+// answered an initialize, the handshake no client goes past, as the
+// conductor answers a refused bridged connection: the client would else
+// hear only its server exit. A client on MCP 2026-07-28 asks
+// server/discover first, and may fall back to initialize.
+func refuseClient(stdin io.Reader, stdout io.Writer, e *wire.Error) {
+	in := bufio.NewReaderSize(stdin, 64<<10)
+	for {
+		line, err := in.ReadSlice('\n')
+		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
+			return // the client is gone, or its line is too long to read
+		}
+		m, perr := wire.Parse(bytes.TrimSpace(line))
+		if perr != nil {
+			return // a batch, or not JSON-RPC: the client sees the server exit
+		}
+		if m.IsRequest() {
+			if _, werr := stdout.Write(append(wire.ErrorResponse(m.ID, e).Bytes(), '\n')); werr != nil {
+				return
+			}
+			if m.Method == "initialize" {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

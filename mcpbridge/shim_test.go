@@ -754,3 +754,32 @@ func TestRevokedConn(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokedTokenTellsClient: a shim refused for a revoked token answers
+// its client's requests with the reason, up to and including initialize,
+// as a refused bridged connection is answered: the client (an MCP SDK's)
+// would else report only that its server closed the pipe.
+func TestRevokedTokenTellsClient(t *testing.T) {
+	const reason = `MCP server "tools" is no longer available: p, the proxy that served it, was restarted`
+	b := startBridge(t, Options{}, func(ctx context.Context, c *Conn) {})
+	e := env(b.Stdio("srv-1", "tools"))
+	b.Revoke("srv-1", wire.Errorf(-33001, "%s", reason))
+
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer
+	err := RunShim(t.Context(), strings.NewReader(in), &out, e[EnvSocket], e[EnvToken])
+	if err == nil || !strings.HasSuffix(err.Error(), reason) {
+		t.Errorf("RunShim: %v; want the refusal", err)
+	}
+	msg, _ := json.Marshal(reason)
+	want := `{"jsonrpc":"2.0","id":"d","error":{"code":-33001,"message":` + string(msg) + `}}` + "\n" +
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-33001,"message":` + string(msg) + `}}` + "\n"
+	if got := out.String(); got != want {
+		t.Errorf("the client got\n%s\nwant\n%s", got, want)
+	}
+}

@@ -85,7 +85,11 @@ func (b *Bridge) handshake(nc *net.UnixConn) (*declaration, error) {
 		if !errors.Is(err, net.ErrClosed) { // else Serve is stopping
 			// Never log the presented token: it may be a near miss.
 			b.refusals.refused("refused MCP shim connection", zap.Error(err))
-			ans, _ := json.Marshal(welcome{Error: err.Error()})
+			w := welcome{Error: err.Error()}
+			if e, ok := errors.AsType[*wire.Error](err); ok {
+				w.Error, w.Code = e.Message, e.Code
+			}
+			ans, _ := json.Marshal(w)
 			nc.Write(append(ans, '\n'))
 		}
 		return nil, err
