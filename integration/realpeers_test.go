@@ -317,6 +317,46 @@ func codexAgent(t *testing.T, bridge string) {
 	}
 }
 
+// TestCodexEditorMCP: Codex's own MCP client (rmcp) reaches the editor's
+// servers, offered with the SDK's McpOverAcpProvider (request binding, MCP
+// 2026-07-28), through the conductor's bridge over HTTP and stdio: as the
+// session starts it initializes each, which the conductor answers from
+// the owner's server/discover, and lists its tools; a request that names
+// a session names its own.
+func TestCodexEditorMCP(t *testing.T) {
+	requireConductor(t)
+	for _, bridge := range []string{"auto", "stdio"} {
+		t.Run(bridge, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t, 90*time.Second)
+			codex := shellJoin("CODEX_HOME="+t.TempDir(), "OPENAI_API_KEY=sk-acp-conductor-test", npmBin("codex-acp"))
+			s := runMCPEditorArgs(t, ctx, []string{filepath.Join(peersDir, "mcp_editor.mjs"), "--provide", "--provide-mcp-server",
+				"--authenticate", "openai-api-key", "--no-prompt", "--",
+				conductor, "agent", "--shutdown-grace", "1s", "--mcp-bridge", bridge, codex})
+			if s.Error != nil || s.SessionID == "" || len(s.Unexpected) > 0 {
+				t.Fatalf("session %q, error %s, unexpected %v", s.SessionID, s.Error, s.Unexpected)
+			}
+			listed := map[string]bool{}
+			for _, seen := range s.Seen {
+				// Codex connects before it answers session/new: until the
+				// answer, the conductor cannot name the session.
+				if id, ok := seen.Meta["acp-conductor/sessionId"]; ok && id != s.SessionID {
+					t.Errorf("the provider saw %s for %s naming session %v, not %s", seen.Method, seen.ServerID, id, s.SessionID)
+				}
+				if seen.Method == "tools/list" {
+					listed[strings.SplitN(seen.ServerID, ":", 2)[0]] = true
+				}
+			}
+			if !listed["editor-tools"] || !listed["mcpsdk-tools"] {
+				t.Errorf("Codex listed the tools of %v, want editor-tools and mcpsdk-tools; the provider saw %+v", listed, s.Seen)
+			}
+			if s.Exit.Code == nil || *s.Exit.Code != 0 {
+				t.Errorf("the conductor exited with %v, want 0", s.Exit.Code)
+			}
+		})
+	}
+}
+
 // TestClaudeAgent runs Claude Code's agent behind the Go proxy. Without an
 // account it cannot open a session; what it answers must reach the editor
 // as it answers with no conductor (run directly, first). It ignores the end

@@ -1,7 +1,13 @@
 // An editor, built with the official TypeScript SDK, that offers an MCP
 // server with the SDK's McpOverAcpProvider (request binding) and prompts once.
 //
-//   node mcp_editor.mjs [--provide] [--provide-mcp-server] [--prompt TEXT] -- COMMAND [ARGS...]
+//   node mcp_editor.mjs [--provide] [--provide-mcp-server] [--prompt TEXT]
+//     [--authenticate METHOD] [--no-prompt] -- COMMAND [ARGS...]
+//
+// With --authenticate it authenticates with METHOD after initialize. With
+// --no-prompt it sends no prompt: it waits (up to 20 s) until the provider
+// has seen a tools/list for each declared server, as an agent without a
+// model (Codex without an account) lists them as its session starts.
 //
 // It spawns COMMAND (the conductor), initializes, opens a session (declaring
 // its server "editor-tools" when --provide is given, and "mcpsdk-tools", an
@@ -88,6 +94,7 @@ try {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientCapabilities: {},
   });
+  if (option("--authenticate")) await agent.request(acp.methods.agent.authenticate, { methodId: option("--authenticate") });
   const mcpServers = [];
   if (flags.includes("--provide")) {
     mcpServers.push(provider.registerServer(agent, { name: "editor-tools", handler: greetServer("editor") }).declaration);
@@ -107,15 +114,23 @@ try {
   }
   const session = await agent.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers });
   summary.sessionId = session.sessionId;
-  summary.stopReason = (
-    await agent.request(acp.methods.agent.session.prompt, {
-      sessionId: session.sessionId,
-      prompt: [{ type: "text", text: option("--prompt", "use the tools") }],
-    })
-  ).stopReason;
-  // An SDK-built proxy may pass the prompt's answer on before the update
-  // that preceded it: wait for the report, not for the order.
-  await Promise.race([reportArrived, new Promise((r) => setTimeout(r, 20000))]);
+  if (flags.includes("--no-prompt")) {
+    // An agent with no model (Codex without an account) uses its MCP
+    // servers as the session starts: wait for it to list the tools.
+    const deadline = Date.now() + 20000;
+    const servers = mcpServers.length;
+    while (seen.filter((s) => s.method === "tools/list").length < servers && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  } else {
+    summary.stopReason = (
+      await agent.request(acp.methods.agent.session.prompt, {
+        sessionId: session.sessionId,
+        prompt: [{ type: "text", text: option("--prompt", "use the tools") }],
+      })
+    ).stopReason;
+    // An SDK-built proxy may pass the prompt's answer on before the update
+    // that preceded it: wait for the report, not for the order.
+    await Promise.race([reportArrived, new Promise((r) => setTimeout(r, 20000))]);
+  }
 } catch (err) {
   summary.error = { code: err.code, message: err.message, data: err.data };
 }
