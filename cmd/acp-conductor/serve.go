@@ -266,7 +266,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	// network vanished has its streams written to, never acknowledged.
 	ln, err := transport.Listen(ctx, f.listen, 2*f.pingInterval)
 	if err != nil {
-		return err
+		return listenError("--listen", f.listen, err)
 	}
 	maxTCP := f.maxTCPConns
 	if maxTCP == 0 {
@@ -415,4 +415,13 @@ func (p *primed) Read(ctx context.Context) ([]byte, error) {
 		return m, nil
 	}
 	return p.Conn.Read(ctx)
+}
+
+// listenError says what to do about the commonest failure to listen, a
+// port some other program holds, which the bare error does not.
+func listenError(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: the port is in use by another program: stop it, or give another port (port 0 picks a free one, logged at start)", flag, addr)
+	}
+	return err
 }

@@ -25,6 +25,12 @@ import (
 
 func TestServeRefusesToStart(t *testing.T) {
 	agent := shellQuote(demo) + " sample-agent"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -42,10 +48,11 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", agent}, "is empty"},
 		// serve does not spin: --spin is no flag of its own, not one ignored.
 		{"spin", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--spin", "1ms", "--", agent}, "unknown flag: --spin\nRun 'acp-conductor serve --help' for usage."},
+		{"port in use", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", taken, "--", agent}, "--listen " + taken + ": the port is in use by another program"},
 	} {
 		r := acp(t, "", tc.env, tc.args...)
-		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("%s: exit %d, stderr %q, want 1 and %q", tc.name, r.code, r.stderr, tc.want)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q, want 1, none and %q", tc.name, r.code, r.stdout, r.stderr, tc.want)
 		}
 	}
 }

@@ -48,7 +48,7 @@ func TestStartupErrorsReachEditor(t *testing.T) {
 		{"dies before answering", nil, []string{"agent", "sh -c 'echo going away >&2; exit 3'"}, []string{`sh`, "exit status 3"}},
 		{"trace cannot be written", nil, []string{"agent", "--trace", "/no/such/dir/t.jsonl", "cat"}, []string{"/no/such/dir/t.jsonl"}},
 		{"trace is a FIFO nothing reads", nil, []string{"agent", "--trace", fifo, "cat"}, []string{fifo, "nothing reads"}},
-		{"trace viewer cannot listen", nil, []string{"agent", "--trace-serve", taken, "cat"}, []string{taken}},
+		{"trace viewer cannot listen", nil, []string{"agent", "--trace-serve", taken, "cat"}, []string{taken, "in use by another program"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "acp.log")

@@ -163,7 +163,7 @@ func startTrace(t config.Trace, name string, log *zap.Logger) (*trace.Recorder, 
 			if file != nil {
 				file.Close()
 			}
-			return nil, nil, err
+			return nil, nil, listenError("--trace-serve (trace.serve)", t.Serve, err)
 		}
 		// The token is in the URL because a person opens it in a browser.
 		log.Info("live trace viewer: open this URL in a browser on this machine", zap.String("url", srv.URL()))
