@@ -114,7 +114,8 @@ logs go to stderr or to --log-file.
 			// know and exits 0; it is refused, as a command would be.
 			show := c.Run
 			c.Run, c.RunE = nil, func(c *cobra.Command, args []string) error {
-				if cmd, _, err := c.Root().Find(args); cmd == nil || err != nil {
+				// The root takes a word it does not know as an argument.
+				if cmd, _, err := c.Root().Find(args); cmd == nil || err != nil || cmd == c.Root() && len(args) > 0 {
 					return fmt.Errorf("unknown help topic %q: run 'acp-conductor help' for the commands", strings.Join(args, " "))
 				}
 				show(c, args)
@@ -131,12 +132,21 @@ logs go to stderr or to --log-file.
 		// completion) for any word after it, and exits 0, so that a typo
 		// (trace vew) looks like success to a script; such a command
 		// refuses one instead, as the root refuses an unknown command.
-		if c.HasSubCommands() && !c.Runnable() {
-			c.Args = wantArgs(0, 0, "")
-			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
-		}
+		refuseUnknown(c)
 	}
+	// The root too, whose own refusal (cobra's) says nothing of --help.
+	refuseUnknown(root)
 	return root
+}
+
+// refuseUnknown makes c, if it only groups others, refuse a word that
+// names none of them, with suggestions and where its usage is, and show
+// its help when it is given none.
+func refuseUnknown(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = wantArgs(0, 0, "")
+		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
 }
 
 // completionExamples load each shell's completions for the session, as the

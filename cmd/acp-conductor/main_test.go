@@ -167,6 +167,10 @@ func TestUnknownSubcommand(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout, %q on stderr", args, r.code, r.stdout, r.stderr, want)
 		}
 	}
+	// The root says where its usage is, as they do.
+	if r := acp(t, "", nil, "agnet"); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "unknown command \"agnet\" for \"acp-conductor\"\n\nDid you mean this?\n\tagent\n\nRun 'acp-conductor --help' for usage.") {
+		t.Errorf("agnet: exit %d, stdout %q, stderr %q; want exit 1, a suggestion and the usage hint", r.code, r.stdout, r.stderr)
+	}
 	for _, c := range []string{"trace", "completion"} {
 		if r := acp(t, "", nil, c); r.code != 0 || !strings.Contains(r.stdout, "Available Commands:") {
 			t.Errorf("%q: exit %d, want 0 and its help:\n%s%s", c, r.code, r.stdout, r.stderr)
