@@ -213,3 +213,32 @@ func TestTopLevelMembersPass(t *testing.T) {
 	cmd := exec.Command(node, "transcript-recorder.mjs", "--out", filepath.Join(t.TempDir(), "t.jsonl"))
 	chaintest.TopLevelMembersPass(t, cmd)
 }
+
+// TestUsage: a mistake on the command line stops the recorder with exit
+// status 2, naming the mistake on stderr and writing nothing on stdout,
+// which is the protocol's; --help is no mistake.
+func TestUsage(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node (>= 20) is required: %v", err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "no transcript file: give --out FILE or set ACP_TRANSCRIPT"},
+		{[]string{"--outt", "x.jsonl"}, 2, `unknown argument "--outt"`},
+		{[]string{"--out"}, 2, "--out needs a FILE"},
+		{[]string{"--help"}, 0, "usage: transcript-recorder.mjs --out FILE"},
+	} {
+		cmd := exec.Command(node, append([]string{"transcript-recorder.mjs"}, tc.args...)...)
+		cmd.Env = append(os.Environ(), "ACP_TRANSCRIPT=")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != tc.code || stdout.Len() > 0 || !bytes.Contains(stderr.Bytes(), []byte(tc.want)) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d, nothing and %q", tc.args, code, stdout.Bytes(), stderr.Bytes(), tc.code, tc.want)
+		}
+	}
+}

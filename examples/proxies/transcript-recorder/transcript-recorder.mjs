@@ -29,13 +29,26 @@ import { createInterface } from "node:readline";
 
 const log = (...args) => console.error("transcript-recorder:", ...args);
 
+const usage = "usage: transcript-recorder.mjs --out FILE   (or ACP_TRANSCRIPT=FILE)";
 const args = process.argv.slice(2);
-const outAt = args.indexOf("--out");
-const out = outAt >= 0 ? args[outAt + 1] : process.env.ACP_TRANSCRIPT;
-if (!out || (outAt < 0 && args.length > 0) || (outAt >= 0 && args.length !== 2)) {
-  console.error("usage: transcript-recorder.mjs --out FILE   (or ACP_TRANSCRIPT=FILE)");
-  process.exit(2);
+if (args.length === 1 && (args[0] === "-h" || args[0] === "--help")) {
+  console.error(usage); // stdout is the protocol's, even here
+  process.exit(0);
 }
+// A mistake names itself, not only the usage, so that a typo in a chain
+// file is found from the conductor's log.
+const refuse = (problem) => {
+  log(problem);
+  console.error(usage);
+  process.exit(2);
+};
+let out = process.env.ACP_TRANSCRIPT;
+for (let i = 0; i < args.length; i++) {
+  if (args[i] !== "--out") refuse(`unknown argument ${JSON.stringify(args[i])}`);
+  if (i + 1 >= args.length) refuse("--out needs a FILE");
+  out = args[++i];
+}
+if (!out) refuse("no transcript file: give --out FILE or set ACP_TRANSCRIPT");
 let fd;
 try {
   fd = openSync(out, "a");
