@@ -100,9 +100,9 @@ var maxEventBytes = MaxEventBytes
 var ErrCutShort = errors.New("the last line is cut short (the chain was still writing it, or stopped while it did)")
 
 // ReadEvents reads a trace: one JSON object per line, blank lines ignored.
-// A line that is not a JSON object is an error naming its line number,
-// but for a last line with no newline, which ends the events with
-// ErrCutShort.
+// A line that is not a JSON object with a "type" is an error naming its
+// line number, but for a last line with no newline, which ends the events
+// with ErrCutShort.
 func ReadEvents(r io.Reader) ([][]byte, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxEventBytes)
@@ -124,6 +124,12 @@ func ReadEvents(r io.Reader) ([][]byte, error) {
 				return events, fmt.Errorf("line %d: %w", n, ErrCutShort)
 			}
 			return nil, fmt.Errorf("line %d: not a JSON trace event", n)
+		}
+		// Every event has a type; a JSON Lines file of another kind (a
+		// transcript, a log) has none, and would draw as an empty page.
+		var ev struct{ Type string }
+		if json.Unmarshal(line, &ev) != nil || ev.Type == "" {
+			return nil, fmt.Errorf("line %d: not a JSON trace event: it has no \"type\" string", n)
 		}
 		events = append(events, append([]byte(nil), line...))
 	}

@@ -180,25 +180,29 @@ func TestViewEscapes(t *testing.T) {
 }
 
 func TestReadEvents(t *testing.T) {
-	events, err := ReadEvents(strings.NewReader("{\"a\":1}\n\n  {\"b\":2}\n"))
+	events, err := ReadEvents(strings.NewReader("{\"type\":\"a\"}\n\n  {\"type\":\"b\"}\n"))
 	if err != nil || len(events) != 2 {
 		t.Fatalf("got %d events, %v", len(events), err)
 	}
-	if _, err := ReadEvents(strings.NewReader("{\"a\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+	if _, err := ReadEvents(strings.NewReader("{\"type\":\"a\"}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("got %v, want an error naming line 2", err)
 	}
+	// JSON Lines of another kind: objects, but no events.
+	if _, err := ReadEvents(strings.NewReader("{\"type\":\"a\"}\n{\"time\":\"12:00\",\"message\":{}}\n")); err == nil || !strings.Contains(err.Error(), `line 2: not a JSON trace event: it has no "type"`) {
+		t.Errorf("got %v, want line 2 refused for want of a type", err)
+	}
 	// A last line with no newline is one being written, or left so.
-	events, err = ReadEvents(strings.NewReader("{\"a\":1}\n{\"b\":"))
+	events, err = ReadEvents(strings.NewReader("{\"type\":\"a\"}\n{\"b\":"))
 	if !errors.Is(err, ErrCutShort) || !strings.Contains(err.Error(), "line 2") || len(events) != 1 {
 		t.Errorf("got %d events, %v; want 1 and ErrCutShort naming line 2", len(events), err)
 	}
-	if events, err = ReadEvents(strings.NewReader("{\"a\":1}\n{\"b\":2}")); err != nil || len(events) != 2 {
+	if events, err = ReadEvents(strings.NewReader("{\"type\":\"a\"}\n{\"type\":\"b\"}")); err != nil || len(events) != 2 {
 		t.Errorf("a whole last line with no newline: got %d events, %v", len(events), err)
 	}
 	// A line longer than an event may be is named, with the limit.
 	defer func(n int) { maxEventBytes = n }(maxEventBytes)
 	maxEventBytes = 1 << 20
-	long := io.MultiReader(strings.NewReader("{\"a\":1}\n{\"b\":\""), io.LimitReader(repeatByte('x'), 2<<20))
+	long := io.MultiReader(strings.NewReader("{\"type\":\"a\"}\n{\"b\":\""), io.LimitReader(repeatByte('x'), 2<<20))
 	if _, err := ReadEvents(long); err == nil || !strings.Contains(err.Error(), "line 2: longer than") {
 		t.Errorf("got %v, want an error naming line 2 as too long", err)
 	}

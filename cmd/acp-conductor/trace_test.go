@@ -199,6 +199,20 @@ func TestTraceViewCutShort(t *testing.T) {
 	}
 }
 
+// TestTraceViewNotATrace: JSON Lines of another kind, such as a
+// transcript-recorder file, are refused with the line and why, rather
+// than drawn as an empty diagram; no page is written.
+func TestTraceViewNotATrace(t *testing.T) {
+	file := writeFile(t, "transcript.jsonl", `{"time":"2025-06-01T12:00:00.123Z","direction":"to_agent","message":{"jsonrpc":"2.0","id":3,"method":"session/prompt"}}`+"\n")
+	r := acp(t, "", nil, "trace", "view", file)
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, file+`: line 1: not a JSON trace event: it has no "type" string`) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1, nothing and line 1 refused", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(strings.TrimSuffix(file, ".jsonl") + ".html"); !os.IsNotExist(err) {
+		t.Errorf("a page was written (%v)", err)
+	}
+}
+
 // TestTraceViewKeepsTrace: trace view refuses to write its page over the
 // trace, whatever names it: the trace's own name, a symbolic link to it,
 // or a hard link that is the default page's name. The trace is left as
