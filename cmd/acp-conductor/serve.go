@@ -181,6 +181,14 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	case f.maxTCPConns < 0:
 		return fmt.Errorf("--max-tcp-connections must be positive, or 0 for the default, not %d", f.maxTCPConns)
 	}
+	// Loaded now, not as serving starts, so that a bad pair stops serve
+	// before it claims to be serving, with the flags named.
+	var cert tls.Certificate
+	if f.tlsCert != "" {
+		if cert, err = tls.LoadX509KeyPair(f.tlsCert, f.tlsKey); err != nil {
+			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", f.tlsCert, f.tlsKey, err)
+		}
+	}
 
 	file, _ := cmd.Flags().GetString("config")
 	mode := conductor.AgentMode
@@ -259,7 +267,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	if f.tlsCert == "" {
 		hs.Protocols.SetUnencryptedHTTP2(true) // h2c, loopback only (checked above)
 	} else {
-		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
 	// The heartbeat's interval also bounds, twice over, how long what the
 	// server sends may go unacknowledged: a Streamable HTTP client whose
@@ -284,7 +292,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	served := make(chan error, 1)
 	go func() {
 		if f.tlsCert != "" {
-			served <- hs.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			served <- hs.ServeTLS(ln, "", "")
 		} else {
 			served <- hs.Serve(ln)
 		}

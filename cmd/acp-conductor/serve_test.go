@@ -48,11 +48,12 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"empty token file", nil, []string{"serve", "--token-file", writeFile(t, "token", "\n"), "--", agent}, "is empty"},
 		// serve does not spin: --spin is no flag of its own, not one ignored.
 		{"spin", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--spin", "1ms", "--", agent}, "unknown flag: --spin\nRun 'acp-conductor serve --help' for usage."},
+		{"TLS files missing", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--tls-cert", "/no/such/cert.pem", "--tls-key", "/no/such/key.pem", "--", agent}, "--tls-cert /no/such/cert.pem, --tls-key /no/such/key.pem: open /no/such/cert.pem"},
 		{"port in use", []string{"ACP_CONDUCTOR_TOKEN=x"}, []string{"serve", "--listen", taken, "--", agent}, "--listen " + taken + ": the port is in use by another program"},
 	} {
 		r := acp(t, "", tc.env, tc.args...)
-		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
-			t.Errorf("%s: exit %d, stdout %q, stderr %q, want 1, none and %q", tc.name, r.code, r.stdout, r.stderr, tc.want)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" || strings.Contains(r.stderr, "serving") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q, want 1, none and %q, and no word of serving", tc.name, r.code, r.stdout, r.stderr, tc.want)
 		}
 	}
 }
