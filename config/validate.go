@@ -317,12 +317,18 @@ func (c *Config) Lint() (errs, warnings Problems) {
 	if c.Mode == conductor.AgentMode {
 		comps = append(comps[:len(comps):len(comps)], c.Agent)
 	}
-	for _, comp := range comps {
+	for i, comp := range comps {
 		if !local(comp) {
 			continue
 		}
+		// Named as commandErrs names it, so that one component's problems
+		// read alike.
+		role := "proxy"
+		if c.Mode == conductor.AgentMode && i == len(comps)-1 {
+			role = "agent"
+		}
 		at := func(format string, args ...any) Problem {
-			return Problem{Msg: fmt.Sprintf("%q (%s): ", comp.Name, comp.Origin) + fmt.Sprintf(format, args...)}
+			return Problem{Msg: fmt.Sprintf("%s %q (%s): ", role, comp.Name, comp.Origin) + fmt.Sprintf(format, args...)}
 		}
 		cmd := strings.TrimSpace(comp.Command)
 		if strings.ContainsAny(cmd, " \t") {

@@ -66,7 +66,7 @@ logging: {level: loud}
 			`chain.yaml:10: agent.on_failure: "restart" is for proxies`,
 			`chain.yaml:11: logging.level: invalid level "loud"`,
 			`logging.format: invalid format "xml": want one of console, json (from environment variable ACP_CONDUCTOR_LOGGING_FORMAT)`,
-			`"q" (` + path + `:6): command "~/bin/q": ~ is not expanded`,
+			`proxy "q" (` + path + `:6): command "~/bin/q": ~ is not expanded`,
 			`environment variable ACP_CONDUCTOR_SHUTDOWN_GRAEC names no setting`,
 			`proxy "p" (` + path + `:2): command "no-such-proxy-qa4" not found in PATH`,
 			`agent "no-such-agent-qa4" (` + path + `:8): command "no-such-agent-qa4" not found in PATH`,
