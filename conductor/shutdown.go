@@ -161,6 +161,9 @@ func (r *runner) shutdown(ctx context.Context, client *peer, flushed <-chan stru
 	if c, ok := in.(io.Closer); ok {
 		c.Close()
 	}
+	if failed, _ := r.cause(); failed != nil {
+		out.failed, out.others = failed.name, len(r.comps) > 1
+	}
 	out.took = time.Since(start)
 	out.log(r.log, grace)
 }
@@ -496,6 +499,8 @@ type outcome struct {
 	signalled   []signalled
 	cutShort    bool // told to stop at once before the components' time was up
 	clientStuck bool
+	failed      string // the component whose failure stopped the chain
+	others      bool   // whether the chain had components besides it
 	took        time.Duration
 }
 
@@ -534,7 +539,16 @@ func (o outcome) log(log *zap.Logger, grace time.Duration) {
 		problems = append(problems, "the client stopped reading; what it had not read was dropped")
 	}
 	if len(problems) == 0 {
-		log.Info("stopped: every component exited after its input closed", zap.Duration("took", o.took))
+		// The failed one did not wait for its input to close: the
+		// failure, logged already, says how it ended.
+		msg := "stopped: every component exited after its input closed"
+		switch {
+		case o.failed != "" && o.others:
+			msg = fmt.Sprintf("stopped after %s failed: the other components exited after their input closed", o.failed)
+		case o.failed != "":
+			msg = fmt.Sprintf("stopped after %s failed", o.failed)
+		}
+		log.Info(msg, zap.Duration("took", o.took))
 		return
 	}
 	log.Warn("stopped: "+strings.Join(problems, "; "), zap.Duration("took", o.took))

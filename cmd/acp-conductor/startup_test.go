@@ -160,3 +160,24 @@ func TestLogFileFIFO(t *testing.T) {
 		t.Errorf("exit %d, want 1", r.code)
 	}
 }
+
+// TestFailureOutcome: the log's last word on a chain stopped by a failed
+// component says so, rather than that every component exited when its
+// input closed, which the failed one did not.
+func TestFailureOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"agent alone", []string{"agent", "sh -c 'exit 3'"}, "stopped after sh failed\t"},
+		{"behind a proxy", []string{"agent", "cat", "sh -c 'exit 3'"}, "stopped after sh failed: the other components exited after their input closed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, initRequest, nil, tc.args...)
+			if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "every component exited") {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and %q", r.code, r.stderr, tc.want)
+			}
+		})
+	}
+}
