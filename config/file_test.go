@@ -99,6 +99,8 @@ func TestParseBad(t *testing.T) {
 			[]string{`chain.yaml:1: unknown key "nmae"`, `did you mean "name"?`}},
 		{"unknown component key", "proxies:\n  - name: p\n    comand: x\n" + agent, conductor.AgentMode,
 			[]string{`chain.yaml:3: unknown key "comand" in proxies[0] (did you mean "command"?); known keys: name, command, args, env, cwd`}},
+		{"a key in the singular", "proxy:\n  - command: x\n" + agent, conductor.AgentMode,
+			[]string{`chain.yaml:1: unknown key "proxy" (did you mean "proxies"?)`}},
 		{"unknown logging key", agent + "logging:\n  lvl: info\n", conductor.AgentMode,
 			[]string{`chain.yaml:4: unknown key "lvl" in logging`}},
 		{"missing proxy command", "proxies:\n  - name: p\n" + agent, conductor.AgentMode,

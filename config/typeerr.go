@@ -220,7 +220,15 @@ func yamlKey(f reflect.StructField) string {
 func yamlKeys[T any]() []string { return typeKeys(reflect.TypeFor[T]()) }
 
 // suggest returns the known key closest to a misspelt one, if any is close.
+// A key in the singular or plural of a known one is that one, however far
+// apart they are spelt: "proxy" for "proxies" is the likeliest slip.
 func suggest(name string, known []string) string {
+	lower := strings.ToLower(name)
+	for _, k := range known {
+		if lower+"s" == k || lower == k+"s" || strings.TrimSuffix(lower, "y")+"ies" == k {
+			return k
+		}
+	}
 	best, bestDist := "", len(name)/2+1
 	for _, k := range known {
 		if d := editDistance(strings.ToLower(name), k); d < bestDist {

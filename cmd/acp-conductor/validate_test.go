@@ -162,3 +162,15 @@ func childPrefix(t reflect.Type, path string) string {
 	}
 	return path + "."
 }
+
+// TestSingularKey: "proxy:" for "proxies:", too far from it for an edit
+// distance to suggest, is refused with the key it meant, on stderr only.
+func TestSingularKey(t *testing.T) {
+	file := writeFile(t, "chain.yaml", "proxy:\n  - command: cat\nagent:\n  command: cat\n")
+	for _, args := range [][]string{{"agent", "--config", file}, {"validate", file}} {
+		r := acp(t, "", nil, args...)
+		if want := file + `:1: unknown key "proxy" (did you mean "proxies"?)`; r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1, nothing and %q", args, r.code, r.stdout, r.stderr, want)
+		}
+	}
+}
