@@ -429,7 +429,9 @@ var knownMethods = func() map[string]string {
 }()
 
 // Unquote decodes the JSON string v, taking the allocation-free path when
-// it holds no escapes; ok is false if v is not a JSON string.
+// it holds no escapes; ok is false if v is not a JSON string. v must be one
+// valid JSON value with nothing around it, as Member and Parse cut them:
+// that path does not look for the quote that ends it (`"" ` reads as `"`).
 func Unquote(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
