@@ -165,12 +165,13 @@ func (e *Error) Error() string { return fmt.Sprintf("[%d] %s", e.Code, e.Message
 // check calls malformed never gets here (Conn.malformedError stands for
 // it), but for safety reads as an internal error.
 func decodeError(raw json.RawMessage) *Error {
-	e := &Error{raw: raw}
 	code, msg, data, ok := wire.ReadError(raw)
 	if !ok {
-		e.Code, e.Message = int(jrpc2.InternalError), "malformed error object: "+string(raw)
-		return e
+		// Without raw: passed on, it must go as the well-formed error
+		// it reads as, not as it came.
+		return &Error{Code: int(jrpc2.InternalError), Message: "malformed error object: " + string(raw)}
 	}
+	e := &Error{raw: raw}
 	// Int's range, where int is 32 bits: the nearest, as ReadError does.
 	code = min(max(code, math.MinInt), math.MaxInt)
 	e.Code, e.Message, e.Data = int(code), msg, bytes.Clone(data) // no alias of raw, which encode compares with
