@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/creachadair/jrpc2"
 
@@ -185,26 +186,24 @@ func (e *Error) encode() json.RawMessage {
 			return e.raw
 		}
 	}
-	// Not wire.Error, whose code is 32 bits: a peer's may be wider.
-	w := struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data,omitempty"`
-	}{Code: e.Code, Message: e.Message}
+	// Not wire.Error, whose code is 32 bits: a peer's may be wider. Not
+	// json.Marshal either, which escapes "&", "<" and ">" in Data that
+	// is to go as it is (see wire.TestErrorAsItCame).
+	out := strconv.AppendInt([]byte(`{"code":`), int64(e.Code), 10)
+	out = wire.AppendString(append(out, `,"message":`...), e.Message)
 	switch {
 	case len(e.Data) == 0:
 	case wire.Valid(e.Data):
-		w.Data = e.Data
+		// One line, as json.Marshal would make it.
+		buf := bytes.NewBuffer(append(out, `,"data":`...))
+		json.Compact(buf, e.Data) // valid, so cannot fail
+		out = buf.Bytes()
 	default:
 		// Dropped, the caller would never see it and its author never
 		// know why: sent as a string, it reaches both (and is logged).
-		w.Data, _ = json.Marshal(string(e.Data))
+		out = wire.AppendString(append(out, `,"data":`...), string(e.Data))
 	}
-	out, err := json.Marshal(w)
-	if err != nil { // Data is valid JSON, and nothing else can fail
-		panic(err)
-	}
-	return out
+	return append(out, '}')
 }
 
 // errorObject returns the error object that answers a request for which a
