@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -232,6 +233,31 @@ func FuzzShimRelay(f *testing.F) {
 			if !bytes.Equal(got[i], want[i]) {
 				t.Fatalf("sent %q: message %d is %q, want %q", data, i, got[i], want[i])
 			}
+		}
+	})
+}
+
+// FuzzDirName: a directory name the sweep reads as a bridge's is one
+// socketDir makes, the pid and start time spelt as strconv spells them,
+// and every name socketDir makes reads back as its pid and start time.
+func FuzzDirName(f *testing.F) {
+	f.Add("acp-conductor-mcp-1234-5678-0412", 1234, uint64(5678), "0412")
+	f.Add("acp-conductor-mcp-+5-1-2", 5, uint64(1), "2")
+	f.Add("acp-conductor-mcp-05-01-", 5, uint64(0), "")
+	f.Fuzz(func(t *testing.T, name string, pid int, start uint64, suffix string) {
+		// The sweep reads only names with the prefix.
+		if p, s, ok := parseDirName(name); ok && strings.HasPrefix(name, dirPrefix) {
+			head := dirPrefix + strconv.Itoa(p) + "-" + strconv.FormatUint(s, 10) + "-"
+			if !strings.HasPrefix(name, head) || strings.Contains(name[len(head):], "-") {
+				t.Fatalf("parseDirName(%q) = %d, %d: no name socketDir makes", name, p, s)
+			}
+		}
+		if pid <= 0 || strings.Contains(suffix, "-") {
+			return
+		}
+		made := fmt.Sprintf("%s%d-%d-", dirPrefix, pid, start) + suffix
+		if p, s, ok := parseDirName(made); !ok || p != pid || s != start {
+			t.Fatalf("parseDirName(%q) = %d, %d, %v", made, p, s, ok)
 		}
 	})
 }

@@ -166,6 +166,11 @@ func parseDirName(name string) (pid int, start uint64, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
+	// Spelt as socketDir spells them, or another's name ("+5", "05")
+	// would pass for the bridge of the process it names.
+	if parts[0] != strconv.Itoa(pid) || parts[1] != strconv.FormatUint(start, 10) {
+		return 0, 0, false
+	}
 	return pid, start, true
 }
 
