@@ -73,6 +73,8 @@ func startFuzzChain() (*fuzzChain, error) {
 	}()
 	ln.SetDeadline(time.Now().Add(20 * time.Second))
 	c, err := ln.AcceptUnix()
+	ln.Close()
+	os.RemoveAll(dir) // the worker has no end to clean up at
 	if err != nil {
 		return nil, err
 	}
