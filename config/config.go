@@ -33,6 +33,9 @@ type Config struct {
 	Spin                time.Duration // how long the relay polls before it sleeps; 0: it does not
 	SpinFrom            string        // where Spin was set ("environment variable ACP_CONDUCTOR_SPIN", say), or "" for its default
 	File                string        // the chain file, or "" if the chain came from arguments
+	// LogFileFrom says where Logging.File was set, as SpinFrom does, for
+	// an error opening it to name.
+	LogFileFrom string
 }
 
 // Conductor returns the conductor's configuration for c, logging to log.

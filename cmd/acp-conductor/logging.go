@@ -13,8 +13,10 @@ import (
 
 // newLogger returns a logger as l describes, writing to stderr or appending
 // to l.File, and a function that flushes and closes it. It never writes to
-// stdout, which belongs to the protocol.
-func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
+// stdout, which belongs to the protocol. from says where l.File was set
+// (config.Config.LogFileFrom), for an error with the file to name, as the
+// other settings' errors do.
+func newLogger(l config.Logging, name, from string) (*zap.Logger, func(), error) {
 	level, err := zapcore.ParseLevel(l.Level)
 	if err != nil {
 		return nil, nil, fmt.Errorf("logging: %w", err)
@@ -41,13 +43,13 @@ func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
 	closeSink := func() {}
 	if l.File != "" {
 		if err := notStdout(l.File); err != nil {
-			return nil, nil, fmt.Errorf("logging: %w; leave the file empty to log to stderr", err)
+			return nil, nil, fileError(fmt.Errorf("%w; leave the file empty to log to stderr", err), from)
 		}
 		// Opened directly rather than through zap.Open, which would take the
 		// names "stdout" and "stderr" as the streams rather than as files.
 		f, err := openOutput(l.File, os.O_APPEND, 0o644)
 		if err != nil {
-			return nil, nil, fmt.Errorf("logging: %w", err)
+			return nil, nil, fileError(err, from)
 		}
 		sink, closeSink = zapcore.Lock(f), func() { f.Close() }
 	}
@@ -57,6 +59,15 @@ func newLogger(l config.Logging, name string) (*zap.Logger, func(), error) {
 		log = log.Named(name)
 	}
 	return log, func() { log.Sync(); closeSink() }, nil
+}
+
+// fileError reports err with the log file as config reports a bad setting:
+// its key, then where it was set, if known.
+func fileError(err error, from string) error {
+	if from == "" {
+		return fmt.Errorf("logging.file: %w", err)
+	}
+	return fmt.Errorf("logging.file: %w (from %s)", err, from)
 }
 
 // notStdout refuses a path that names the file this process's standard

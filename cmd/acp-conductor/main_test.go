@@ -549,6 +549,33 @@ func TestLogFile(t *testing.T) {
 	}
 }
 
+// TestLogFileUnopenable: a log file that cannot be opened fails the chain
+// naming where it was set, as any other bad setting does, with nothing on
+// stdout.
+func TestLogFileUnopenable(t *testing.T) {
+	const path = "/no/such/dir/acp.log"
+	chain := writeFile(t, "chain.yaml", "agent: {command: cat}\nlogging:\n  file: "+path+"\n")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		from string
+	}{
+		{"flag", nil, []string{"agent", "--log-file", path, "cat"}, "(from flag --log-file)"},
+		{"variable", []string{"ACP_CONDUCTOR_LOGGING_FILE=" + path}, []string{"agent", "cat"}, "(from environment variable ACP_CONDUCTOR_LOGGING_FILE)"},
+		{"chain file", nil, []string{"agent", "--config", chain}, "(from chain file " + chain + ":3)"},
+		{"serve", nil, []string{"serve", "--listen", "127.0.0.1:0", "--insecure-no-auth", "--log-file", path, "cat"}, "(from flag --log-file)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, "", tc.env, tc.args...)
+			want := "logging.file: open " + path + ": no such file or directory " + tc.from
+			if r.code == 0 || !strings.Contains(r.stderr, want) || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant a failure, no stdout, stderr with %q", r.code, r.stdout, r.stderr, want)
+			}
+		})
+	}
+}
+
 // started is the binary running with its stdin and stdout piped to the
 // test and its stderr kept.
 type started struct {

@@ -53,7 +53,7 @@ that carries no message) goes to stderr, which the conductor logs.`,
 			}
 			// Stderr, which the conductor logs line by line under the
 			// component's name.
-			log, closeLog, err := newLogger(config.Logging{Level: level, Format: "console"}, "")
+			log, closeLog, err := newLogger(config.Logging{Level: level, Format: "console"}, "", "")
 			if err != nil {
 				return err
 			}

@@ -70,7 +70,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	if err != nil {
 		return refuseChain(untilAbort, cmd, cfg, file, err)
 	}
-	log, closeLog, err := newLogger(cfg.Logging, cfg.Name)
+	log, closeLog, err := newLogger(cfg.Logging, cfg.Name, cfg.LogFileFrom)
 	if err != nil {
 		return refuseChain(untilAbort, cmd, nil, file, err)
 	}
@@ -125,7 +125,7 @@ func refuseChain(ctx context.Context, cmd *cobra.Command, cfg *config.Config, fi
 		logging.File = config.LogFileHint(file, cmd.Flags())
 	}
 	if logging.File != "" {
-		if log, closeLog, err := newLogger(logging, name); err == nil {
+		if log, closeLog, err := newLogger(logging, name, ""); err == nil {
 			log.Error("the chain cannot start", zap.Error(cause))
 			closeLog()
 		}

@@ -199,7 +199,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	log, closeLog, err := newLogger(cfg.Logging, cfg.Name)
+	log, closeLog, err := newLogger(cfg.Logging, cfg.Name, cfg.LogFileFrom)
 	if err != nil {
 		return err
 	}
