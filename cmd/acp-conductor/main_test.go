@@ -129,6 +129,27 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestUsageRequired: a flag a usage line shows outside brackets reads as
+// required, so it must be one with no default.
+func TestUsageRequired(t *testing.T) {
+	for _, args := range [][]string{{"agent"}, {"proxy"}, {"serve"}, {"validate"}, {"trace", "view"}} {
+		help := acp(t, "", nil, append(args, "--help")...).stdout
+		_, usage, _ := strings.Cut(help, "Usage:\n  ")
+		usage, flags, _ := strings.Cut(usage, "\n")
+		depth := 0
+		for _, word := range strings.Fields(usage) {
+			if depth == 0 && strings.HasPrefix(word, "--") && len(word) > 2 {
+				for _, line := range strings.Split(flags, "\n") {
+					if strings.Contains(line, " "+word+" ") && strings.Contains(line, "(default ") {
+						t.Errorf("%q: usage %q shows %s as required, but it has a default:\n%s", args, usage, word, line)
+					}
+				}
+			}
+			depth += strings.Count(word, "[") - strings.Count(word, "]")
+		}
+	}
+}
+
 // TestExamples walks the command tree as a user finds it, cobra's help and
 // completion commands included and hidden commands not, and checks that
 // each command's --help shows examples.

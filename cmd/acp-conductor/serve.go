@@ -55,7 +55,7 @@ type serveFlags struct {
 func newServeCmd() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve --listen ADDR [flags] [--config FILE | [--] [PROXY...] AGENT]",
+		Use:   "serve [--listen ADDR] [flags] [--config FILE | [--] [PROXY...] AGENT]",
 		Short: "Serve a chain over the network (WebSocket and Streamable HTTP)",
 		Long: `Serve the chain to remote editors at the /acp endpoint of ACP's Streamable
 HTTP and WebSocket transport. Every ACP connection gets a chain of its own,
