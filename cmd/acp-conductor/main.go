@@ -136,6 +136,15 @@ logs go to stderr or to --log-file.
 	}
 	// The root too, whose own refusal (cobra's) says nothing of --help.
 	refuseUnknown(root)
+	// Run bare, as an editor configured with the command alone runs it,
+	// the root's help on stdout would reach the editor as the protocol,
+	// and exit 0 would say all is well: it goes to stderr, and the exit
+	// says failure, as go's does. --help and help still print to stdout.
+	root.RunE = func(c *cobra.Command, _ []string) error {
+		c.SetOut(c.ErrOrStderr())
+		c.Help()
+		return errors.New(`no command given: an editor runs "acp-conductor agent [PROXY...] AGENT"`)
+	}
 	return root
 }
 

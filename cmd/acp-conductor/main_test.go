@@ -150,6 +150,21 @@ func TestUsageRequired(t *testing.T) {
 	}
 }
 
+// TestBare: run with no command, as an editor configured with the bare
+// command runs it, the help goes to stderr and the exit says failure:
+// stdout carries only the protocol. Asked for, help is on stdout.
+func TestBare(t *testing.T) {
+	r := acp(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n", nil)
+	if r.code == 0 || r.stdout != "" || !strings.Contains(r.stderr, "Available Commands:") || !strings.Contains(r.stderr, "acp-conductor: no command given") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant a failure, no stdout, the help and why on stderr", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"--help"}, {"help"}} {
+		if r := acp(t, "", nil, args...); r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Available Commands:") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 0 and the help on stdout", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
 // TestExamples walks the command tree as a user finds it, cobra's help and
 // completion commands included and hidden commands not, and checks that
 // each command's --help shows examples.
