@@ -12,6 +12,7 @@ import (
 
 	"github.com/acp-conductor/acp-conductor/trace"
 
+	"github.com/acp-conductor/acp-conductor/internal/tally"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -75,33 +76,33 @@ type peer struct {
 	passedInit atomic.Bool
 	// both counts its responses with both a result and an error
 	// (bothAnswers).
-	both tally
+	both tally.Counter
 	// malformed counts its responses whose error is malformed
 	// (malformedError).
-	malformed tally
+	malformed tally.Counter
 	// maxInFlight bounds inflight (see track); set before the peer reads.
 	maxInFlight int
 	// tooManyCalls counts its requests refused for maxInFlight (tooMany).
-	tooManyCalls tally
+	tooManyCalls tally.Counter
 	// drops counts the messages dropped for it once it was closed.
-	drops tally
+	drops tally.Counter
 	// strays counts the lines it sent that were not JSON-RPC (stray).
-	strays tally
+	strays tally.Counter
 	// unsent counts its responses to ids the conductor did not send it
 	// (unmatched).
-	unsent tally
+	unsent tally.Counter
 	// refusedNotes counts its notifications the conductor refused
 	// (refusedNote).
-	refusedNotes tally
+	refusedNotes tally.Counter
 	// unawaited counts its answers to calls nobody awaits any more
 	// (unawaitedAnswer).
-	unawaited tally
+	unawaited tally.Counter
 	// ignored counts its notifications about no request in flight
 	// (unheeded).
-	ignored tally
+	ignored tally.Counter
 	// rejectedInput counts a client's lines that were not JSON-RPC
 	// (rejected): the editor's, or a bridged MCP client's.
-	rejectedInput tally
+	rejectedInput tally.Counter
 }
 
 // maxInFlight bounds the requests one peer may have in flight through the
@@ -302,7 +303,7 @@ const logTooMany = "refused requests past the limit on requests in flight: the p
 // time; the rest are counted, as a peer that keeps asking past the bound
 // would log a line each. p.mu is held.
 func (p *peer) tooMany(c *call) *wire.Error {
-	switch n, whole, count := p.tooManyCalls.add(1); {
+	switch n, whole, count := p.tooManyCalls.Add(1); {
 	case whole:
 		p.log.Warn(logTooMany, zap.Int("limit", p.maxInFlight), zap.String("to", c.to.name), zap.String("method", c.method))
 	case count:
@@ -490,7 +491,7 @@ func (p *peer) sendMessage(k kind, line ...[]byte) {
 // count logged now and then as they go on (tally), and when p is done
 // (logDropped).
 func (p *peer) dropped() {
-	switch n, whole, count := p.drops.add(1); {
+	switch n, whole, count := p.drops.Add(1); {
 	case whole:
 		p.log.Debug("dropped message for closed peer; later ones are counted, and the count logged now and then")
 	case count:
@@ -507,34 +508,34 @@ func (p *peer) dropped() {
 // its requests past maxInFlight, where some were not logged yet, in full
 // or in a count.
 func (p *peer) logDropped() {
-	if n, ok := p.drops.unreported(); ok {
+	if n, ok := p.drops.Unreported(); ok {
 		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
 	}
-	if n, ok := p.strays.unreported(); ok {
+	if n, ok := p.strays.Unreported(); ok {
 		p.log.Warn("dropped output that is not JSON-RPC, in all", zap.Int64("count", n))
 	}
-	if n, ok := p.unsent.unreported(); ok {
+	if n, ok := p.unsent.Unreported(); ok {
 		p.log.Warn("dropped responses to ids the conductor did not send, in all", zap.Int64("count", n))
 	}
-	if n, ok := p.refusedNotes.unreported(); ok {
+	if n, ok := p.refusedNotes.Unreported(); ok {
 		p.log.Warn("dropped notifications the conductor refused, in all", zap.Int64("count", n))
 	}
-	if n, ok := p.unawaited.unreported(); ok {
+	if n, ok := p.unawaited.Unreported(); ok {
 		p.log.Debug("dropped answers nobody awaits, in all", zap.Int64("count", n))
 	}
-	if n, ok := p.rejectedInput.unreported(); ok {
+	if n, ok := p.rejectedInput.Unreported(); ok {
 		p.log.Warn("rejected input, in all", zap.Int64("count", n))
 	}
-	if n, ok := p.ignored.unreported(); ok {
+	if n, ok := p.ignored.Unreported(); ok {
 		p.log.Debug("ignored notifications about no request in flight, in all", zap.Int64("count", n))
 	}
-	if n, ok := p.both.unreported(); ok {
+	if n, ok := p.both.Unreported(); ok {
 		p.log.Debug(logBothAnswers+", in all", zap.Int64("count", n))
 	}
-	if n, ok := p.malformed.unreported(); ok {
+	if n, ok := p.malformed.Unreported(); ok {
 		p.log.Debug(logMalformedError+", in all", zap.Int64("count", n))
 	}
-	if n, ok := p.tooManyCalls.unreported(); ok {
+	if n, ok := p.tooManyCalls.Unreported(); ok {
 		p.log.Debug(logTooMany+", in all", zap.Int64("count", n))
 	}
 }
@@ -550,7 +551,7 @@ const strayLogged = 5
 // and the count logged now and then as they go on (tally), and when p
 // is done (logDropped).
 func (p *peer) stray(line []byte, err error) {
-	switch n, whole, count := p.strays.add(strayLogged); {
+	switch n, whole, count := p.strays.Add(strayLogged); {
 	case whole && n < strayLogged:
 		p.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
 	case whole:
@@ -571,7 +572,7 @@ const unsentLogged = 5
 // the first unsentLogged are logged, as stray's lines are, and the rest
 // counted.
 func (p *peer) unmatched(m *wire.Message) {
-	n, whole, count := p.unsent.add(unsentLogged)
+	n, whole, count := p.unsent.Add(unsentLogged)
 	said := []zap.Field{zap.ByteString("id", m.ID)}
 	if m.Error != nil { // what an error says may tell what it answers
 		said = append(said, zap.ByteString("error", clip(m.Error)))
@@ -596,7 +597,7 @@ const refusedLogged = 5
 // only the first refusedLogged are logged, as stray's lines are, and
 // the rest counted.
 func (p *peer) refusedNote(m *wire.Message, e *wire.Error) {
-	switch n, whole, count := p.refusedNotes.add(refusedLogged); {
+	switch n, whole, count := p.refusedNotes.Add(refusedLogged); {
 	case whole && n < refusedLogged:
 		p.log.Warn("dropped notification", zap.String("method", m.Method), zap.String("reason", e.Message))
 	case whole:
@@ -617,7 +618,7 @@ const unawaitedLogged = 5
 // would log a line each, so only the first unawaitedLogged are logged,
 // and the rest counted.
 func (p *peer) unawaitedAnswer(id json.RawMessage) {
-	switch n, whole, count := p.unawaited.add(unawaitedLogged); {
+	switch n, whole, count := p.unawaited.Add(unawaitedLogged); {
 	case whole && n < unawaitedLogged:
 		p.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before", zap.ByteString("id", id))
 	case whole:
@@ -638,7 +639,7 @@ const rejectedLogged = 5
 // keeps writing such lines would write a warning each, so only the first
 // rejectedLogged are logged, as stray's lines are, and the rest counted.
 func (p *peer) rejected(line []byte, err error) {
-	switch n, whole, count := p.rejectedInput.add(rejectedLogged); {
+	switch n, whole, count := p.rejectedInput.Add(rejectedLogged); {
 	case whole && n < rejectedLogged:
 		p.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
 	case whole:
@@ -659,7 +660,7 @@ const unheededLogged = 5
 // them without end, so only the first unheededLogged are logged, and the
 // rest counted.
 func (p *peer) unheeded(msg string, what zap.Field) {
-	switch n, whole, count := p.ignored.add(unheededLogged); {
+	switch n, whole, count := p.ignored.Add(unheededLogged); {
 	case whole && n < unheededLogged:
 		p.log.Debug(msg, what)
 	case whole:

@@ -429,7 +429,7 @@ const logBothAnswers = "response with both result and error, which JSON-RPC 2.0 
 // its data), and other readers may take either member. A result beside
 // "error":null is the result (see wire.Parse).
 func bothAnswers(from *peer, m *wire.Message) {
-	switch n, whole, count := from.both.add(1); {
+	switch n, whole, count := from.both.Add(1); {
 	case whole:
 		from.log.Warn(logBothAnswers, zap.ByteString("id", m.ID), zap.ByteString("result", clip(m.Result)))
 	case count:
@@ -452,7 +452,7 @@ const logMalformedError = `response with a malformed error, not an object with a
 // nobody, and another reader may wait for an answer for ever. As with bothAnswers, it is replaced
 // before anyone reads it: the conductor's hooks, the trace, the caller.
 func malformedError(from *peer, m *wire.Message) {
-	switch n, whole, count := from.malformed.add(1); {
+	switch n, whole, count := from.malformed.Add(1); {
 	case whole:
 		from.log.Warn(logMalformedError, zap.ByteString("id", m.ID), zap.ByteString("error", clip(m.Error)))
 	case count:

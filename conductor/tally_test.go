@@ -7,26 +7,28 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/acp-conductor/acp-conductor/internal/tally"
 )
 
 // TestStrayCountLoggedWhileRunning: past the first few stray lines, the
-// count is logged when one comes at least tallyEvery after the last
+// count is logged when one comes at least tally.Every after the last
 // line logged, not only as the peer ends; and at the end only if some
 // came after it.
 func TestStrayCountLoggedWhileRunning(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	p := newPeer("chatty", 1, nil, zap.New(core))
 	now := time.Unix(1000, 0)
-	p.strays.now = func() time.Time { return now }
+	p.strays.Now = func() time.Time { return now }
 	stray := func() { p.stray([]byte("chatter"), fmt.Errorf("not JSON")) }
 
 	for range strayLogged + 3 {
 		stray()
 	}
 	if n := logs.Len(); n != strayLogged {
-		t.Fatalf("logged %d lines for %d stray lines within tallyEvery, want %d", n, strayLogged+3, strayLogged)
+		t.Fatalf("logged %d lines for %d stray lines within tally.Every, want %d", n, strayLogged+3, strayLogged)
 	}
-	now = now.Add(tallyEvery)
+	now = now.Add(tally.Every)
 	stray() // the 9th
 	stray()
 	counts := logs.FilterMessage("dropped output that is not JSON-RPC, so far").All()
@@ -42,11 +44,11 @@ func TestStrayCountLoggedWhileRunning(t *testing.T) {
 	// Nothing came after the last count: the end has nothing to add.
 	core, logs = observer.New(zap.DebugLevel)
 	p = newPeer("chatty", 1, nil, zap.New(core))
-	p.strays.now = func() time.Time { return now }
+	p.strays.Now = func() time.Time { return now }
 	for range strayLogged + 1 {
 		stray()
 	}
-	now = now.Add(tallyEvery)
+	now = now.Add(tally.Every)
 	stray()
 	p.logDropped()
 	if n := logs.FilterMessageSnippet("in all").Len(); n != 0 {
@@ -60,13 +62,13 @@ func TestDropCountLoggedWhileRunning(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	p := newPeer("p", 1, nil, zap.New(core))
 	now := time.Unix(1000, 0)
-	p.drops.now = func() time.Time { return now }
+	p.drops.Now = func() time.Time { return now }
 	for range 10 {
 		p.dropped()
 	}
-	now = now.Add(tallyEvery)
+	now = now.Add(tally.Every)
 	p.dropped()
-	now = now.Add(tallyEvery - 1)
+	now = now.Add(tally.Every - 1)
 	p.dropped()
 	counts := logs.FilterMessage("dropped messages for closed peer, so far").All()
 	if len(counts) != 1 || counts[0].ContextMap()["count"] != int64(11) {
