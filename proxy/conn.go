@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"github.com/creachadair/jrpc2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/acp-conductor/acp-conductor/internal/tally"
 	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
@@ -60,7 +63,13 @@ type Conn struct {
 	served map[string]*served // requests received, by id, until answered
 	err    error              // set once reading has stopped: a *cutOff
 	warned map[string]bool    // what was warned of once: see warnOnce
+	// tallies counts, by what and who, the bad answers a peer may send
+	// without end, so that they cannot flood the log: see counter.
+	tallies map[tallyKey]*tally.Counter
 }
+
+// A tallyKey names a kind of bad answer and who sends it.
+type tallyKey struct{ what, who string }
 
 // A call is a request the proxy sent and is waiting to see answered.
 type call struct {
@@ -391,28 +400,71 @@ func (c *Conn) warnOnce(key string) bool {
 	return true
 }
 
-// logBothAnswers is the diagnostic, logged once for each of whoever
-// answers, for a response that carries both a result and an error.
+// counter returns the tally of what from who, made on first use.
+func (c *Conn) counter(what, who string) *tally.Counter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := tallyKey{what, who}
+	t := c.tallies[k]
+	if t == nil {
+		if c.tallies == nil {
+			c.tallies = make(map[tallyKey]*tally.Counter)
+		}
+		t = new(tally.Counter)
+		c.tallies[k] = t
+	}
+	return t
+}
+
+// logTallies logs, once the connection has ended, how many of each kind of
+// bad answer each peer sent, where some were not logged yet.
+func (c *Conn) logTallies() {
+	c.mu.Lock()
+	if len(c.tallies) == 0 { // as a rule: nothing to sort or log
+		c.mu.Unlock()
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(c.tallies), func(a, b tallyKey) int {
+		return cmp.Or(cmp.Compare(a.what, b.what), cmp.Compare(a.who, b.who))
+	})
+	tallies := make([]*tally.Counter, len(keys))
+	for i, k := range keys {
+		tallies[i] = c.tallies[k]
+	}
+	c.mu.Unlock()
+	for i, k := range keys {
+		if n, ok := tallies[i].Unreported(); ok {
+			c.log.Debug(k.what+", in all", "from", k.who, "count", n)
+		}
+	}
+}
+
+// logBothAnswers is the diagnostic, logged in full once for each of
+// whoever answers and then counted, for a response that carries both a
+// result and an error.
 const logBothAnswers = "response with both result and error, which JSON-RPC 2.0 forbids: taken as the error, its result dropped"
 
 // bothAnswers makes m, a response from who with both a result and an
-// error, the error alone, and says so the first time who sends one, as the
-// conductor does. The error is the answer wherever it goes (relayed, to
-// Forward or Call, to an MCP server), so that no reader takes the request
-// as done: the TypeScript SDK fails such a response too, and another
-// reader may take either member. A result beside "error": null is the
+// error, the error alone, and says so the first time who sends one,
+// counting the rest, which a peer may send without end, as the conductor
+// does. The error is the answer wherever it goes (relayed, to Forward or
+// Call, to an MCP server), so that no reader takes the request as done:
+// the TypeScript SDK fails such a response too, and another reader may
+// take either member. A result beside "error": null is the
 // result (see wire.Parse).
 func (c *Conn) bothAnswers(who string, m *wire.Message) {
-	if c.warnOnce("both " + who) {
+	switch n, whole, count := c.counter(logBothAnswers, who).Add(1); {
+	case whole:
 		c.log.Warn(logBothAnswers, "from", who, "id", string(m.ID), "result", string(clip(m.Result)))
-	} else {
-		c.log.Debug(logBothAnswers, "from", who, "id", string(m.ID))
+	case count:
+		c.log.Debug(logBothAnswers+", so far", "from", who, "count", n)
 	}
 	m.Result = nil
 }
 
-// logMalformedError is the diagnostic, logged once for each of whoever
-// answers, for a response whose error is not a JSON-RPC error object.
+// logMalformedError is the diagnostic, logged in full once for each of
+// whoever answers and then counted, for a response whose error is not a
+// JSON-RPC error object.
 const logMalformedError = `response with a malformed error, not an object with an integer "code" and a string "message": answered as the proxy's -32603, the error in its data`
 
 // malformedError returns what stands for raw, the error of a response to
@@ -424,10 +476,11 @@ const logMalformedError = `response with a malformed error, not an object with a
 // its own -32600 naming nobody, and a handler would get an *Error that says
 // nothing ([0] "" for null).
 func (c *Conn) malformedError(who string, id, raw json.RawMessage) json.RawMessage {
-	if c.warnOnce("malformed " + who) {
+	switch n, whole, count := c.counter(logMalformedError, who).Add(1); {
+	case whole:
 		c.log.Warn(logMalformedError, "from", who, "id", string(id), "error", string(clip(raw)))
-	} else {
-		c.log.Debug(logMalformedError, "from", who, "id", string(id))
+	case count:
+		c.log.Debug(logMalformedError+", so far", "from", who, "count", n)
 	}
 	e := wire.Errorf(jrpc2.InternalError, "proxy %s: %s answered with a malformed error, not an object with an integer code and a string message", c.p.name(), who)
 	out, err := wire.SetPath(e.Encode(), []string{"data"}, raw)
@@ -563,6 +616,7 @@ func (c *Conn) shutdown(why error) {
 	if c.mcp != nil {
 		c.mcp.stop()
 	}
+	c.logTallies() // no answer comes any more
 	c.out.close()
 }
 

@@ -154,8 +154,8 @@ func warnedOnceEachSide(t *testing.T, log, what string) (logged int) {
 // An answer with both a result and an error, which JSON-RPC forbids, is
 // taken as the error alone, relayed or returned by Forward, as the
 // conductor takes it; the first from each side is warned of, with the
-// result dropped, the rest logged at debug level. A result beside
-// "error": null is the result.
+// result dropped, the rest counted, the count logged at debug level at
+// the end. A result beside "error": null is the result.
 func TestResponseWithBothMembers(t *testing.T) {
 	var log testio.Buffer
 	c := serve(t, &proxy.Proxy{
@@ -178,9 +178,11 @@ func TestResponseWithBothMembers(t *testing.T) {
 	c.in.Close()
 	c.wait()
 
+	// The successor's three: one warned of, two counted; the predecessor's
+	// one warned of.
 	logged := warnedOnceEachSide(t, log.String(), "response with both result and error")
-	if logged != 4 {
-		t.Errorf("%d responses with both members logged, want 4\nlog:\n%s", logged, log.String())
+	if logged != 3 || !strings.Contains(log.String(), `level=DEBUG msg="response with both result and error, which JSON-RPC 2.0 forbids: taken as the error, its result dropped, in all" from="its successor" count=3`) {
+		t.Errorf("%d responses with both members logged, want 3, the last a count of the successor's 3\nlog:\n%s", logged, log.String())
 	}
 }
 
@@ -190,7 +192,7 @@ func TestResponseWithBothMembers(t *testing.T) {
 // answered, with the error as it came in data: relayed, and as the *Error
 // Forward returns, whose fields say so. A well-formed error goes on as it
 // came. The first malformed error from each side is warned of, the rest
-// logged at debug level.
+// counted, the count logged at debug level at the end.
 func TestResponseWithMalformedError(t *testing.T) {
 	var log testio.Buffer
 	c := serve(t, &proxy.Proxy{
@@ -235,9 +237,38 @@ func TestResponseWithMalformedError(t *testing.T) {
 	c.in.Close()
 	c.wait()
 
+	// Each side's first warned of, and a count of each side's at the end.
 	logged := warnedOnceEachSide(t, log.String(), "answered as the proxy's -32603")
-	if logged != 9 {
-		t.Errorf("%d malformed errors logged, want 9\nlog:\n%s", logged, log.String())
+	if logged != 4 || !strings.Contains(log.String(), `in all" from="its successor" count=7`) || !strings.Contains(log.String(), `in all" from="its predecessor" count=2`) {
+		t.Errorf("%d malformed errors logged, want 4, with counts of 7 from the successor and 2 from the predecessor\nlog:\n%s", logged, log.String())
+	}
+}
+
+// TestBadAnswersFlood: a peer that answers every request badly, which
+// it may do without end, cannot flood the proxy's log: the first of each
+// kind is warned of, the rest counted, and the count logged at the end.
+func TestBadAnswersFlood(t *testing.T) {
+	var log testio.Buffer
+	c := serve(t, &proxy.Proxy{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	const flood = 200
+	for i := range flood {
+		relayAnswer(t, c, 10+2*i, "session/prompt", `"result":{},"error":{"code":1,"message":"no"}`)
+		c.recv()
+		relayAnswer(t, c, 11+2*i, "session/prompt", `"error":"boom"`)
+		c.recv()
+	}
+	c.in.Close()
+	c.wait()
+	for _, what := range []string{"response with both result and error", "response with a malformed error"} {
+		var lines []string
+		for line := range strings.Lines(log.String()) {
+			if strings.Contains(line, what) {
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) != 2 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[1], fmt.Sprintf(`in all" from="its successor" count=%d`, flood)) {
+			t.Errorf("%d answers logged in %d lines %q, want 2: a warning and then the count", flood, len(lines), lines)
+		}
 	}
 }
 
