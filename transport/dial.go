@@ -136,16 +136,34 @@ func refusal(u *url.URL, resp *http.Response, hdr http.Header) *RefusedError {
 
 // readRedacted returns the start of body, up to n bytes, without the
 // values of hdr (redactHeaders). It reads further than n, by the longest
-// value, so that a value the cut would split is still found whole.
+// value, so that a value the cut would split is still found whole; the
+// text is cut before it is redacted, as redacting shortens it and would
+// pull a value read only in part back before the cut.
 func readRedacted(body io.Reader, n int, hdr http.Header) string {
+	words := secretWords(hdr)
 	longest := 0
-	for _, vs := range hdr {
-		for _, v := range vs {
-			longest = max(longest, len(v))
-		}
+	for _, w := range words {
+		longest = max(longest, len(w))
 	}
 	b, _ := io.ReadAll(io.LimitReader(body, int64(n+longest)))
-	s := redactHeaders(string(b), hdr)
+	s := string(b)
+	cut := min(n, len(s))
+	for moved := true; moved; { // a value kept whole may begin another
+		moved = false
+		for _, w := range words {
+			for at := 0; at < cut; {
+				i := strings.Index(s[at:], w)
+				if i < 0 || at+i >= cut {
+					break
+				}
+				if end := at + i + len(w); end > cut {
+					cut, moved = end, true
+				}
+				at += i + 1
+			}
+		}
+	}
+	s = redactHeaders(s[:cut], hdr)
 	if len(s) > n {
 		for n > 0 && !utf8.RuneStart(s[n]) {
 			n--
@@ -158,16 +176,26 @@ func readRedacted(body io.Reader, n int, hdr http.Header) string {
 // redactHeaders removes from s every word of a header value long enough to
 // be a credential, lest a server that echoes what it refused have it shown.
 func redactHeaders(s string, hdr http.Header) string {
+	for _, w := range secretWords(hdr) {
+		s = strings.ReplaceAll(s, w, "[redacted]")
+	}
+	return s
+}
+
+// secretWords returns the words of hdr's values long enough to be a
+// credential.
+func secretWords(hdr http.Header) []string {
+	var words []string
 	for _, vs := range hdr {
 		for _, v := range vs {
 			for _, w := range strings.Fields(v) {
 				if len(w) >= 8 {
-					s = strings.ReplaceAll(s, w, "[redacted]")
+					words = append(words, w)
 				}
 			}
 		}
 	}
-	return s
+	return words
 }
 
 // shorten returns s printable and trimmed, cut on a character boundary

@@ -885,3 +885,24 @@ func TestUpgradeLogBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRedactedNoPartialValue: a value the read stops inside of is
+// not found whole, so it must not be pulled before the cut when an
+// earlier value, redacted, shortens the text.
+func TestReadRedactedNoPartialValue(t *testing.T) {
+	token := strings.Repeat("k", 64)
+	hdr := http.Header{"Authorization": {"Bearer " + token}}
+	const n = 512
+	longest := len(hdr.Get("Authorization"))
+	// The second token begins past the cut, and is read only in part.
+	body := token + strings.Repeat(".", n+longest-30-len(token)) + token
+	got := readRedacted(strings.NewReader(body), n, hdr)
+	if strings.Contains(got, token[:8]) {
+		t.Errorf("readRedacted kept part of a value: %q", got)
+	}
+	// One the cut would split is still redacted whole.
+	body = strings.Repeat(".", n-10) + token
+	if got := readRedacted(strings.NewReader(body), n, hdr); strings.Contains(got, "kkkk") || !strings.Contains(got, "[redacted]") {
+		t.Errorf("readRedacted of a value across the cut: %q", got)
+	}
+}
