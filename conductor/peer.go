@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/acp-conductor/acp-conductor/trace"
 
@@ -551,14 +552,23 @@ const strayLogged = 5
 // and the count logged now and then as they go on (tally), and when p
 // is done (logDropped).
 func (p *peer) stray(line []byte, err error) {
-	switch n, whole, count := p.strays.Add(strayLogged); {
-	case whole && n < strayLogged:
-		p.log.Warn("dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
+	p.logFew(&p.strays, strayLogged, zap.WarnLevel, "dropped output that is not JSON-RPC", "later such lines",
+		"dropped output that is not JSON-RPC", zap.Error(err), zap.ByteString("line", clip(line)))
+}
+
+// logFew logs one more of what t counts, at level: the first few in full,
+// as msg with fields, the last of them saying that what comes later (its
+// words) is counted; then, now and then (tally), the count so far, as
+// counted says. Each of a peer's diagnostics that it may repeat without
+// end goes this way.
+func (p *peer) logFew(t *tally.Counter, few int64, level zapcore.Level, msg, later, counted string, fields ...zap.Field) {
+	switch n, whole, count := t.Add(few); {
+	case whole && n < few:
+		p.log.Log(level, msg, fields...)
 	case whole:
-		p.log.Warn("dropped output that is not JSON-RPC; later such lines are counted, and the count logged now and then",
-			zap.Error(err), zap.ByteString("line", clip(line)))
+		p.log.Log(level, msg+"; "+later+" are counted, and the count logged now and then", fields...)
 	case count:
-		p.log.Warn("dropped output that is not JSON-RPC, so far", zap.Int64("count", n))
+		p.log.Log(level, counted+", so far", zap.Int64("count", n))
 	}
 }
 
@@ -572,19 +582,12 @@ const unsentLogged = 5
 // the first unsentLogged are logged, as stray's lines are, and the rest
 // counted.
 func (p *peer) unmatched(m *wire.Message) {
-	n, whole, count := p.unsent.Add(unsentLogged)
 	said := []zap.Field{zap.ByteString("id", m.ID)}
 	if m.Error != nil { // what an error says may tell what it answers
 		said = append(said, zap.ByteString("error", clip(m.Error)))
 	}
-	switch {
-	case whole && n < unsentLogged:
-		p.log.Warn("dropped response to an id the conductor did not send", said...)
-	case whole:
-		p.log.Warn("dropped response to an id the conductor did not send; later such responses are counted, and the count logged now and then", said...)
-	case count:
-		p.log.Warn("dropped responses to ids the conductor did not send, so far", zap.Int64("count", n))
-	}
+	p.logFew(&p.unsent, unsentLogged, zap.WarnLevel, "dropped response to an id the conductor did not send", "later such responses",
+		"dropped responses to ids the conductor did not send", said...)
 }
 
 // refusedLogged is how many of a peer's notifications the conductor
@@ -597,15 +600,8 @@ const refusedLogged = 5
 // only the first refusedLogged are logged, as stray's lines are, and
 // the rest counted.
 func (p *peer) refusedNote(m *wire.Message, e *wire.Error) {
-	switch n, whole, count := p.refusedNotes.Add(refusedLogged); {
-	case whole && n < refusedLogged:
-		p.log.Warn("dropped notification", zap.String("method", m.Method), zap.String("reason", e.Message))
-	case whole:
-		p.log.Warn("dropped notification; later ones the conductor refuses are counted, and the count logged now and then",
-			zap.String("method", m.Method), zap.String("reason", e.Message))
-	case count:
-		p.log.Warn("dropped notifications the conductor refused, so far", zap.Int64("count", n))
-	}
+	p.logFew(&p.refusedNotes, refusedLogged, zap.WarnLevel, "dropped notification", "later ones the conductor refuses",
+		"dropped notifications the conductor refused", zap.String("method", m.Method), zap.String("reason", e.Message))
 }
 
 // unawaitedLogged is how many of a peer's answers nobody awaits are
@@ -618,15 +614,9 @@ const unawaitedLogged = 5
 // would log a line each, so only the first unawaitedLogged are logged,
 // and the rest counted.
 func (p *peer) unawaitedAnswer(id json.RawMessage) {
-	switch n, whole, count := p.unawaited.Add(unawaitedLogged); {
-	case whole && n < unawaitedLogged:
-		p.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before", zap.ByteString("id", id))
-	case whole:
-		p.log.Debug("dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before; later such answers are counted, and the count logged now and then",
-			zap.ByteString("id", id))
-	case count:
-		p.log.Debug("dropped answers nobody awaits, so far", zap.Int64("count", n))
-	}
+	p.logFew(&p.unawaited, unawaitedLogged, zap.DebugLevel,
+		"dropped an answer nobody awaits: the conductor answered the call itself, or the peer answered it before", "later such answers",
+		"dropped answers nobody awaits", zap.ByteString("id", id))
 }
 
 // rejectedLogged is how many of a client's lines that are not JSON-RPC
@@ -639,15 +629,8 @@ const rejectedLogged = 5
 // keeps writing such lines would write a warning each, so only the first
 // rejectedLogged are logged, as stray's lines are, and the rest counted.
 func (p *peer) rejected(line []byte, err error) {
-	switch n, whole, count := p.rejectedInput.Add(rejectedLogged); {
-	case whole && n < rejectedLogged:
-		p.log.Warn("rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
-	case whole:
-		p.log.Warn("rejected input; later such lines are counted, and the count logged now and then",
-			zap.Error(err), zap.ByteString("line", clip(line)))
-	case count:
-		p.log.Warn("rejected input, so far", zap.Int64("count", n))
-	}
+	p.logFew(&p.rejectedInput, rejectedLogged, zap.WarnLevel, "rejected input", "later such lines",
+		"rejected input", zap.Error(err), zap.ByteString("line", clip(line)))
 }
 
 // unheededLogged is how many of a peer's notifications about no request
@@ -660,12 +643,6 @@ const unheededLogged = 5
 // them without end, so only the first unheededLogged are logged, and the
 // rest counted.
 func (p *peer) unheeded(msg string, what zap.Field) {
-	switch n, whole, count := p.ignored.Add(unheededLogged); {
-	case whole && n < unheededLogged:
-		p.log.Debug(msg, what)
-	case whole:
-		p.log.Debug(msg+"; later notifications about no request in flight are counted, and the count logged now and then", what)
-	case count:
-		p.log.Debug("ignored notifications about no request in flight, so far", zap.Int64("count", n))
-	}
+	p.logFew(&p.ignored, unheededLogged, zap.DebugLevel, msg, "later notifications about no request in flight",
+		"ignored notifications about no request in flight", what)
 }
