@@ -509,35 +509,25 @@ func (p *peer) dropped() {
 // its requests past maxInFlight, where some were not logged yet, in full
 // or in a count.
 func (p *peer) logDropped() {
-	if n, ok := p.drops.Unreported(); ok {
-		p.log.Debug("dropped messages for closed peer", zap.Int64("count", n))
-	}
-	if n, ok := p.strays.Unreported(); ok {
-		p.log.Warn("dropped output that is not JSON-RPC, in all", zap.Int64("count", n))
-	}
-	if n, ok := p.unsent.Unreported(); ok {
-		p.log.Warn("dropped responses to ids the conductor did not send, in all", zap.Int64("count", n))
-	}
-	if n, ok := p.refusedNotes.Unreported(); ok {
-		p.log.Warn("dropped notifications the conductor refused, in all", zap.Int64("count", n))
-	}
-	if n, ok := p.unawaited.Unreported(); ok {
-		p.log.Debug("dropped answers nobody awaits, in all", zap.Int64("count", n))
-	}
-	if n, ok := p.rejectedInput.Unreported(); ok {
-		p.log.Warn("rejected input, in all", zap.Int64("count", n))
-	}
-	if n, ok := p.ignored.Unreported(); ok {
-		p.log.Debug("ignored notifications about no request in flight, in all", zap.Int64("count", n))
-	}
-	if n, ok := p.both.Unreported(); ok {
-		p.log.Debug(logBothAnswers+", in all", zap.Int64("count", n))
-	}
-	if n, ok := p.malformed.Unreported(); ok {
-		p.log.Debug(logMalformedError+", in all", zap.Int64("count", n))
-	}
-	if n, ok := p.tooManyCalls.Unreported(); ok {
-		p.log.Debug(logTooMany+", in all", zap.Int64("count", n))
+	for _, c := range []struct {
+		t     *tally.Counter
+		level zapcore.Level
+		msg   string
+	}{
+		{&p.drops, zap.DebugLevel, "dropped messages for closed peer"},
+		{&p.strays, zap.WarnLevel, "dropped output that is not JSON-RPC, in all"},
+		{&p.unsent, zap.WarnLevel, "dropped responses to ids the conductor did not send, in all"},
+		{&p.refusedNotes, zap.WarnLevel, "dropped notifications the conductor refused, in all"},
+		{&p.unawaited, zap.DebugLevel, "dropped answers nobody awaits, in all"},
+		{&p.rejectedInput, zap.WarnLevel, "rejected input, in all"},
+		{&p.ignored, zap.DebugLevel, "ignored notifications about no request in flight, in all"},
+		{&p.both, zap.DebugLevel, logBothAnswers + ", in all"},
+		{&p.malformed, zap.DebugLevel, logMalformedError + ", in all"},
+		{&p.tooManyCalls, zap.DebugLevel, logTooMany + ", in all"},
+	} {
+		if n, ok := c.t.Unreported(); ok {
+			p.log.Log(c.level, c.msg, zap.Int64("count", n))
+		}
 	}
 }
 
