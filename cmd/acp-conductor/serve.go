@@ -429,7 +429,7 @@ func (p *primed) Read(ctx context.Context) ([]byte, error) {
 // port some other program holds, which the bare error does not.
 func listenError(flag, addr string, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("%s %s: the port is in use by another program: stop it, or give another port (port 0 picks a free one, logged at start)", flag, addr)
+		return fmt.Errorf("%s %s: the port is in use by another program: stop it, or give another port (port 0 picks a free one, logged at start): %w", flag, addr, err)
 	}
 	return err
 }

@@ -742,3 +742,18 @@ func TestServeWebSocketBatch(t *testing.T) {
 		t.Errorf("the agent was sent %d session/new, want 2:\n%s", n, data)
 	}
 }
+
+// TestListenErrorKeepsCause: a port in use is said plainly, and the
+// listener's own error is still there, to read and to test for.
+func TestListenErrorKeepsCause(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = net.Listen("tcp", ln.Addr().String())
+	got := listenError("--listen", ln.Addr().String(), err)
+	if !errors.Is(got, syscall.EADDRINUSE) || !strings.Contains(got.Error(), "in use by another program") || !strings.Contains(got.Error(), err.Error()) {
+		t.Errorf("listenError = %v, want the advice and %v", got, err)
+	}
+}
