@@ -3,6 +3,7 @@ package conductor
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -1834,10 +1835,11 @@ func connErrorFor(e json.RawMessage, ownerID, callerID string) json.RawMessage {
 }
 
 // sameID reports whether raw and id (raw JSON) name the same id, however
-// each is escaped.
+// each is escaped. The owner chose the id, which may be an object or an
+// array: == on those would panic.
 func sameID(raw json.RawMessage, id string) bool {
 	var a, b any
-	return raw != nil && json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(id), &b) == nil && a == b
+	return raw != nil && json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(id), &b) == nil && reflect.DeepEqual(a, b)
 }
 
 // dataString returns s, an id the conductor names in its own error data,

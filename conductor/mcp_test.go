@@ -684,3 +684,21 @@ func TestMCPRequestOwnerThinkwellParent(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestConnErrorForOddIDs: an owner chooses its connection ids, and may
+// give an object or an array, which cannot be compared as strings and
+// numbers are: its error is renamed all the same, never a panic.
+func TestConnErrorForOddIDs(t *testing.T) {
+	for _, id := range []string{`{"a":1}`, `[1,2]`, `"c\u0031"`, `7`} {
+		msg, _ := json.Marshal("connection " + id + " ended")
+		e := json.RawMessage(`{"code":-32603,"message":` + string(msg) + `,"data":{"connectionId":` + id + `}}`)
+		got := connErrorFor(e, id, `"mine"`)
+		if !strings.Contains(string(got), `"connectionId":"mine"`) {
+			t.Errorf("connErrorFor(%s) = %s, want it to name \"mine\"", id, got)
+		}
+	}
+	e := json.RawMessage(`{"code":1,"message":"m","data":{"connectionId":{"a":2}}}`)
+	if got := connErrorFor(e, `{"a":1}`, `"mine"`); string(got) != string(e) {
+		t.Errorf("another id was renamed: %s", got)
+	}
+}
