@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,24 +23,35 @@ func (c *Config) CheckCommands() error {
 
 // commandErrs is CheckCommands' list, one error a component.
 func (c *Config) commandErrs() []error {
-	comps := c.Proxies
-	if c.Mode == conductor.AgentMode {
-		comps = append(comps[:len(comps):len(comps)], c.Agent)
-	}
 	var errs []error
-	for i, comp := range comps {
-		role := "proxy"
-		if c.Mode == conductor.AgentMode && i == len(comps)-1 {
-			role = "agent"
-		}
-		if !local(comp) {
-			continue // connected, not run, or its command is a problem already
-		}
+	for role, comp := range c.runComponents() {
 		if err := findCommand(comp); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q (%s): %w", role, comp.Name, comp.Origin, err))
 		}
 	}
 	return errs
+}
+
+// runComponents yields the components c runs, proxies first, each with
+// its role as problems name it ("proxy" or "agent"), so that one
+// component's problems read alike; one connected to, or whose command
+// is a problem already, is left out.
+func (c *Config) runComponents() iter.Seq2[string, Component] {
+	return func(yield func(string, Component) bool) {
+		comps := c.Proxies
+		if c.Mode == conductor.AgentMode {
+			comps = append(comps[:len(comps):len(comps)], c.Agent)
+		}
+		for i, comp := range comps {
+			role := "proxy"
+			if c.Mode == conductor.AgentMode && i == len(comps)-1 {
+				role = "agent"
+			}
+			if local(comp) && !yield(role, comp) {
+				return
+			}
+		}
+	}
 }
 
 func findCommand(c Component) error {

@@ -313,20 +313,7 @@ func Validate(opts Options, commands bool) (c *Config, errs, warnings Problems) 
 // starts the conductor in. It does not look for the programs; see
 // CheckCommands.
 func (c *Config) Lint() (errs, warnings Problems) {
-	comps := c.Proxies
-	if c.Mode == conductor.AgentMode {
-		comps = append(comps[:len(comps):len(comps)], c.Agent)
-	}
-	for i, comp := range comps {
-		if !local(comp) {
-			continue
-		}
-		// Named as commandErrs names it, so that one component's problems
-		// read alike.
-		role := "proxy"
-		if c.Mode == conductor.AgentMode && i == len(comps)-1 {
-			role = "agent"
-		}
+	for role, comp := range c.runComponents() {
 		at := func(format string, args ...any) Problem {
 			return Problem{Msg: fmt.Sprintf("%s %q (%s): ", role, comp.Name, comp.Origin) + fmt.Sprintf(format, args...)}
 		}
