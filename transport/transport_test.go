@@ -269,18 +269,7 @@ func TestGuard(t *testing.T) {
 	} {
 		req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 		req.Header.Set("Content-Type", "application/json")
-		for k, v := range tc.h {
-			if k == "Host" {
-				req.Host = v
-			} else {
-				req.Header.Set(k, v)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := doWith(t, req, tc.h)
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s: %s, want %d", tc.name, resp.Status, tc.want)
 		}
@@ -813,19 +802,7 @@ func TestGuardLogBounded(t *testing.T) {
 		{"Origin": "http://" + long + ".example"},
 	} {
 		req, _ := http.NewRequest("GET", u, nil)
-		for k, v := range h {
-			if k == "Host" {
-				req.Host = v
-			} else {
-				req.Header.Set(k, v)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden {
+		if resp := doWith(t, req, h); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%v...: %s, want 403", h, resp.Status)
 		}
 	}
@@ -860,14 +837,7 @@ func TestUpgradeLogBounded(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer s3cret")
 		req.Header.Set("Connection", "Upgrade")
 		req.Header.Set("Upgrade", "websocket")
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		doWith(t, req, h)
 	}
 	// A handler may log after its answer is on the way.
 	for deadline := time.Now().Add(5 * time.Second); logs.FilterMessage("websocket upgrade failed").Len() < 2 ||
@@ -905,4 +875,23 @@ func TestReadRedactedNoPartialValue(t *testing.T) {
 	if got := readRedacted(strings.NewReader(body), n, hdr); strings.Contains(got, "kkkk") || !strings.Contains(got, "[redacted]") {
 		t.Errorf("readRedacted of a value across the cut: %q", got)
 	}
+}
+
+// doWith sends req with the headers h set ("Host" sets its Host), and
+// returns its response, its body closed.
+func doWith(t *testing.T, req *http.Request, h map[string]string) *http.Response {
+	t.Helper()
+	for k, v := range h {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
 }
