@@ -731,3 +731,51 @@ func TestStrayOutputLoggedSparingly(t *testing.T) {
 		}
 	}
 }
+
+// TestComponentInvalidRequestAnswered: a line from a component that would
+// be a request, with an id that can be read, but is not JSON-RPC 2.0 is
+// answered with -32600 under that id, as the client's is, rather than
+// leave the component waiting for ever; its other lines, which may be
+// output gone astray, get no answer. Either way the chain goes on.
+func TestComponentInvalidRequestAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		answered   bool
+	}{
+		{"no version", `{"id":"q","method":"x/ask","params":{}}`, true},
+		{"method not a string", `{"jsonrpc":"2.0","id":8,"method":1}`, true},
+		{"result and method", `{"jsonrpc":"2.0","id":7,"method":"x/ask","result":{}}`, false},
+		{"not JSON", `starting up {"id":9}`, false},
+		{"an object, not a message", `{"level":"info","msg":"ready"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			agent, agentStarted := scriptedComponent(t, dir, "agent")
+			e := startChain(t, Config{Agent: agent})
+			a := agentStarted()
+			a.send(tc.line)
+			a.send(`{"jsonrpc":"2.0","id":100,"method":"x/after","params":{}}`)
+			// The editor gets the request after the bad line, so the bad
+			// line's answer, if any, went out before it was read.
+			after := e.recvMsg()
+			if after.Method != "x/after" {
+				t.Fatalf("the editor got %s, want x/after", after.Bytes())
+			}
+			e.send(`{"jsonrpc":"2.0","id":` + string(after.ID) + `,"result":{}}`)
+			m := a.recvMsg()
+			if tc.answered {
+				if m.Error == nil || !strings.Contains(string(m.Error), "-32600") || string(m.ID) == "100" {
+					t.Fatalf("the agent got %s, want -32600 under its bad request's id", m.Bytes())
+				}
+				m = a.recvMsg()
+			}
+			if string(m.ID) != "100" || m.Error != nil {
+				t.Fatalf("the agent got %s, want the answer to x/after", m.Bytes())
+			}
+			a.w.Close() // the agent exits
+			if err := e.close(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}

@@ -258,13 +258,20 @@ func FuzzProxyInput(f *testing.F) {
 		ch.px.Write(append(sent, '\n'))
 		io.WriteString(ch.ed, `{"jsonrpc":"2.0","id":`+sentinel+`,"method":"x/ping","params":{}}`+"\n")
 		io.WriteString(ch.ag, `{"jsonrpc":"2.0","id":`+sentinel+`,"method":"x/pong","params":{}}`+"\n")
-		// Each request the line holds is owed an answer; what is no
-		// JSON-RPC message is a component's stray output, logged and
-		// dropped, even where its id could be read.
+		// Each request the line holds is owed an answer, and so is what
+		// would be one, under an id that can be read; the rest of what is
+		// no JSON-RPC message is a component's stray output, logged and
+		// dropped.
 		owed := map[string]bool{}
 		each := func(v []byte) {
-			if m, err := wire.Parse(v); err == nil && m.IsRequest() && ch.pending[string(m.ID)] == nil {
-				owed[string(m.ID)] = true
+			var id json.RawMessage
+			if m, err := wire.Parse(v); err == nil && m.IsRequest() {
+				id = m.ID
+			} else if err != nil {
+				id = wire.ParseErrorID(err)
+			}
+			if id != nil && ch.pending[string(id)] == nil {
+				owed[string(id)] = true
 			}
 		}
 		if wire.IsBatch(sent) {

@@ -485,21 +485,24 @@ func (c *chain) answerError(from *peer, m *wire.Message, e *wire.Error, b *batch
 	from.refusedNote(m, e)
 }
 
-// badInput deals with a line that is not a JSON-RPC message. The client is
-// told, as JSON-RPC requires, under the id of what would be a request if
-// it can be read (else null); a component's stray output is logged and
-// dropped, so one print statement cannot break the chain.
+// badInput deals with a line that is not a JSON-RPC message. What would be
+// a request is answered with the error, as JSON-RPC requires, under its id
+// if that can be read, else null; what would answer a call fails that
+// call. A component's other lines are its output gone astray: logged and
+// dropped, not answered under null, so one print statement cannot break
+// the chain.
 func (c *chain) badInput(from *peer, pos int, line []byte, err error, b *batch) {
 	if e, ok := errors.AsType[*wire.InvalidError](err); ok && e.ResponseID != nil {
 		// What would answer a call: it fails, rather than wait for ever.
 		failAnswered(from, e.ResponseID, wire.Errorf(codeInternalError, "%s answered with a message that is not JSON-RPC 2.0 (%s)", answerer(from), e.Reason))
 	}
-	if pos != 0 {
-		from.stray(line, err)
+	id := wire.ParseErrorID(err)
+	if pos == 0 {
+		from.rejected(line, err)
+	} else if from.stray(line, err); id == nil {
 		return
 	}
-	from.rejected(line, err)
-	answer(from, b, encodeError(wire.ParseErrorID(err), wire.ParseError(err)))
+	answer(from, b, encodeError(id, wire.ParseError(err)))
 }
 
 // answerer names, in an error, a peer whose answer the conductor could not
