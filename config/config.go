@@ -33,9 +33,10 @@ type Config struct {
 	Spin                time.Duration // how long the relay polls before it sleeps; 0: it does not
 	SpinFrom            string        // where Spin was set ("environment variable ACP_CONDUCTOR_SPIN", say), or "" for its default
 	File                string        // the chain file, or "" if the chain came from arguments
-	// LogFileFrom says where Logging.File was set, as SpinFrom does, for
-	// an error opening it to name.
-	LogFileFrom string
+	// LogFileFrom and TraceFileFrom say where Logging.File and Trace.File
+	// were set, as SpinFrom does, for an error opening them to name.
+	LogFileFrom   string
+	TraceFileFrom string
 }
 
 // Conductor returns the conductor's configuration for c, logging to log.

@@ -136,6 +136,7 @@ func load(opts Options) (*Config, Problems, error) {
 	c.SpinFrom = origin("spin", f, opts.Flags)
 	c.MaxMessageBytesFrom = origin("max_message_bytes", f, opts.Flags)
 	c.LogFileFrom = origin("logging.file", f, opts.Flags)
+	c.TraceFileFrom = origin("trace.file", f, opts.Flags)
 	if len(ps) > 0 {
 		// No chain will run: the variables stay, so that the problems
 		// are logged where they say (LogFileHint).

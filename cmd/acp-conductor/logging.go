@@ -43,13 +43,13 @@ func newLogger(l config.Logging, name, from string) (*zap.Logger, func(), error)
 	closeSink := func() {}
 	if l.File != "" {
 		if err := notStdout(l.File); err != nil {
-			return nil, nil, fileError(fmt.Errorf("%w; leave the file empty to log to stderr", err), from)
+			return nil, nil, fileError("logging.file", fmt.Errorf("%w; leave the file empty to log to stderr", err), from)
 		}
 		// Opened directly rather than through zap.Open, which would take the
 		// names "stdout" and "stderr" as the streams rather than as files.
 		f, err := openOutput(l.File, os.O_APPEND, 0o644)
 		if err != nil {
-			return nil, nil, fileError(err, from)
+			return nil, nil, fileError("logging.file", err, from)
 		}
 		sink, closeSink = zapcore.Lock(f), func() { f.Close() }
 	}
@@ -61,13 +61,13 @@ func newLogger(l config.Logging, name, from string) (*zap.Logger, func(), error)
 	return log, func() { log.Sync(); closeSink() }, nil
 }
 
-// fileError reports err with the log file as config reports a bad setting:
-// its key, then where it was set, if known.
-func fileError(err error, from string) error {
+// fileError reports err with the file set by key as config reports a bad
+// setting: the key, then where it was set, if known.
+func fileError(key string, err error, from string) error {
 	if from == "" {
-		return fmt.Errorf("logging.file: %w", err)
+		return fmt.Errorf("%s: %w", key, err)
 	}
-	return fmt.Errorf("logging.file: %w (from %s)", err, from)
+	return fmt.Errorf("%s: %w (from %s)", key, err, from)
 }
 
 // notStdout refuses a path that names the file this process's standard

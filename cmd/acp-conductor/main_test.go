@@ -612,6 +612,32 @@ func TestLogFileUnopenable(t *testing.T) {
 	}
 }
 
+// TestTraceFileUnopenable: a trace file that cannot be opened fails the
+// chain naming where it was set, as the log file does.
+func TestTraceFileUnopenable(t *testing.T) {
+	const path = "/no/such/dir/chain.jsons"
+	chain := writeFile(t, "chain.yaml", "agent: {command: cat}\ntrace:\n  file: "+path+"\n")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		from string
+	}{
+		{"flag", nil, []string{"agent", "--trace", path, "cat"}, "(from flag --trace)"},
+		{"variable", []string{"ACP_CONDUCTOR_TRACE_FILE=" + path}, []string{"agent", "cat"}, "(from environment variable ACP_CONDUCTOR_TRACE_FILE)"},
+		{"chain file", nil, []string{"agent", "--config", chain}, "(from chain file " + chain + ":3)"},
+		{"serve", nil, []string{"serve", "--listen", "127.0.0.1:0", "--insecure-no-auth", "--trace", path, "cat"}, "(from flag --trace)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := acp(t, "", tc.env, tc.args...)
+			want := "trace.file: open " + path + ": no such file or directory " + tc.from
+			if r.code == 0 || !strings.Contains(r.stderr, want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant a failure with %q", r.code, r.stderr, want)
+			}
+		})
+	}
+}
+
 // started is the binary running with its stdin and stdout piped to the
 // test and its stderr kept.
 type started struct {

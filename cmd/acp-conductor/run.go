@@ -92,7 +92,7 @@ func runChain(cmd *cobra.Command, mode conductor.Mode, args []string) error {
 	cc := cfg.Conductor(log)
 	cc.Abort = abort
 	var stopTrace func()
-	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, log); err != nil {
+	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, cfg.TraceFileFrom, log); err != nil {
 		log.Error("the chain cannot start", zap.Error(err))
 		return conductor.Refuse(untilAbort, conductor.Config{GracePeriod: cfg.ShutdownGrace, MaxMessageBytes: cfg.MaxMessageBytes}, conductor.Stdin(), conductor.Stdout(), err)
 	}

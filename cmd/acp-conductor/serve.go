@@ -229,7 +229,7 @@ func runServe(cmd *cobra.Command, f serveFlags, args []string) error {
 	// One trace for every connection's chain, each event marked with its
 	// connection's Acp-Connection-Id.
 	var stopTrace func()
-	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, log); err != nil {
+	if cc.Trace, stopTrace, err = startTrace(cfg.Trace, cfg.Name, cfg.TraceFileFrom, log); err != nil {
 		return err
 	}
 	defer stopTrace()

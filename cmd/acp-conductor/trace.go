@@ -135,8 +135,9 @@ func abs(p string) string {
 // startTrace starts what t asks for: a trace file, a live viewer, both or
 // neither. It returns the recorder for the conductor (nil when neither) and
 // a function that flushes and closes everything, to be called once the
-// chain has stopped.
-func startTrace(t config.Trace, name string, log *zap.Logger) (*trace.Recorder, func(), error) {
+// chain has stopped. from says where t.File was set
+// (config.Config.TraceFileFrom), for an error with the file to name.
+func startTrace(t config.Trace, name, from string, log *zap.Logger) (*trace.Recorder, func(), error) {
 	if t.File == "" && t.Serve == "" {
 		return nil, func() {}, nil
 	}
@@ -144,11 +145,11 @@ func startTrace(t config.Trace, name string, log *zap.Logger) (*trace.Recorder, 
 	var file *os.File
 	if t.File != "" {
 		if err := notStdout(t.File); err != nil {
-			return nil, nil, fmt.Errorf("trace: %w", err)
+			return nil, nil, fileError("trace.file", err, from)
 		}
 		var err error
 		if file, err = openOutput(t.File, os.O_TRUNC, 0o600); err != nil {
-			return nil, nil, fmt.Errorf("trace: %w", err)
+			return nil, nil, fileError("trace.file", err, from)
 		}
 	}
 	var srv *trace.Server

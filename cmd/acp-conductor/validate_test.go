@@ -77,7 +77,7 @@ func TestValidateHelpSample(t *testing.T) {
 		t.Errorf("the sample's ping_interval is %v, not the default %v", p, transport.DefaultPingInterval)
 	}
 	got.Name, got.Mode, got.Proxies, got.Agent, got.File = "", 0, nil, config.Component{}, ""
-	got.SpinFrom, got.MaxMessageBytesFrom, got.LogFileFrom = "", "", "" // where they were set, the sample, not settings
+	got.SpinFrom, got.MaxMessageBytesFrom, got.LogFileFrom, got.TraceFileFrom = "", "", "", "" // where they were set, the sample, not settings
 	def.Name, def.Mode, def.Proxies, def.Agent, def.File = "", 0, nil, config.Component{}, ""
 	if !reflect.DeepEqual(got, def) {
 		t.Errorf("the sample's settings are\n%+v\nnot the defaults\n%+v", *got, *def)
