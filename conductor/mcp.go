@@ -1823,7 +1823,7 @@ func connErrorFor(e json.RawMessage, ownerID, callerID string) json.RawMessage {
 		if json.Unmarshal(raw, &msg) != nil {
 			return raw, nil
 		}
-		return dataString(strings.ReplaceAll(msg, old, now)), nil
+		return dataString(replaceID(msg, old, now)), nil
 	})
 	if err != nil {
 		return e
@@ -1832,6 +1832,35 @@ func connErrorFor(e json.RawMessage, ownerID, callerID string) json.RawMessage {
 		return e
 	}
 	return out
+}
+
+// replaceID returns s with each old, which ends in a raw JSON id, replaced
+// by now, where the id is whole: "connection 1" is not in "connection 12",
+// which names another connection.
+func replaceID(s, old, now string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, old)
+		if i < 0 {
+			break
+		}
+		end := i + len(old)
+		if end < len(s) && idByte(old[len(old)-1]) && idByte(s[end]) {
+			b.WriteString(s[:end]) // a longer id
+		} else {
+			b.WriteString(s[:i])
+			b.WriteString(now)
+		}
+		s = s[end:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// idByte reports whether c may continue a raw JSON number or literal (a
+// string, object or array id ends itself).
+func idByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '.' || c == '+' || c == '-'
 }
 
 // sameID reports whether raw and id (raw JSON) name the same id, however

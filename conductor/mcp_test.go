@@ -685,6 +685,24 @@ func TestMCPRequestOwnerThinkwellParent(t *testing.T) {
 	}
 }
 
+// TestConnErrorForWholeID: an owner's id renamed in its message is the
+// whole id: owner id 1 is not the start of "connection 12", another
+// connection its error names.
+func TestConnErrorForWholeID(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		{"MCP connection 1 ended: connection 12 failed", `MCP connection "mine" ended: connection 12 failed`},
+		{"connection 1.5 and connection 1e3, then connection 1", `connection 1.5 and connection 1e3, then connection "mine"`},
+		{"connection 1", `connection "mine"`},
+	} {
+		msg, _ := json.Marshal(tc.msg)
+		e := json.RawMessage(`{"code":-32603,"message":` + string(msg) + `,"data":{"connectionId":1}}`)
+		var got struct{ Message string }
+		if err := json.Unmarshal(connErrorFor(e, "1", `"mine"`), &got); err != nil || got.Message != tc.want {
+			t.Errorf("connErrorFor(%q) message = %q, %v; want %q", tc.msg, got.Message, err, tc.want)
+		}
+	}
+}
+
 // TestConnErrorForOddIDs: an owner chooses its connection ids, and may
 // give an object or an array, which cannot be compared as strings and
 // numbers are: its error is renamed all the same, never a panic.
