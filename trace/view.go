@@ -10,6 +10,8 @@ import (
 	"html"
 	"io"
 	"strings"
+
+	"github.com/acp-conductor/acp-conductor/internal/wire"
 )
 
 // The viewer: a page, its style and its script, put together into one
@@ -127,8 +129,10 @@ func ReadEvents(r io.Reader) ([][]byte, error) {
 		}
 		// Every event has a type; a JSON Lines file of another kind (a
 		// transcript, a log) has none, and would draw as an empty page.
-		var ev struct{ Type string }
-		if json.Unmarshal(line, &ev) != nil || ev.Type == "" {
+		// The key is matched exactly: decoding into a struct would take
+		// "TYPE" too, which the viewer does not read.
+		var typ string
+		if json.Unmarshal(wire.Member(line, "type"), &typ) != nil || typ == "" {
 			return nil, fmt.Errorf("line %d: not a JSON trace event: it has no \"type\" string", n)
 		}
 		events = append(events, append([]byte(nil), line...))

@@ -191,6 +191,10 @@ func TestReadEvents(t *testing.T) {
 	if _, err := ReadEvents(strings.NewReader("{\"type\":\"a\"}\n{\"time\":\"12:00\",\"message\":{}}\n")); err == nil || !strings.Contains(err.Error(), `line 2: not a JSON trace event: it has no "type"`) {
 		t.Errorf("got %v, want line 2 refused for want of a type", err)
 	}
+	// The key is "type" exactly, as the viewer reads it.
+	if _, err := ReadEvents(strings.NewReader("{\"type\":\"a\"}\n{\"TYPE\":\"b\"}\n")); err == nil || !strings.Contains(err.Error(), `line 2: not a JSON trace event: it has no "type"`) {
+		t.Errorf("got %v, want line 2 refused: \"TYPE\" is not \"type\"", err)
+	}
 	// A last line with no newline is one being written, or left so.
 	events, err = ReadEvents(strings.NewReader("{\"type\":\"a\"}\n{\"b\":"))
 	if !errors.Is(err, ErrCutShort) || !strings.Contains(err.Error(), "line 2") || len(events) != 1 {
