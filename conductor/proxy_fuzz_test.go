@@ -25,20 +25,23 @@ type proxyFuzzChain struct {
 	ed, px, ag                io.Writer
 	edLines, pxLines, agLines chan []byte
 	n                         int
+	dialect                   *wire.Dialect // the proxy's
 	// The proxy forwards what is not the fuzzer's, under ids of its own.
 	pending map[string]json.RawMessage // our id -> the id we were sent
+	initID  string                     // our id for the initialize
 }
 
 var (
-	proxyFuzzOnce  sync.Once
-	theProxyFuzz   *proxyFuzzChain
-	proxyFuzzErr   error
+	proxyFuzzOnce  [3]sync.Once
+	theProxyFuzz   [3]*proxyFuzzChain
+	proxyFuzzErr   [3]error
 	proxyFuzzSides = [...]string{"editor", "proxy", "agent"}
 )
 
-// startProxyFuzzChain starts a conductor with a proxy and an agent, both
-// this binary in the pipe role, and initializes the chain through them.
-func startProxyFuzzChain() (*proxyFuzzChain, error) {
+// startProxyFuzzChain starts a conductor with a proxy of dialect dl and an
+// agent, both this binary in the pipe role, and initializes the chain
+// through them: the proxy refuses the dialects tried before dl.
+func startProxyFuzzChain(dl *wire.Dialect) (*proxyFuzzChain, error) {
 	dir, err := os.MkdirTemp("", "acp-fuzz-proxy")
 	if err != nil {
 		return nil, err
@@ -74,21 +77,29 @@ func startProxyFuzzChain() (*proxyFuzzChain, error) {
 	ch := &proxyFuzzChain{
 		ed: inW, px: conns[0], ag: conns[1],
 		edLines: lineChan(outR), pxLines: lineChan(conns[0]), agLines: lineChan(conns[1]),
-		pending: map[string]json.RawMessage{},
+		dialect: dl, pending: map[string]json.RawMessage{},
 	}
 	io.WriteString(inW, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	var answer *wire.Message
 	err = ch.relay(func(side int, m *wire.Message) bool {
-		return side == 0 && m.IsResponse() && string(m.ID) == `"init"`
+		if side == 0 && m.IsResponse() && string(m.ID) == `"init"` {
+			answer = m
+		}
+		return answer != nil
 	})
+	if err == nil && answer.Error != nil {
+		err = fmt.Errorf("%s", answer.Error)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("initialize: %w", err)
+		return nil, fmt.Errorf("initialize (%s): %w", dl.Name, err)
 	}
 	return ch, nil
 }
 
 // relay plays the three sides until done holds for a message one of them
 // got: editor and agent answer every request, the proxy forwards. It
-// fails if any line the conductor writes is not JSON-RPC.
+// fails if any line the conductor writes is not JSON-RPC, or if an
+// envelope it sends the proxy is not of the proxy's dialect.
 func (ch *proxyFuzzChain) relay(done func(side int, m *wire.Message) bool) error {
 	timeout := time.After(10 * time.Second)
 	for {
@@ -122,6 +133,9 @@ func (ch *proxyFuzzChain) relay(done func(side int, m *wire.Message) bool) error
 		}
 		finished := false
 		for _, m := range msgs {
+			if side == 1 && wire.IsSuccessor(m.Method) && m.Method != ch.dialect.Successor(m.ID) {
+				return fmt.Errorf("the conductor sent a %s proxy %s", ch.dialect.Name, line)
+			}
 			if done(side, m) {
 				finished = true
 			}
@@ -152,22 +166,40 @@ func (ch *proxyFuzzChain) relay(done func(side int, m *wire.Message) bool) error
 }
 
 // forward is the proxy's part: what comes in an envelope goes to the
-// predecessor plain, the rest to the successor in an envelope, and
-// answers go back under the ids they were asked with. Answers to what
-// the fuzzer sent are dropped.
+// predecessor plain, the rest to the successor in an envelope of its
+// dialect, and answers go back under the ids they were asked with. It
+// refuses the initialize of another dialect, and marks its answer to a
+// Thinkwell initialize. Answers to what the fuzzer sent are dropped.
 func (ch *proxyFuzzChain) forward(m *wire.Message) {
 	if m.IsResponse() {
 		if orig, ok := ch.pending[string(m.ID)]; ok {
 			delete(ch.pending, string(m.ID))
-			ch.px.Write(append((&wire.Message{ID: orig, Result: m.Result, Error: m.Error}).Bytes(), '\n'))
+			res := m.Result
+			if string(m.ID) == ch.initID && res != nil {
+				res, _ = wire.Thinkwell.InitializeParams(res)
+			}
+			ch.px.Write(append((&wire.Message{ID: orig, Result: res, Error: m.Error}).Bytes(), '\n'))
 		}
 		return
+	}
+	method := m.Method
+	if pd := wire.ProxyInitDialect(method); pd != nil || method == wire.MethodInitialize && wire.MarkedProxy(m.Params) {
+		if pd != nil && pd != ch.dialect {
+			if m.IsRequest() {
+				ch.px.Write(append((&wire.Message{ID: m.ID, Error: wire.Errorf(codeMethodNotFound, "%s", method).Encode()}).Bytes(), '\n'))
+			}
+			return
+		}
+		method = wire.MethodInitialize
 	}
 	var id json.RawMessage
 	if m.IsRequest() {
 		ch.n++
 		id = json.RawMessage(`"px-` + strconv.Itoa(ch.n) + `"`)
 		ch.pending[string(id)] = m.ID
+		if method == wire.MethodInitialize && ch.dialect.InitializeMeta {
+			ch.initID = string(id)
+		}
 	}
 	if wire.IsSuccessor(m.Method) {
 		method, params, err := wire.Unwrap(m.Params)
@@ -177,17 +209,14 @@ func (ch *proxyFuzzChain) forward(m *wire.Message) {
 		ch.px.Write(append((&wire.Message{ID: id, Method: method, Params: params}).Bytes(), '\n'))
 		return
 	}
-	method := m.Method
-	if wire.ProxyInitDialect(method) != nil {
-		method = wire.MethodInitialize
-	}
-	ch.px.Write(append(wire.AppendWrapped(nil, id, wire.MethodSuccessor, method, m.Params), '\n'))
+	ch.px.Write(append(wire.AppendWrapped(nil, id, ch.dialect.Successor(id), method, m.Params), '\n'))
 }
 
 // proxyFuzzEnvelope returns line as the proxy sends it: how%4 picks raw or
 // an envelope of the RFD's, Rust's or Thinkwell's spelling, with line as
 // its params; how&4 makes the envelope a notification rather than a
 // request under id; how&8 takes Thinkwell's envelope of the other kind.
+// (how>>4)%3 picks the proxy's own dialect (proxyFuzzDialect).
 func proxyFuzzEnvelope(line []byte, how byte, id string) []byte {
 	var method string
 	switch how % 4 {
@@ -210,14 +239,24 @@ func proxyFuzzEnvelope(line []byte, how byte, id string) []byte {
 	return append(append([]byte(head), line...), '}')
 }
 
-// FuzzProxyInput sends the chain any line from a proxy between the editor
-// and the agent, raw or as the params of a successor envelope of each
-// dialect, then a request from the editor to the agent and one from the
+// proxyFuzzDialect returns the index in wire.Dialects of the dialect
+// that how picks for the proxy.
+func proxyFuzzDialect(how byte) int { return int(how>>4) % len(wire.Dialects) }
+
+// FuzzProxyInput sends the chain any line from a proxy of any dialect
+// between the editor and the agent, raw or as the params of a successor
+// envelope of each dialect, then a request from the editor to the agent and one from the
 // agent to the editor, both through the proxy: whatever came before, each
 // is answered with the answer its asker's peer gave, each request of the
 // proxy's line is answered, and every line the conductor writes is a
 // JSON-RPC 2.0 message or a batch of them.
 func FuzzProxyInput(f *testing.F) {
+	// The seeds take the proxy's dialects in turn.
+	k := byte(0)
+	add := func(line []byte, how byte) {
+		f.Add(line, how|k%3<<4)
+		k++
+	}
 	for _, name := range []string{"editor.jsonl", "agent.jsonl", "proxy-a.jsonl"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "golden", name))
 		if err != nil {
@@ -225,7 +264,7 @@ func FuzzProxyInput(f *testing.F) {
 		}
 		for l := range bytes.Lines(data) {
 			l = bytes.TrimSpace(l)
-			f.Add(l, byte(0))
+			add(l, 0)
 			if m, err := wire.Parse(l); err == nil && m.Method != "" {
 				// As carried: {"method","params"}.
 				inner := []byte(`{"method":` + strconv.Quote(m.Method) + `}`)
@@ -233,8 +272,8 @@ func FuzzProxyInput(f *testing.F) {
 					inner = []byte(`{"method":` + strconv.Quote(m.Method) + `,"params":` + string(m.Params) + `}`)
 				}
 				for how := byte(1); how < 4; how++ {
-					f.Add(inner, how)
-					f.Add(inner, how|4)
+					add(inner, how)
+					add(inner, how|4)
 				}
 			}
 		}
@@ -245,12 +284,21 @@ func FuzzProxyInput(f *testing.F) {
 	f.Add([]byte(`{"params":{}}`), byte(1))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"px-1","result":{}}`), byte(0))
 	f.Add([]byte(`[{"jsonrpc":"2.0","id":5,"method":"proxy/successor","params":{"method":"x/a"}},1]`), byte(0))
+	// Each dialect's envelopes as the proxy's own.
+	f.Add([]byte(`{"method":"x/a","params":{}}`), byte(2|1<<4))
+	f.Add([]byte(`{"method":"x/n"}`), byte(2|4|1<<4))
+	f.Add([]byte(`{"method":"x/a","params":{}}`), byte(3|2<<4))
+	f.Add([]byte(`{"method":"x/n"}`), byte(3|4|2<<4))
+	f.Add([]byte(`{"method":"x/a","params":{}}`), byte(3|4|8|2<<4))
+	f.Add([]byte(`{"method":"initialize","params":{"_meta":{"proxy":true}}}`), byte(3|2<<4))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"_proxy/initialize","params":{}}`), byte(1<<4))
 	f.Fuzz(func(t *testing.T, line []byte, how byte) {
-		proxyFuzzOnce.Do(func() { theProxyFuzz, proxyFuzzErr = startProxyFuzzChain() })
-		if proxyFuzzErr != nil {
-			t.Fatal(proxyFuzzErr)
+		i := proxyFuzzDialect(how)
+		proxyFuzzOnce[i].Do(func() { theProxyFuzz[i], proxyFuzzErr[i] = startProxyFuzzChain(wire.Dialects[i]) })
+		if proxyFuzzErr[i] != nil {
+			t.Fatal(proxyFuzzErr[i])
 		}
-		ch := theProxyFuzz
+		ch := theProxyFuzz[i]
 		ch.n++
 		sentinel := `"fuzz-sentinel-` + strconv.Itoa(ch.n) + `"`
 		envID := `"fuzz-env-` + strconv.Itoa(ch.n) + `"`
