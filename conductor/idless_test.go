@@ -18,21 +18,12 @@ func TestIdlessAnswersLoggedSparingly(t *testing.T) {
 		{"unsent id", `{"jsonrpc":"2.0","id":"x9","error":{"code":-32601,"message":"Method not found"}}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			core, logs := observer.New(zap.DebugLevel)
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
-			a := agentStarted()
+			e, a, logs := observedChain(t)
 			const answered = 100
 			for range answered {
 				a.send(tt.line)
 			}
-			e.send(clientInit(0, "a"))
-			answerInit(t, a, "a") // read after all of them, on the same pipe
-			initializedFor(t, e, 0, "a")
-			if err := e.close(); err != nil {
-				t.Errorf("Run: %v", err)
-			}
+			stillWorks(t, e, a) // read after all of them, on the same pipe
 			loggedSparingly(t, logs, "answers the conductor cannot match", answered, max(strayLogged, unsentLogged)+1, func(en observer.LoggedEntry) bool {
 				return en.Level >= zap.WarnLevel && en.ContextMap()["peer"] == "agent"
 			})

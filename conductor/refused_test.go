@@ -21,11 +21,7 @@ func TestRefusedNotificationsLoggedSparingly(t *testing.T) {
 		{"client", "client", `{"jsonrpc":"2.0","method":"proxy/successor","params":{}}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			core, logs := observer.New(zap.DebugLevel)
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
-			a := agentStarted()
+			e, a, logs := observedChain(t)
 			const refused = 10000
 			for range refused {
 				if tt.from == "agent" {
@@ -34,12 +30,7 @@ func TestRefusedNotificationsLoggedSparingly(t *testing.T) {
 					e.send(tt.line)
 				}
 			}
-			e.send(clientInit(0, "a"))
-			answerInit(t, a, "a") // read after all of them, on the same pipe
-			initializedFor(t, e, 0, "a")
-			if err := e.close(); err != nil {
-				t.Errorf("Run: %v", err)
-			}
+			stillWorks(t, e, a) // read after all of them, on the same pipe
 			loggedSparingly(t, logs, "refused notifications", refused, refusedLogged+1, func(en observer.LoggedEntry) bool {
 				return strings.Contains(en.Message, "dropped notification") && en.ContextMap()["peer"] == tt.from
 			})
@@ -52,11 +43,7 @@ func TestRefusedNotificationsLoggedSparingly(t *testing.T) {
 // logged with their id, the rest counted, not one line each; and the
 // chain goes on working.
 func TestUnawaitedAnswersLoggedSparingly(t *testing.T) {
-	dir := t.TempDir()
-	core, logs := observer.New(zap.DebugLevel)
-	agent, agentStarted := scriptedComponent(t, dir, "agent")
-	e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
-	a := agentStarted()
+	e, a, logs := observedChain(t)
 	e.send(clientInit(0, "a"))
 	m := a.recvMsg()
 	const again = 10000
@@ -90,11 +77,7 @@ func TestRejectedInputLoggedSparingly(t *testing.T) {
 		{"not JSON-RPC", `{"id":1}`, -32600},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			core, logs := observer.New(zap.DebugLevel)
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
-			a := agentStarted()
+			e, a, logs := observedChain(t)
 			const rejected = 10000
 			for range rejected {
 				e.send(tt.line)
@@ -105,12 +88,7 @@ func TestRejectedInputLoggedSparingly(t *testing.T) {
 					t.Fatalf("answer %d to %s: %s, want error %d", i, tt.line, m.Bytes(), tt.code)
 				}
 			}
-			e.send(clientInit(0, "a"))
-			answerInit(t, a, "a")
-			initializedFor(t, e, 0, "a")
-			if err := e.close(); err != nil {
-				t.Errorf("Run: %v", err)
-			}
+			stillWorks(t, e, a)
 			loggedSparingly(t, logs, "rejected lines", rejected, rejectedLogged+1, func(en observer.LoggedEntry) bool {
 				return strings.Contains(en.Message, "rejected input") && en.ContextMap()["peer"] == "client"
 			})
@@ -128,21 +106,12 @@ func TestBadResponsesLoggedSparingly(t *testing.T) {
 		{"malformed", `{"jsonrpc":"2.0","id":"x","error":"boom"}`, logMalformedError},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			core, logs := observer.New(zap.DebugLevel)
-			agent, agentStarted := scriptedComponent(t, dir, "agent")
-			e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
-			a := agentStarted()
+			e, a, logs := observedChain(t)
 			const bad = 10000
 			for range bad {
 				a.send(tt.line)
 			}
-			e.send(clientInit(0, "a"))
-			answerInit(t, a, "a") // read after all of them, on the same pipe
-			initializedFor(t, e, 0, "a")
-			if err := e.close(); err != nil {
-				t.Errorf("Run: %v", err)
-			}
+			stillWorks(t, e, a) // read after all of them, on the same pipe
 			loggedSparingly(t, logs, tt.name+" responses", bad, 2, func(en observer.LoggedEntry) bool {
 				return strings.HasPrefix(en.Message, tt.said) && en.ContextMap()["peer"] == "agent"
 			})
@@ -188,23 +157,36 @@ func TestTooManyLoggedSparingly(t *testing.T) {
 // with their id, the rest counted, not one line each; and the chain goes
 // on working.
 func TestUnheededCancelsLoggedSparingly(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	agent, agentStarted := scriptedComponent(t, t.TempDir(), "agent")
-	e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
-	a := agentStarted()
+	e, a, logs := observedChain(t)
 	const ignored = 10000
 	for i := range ignored {
 		e.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}`, i))
 	}
+	stillWorks(t, e, a)
+	loggedSparingly(t, logs, "cancels for no request in flight", ignored, unheededLogged+1, func(en observer.LoggedEntry) bool {
+		return strings.Contains(en.Message, "not in flight") || strings.Contains(en.Message, "no request in flight")
+	})
+}
+
+// observedChain starts a chain of the scripted agent alone, its log
+// observed at debug level.
+func observedChain(t *testing.T) (*editor, *scripted, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.DebugLevel)
+	agent, agentStarted := scriptedComponent(t, t.TempDir(), "agent")
+	e := startChain(t, Config{Agent: agent, Logger: zap.New(core)})
+	return e, agentStarted(), logs
+}
+
+// stillWorks checks that the chain still initializes, and ends well.
+func stillWorks(t *testing.T, e *editor, a *scripted) {
+	t.Helper()
 	e.send(clientInit(0, "a"))
 	answerInit(t, a, "a")
 	initializedFor(t, e, 0, "a")
 	if err := e.close(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
-	loggedSparingly(t, logs, "cancels for no request in flight", ignored, unheededLogged+1, func(en observer.LoggedEntry) bool {
-		return strings.Contains(en.Message, "not in flight") || strings.Contains(en.Message, "no request in flight")
-	})
 }
 
 // loggedSparingly checks that of the n events that match, at most few
