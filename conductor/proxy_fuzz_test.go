@@ -121,16 +121,7 @@ func (ch *proxyFuzzChain) relay(done func(side int, m *wire.Message) bool) error
 		if !wellFormed(line) {
 			return fmt.Errorf("the conductor sent the %s %q", proxyFuzzSides[side], line)
 		}
-		var msgs []*wire.Message
-		if wire.IsBatch(line) {
-			wire.EachElement(line, func(v []byte) {
-				m, _ := wire.Parse(v)
-				msgs = append(msgs, m)
-			})
-		} else {
-			m, _ := wire.Parse(line)
-			msgs = append(msgs, m)
-		}
+		msgs := messagesOf(line)
 		finished := false
 		for _, m := range msgs {
 			if side == 1 && wire.IsSuccessor(m.Method) && m.Method != ch.dialect.Successor(m.ID) {

@@ -170,16 +170,7 @@ func FuzzChainInput(f *testing.F) {
 			if fromEd {
 				w = ch.ed
 			}
-			var msgs []*wire.Message
-			if wire.IsBatch(line) {
-				wire.EachElement(line, func(v []byte) {
-					m, _ := wire.Parse(v)
-					msgs = append(msgs, m)
-				})
-			} else {
-				m, _ := wire.Parse(line)
-				msgs = append(msgs, m)
-			}
+			msgs := messagesOf(line)
 			for _, m := range msgs {
 				switch {
 				case m.IsResponse() && string(m.ID) == id:
@@ -198,4 +189,20 @@ func FuzzChainInput(f *testing.F) {
 			}
 		}
 	})
+}
+
+// messagesOf returns the messages of line, which wellFormed has passed:
+// the one it is, or those of the batch it is.
+func messagesOf(line []byte) []*wire.Message {
+	var msgs []*wire.Message
+	add := func(v []byte) {
+		m, _ := wire.Parse(v)
+		msgs = append(msgs, m)
+	}
+	if wire.IsBatch(line) {
+		wire.EachElement(line, add)
+	} else {
+		add(line)
+	}
+	return msgs
 }

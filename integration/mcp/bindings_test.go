@@ -280,15 +280,7 @@ func runTSEditorOn(t *testing.T, dir string, env []string, provide bool, prompt 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	marker := newMarker()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if left, _ := leftovers(ctx, marker); len(left) > 0 {
-			t.Errorf("processes left running:\n  %s", strings.Join(left, "\n  "))
-			killMarked(marker)
-		}
-	})
+	marker := watchedMarker(t)
 	args := []string{filepath.Join(peersDir, "mcp_editor.mjs"), "--prompt", prompt}
 	if provide {
 		args = append(args, "--provide")

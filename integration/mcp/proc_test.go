@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -24,6 +25,22 @@ func newMarker() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// watchedMarker returns a new marker, and has the test fail, and kill
+// them, if processes that carry it are left running once it ends.
+func watchedMarker(t *testing.T) string {
+	t.Helper()
+	marker := newMarker()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if left, _ := leftovers(ctx, marker); len(left) > 0 {
+			t.Errorf("processes left running:\n  %s", strings.Join(left, "\n  "))
+			killMarked(marker)
+		}
+	})
+	return marker
 }
 
 // markedProcs lists the live (non-zombie) processes whose environment holds

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,15 +24,7 @@ func TestMCPOverACPRemote(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	marker := newMarker()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if left, _ := leftovers(ctx, marker); len(left) > 0 {
-			t.Errorf("processes left running:\n  %s", strings.Join(left, "\n  "))
-			killMarked(marker)
-		}
-	})
+	marker := watchedMarker(t)
 
 	const token = "mcp-remote-token"
 	srv := exec.Command(conductor, "serve", "--listen", "127.0.0.1:0", "--shutdown-grace", "10s", "--",

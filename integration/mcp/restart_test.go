@@ -37,15 +37,7 @@ func TestMCPOwnerRestarted(t *testing.T) {
 func ownerRestarted(t *testing.T, advertise, why string) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	marker := newMarker()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if left, _ := leftovers(ctx, marker); len(left) > 0 {
-			t.Errorf("processes left running:\n  %s", strings.Join(left, "\n  "))
-			killMarked(marker)
-		}
-	})
+	marker := watchedMarker(t)
 	file := filepath.Join(t.TempDir(), "chain.yaml")
 	chain := fmt.Sprintf("proxies:\n  - name: tp\n    command: %q\n    on_failure: restart\nagent:\n  command: %q\n  args: [--advertise, %s]\n", toolProxy, sdkAgent, advertise)
 	if err := os.WriteFile(file, []byte(chain), 0o644); err != nil {
