@@ -772,7 +772,12 @@ func TestComponentInvalidRequestAnswered(t *testing.T) {
 			if string(m.ID) != "100" || m.Error != nil {
 				t.Fatalf("the agent got %s, want the answer to x/after", m.Bytes())
 			}
-			a.w.Close() // the agent exits
+			// The editor leaves; once the agent's input has ended, the
+			// agent is known to be stopping, and exits.
+			e.in.Close()
+			for range a.lines {
+			}
+			a.w.Close()
 			if err := e.close(); err != nil {
 				t.Errorf("Run: %v", err)
 			}
