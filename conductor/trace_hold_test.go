@@ -59,23 +59,17 @@ func TestTraceHeldUntilReplayAnswered(t *testing.T) {
 // answered by it.
 func TestTraceRefusedReplay(t *testing.T) {
 	dir := t.TempDir()
-	var out bytes.Buffer
-	rec := trace.NewRecorder(&out, trace.Options{})
 	cfg := Config{
 		Proxies:      []Component{restartedCrasher(t, dir, "ACP_TEST_REFUSE_AFTER_FIRST="+filepath.Join(dir, "ran"))},
 		Agent:        fake(t, dir, "agent", "streamer"),
 		RestartLimit: 1,
-		Trace:        rec,
 	}
 	h := holdBackoff(&cfg)
-	e := startChain(t, cfg)
-	initAndCrash(t, e)
-	promptsInBackoff(t, e, h, 3)
-	awaitResponses(e, 2)
-	e.close()
-	rec.Close()
-	events := readTrace(t, out.String())
-	answeredOnce(t, events)
+	c := startTraced(t, cfg, trace.Full)
+	initAndCrash(t, c.editor)
+	promptsInBackoff(t, c.editor, h, 3)
+	awaitResponses(c.editor, 2)
+	events := c.end(t)
 	var toProxy, toConductor []string
 	for _, ev := range events {
 		if ev.Type != trace.TypeRequest || ev.Method != "session/prompt" {
@@ -91,7 +85,7 @@ func TestTraceRefusedReplay(t *testing.T) {
 	}
 	slices.Sort(toConductor) // failed together, in no order
 	if fmt.Sprint(toProxy) != `["t1"]` || fmt.Sprint(toConductor) != `["t2" "t3"]` {
-		t.Errorf("the trace has prompts %v sent to the proxy and %v answered by the conductor, want [\"t1\"] and [\"t2\" \"t3\"]:\n%s", toProxy, toConductor, &out)
+		t.Errorf("the trace has prompts %v sent to the proxy and %v answered by the conductor, want [\"t1\"] and [\"t2\" \"t3\"]:\n%s", toProxy, toConductor, &c.out)
 	}
 }
 
@@ -101,32 +95,25 @@ func TestTraceRefusedReplay(t *testing.T) {
 // sent; the conductor answered the prompt.
 func TestTraceReplayNeverStarted(t *testing.T) {
 	dir := t.TempDir()
-	var out bytes.Buffer
-	rec := trace.NewRecorder(&out, trace.Options{})
 	cfg := Config{
 		Proxies: []Component{restartedCrasher(t, dir)},
 		Agent:   fake(t, dir, "agent", "streamer"),
-		Trace:   rec,
 	}
 	h := holdBackoff(&cfg)
-	e := startChain(t, cfg)
-	initAndCrash(t, e)
+	c := startTraced(t, cfg, trace.Full)
+	initAndCrash(t, c.editor)
 	h.next(t)
-	e.send(promptLine(2, false))
-	e.sync()
-	e.in.Close()
+	c.send(promptLine(2, false))
+	c.sync()
+	c.in.Close()
 	for {
-		if m := e.recvMsg(); m.IsResponse() {
+		if m := c.recvMsg(); m.IsResponse() {
 			break
 		}
 	}
-	e.close()
-	rec.Close()
-	events := readTrace(t, out.String())
-	answeredOnce(t, events)
-	for _, ev := range events {
+	for _, ev := range c.end(t) {
 		if ev.From == "conductor" && ev.Type == trace.TypeRequest || ev.To == "crasher" && string(ev.ID) == "3" {
-			t.Errorf("the trace has %s %s -> %s #%s %s, sent to no process:\n%s", ev.Type, ev.From, ev.To, ev.ID, ev.Method, &out)
+			t.Errorf("the trace has %s %s -> %s #%s %s, sent to no process:\n%s", ev.Type, ev.From, ev.To, ev.ID, ev.Method, &c.out)
 		}
 	}
 }
@@ -182,27 +169,21 @@ func TestTraceResentToGoneSuccessor(t *testing.T) {
 // failure from the dead proxy it never saw and then the agent's.
 func TestTraceResentPastBypass(t *testing.T) {
 	dir := t.TempDir()
-	var out bytes.Buffer
-	rec := trace.NewRecorder(&out, trace.Options{Detail: trace.Metadata})
 	proxy, proxyStarted := scriptedComponent(t, dir, "crashy")
 	proxy.OnFailure = PolicyBypass
-	e := startChain(t, Config{Proxies: []Component{proxy}, Agent: fake(t, dir, "agent", "agent"), Trace: rec})
+	c := startTraced(t, Config{Proxies: []Component{proxy}, Agent: fake(t, dir, "agent", "agent")}, trace.Metadata)
 	p := proxyStarted()
 
-	e.send(initLine)
+	c.send(initLine)
 	if m := p.recvMsg(); m.Method != wire.MethodProxyInitialize {
 		t.Fatalf("the proxy got %s, want its proxy/initialize", m.Bytes())
 	}
 	p.w.Close() // the proxy, holding the initialize, dies
-	if m := e.recvMsg(); string(m.ID) != "0" || m.Error != nil {
-		t.Fatalf("initialize answered %s, want the agent's answer", e.seen[len(e.seen)-1])
+	if m := c.recvMsg(); string(m.ID) != "0" || m.Error != nil {
+		t.Fatalf("initialize answered %s, want the agent's answer", c.seen[len(c.seen)-1])
 	}
-	e.close()
-	rec.Close()
-	events := readTrace(t, out.String())
-	answeredOnce(t, events)
 	var lines []string
-	for _, ev := range events {
+	for _, ev := range c.end(t) {
 		if ev.Method == "initialize" || ev.Method == "proxy/initialize" {
 			lines = append(lines, eventLine(ev))
 		}
@@ -211,7 +192,7 @@ func TestTraceResentPastBypass(t *testing.T) {
 		"request conductor>agent #1 initialize response agent>conductor #1 initialize is_error=false " +
 		"request client>conductor #0 initialize response conductor>client #0 initialize is_error=false]"
 	if fmt.Sprint(lines) != want {
-		t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &out)
+		t.Errorf("the initialize is traced as\n%v\nwant\n%s\n%s", lines, want, &c.out)
 	}
 }
 
